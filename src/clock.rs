@@ -1,0 +1,194 @@
+//! Timestamps as databases store them, and ages measured against the clock that wrote them.
+//!
+//! selfheal never subtracts a database timestamp from the host clock: a start or heartbeat
+//! column is compared with the database's own `NOW()` (read once per run), a heartbeat
+//! file's mtime with the host clock. Pure: the current times are passed in.
+
+use chrono::{NaiveDateTime, TimeZone};
+
+/// What a stored time value means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamp {
+    /// A naive date-time as the application wrote it (MySQL DATETIME, SQLite text).
+    /// Interpreted in the configured `timezone`, else on the database's own clock.
+    Naive(NaiveDateTime),
+    /// A naive date-time already in the database session's time zone (MySQL TIMESTAMP,
+    /// which the server converts): always compared with the session's `NOW()`.
+    Session(NaiveDateTime),
+    /// Seconds since the Unix epoch (integer columns, text with an explicit offset).
+    Epoch(i64),
+}
+
+/// The database clock, read once per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DbClock {
+    /// `NOW()` in the session's time zone.
+    pub now_naive: NaiveDateTime,
+    /// `UNIX_TIMESTAMP()`.
+    pub now_epoch: i64,
+}
+
+/// Tolerance for "in the future": beyond this, a timestamp is a clock or time-zone mismatch.
+pub const FUTURE_TOLERANCE_S: i64 = 60;
+
+/// Age in whole seconds of `stamp` on the database clock. Negative when in the future.
+pub fn age_on_db_clock(
+    stamp: Stamp,
+    clock: &DbClock,
+    tz: Option<chrono_tz::Tz>,
+) -> Result<i64, String> {
+    match (stamp, tz) {
+        (Stamp::Epoch(e), _) => Ok(clock.now_epoch - e),
+        (Stamp::Session(n), _) | (Stamp::Naive(n), None) => Ok((clock.now_naive - n).num_seconds()),
+        (Stamp::Naive(n), Some(tz)) => match tz.from_local_datetime(&n).earliest() {
+            Some(t) => Ok(clock.now_epoch - t.timestamp()),
+            None => Err(format!("{n} does not exist in time zone {tz}")),
+        },
+    }
+}
+
+/// Classifies a signed age: a value in the future by more than the tolerance is a
+/// clock/time-zone mismatch; a little in the future is age 0 (clocks are never exact).
+pub fn plausible_age(age: i64, what: &str) -> Result<u64, String> {
+    if age < -FUTURE_TOLERANCE_S {
+        Err(format!(
+            "{what} is {}s in the future (clock or time-zone mismatch)",
+            -age
+        ))
+    } else {
+        Ok(age.max(0) as u64)
+    }
+}
+
+/// Parses a text timestamp as SQLite applications write them: `YYYY-MM-DD HH:MM:SS[.fff]`,
+/// with `T` or a space, optionally with `Z` or a `±HH:MM` offset (then it is absolute).
+pub fn parse_text_stamp(s: &str) -> Result<Stamp, String> {
+    let t = s.trim();
+    if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Ok(Stamp::Epoch(dt.timestamp()));
+    }
+    if let Ok(dt) = chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z") {
+        return Ok(Stamp::Epoch(dt.timestamp()));
+    }
+    for fmt in [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(n) = NaiveDateTime::parse_from_str(t, fmt) {
+            return Ok(Stamp::Naive(n));
+        }
+    }
+    if let Some(z) = t.strip_suffix('Z').or_else(|| t.strip_suffix(" UTC"))
+        && let Ok(n) = NaiveDateTime::parse_from_str(z, "%Y-%m-%d %H:%M:%S%.f")
+    {
+        return Ok(Stamp::Epoch(n.and_utc().timestamp()));
+    }
+    if let Ok(n) = t.parse::<i64>() {
+        return Ok(Stamp::Epoch(n));
+    }
+    Err(format!("{s:?} is not a date-time or unix timestamp"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+
+    fn dt(h: u32, m: u32, s: u32) -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(2026, 11, 29)
+            .and_then(|d| d.and_hms_opt(h, m, s))
+            .expect("valid")
+    }
+
+    #[test]
+    fn ages_use_the_clock_that_wrote_them() {
+        // Database session clock at 10:00 local (UTC+8), i.e. 02:00 UTC.
+        let clock = DbClock {
+            now_naive: dt(10, 0, 0),
+            now_epoch: dt(2, 0, 0).and_utc().timestamp(),
+        };
+        assert_eq!(
+            age_on_db_clock(Stamp::Naive(dt(9, 0, 0)), &clock, None),
+            Ok(3600)
+        );
+        assert_eq!(
+            age_on_db_clock(Stamp::Session(dt(9, 59, 0)), &clock, None),
+            Ok(60)
+        );
+        let epoch = dt(1, 50, 0).and_utc().timestamp();
+        assert_eq!(age_on_db_clock(Stamp::Epoch(epoch), &clock, None), Ok(600));
+        // Naive values written in Asia/Shanghai: 09:30 there is 01:30 UTC.
+        let tz: chrono_tz::Tz = "Asia/Shanghai".parse().expect("tz");
+        assert_eq!(
+            age_on_db_clock(Stamp::Naive(dt(9, 30, 0)), &clock, Some(tz)),
+            Ok(1800)
+        );
+        // ...while TIMESTAMP (session) values ignore the configured zone.
+        assert_eq!(
+            age_on_db_clock(Stamp::Session(dt(9, 30, 0)), &clock, Some(tz)),
+            Ok(1800)
+        );
+        // Written in UTC but configured as UTC: same as naive.
+        let utc: chrono_tz::Tz = "UTC".parse().expect("tz");
+        assert_eq!(
+            age_on_db_clock(Stamp::Naive(dt(1, 0, 0)), &clock, Some(utc)),
+            Ok(3600)
+        );
+    }
+
+    #[test]
+    fn nonexistent_local_time_is_an_error() {
+        let tz: chrono_tz::Tz = "Europe/Berlin".parse().expect("tz");
+        let gap = NaiveDate::from_ymd_opt(2026, 3, 29)
+            .and_then(|d| d.and_hms_opt(2, 30, 0))
+            .expect("valid");
+        let clock = DbClock {
+            now_naive: gap,
+            now_epoch: 0,
+        };
+        assert!(age_on_db_clock(Stamp::Naive(gap), &clock, Some(tz)).is_err());
+    }
+
+    #[test]
+    fn future_boundary() {
+        assert_eq!(plausible_age(100, "x"), Ok(100));
+        assert_eq!(plausible_age(0, "x"), Ok(0));
+        assert_eq!(plausible_age(-60, "x"), Ok(0));
+        assert!(
+            plausible_age(-61, "start")
+                .unwrap_err()
+                .contains("61s in the future")
+        );
+    }
+
+    #[test]
+    fn text_stamps() {
+        assert_eq!(
+            parse_text_stamp("2026-11-29 09:00:00"),
+            Ok(Stamp::Naive(dt(9, 0, 0)))
+        );
+        assert_eq!(
+            parse_text_stamp("2026-11-29T09:00:00.250"),
+            Ok(Stamp::Naive(
+                NaiveDateTime::parse_from_str("2026-11-29 09:00:00.250", "%Y-%m-%d %H:%M:%S%.f")
+                    .expect("p")
+            ))
+        );
+        let utc9 = dt(9, 0, 0).and_utc().timestamp();
+        assert_eq!(
+            parse_text_stamp("2026-11-29T09:00:00Z"),
+            Ok(Stamp::Epoch(utc9))
+        );
+        assert_eq!(
+            parse_text_stamp("2026-11-29 17:00:00+08:00"),
+            Ok(Stamp::Epoch(utc9))
+        );
+        assert_eq!(
+            parse_text_stamp("1764406800"),
+            Ok(Stamp::Epoch(1_764_406_800))
+        );
+        assert!(parse_text_stamp("yesterday").is_err());
+        assert!(parse_text_stamp("").is_err());
+    }
+}

@@ -1,0 +1,390 @@
+//! Configuration table tests: every rule of SPEC §4 and every error names the file, the
+//! key and what is expected.
+
+use super::*;
+
+const FILE: &str = "/etc/selfheal/selfheal.toml";
+
+const BASE: &str = r#"
+[database]
+url = "mysql://app@localhost/appdb?socket=/run/mysqld/mysqld.sock"
+
+[[watch]]
+name = "full-sync"
+table = "sync_log"
+started_column = "start_time"
+heartbeat_file = "/var/www/app/runtime/progress.json"
+stale_after = "5m"
+max_age = "4h"
+"#;
+
+fn parse(text: &str) -> Result<Config> {
+    from_str(text, Path::new(FILE), &Overrides::default(), &[])
+}
+
+fn with(extra: &str) -> Result<Config> {
+    parse(&format!("{BASE}{extra}\n"))
+}
+
+/// The config error's key and message, or a panic naming what came instead.
+fn config_err(r: Result<Config>) -> (Origin, String, String) {
+    match r {
+        Err(Error::Config {
+            origin,
+            key,
+            message,
+        }) => (origin, key, message),
+        Err(other) => panic!("expected a config error, got {other:?}"),
+        Ok(c) => panic!("expected a config error, got {c:?}"),
+    }
+}
+
+#[test]
+fn the_spec_example_parses_with_defaults() {
+    let c = parse(BASE).expect("valid");
+    let w = &c.watches[0];
+    assert_eq!(w.name, "full-sync");
+    assert_eq!(w.id_column.name(), "id");
+    assert_eq!(w.status_column.name(), "status");
+    assert_eq!(w.running_value, "running");
+    assert_eq!(w.dead_value, "error");
+    assert_eq!(w.stale_after, Duration::from_secs(300));
+    assert_eq!(w.max_age, Duration::from_secs(14_400));
+    assert_eq!(w.overtime, Overtime::MarkDead);
+    assert_eq!(w.release_lock, ReleaseLock::Never);
+    assert!(w.retry.is_none());
+    assert_eq!(c.run.lock_file, PathBuf::from(DEFAULT_LOCK_FILE));
+    assert_eq!(c.run.state_dir, PathBuf::from(DEFAULT_STATE_DIR));
+    assert_eq!(c.run.clock_tolerance, Duration::from_secs(60));
+    assert!(matches!(
+        c.database.as_ref().map(|d| &d.url),
+        Some(DbUrl::Mysql(_))
+    ));
+}
+
+#[test]
+fn every_spec_key_is_accepted() {
+    let c = parse(
+        r#"
+[database]
+url = "sqlite:///var/lib/app/app.db"
+password_file = "/etc/selfheal/db-password"
+timezone = "Asia/Shanghai"
+
+[run]
+lock_file = "/run/lock/selfheal.lock"
+state_dir = "/var/lib/selfheal"
+metrics_file = "/var/lib/prometheus/node-exporter/selfheal.prom"
+clock_tolerance = "2m"
+
+[[watch]]
+name = "full-sync"
+host = "web1"
+table = "appdb.sync_log"
+id_column = "id"
+status_column = "status"
+running_value = "running"
+started_column = "start_time"
+heartbeat_file = "/var/www/app/runtime/progress-{id}.json"
+heartbeat_column = "heartbeat_at"
+stale_after = "5m"
+max_age = "4h"
+dead_value = "error"
+ended_column = "end_time"
+message_column = "error_msg"
+lock_file = "/var/www/app/runtime/sync.lock"
+owner_column = "worker"
+manual_value = "wait_manual"
+retry_value = "pending"
+attempts_column = "attempts"
+max_attempts = 3
+overtime = "manual"
+release_lock = "if_free"
+"#,
+    )
+    .expect("valid");
+    let w = &c.watches[0];
+    assert_eq!(w.table.schema(), Some("appdb"));
+    assert_eq!(
+        w.retry,
+        Some(Retry {
+            value: "pending".into(),
+            attempts_column: Ident::column("attempts").expect("ident"),
+            max_attempts: 3
+        })
+    );
+    assert_eq!(w.overtime, Overtime::Manual);
+    assert_eq!(w.release_lock, ReleaseLock::IfFree);
+    assert_eq!(
+        c.database.as_ref().and_then(|d| d.timezone),
+        Some(chrono_tz::Asia::Shanghai)
+    );
+    assert_eq!(c.run.clock_tolerance, Duration::from_secs(120));
+}
+
+#[test]
+fn unknown_keys_name_the_key_and_the_choices() {
+    let (origin, key, msg) = config_err(with("stale_aftr = \"5m\""));
+    assert_eq!(origin, Origin::File(PathBuf::from(FILE)));
+    assert!(key.contains("stale_aftr"), "{key}");
+    assert!(
+        msg.contains("unknown field") && msg.contains("stale_after"),
+        "{msg}"
+    );
+    let (_, key, _) = config_err(parse("[databse]\nurl = \"sqlite:///x\"\n"));
+    assert!(key.contains("databse"), "{key}");
+}
+
+#[test]
+fn bad_values_are_named() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("sync_log", "sync_log; DROP TABLE x", "table"),
+        ("\"start_time\"", "\"start time\"", "started_column"),
+        ("\"5m\"", "\"5 minutes please\"", "stale_after"),
+        ("\"4h\"", "\"0s\"", "max_age"),
+        ("\"4h\"", "\"4m\"", "max_age"),
+        ("\"4h\"", "\"5m\"", "max_age"),
+        (
+            "\"/var/www/app/runtime/progress.json\"",
+            "\"runtime/progress.json\"",
+            "heartbeat_file",
+        ),
+        (
+            "\"/var/www/app/runtime/progress.json\"",
+            "\"/x/{name}.json\"",
+            "heartbeat_file",
+        ),
+        ("\"full-sync\"", "\"full sync\"", "name"),
+    ];
+    for (from, to, key) in cases {
+        let text = BASE.replacen(from, to, 1);
+        assert_ne!(text, BASE, "{from} not in BASE");
+        let (origin, k, msg) = config_err(parse(&text));
+        assert_eq!(origin, Origin::File(PathBuf::from(FILE)), "{to}");
+        assert_eq!(k, format!("watch 'full-sync': {key}"), "{to}: {msg}");
+        assert!(
+            msg.contains("expected") || msg.contains("must"),
+            "{to}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn max_age_must_exceed_stale_after() {
+    let text = BASE.replace("max_age = \"4h\"", "max_age = \"5m\"");
+    let (_, key, msg) = config_err(parse(&text));
+    assert_eq!(key, "watch 'full-sync': max_age");
+    assert!(msg.contains("greater than stale_after (5m)"), "{msg}");
+}
+
+#[test]
+fn a_heartbeat_source_is_required() {
+    let text = BASE.replace(
+        "heartbeat_file = \"/var/www/app/runtime/progress.json\"\n",
+        "",
+    );
+    let (_, key, msg) = config_err(parse(&text));
+    assert_eq!(key, "watch 'full-sync': heartbeat_file");
+    assert!(msg.contains("no heartbeat source"), "{msg}");
+    // A column alone is enough.
+    assert!(parse(&format!("{text}heartbeat_column = \"heartbeat_at\"\n")).is_ok());
+}
+
+#[test]
+fn value_rules() {
+    let (_, key, _) = config_err(with("dead_value = \"running\""));
+    assert_eq!(key, "watch 'full-sync': dead_value");
+    let (_, key, msg) = config_err(with("retry_value = \"pending\""));
+    assert_eq!(key, "watch 'full-sync': retry_value");
+    assert!(msg.contains("attempts_column, max_attempts"), "{msg}");
+    let (_, key, _) = config_err(with(
+        "retry_value = \"pending\"\nattempts_column = \"attempts\"\nmax_attempts = 0",
+    ));
+    assert_eq!(key, "watch 'full-sync': max_attempts");
+    let (_, key, _) = config_err(with("overtime = \"kill\""));
+    assert_eq!(key, "watch 'full-sync': overtime");
+    let (_, _, msg) = config_err(with("overtime = \"manual\""));
+    assert!(msg.contains("manual_value"), "{msg}");
+    let (_, key, _) = config_err(with("release_lock = \"always\""));
+    assert_eq!(key, "watch 'full-sync': release_lock");
+    let (_, _, msg) = config_err(with("release_lock = \"if_free\""));
+    assert!(msg.contains("needs lock_file"), "{msg}");
+    let (_, key, _) = config_err(with("running_value = \"\""));
+    assert_eq!(key, "watch 'full-sync': running_value");
+}
+
+#[test]
+fn database_rules() {
+    let (_, key, msg) = config_err(parse(
+        &BASE.replace("mysql://app@localhost", "postgres://app@localhost"),
+    ));
+    assert_eq!(key, "database.url");
+    assert!(msg.contains("sqlite:// or mysql://"), "{msg}");
+    let (_, key, _) = config_err(parse(&BASE.replace(
+        "[database]\nurl = \"mysql://app@localhost/appdb?socket=/run/mysqld/mysqld.sock\"\n",
+        "",
+    )));
+    assert_eq!(key, "database.url");
+    let (_, key, msg) = config_err(with("[run]\nclock_tolerance = \"soon\""));
+    assert_eq!(key, "run.clock_tolerance");
+    assert!(msg.contains("expected a duration"), "{msg}");
+    let (_, key, _) = config_err(parse(
+        &BASE.replace("[database]\n", "[database]\ntimezone = \"Mars/Olympus\"\n"),
+    ));
+    assert_eq!(key, "database.timezone");
+    let (_, key, _) = config_err(with("[run]\nstate_dir = \"state\""));
+    assert_eq!(key, "run.state_dir");
+    // mariadb:// is an alias.
+    let c = parse(&BASE.replace("mysql://", "mariadb://")).expect("alias");
+    assert!(
+        matches!(c.database.map(|d| d.url), Some(DbUrl::Mysql(u)) if u.starts_with("mysql://"))
+    );
+}
+
+#[test]
+fn a_config_without_watches_needs_no_database() {
+    let c = parse("# every watch commented out\n[run]\nstate_dir = \"/var/lib/selfheal\"\n")
+        .expect("valid");
+    assert!(c.watches.is_empty());
+    assert!(c.database.is_none());
+}
+
+#[test]
+fn watch_names_are_unique_and_required() {
+    let text = format!("{BASE}{}", &BASE[BASE.find("[[watch]]").expect("watch")..]);
+    let (_, key, msg) = config_err(parse(&text));
+    assert_eq!(key, "watch 'full-sync'");
+    assert!(msg.contains("share this name"), "{msg}");
+    let (_, key, msg) = config_err(parse(&BASE.replace("name = \"full-sync\"\n", "")));
+    assert!(key.contains("1st [[watch]]"), "{key}");
+    assert!(msg.contains("name"), "{msg}");
+}
+
+fn flags(w: RawWatch) -> Overrides {
+    Overrides {
+        watch: w,
+        ..Overrides::default()
+    }
+}
+
+#[test]
+fn flags_override_the_file_and_errors_name_the_flag() {
+    let o = flags(RawWatch {
+        max_age: Some("6h".into()),
+        ..RawWatch::default()
+    });
+    let c = from_str(BASE, Path::new(FILE), &o, &[]).expect("valid");
+    assert_eq!(c.watches[0].max_age, Duration::from_secs(21_600));
+
+    let o = flags(RawWatch {
+        stale_after: Some("often".into()),
+        ..RawWatch::default()
+    });
+    let (origin, key, _) = config_err(from_str(BASE, Path::new(FILE), &o, &[]));
+    assert_eq!(
+        (origin, key.as_str()),
+        (Origin::CommandLine, "--stale-after")
+    );
+
+    let o = flags(RawWatch {
+        table: Some("x; DROP TABLE y".into()),
+        ..RawWatch::default()
+    });
+    let (_, key, _) = config_err(from_str(BASE, Path::new(FILE), &o, &[]));
+    assert_eq!(key, "--table");
+}
+
+#[test]
+fn a_watch_entirely_from_flags() {
+    let o = Overrides {
+        db_url: Some("sqlite:///tmp/app.db".into()),
+        timezone: None,
+        watch: RawWatch {
+            table: Some("sync_log".into()),
+            started_column: Some("start_time".into()),
+            heartbeat_file: Some("/tmp/hb-{id}".into()),
+            stale_after: Some("5m".into()),
+            max_age: Some("4h".into()),
+            ..RawWatch::default()
+        },
+    };
+    let c = build(RawConfig::default(), &Origin::CommandLine, None, &o, &[]).expect("valid");
+    assert_eq!(c.watches[0].name, "sync_log");
+    assert_eq!(
+        c.database.map(|d| d.url),
+        Some(DbUrl::Sqlite(PathBuf::from("/tmp/app.db")))
+    );
+
+    // Missing keys name the flag to add.
+    let mut partial = o.clone();
+    partial.watch.max_age = None;
+    let (origin, key, msg) = config_err(build(
+        RawConfig::default(),
+        &Origin::CommandLine,
+        None,
+        &partial,
+        &[],
+    ));
+    assert_eq!(origin, Origin::CommandLine);
+    assert!(key.contains("max_age"), "{key}");
+    assert!(msg.contains("--max-age"), "{msg}");
+
+    // A password on the command line is refused.
+    let mut pw = o.clone();
+    pw.db_url = Some("mysql://app:hunter2@localhost/appdb".into());
+    let (_, key, msg) = config_err(build(
+        RawConfig::default(),
+        &Origin::CommandLine,
+        None,
+        &pw,
+        &[],
+    ));
+    assert_eq!(key, "--db");
+    assert!(msg.contains("ps") && !msg.contains("hunter2"), "{msg}");
+}
+
+#[test]
+fn selecting_watches() {
+    let two = format!(
+        "{BASE}{}",
+        BASE[BASE.find("[[watch]]").expect("watch")..].replace("full-sync", "report")
+    );
+    let c = from_str(
+        &two,
+        Path::new(FILE),
+        &Overrides::default(),
+        &["report".into()],
+    )
+    .expect("valid");
+    assert_eq!(c.watches.len(), 1);
+    assert_eq!(c.watches[0].name, "report");
+    match from_str(
+        &two,
+        Path::new(FILE),
+        &Overrides::default(),
+        &["nope".into()],
+    ) {
+        Err(Error::Usage(m)) => assert!(m.contains("full-sync, report"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // Flags with two watches selected: ambiguous.
+    let o = flags(RawWatch {
+        max_age: Some("6h".into()),
+        ..RawWatch::default()
+    });
+    assert!(matches!(
+        from_str(&two, Path::new(FILE), &o, &[]),
+        Err(Error::Usage(_))
+    ));
+    assert!(from_str(&two, Path::new(FILE), &o, &["report".into()]).is_ok());
+}
+
+#[test]
+fn urls_are_redacted() {
+    assert_eq!(
+        redact_url("mysql://app:secret@db:3306/x"),
+        "mysql://app:***@db:3306/x"
+    );
+    assert_eq!(redact_url("mysql://app@db/x"), "mysql://app@db/x");
+    assert_eq!(redact_url("sqlite:///x.db"), "sqlite:///x.db");
+}

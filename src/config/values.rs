@@ -1,0 +1,222 @@
+//! Validated value types used by the configuration: SQL identifiers, durations, path
+//! templates. Each is checked once, when the configuration is built, so nothing downstream
+//! ever sees an unchecked identifier or an unparsed duration. Pure: no I/O.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A SQL identifier that is safe to splice into a statement: letters, digits and `_`,
+/// optionally one `.` separating a database (schema) name from a table name.
+/// Values are never spliced; they are always bound parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ident {
+    schema: Option<String>,
+    name: String,
+}
+
+/// Longest identifier MySQL and MariaDB accept.
+const MAX_IDENT_LEN: usize = 64;
+
+fn plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_IDENT_LEN
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+impl Ident {
+    /// A column name: one plain name.
+    pub fn column(s: &str) -> Result<Self, String> {
+        if plain_name(s) {
+            Ok(Ident {
+                schema: None,
+                name: s.to_string(),
+            })
+        } else {
+            Err(format!(
+                "expected a plain column name (letters, digits and _, at most {MAX_IDENT_LEN}), got {s:?}"
+            ))
+        }
+    }
+
+    /// A table name: a plain name, or `database.table`.
+    pub fn table(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "expected a plain table name or database.table (letters, digits and _), got {s:?}"
+            )
+        };
+        match s.split_once('.') {
+            None if plain_name(s) => Ok(Ident {
+                schema: None,
+                name: s.to_string(),
+            }),
+            Some((db, t)) if plain_name(db) && plain_name(t) => Ok(Ident {
+                schema: Some(db.to_string()),
+                name: t.to_string(),
+            }),
+            _ => Err(bad()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// Quoted with the given quote character (`` ` `` for MySQL, `"` for SQLite).
+    /// Safe because validation admits no quote characters at all.
+    pub fn quoted(&self, q: char) -> String {
+        match &self.schema {
+            Some(s) => format!("{q}{s}{q}.{q}{}{q}", self.name),
+            None => format!("{q}{}{q}", self.name),
+        }
+    }
+}
+
+impl fmt::Display for Ident {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.schema {
+            Some(s) => write!(f, "{s}.{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// A duration in humantime syntax (`90s`, `5m`, `1h 30m`); must be positive.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim()).map_err(|e| {
+        format!(
+            "expected a duration such as \"90s\", \"5m\", \"4h\" or \"1h 30m\", got {s:?} ({e})"
+        )
+    })?;
+    if d.is_zero() {
+        return Err(format!("expected a positive duration, got {s:?}"));
+    }
+    Ok(d)
+}
+
+/// Formats a duration the way the configuration writes it (`4h`, `5m 30s`).
+pub fn fmt_duration(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// An absolute path that may contain the placeholder `{id}`, replaced by a row's id.
+/// The id is validated before it enters the path, so a row can never point selfheal at
+/// another directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathTemplate {
+    raw: String,
+}
+
+impl PathTemplate {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if !Path::new(s).is_absolute() {
+            return Err(format!(
+                "expected an absolute path (cron's working directory is not yours), got {s:?}"
+            ));
+        }
+        let rest = s.replace("{id}", "");
+        if rest.contains('{') || rest.contains('}') {
+            return Err(format!("expected no placeholder but {{id}}, got {s:?}"));
+        }
+        Ok(PathTemplate { raw: s.to_string() })
+    }
+
+    pub fn has_id(&self) -> bool {
+        self.raw.contains("{id}")
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.raw
+    }
+
+    /// The path for one row. Fails, naming the id, when the id could change the directory
+    /// (anything but letters, digits, `_`, `-`, and `.` not in first place).
+    pub fn render(&self, id: &str) -> Result<PathBuf, String> {
+        if !self.has_id() {
+            return Ok(PathBuf::from(&self.raw));
+        }
+        if !safe_path_id(id) {
+            return Err(format!(
+                "id {id:?} cannot be used in the path template {:?}",
+                self.raw
+            ));
+        }
+        Ok(PathBuf::from(self.raw.replace("{id}", id)))
+    }
+}
+
+fn safe_path_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_accept_plain_names_only() {
+        for ok in ["sync_log", "id", "T1", "_x", "appdb.sync_log", "1col"] {
+            assert!(Ident::table(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "sync_log; DROP TABLE x",
+            "a b",
+            "a.b.c",
+            ".t",
+            "t.",
+            "`t`",
+            "t\"",
+            "t--",
+            "naïve",
+            &"x".repeat(65),
+        ] {
+            assert!(Ident::table(bad).is_err(), "{bad:?}");
+        }
+        assert!(Ident::column("db.col").is_err());
+        assert_eq!(Ident::table("a.b").unwrap().quoted('`'), "`a`.`b`");
+        assert_eq!(Ident::column("status").unwrap().quoted('"'), "\"status\"");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5 minutes please").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-5m").is_err());
+        assert_eq!(fmt_duration(Duration::from_secs(14400)), "4h");
+    }
+
+    #[test]
+    fn path_templates() {
+        let t = PathTemplate::parse("/run/app/job-{id}.hb").unwrap();
+        assert_eq!(t.render("42").unwrap(), PathBuf::from("/run/app/job-42.hb"));
+        assert_eq!(
+            t.render("a1b2-c3_d.e").unwrap(),
+            PathBuf::from("/run/app/job-a1b2-c3_d.e.hb")
+        );
+        for bad in ["../etc/passwd", "..", "a/b", "", ".hidden", "x y", "a\0b"] {
+            assert!(t.render(bad).is_err(), "{bad:?}");
+        }
+        assert!(PathTemplate::parse("relative/{id}").is_err());
+        assert!(PathTemplate::parse("/x/{name}").is_err());
+        let fixed = PathTemplate::parse("/x/progress.json").unwrap();
+        assert!(!fixed.has_id());
+        assert_eq!(
+            fixed.render("../../x").unwrap(),
+            PathBuf::from("/x/progress.json")
+        );
+    }
+}

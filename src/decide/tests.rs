@@ -1,0 +1,598 @@
+//! The decision table: named cases for every rule and boundary, then an exhaustive sweep
+//! over every combination of evidence checking the safety properties the product promises.
+
+use super::*;
+
+const T: Thresholds = Thresholds {
+    stale_after: 300,
+    max_age: 14_400,
+};
+
+fn ev(total: Option<u64>, hb: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
+    Evidence {
+        total_age: total.ok_or_else(|| "NULL".to_string()),
+        heartbeat: hb,
+        lock,
+        owner,
+    }
+}
+
+fn hb(a: u64) -> Heartbeat {
+    Heartbeat::Age(a)
+}
+
+use Heartbeat::Missing;
+use Lock::{Absent, Free, NotConfigured as NoLock};
+use Owner::{Empty, NotConfigured as NoOwner};
+
+fn held() -> Lock {
+    Lock::Held { pid: Some(4242) }
+}
+fn alive() -> Owner {
+    Owner::Alive { pid: 4242 }
+}
+fn dead() -> Owner {
+    Owner::Dead { pid: 4242 }
+}
+fn reused() -> Owner {
+    Owner::Reused { pid: 4242 }
+}
+
+#[test]
+fn named_cases() {
+    use Verdict::*;
+    let cases: Vec<(&str, Evidence, Verdict, Basis)> = vec![
+        // The seed incident: a 2h10m run with a 20 s old heartbeat and a 4 h cap lives.
+        (
+            "seed: 2h10m run, fresh heartbeat",
+            ev(Some(7_800), hb(20), NoLock, NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+        (
+            "dead: heartbeat 47 min old",
+            ev(Some(3_000), hb(2_820), NoLock, NoOwner),
+            Dead,
+            Basis::HeartbeatStale,
+        ),
+        (
+            "starting: 30 s old, no heartbeat",
+            ev(Some(30), Missing, NoLock, NoOwner),
+            Starting,
+            Basis::NoHeartbeatYet,
+        ),
+        (
+            "missing heartbeat at exactly stale_after",
+            ev(Some(300), Missing, NoLock, NoOwner),
+            Dead,
+            Basis::HeartbeatMissing,
+        ),
+        (
+            "missing heartbeat just below stale_after",
+            ev(Some(299), Missing, NoLock, NoOwner),
+            Starting,
+            Basis::NoHeartbeatYet,
+        ),
+        (
+            "heartbeat exactly stale_after is fresh",
+            ev(Some(1_000), hb(300), NoLock, NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+        (
+            "heartbeat one second past stale_after",
+            ev(Some(1_000), hb(301), NoLock, NoOwner),
+            Dead,
+            Basis::HeartbeatStale,
+        ),
+        (
+            "total exactly max_age is within",
+            ev(Some(14_400), hb(5), NoLock, NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+        (
+            "total one second past max_age",
+            ev(Some(14_401), hb(5), NoLock, NoOwner),
+            Overtime,
+            Basis::MaxAge,
+        ),
+        (
+            "overtime beats a stale heartbeat",
+            ev(Some(20_000), hb(9_000), NoLock, NoOwner),
+            Overtime,
+            Basis::MaxAge,
+        ),
+        (
+            "overtime even while the lock is held",
+            ev(Some(20_000), hb(5), held(), NoOwner),
+            Overtime,
+            Basis::MaxAge,
+        ),
+        (
+            "unreadable heartbeat is unknown, not dead",
+            ev(
+                Some(3_000),
+                Heartbeat::Unreadable("EACCES".into()),
+                NoLock,
+                NoOwner,
+            ),
+            Unknown,
+            Basis::Unreadable("heartbeat: EACCES".into()),
+        ),
+        (
+            "unreadable start is unknown",
+            ev(None, hb(5), NoLock, NoOwner),
+            Unknown,
+            Basis::Unreadable("start time: NULL".into()),
+        ),
+        (
+            "unreadable lock is unknown",
+            ev(
+                Some(3_000),
+                hb(2_000),
+                Lock::Unreadable("EIO".into()),
+                NoOwner,
+            ),
+            Unknown,
+            Basis::Unreadable("lock: EIO".into()),
+        ),
+        (
+            "unreadable owner is unknown",
+            ev(
+                Some(3_000),
+                hb(2_000),
+                NoLock,
+                Owner::Unreadable("EACCES".into()),
+            ),
+            Unknown,
+            Basis::Unreadable("owner: EACCES".into()),
+        ),
+        (
+            "garbage owner is unknown",
+            ev(
+                Some(3_000),
+                hb(2_000),
+                NoLock,
+                Owner::Invalid("web-3".into()),
+            ),
+            Unknown,
+            Basis::Unreadable("owner: \"web-3\" is not HOST:PID or PID".into()),
+        ),
+        (
+            "unknown wins over conclusive death",
+            ev(
+                Some(3_000),
+                Heartbeat::Unreadable("EIO".into()),
+                Free,
+                dead(),
+            ),
+            Unknown,
+            Basis::Unreadable("heartbeat: EIO".into()),
+        ),
+        // Lock evidence.
+        (
+            "stale heartbeat but lock held: hung",
+            ev(Some(3_000), hb(2_820), held(), NoOwner),
+            Hung,
+            Basis::StaleButLockHeld,
+        ),
+        (
+            "missing heartbeat but lock held: hung",
+            ev(Some(3_000), Missing, held(), NoOwner),
+            Hung,
+            Basis::StaleButLockHeld,
+        ),
+        (
+            "lock free, row old: dead at once, fresh heartbeat or not",
+            ev(Some(3_000), hb(10), Free, NoOwner),
+            Dead,
+            Basis::LockFree,
+        ),
+        (
+            "lock free, row exactly stale_after old",
+            ev(Some(300), Missing, Free, NoOwner),
+            Dead,
+            Basis::LockFree,
+        ),
+        (
+            "lock free, row young: not yet conclusive",
+            ev(Some(299), Missing, Free, NoOwner),
+            Starting,
+            Basis::NoHeartbeatYet,
+        ),
+        (
+            "lock free beats overtime",
+            ev(Some(20_000), hb(5), Free, NoOwner),
+            Dead,
+            Basis::LockFree,
+        ),
+        (
+            "lock file absent proves nothing",
+            ev(Some(3_000), hb(10), Absent, NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+        (
+            "lock absent and stale: dead by heartbeat",
+            ev(Some(3_000), hb(2_000), Absent, NoOwner),
+            Dead,
+            Basis::HeartbeatStale,
+        ),
+        (
+            "lock held and fresh: alive",
+            ev(Some(3_000), hb(3), held(), NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+        // Owner evidence.
+        (
+            "owner dead: dead, even with a fresh heartbeat",
+            ev(Some(3_000), hb(1), NoLock, dead()),
+            Dead,
+            Basis::OwnerDead,
+        ),
+        (
+            "owner dead while young",
+            ev(Some(5), Missing, NoLock, dead()),
+            Dead,
+            Basis::OwnerDead,
+        ),
+        (
+            "owner pid reused: dead",
+            ev(Some(3_000), hb(1), NoLock, reused()),
+            Dead,
+            Basis::OwnerReused,
+        ),
+        (
+            "owner dead beats a held lock (another worker holds it)",
+            ev(Some(3_000), hb(2_000), held(), dead()),
+            Dead,
+            Basis::OwnerDead,
+        ),
+        (
+            "owner alive, stale: hung",
+            ev(Some(3_000), hb(2_000), NoLock, alive()),
+            Hung,
+            Basis::StaleButOwnerAlive,
+        ),
+        (
+            "owner alive, lock free: contradiction, a person looks",
+            ev(Some(3_000), hb(2_000), Free, alive()),
+            Unknown,
+            Basis::Unreadable(
+                "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
+            ),
+        ),
+        (
+            "owner on another host proves nothing",
+            ev(
+                Some(3_000),
+                hb(2_000),
+                NoLock,
+                Owner::NotLocal {
+                    host: "web2".into(),
+                },
+            ),
+            Dead,
+            Basis::HeartbeatStale,
+        ),
+        (
+            "owner column empty proves nothing",
+            ev(Some(3_000), hb(20), NoLock, Empty),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+    ];
+    for (name, e, verdict, basis) in cases {
+        let d = decide(&e, T);
+        assert_eq!((d.verdict, &d.basis), (verdict, &basis), "{name}");
+    }
+}
+
+fn all_totals() -> Vec<Option<u64>> {
+    vec![
+        None,
+        Some(0),
+        Some(30),
+        Some(299),
+        Some(300),
+        Some(301),
+        Some(7_800),
+        Some(14_399),
+        Some(14_400),
+        Some(14_401),
+        Some(100_000),
+    ]
+}
+fn all_heartbeats() -> Vec<Heartbeat> {
+    vec![
+        Heartbeat::Unreadable("x".into()),
+        Missing,
+        hb(0),
+        hb(20),
+        hb(299),
+        hb(300),
+        hb(301),
+        hb(2_820),
+        hb(1_000_000),
+    ]
+}
+fn all_locks() -> Vec<Lock> {
+    vec![
+        NoLock,
+        held(),
+        Lock::Held { pid: None },
+        Free,
+        Absent,
+        Lock::Unreadable("x".into()),
+    ]
+}
+fn all_owners() -> Vec<Owner> {
+    vec![
+        NoOwner,
+        Empty,
+        alive(),
+        dead(),
+        reused(),
+        Owner::NotLocal { host: "h".into() },
+        Owner::Invalid("?".into()),
+        Owner::Unreadable("x".into()),
+    ]
+}
+
+fn sweep(mut f: impl FnMut(&Evidence, &Decision)) -> usize {
+    let mut n = 0;
+    for total in all_totals() {
+        for h in all_heartbeats() {
+            for l in all_locks() {
+                for o in all_owners() {
+                    let e = ev(total, h.clone(), l.clone(), o.clone());
+                    let d = decide(&e, T);
+                    f(&e, &d);
+                    n += 1;
+                }
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn every_combination_keeps_the_promises() {
+    let n = sweep(|e, d| {
+        let ctx = format!("{e:?} -> {d:?}");
+        let unreadable = e.total_age.is_err()
+            || matches!(e.heartbeat, Heartbeat::Unreadable(_))
+            || matches!(e.lock, Lock::Unreadable(_))
+            || matches!(e.owner, Owner::Unreadable(_) | Owner::Invalid(_));
+        let total = e.total_age.clone().unwrap_or(0);
+        let lives = matches!(e.lock, Lock::Held { .. }) || matches!(e.owner, Owner::Alive { .. });
+        let owner_gone = matches!(e.owner, Owner::Dead { .. } | Owner::Reused { .. });
+        let lock_free_old = e.lock == Lock::Free && total >= T.stale_after;
+        let fresh = matches!(e.heartbeat, Heartbeat::Age(a) if a <= T.stale_after);
+
+        // Unreadable evidence is always unknown, never dead.
+        if unreadable {
+            assert_eq!(d.verdict, Verdict::Unknown, "{ctx}");
+            return;
+        }
+        match d.verdict {
+            Verdict::Unknown => {
+                // Only the lock-free-but-owner-alive contradiction is unknown otherwise.
+                assert!(
+                    lock_free_old && matches!(e.owner, Owner::Alive { .. }),
+                    "{ctx}"
+                )
+            }
+            Verdict::Dead => {
+                // A dead verdict never stands against a provably living owner, and one
+                // drawn from the heartbeat alone never stands against any sign of life.
+                assert!(!matches!(e.owner, Owner::Alive { .. }), "{ctx}");
+                assert!(
+                    owner_gone || lock_free_old || (!lives && !fresh && total <= T.max_age),
+                    "{ctx}"
+                );
+                assert_eq!(d.conclusive(), owner_gone || lock_free_old, "{ctx}");
+            }
+            Verdict::Overtime => {
+                assert!(total > T.max_age && !owner_gone && !lock_free_old, "{ctx}")
+            }
+            Verdict::Starting => {
+                assert!(
+                    total < T.stale_after && e.heartbeat == Missing && !owner_gone,
+                    "{ctx}"
+                )
+            }
+            Verdict::Alive => {
+                assert!(
+                    fresh && total <= T.max_age && !owner_gone && !lock_free_old,
+                    "{ctx}"
+                )
+            }
+            Verdict::Hung => {
+                assert!(
+                    lives && !fresh && total <= T.max_age && !owner_gone,
+                    "{ctx}"
+                );
+                assert!(!(e.heartbeat == Missing && total < T.stale_after), "{ctx}");
+            }
+        }
+        // A fresh heartbeat within the cap with no conclusive death is always alive:
+        // the seed's legitimate two-hour run.
+        if fresh && total <= T.max_age && !owner_gone && !lock_free_old {
+            assert_eq!(d.verdict, Verdict::Alive, "{ctx}");
+        }
+    });
+    assert_eq!(n, 11 * 9 * 6 * 8);
+}
+
+#[test]
+fn an_older_heartbeat_never_looks_more_alive() {
+    // Holding everything else fixed, ageing the heartbeat never turns a non-alive verdict
+    // into alive.
+    for total in all_totals().into_iter().flatten() {
+        for l in all_locks() {
+            for o in all_owners() {
+                let mut seen_not_alive = false;
+                for a in [0, 20, 299, 300, 301, 2_820, 1_000_000] {
+                    let v = decide(&ev(Some(total), hb(a), l.clone(), o.clone()), T).verdict;
+                    assert!(
+                        v != Verdict::Alive || !seen_not_alive,
+                        "{total} {a} {l:?} {o:?}"
+                    );
+                    seen_not_alive |= v != Verdict::Alive;
+                }
+            }
+        }
+    }
+}
+
+const POLICY: ActionPolicy<'static> = ActionPolicy {
+    dead_value: "error",
+    manual_value: None,
+    retry: None,
+    overtime: Overtime::MarkDead,
+};
+
+fn d(v: Verdict, b: Basis) -> Decision {
+    Decision {
+        verdict: v,
+        basis: b,
+    }
+}
+
+#[test]
+fn plans() {
+    let dead = d(Verdict::Dead, Basis::HeartbeatStale);
+    let p = plan(&dead, None, &POLICY);
+    assert_eq!(
+        (p.action, p.target.as_deref(), p.attention),
+        (Action::MarkDead, Some("error"), false)
+    );
+
+    for v in [Verdict::Alive, Verdict::Starting] {
+        let p = plan(&d(v, Basis::HeartbeatFresh), None, &POLICY);
+        assert_eq!((p.action, p.attention), (Action::None, false), "{v:?}");
+    }
+    let p = plan(
+        &d(Verdict::Unknown, Basis::Unreadable("x".into())),
+        None,
+        &POLICY,
+    );
+    assert_eq!((p.action, p.attention), (Action::None, true));
+
+    // hung: manual state when configured, else reported.
+    let hung = d(Verdict::Hung, Basis::StaleButLockHeld);
+    assert_eq!(plan(&hung, None, &POLICY).action, Action::None);
+    assert!(plan(&hung, None, &POLICY).attention);
+    let manual = ActionPolicy {
+        manual_value: Some("wait_manual"),
+        ..POLICY
+    };
+    let p = plan(&hung, None, &manual);
+    assert_eq!(
+        (p.action, p.target.as_deref(), p.attention),
+        (Action::MarkManual, Some("wait_manual"), true)
+    );
+
+    // overtime per policy; never to the retry queue.
+    let ot = d(Verdict::Overtime, Basis::MaxAge);
+    let retrying = ActionPolicy {
+        retry: Some(("pending", 3)),
+        manual_value: Some("wait_manual"),
+        ..POLICY
+    };
+    assert_eq!(plan(&ot, Some(0), &retrying).action, Action::MarkDead);
+    assert_eq!(
+        plan(
+            &ot,
+            None,
+            &ActionPolicy {
+                overtime: Overtime::Report,
+                ..POLICY
+            }
+        )
+        .action,
+        Action::None
+    );
+    assert!(
+        plan(
+            &ot,
+            None,
+            &ActionPolicy {
+                overtime: Overtime::Report,
+                ..POLICY
+            }
+        )
+        .attention
+    );
+    assert_eq!(
+        plan(
+            &ot,
+            None,
+            &ActionPolicy {
+                overtime: Overtime::Manual,
+                ..manual
+            }
+        )
+        .action,
+        Action::MarkManual
+    );
+
+    // retry budget: below max → retry; spent → manual, or dead without a manual state.
+    assert_eq!(plan(&dead, None, &retrying).action, Action::MarkRetry);
+    assert_eq!(plan(&dead, Some(2), &retrying).action, Action::MarkRetry);
+    assert_eq!(plan(&dead, Some(3), &retrying).action, Action::MarkManual);
+    assert_eq!(plan(&dead, Some(7), &retrying).action, Action::MarkManual);
+    let no_manual = ActionPolicy {
+        manual_value: None,
+        ..retrying
+    };
+    assert_eq!(plan(&dead, Some(3), &no_manual).action, Action::MarkDead);
+}
+
+#[test]
+fn holds_keep_only_conclusive_deaths() {
+    let stale = d(Verdict::Dead, Basis::HeartbeatStale);
+    let lock_free = d(Verdict::Dead, Basis::LockFree);
+    let owner_dead = d(Verdict::Dead, Basis::OwnerDead);
+    let ot = d(Verdict::Overtime, Basis::MaxAge);
+    for why in [Hold::Breaker, Hold::ClockSkew] {
+        let p = hold(plan(&stale, None, &POLICY), &stale, why);
+        assert_eq!(
+            (p.action, p.attention, p.hold),
+            (Action::None, true, Some(why))
+        );
+        let p = hold(plan(&ot, None, &POLICY), &ot, why);
+        assert_eq!(p.action, Action::None);
+        for c in [&lock_free, &owner_dead] {
+            assert_eq!(
+                hold(plan(c, None, &POLICY), c, why).action,
+                Action::MarkDead
+            );
+        }
+        let alive = d(Verdict::Alive, Basis::HeartbeatFresh);
+        assert_eq!(
+            hold(plan(&alive, None, &POLICY), &alive, why),
+            plan(&alive, None, &POLICY)
+        );
+    }
+    assert!(heartbeat_only_death(&stale, &plan(&stale, None, &POLICY)));
+    assert!(!heartbeat_only_death(
+        &lock_free,
+        &plan(&lock_free, None, &POLICY)
+    ));
+}
+
+#[test]
+fn breaker_threshold() {
+    assert!(!breaker_trips(2, 2));
+    assert!(!breaker_trips(2, 3));
+    assert!(breaker_trips(3, 3));
+    assert!(breaker_trips(3, 5));
+    assert!(!breaker_trips(3, 6));
+    assert!(breaker_trips(4, 7));
+    assert!(!breaker_trips(5, 10));
+    assert!(breaker_trips(6, 10));
+}

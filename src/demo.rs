@@ -1,0 +1,326 @@
+//! `selfheal demo`: a throw-away SQLite sandbox with rows in every state — a two-hour run
+//! that is merely slow, a dead worker, one just starting, one past its cap, one hung while
+//! its job still holds the lock, one whose worker was just killed — real heartbeat files
+//! with set mtimes, and a live lock held by this process. It runs the real `--explain`,
+//! then the real check, and shows the table before and after.
+//!
+//! I/O: creates a temporary directory (or `--keep DIR`), removed afterwards unless kept.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::Connection;
+
+use crate::check::{self, CheckOptions};
+use crate::config::{self, ConfigPath, Overrides};
+use crate::error::{Error, Result, exit};
+use crate::report::{TextReporter, human};
+
+struct DemoRow {
+    id: i64,
+    job: &'static str,
+    started_ago: u64,
+    heartbeat_ago: Option<u64>,
+    /// The job's lock file: `None` no file, `Some(true)` held by a live job, `Some(false)` free.
+    lock: Option<bool>,
+    story: &'static str,
+}
+
+const ROWS: &[DemoRow] = &[
+    DemoRow {
+        id: 1,
+        job: "full-sync",
+        started_ago: 7_800,
+        heartbeat_ago: Some(20),
+        lock: Some(true),
+        story: "a legitimate 2h10m run: slow, not dead (the seed incident)",
+    },
+    DemoRow {
+        id: 2,
+        job: "daily-report",
+        started_ago: 3_000,
+        heartbeat_ago: Some(2_820),
+        lock: None,
+        story: "its worker died 47 minutes ago (OOM)",
+    },
+    DemoRow {
+        id: 3,
+        job: "import",
+        started_ago: 30,
+        heartbeat_ago: None,
+        lock: None,
+        story: "started 30 s ago, no heartbeat yet",
+    },
+    DemoRow {
+        id: 4,
+        job: "export",
+        started_ago: 18_000,
+        heartbeat_ago: Some(10),
+        lock: None,
+        story: "beating, but 5 h in: past the 4 h cap",
+    },
+    DemoRow {
+        id: 5,
+        job: "reindex",
+        started_ago: 2_400,
+        heartbeat_ago: Some(1_500),
+        lock: Some(true),
+        story: "heartbeat stuck 25 min, yet its job still holds the lock",
+    },
+    DemoRow {
+        id: 6,
+        job: "thumbnails",
+        started_ago: 1_200,
+        heartbeat_ago: Some(100),
+        lock: Some(false),
+        story: "killed -9 a moment ago: its lock is free",
+    },
+];
+
+fn sql_err(e: rusqlite::Error) -> Error {
+    Error::database("demo sandbox", e)
+}
+
+fn io_err<'a>(path: &'a Path, action: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |e| Error::io(path, action, e)
+}
+
+/// Builds the sandbox in `dir`; returns the config path and the lock files held open.
+fn build(dir: &Path) -> Result<(PathBuf, Vec<File>)> {
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run).map_err(io_err(&run, "creating the sandbox"))?;
+    let db = dir.join("app.db");
+    let conn = Connection::open(&db).map_err(sql_err)?;
+    conn.execute_batch(
+        "CREATE TABLE sync_log (
+            id INTEGER PRIMARY KEY,
+            job TEXT NOT NULL,
+            status VARCHAR(16) NOT NULL,
+            start_time TEXT NOT NULL,
+            end_time TEXT,
+            error_msg VARCHAR(255) NOT NULL DEFAULT ''
+         );
+         CREATE INDEX sync_log_status ON sync_log (status);",
+    )
+    .map_err(sql_err)?;
+    let now = SystemTime::now();
+    let mut held = Vec::new();
+    for r in ROWS {
+        conn.execute(
+            "INSERT INTO sync_log (id, job, status, start_time) VALUES (?1, ?2, 'running', datetime('now', ?3))",
+            rusqlite::params![r.id, r.job, format!("-{} seconds", r.started_ago)],
+        )
+        .map_err(sql_err)?;
+        if let Some(ago) = r.heartbeat_ago {
+            let p = run.join(format!("{}.heartbeat", r.id));
+            let f = File::create(&p).map_err(io_err(&p, "creating a heartbeat file"))?;
+            f.set_modified(now - Duration::from_secs(ago))
+                .map_err(io_err(&p, "setting a heartbeat mtime"))?;
+        }
+        if let Some(hold) = r.lock {
+            let p = run.join(format!("{}.lock", r.id));
+            let f = File::create(&p).map_err(io_err(&p, "creating a lock file"))?;
+            if hold {
+                f.lock().map_err(io_err(&p, "locking a lock file"))?;
+                held.push(f);
+            }
+        }
+    }
+    conn.execute(
+        "INSERT INTO sync_log (id, job, status, start_time, end_time, error_msg)
+         VALUES (7, 'full-sync', 'done', datetime('now', '-1 day'), datetime('now', '-22 hours'), '')",
+        [],
+    )
+    .map_err(sql_err)?;
+
+    let cfg = dir.join("selfheal.toml");
+    let text = format!(
+        r#"# The demo's configuration: one watch over sync_log.
+[database]
+url = "sqlite://{db}"
+
+[run]
+lock_file = "{run}/selfheal.lock"
+state_dir = "{state}"
+
+[[watch]]
+name = "jobs"
+table = "sync_log"
+started_column = "start_time"
+heartbeat_file = "{run}/{{id}}.heartbeat"
+lock_file = "{run}/{{id}}.lock"
+stale_after = "5m"
+max_age = "4h"
+dead_value = "error"
+manual_value = "wait_manual"
+ended_column = "end_time"
+message_column = "error_msg"
+"#,
+        db = db.display(),
+        run = run.display(),
+        state = dir.join("state").display(),
+    );
+    std::fs::write(&cfg, text).map_err(io_err(&cfg, "writing the demo configuration"))?;
+    Ok((cfg, held))
+}
+
+fn print_table(db: &Path, out: &mut dyn Write) -> Result<()> {
+    let conn = Connection::open(db).map_err(sql_err)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT id, job, status, CAST(strftime('%s','now') - strftime('%s', start_time) AS INTEGER),
+                    end_time IS NOT NULL, error_msg FROM sync_log ORDER BY id",
+        )
+        .map_err(sql_err)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, bool>(4)?,
+                r.get::<_, String>(5)?,
+            ))
+        })
+        .map_err(sql_err)?;
+    let _ = writeln!(
+        out,
+        "  {:<3} {:<13} {:<12} {:<10} {:<6} error_msg",
+        "id", "job", "status", "started", "ended"
+    );
+    for row in rows {
+        let (id, job, status, age, ended, msg) = row.map_err(sql_err)?;
+        let msg = if msg.len() > 60 {
+            format!("{}…", &msg[..60])
+        } else {
+            msg
+        };
+        let _ = writeln!(
+            out,
+            "  {id:<3} {job:<13} {status:<12} {:<10} {:<6} {msg}",
+            format!("{} ago", human(age.max(0) as u64)),
+            if ended { "yes" } else { "" },
+        );
+    }
+    Ok(())
+}
+
+fn run_check(cfg_path: &Path, explain: bool, out: &mut dyn Write) -> Result<u8> {
+    let cfg = config::load(
+        &ConfigPath::Explicit(cfg_path.to_path_buf(), crate::error::Origin::CommandLine),
+        &Overrides::default(),
+        &[],
+    )?;
+    let mut buf = Vec::new();
+    let mut err = Vec::new();
+    let summary = {
+        let mut rep = TextReporter {
+            out: &mut buf,
+            err: &mut err,
+            explain,
+        };
+        check::run(
+            &cfg,
+            &CheckOptions {
+                dry_run: explain,
+                force: false,
+            },
+            &mut rep,
+        )?
+    };
+    let _ = out.write_all(&err);
+    let _ = out.write_all(&buf);
+    Ok(check::exit_code(&summary))
+}
+
+/// Runs the walkthrough; the exit status is the demo's own (0 when it ran).
+pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
+    let tmp;
+    let dir: PathBuf = match keep {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .map(|mut r| r.next().is_some())
+                    .unwrap_or(true)
+            {
+                return Err(Error::Usage(format!(
+                    "--keep {}: the directory must be new or empty",
+                    d.display()
+                )));
+            }
+            std::fs::create_dir_all(d).map_err(io_err(d, "creating the sandbox"))?;
+            d.canonicalize()
+                .map_err(io_err(d, "resolving the sandbox"))?
+        }
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("selfheal-demo-")
+                .tempdir()
+                .map_err(|e| Error::io(std::env::temp_dir(), "creating the sandbox", e))?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let (cfg, held) = build(&dir)?;
+    let db = dir.join("app.db");
+
+    let _ = writeln!(
+        out,
+        "selfheal demo: a throw-away sandbox in {}",
+        dir.display()
+    );
+    let _ = writeln!(out, "  database  sqlite://{}", db.display());
+    let _ = writeln!(out, "  config    {}", cfg.display());
+    let _ = writeln!(
+        out,
+        "  a live job (this demo process) holds the locks of rows 1 and 5\n"
+    );
+    for r in ROWS {
+        let _ = writeln!(out, "  row {}: {}", r.id, r.story);
+    }
+    let _ = writeln!(out, "\nBefore:");
+    print_table(&db, out)?;
+
+    let _ = writeln!(
+        out,
+        "\n$ selfheal check --explain --config {}",
+        cfg.display()
+    );
+    let code = run_check(&cfg, true, out)?;
+    let _ = writeln!(out, "(exit status {code}; --explain changes nothing)");
+
+    let _ = writeln!(out, "\n$ selfheal check --config {}", cfg.display());
+    let code = run_check(&cfg, false, out)?;
+    let _ = writeln!(
+        out,
+        "(exit status {code}: {})",
+        match code {
+            exit::OK => "every running row was judged and handled",
+            exit::ATTENTION => "done, and some rows need a person",
+            _ => "see above",
+        }
+    );
+
+    let _ = writeln!(out, "\nAfter:");
+    print_table(&db, out)?;
+    let _ = writeln!(
+        out,
+        "\nEvery change is in {}/state/journal.jsonl. The lock files are all still there:",
+        dir.display()
+    );
+    let mut locks: Vec<String> = std::fs::read_dir(dir.join("run"))
+        .map_err(io_err(&dir, "listing the sandbox"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".lock") && n != "selfheal.lock")
+        .collect();
+    locks.sort();
+    let _ = writeln!(out, "  {}", locks.join(" "));
+    drop(held);
+    if keep.is_some() {
+        let _ = writeln!(out, "\nThe sandbox is kept in {}.", dir.display());
+    }
+    Ok(exit::OK)
+}

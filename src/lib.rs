@@ -1,0 +1,23 @@
+//! selfheal: a cron watchdog for job rows stuck in `running`.
+//!
+//! Data flow, one module each: command line ([`cli`]) → validated configuration
+//! ([`config`]) → evidence from the database ([`store`]) and the host ([`probe`]) →
+//! verdict and action ([`decide`], pure) → compare-and-set writes and journal ([`check`],
+//! [`journal`]) → output ([`report`]). [`app`] wires a parsed command line to these and
+//! maps the outcome to an exit status.
+
+pub mod app;
+pub mod check;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod decide;
+pub mod demo;
+pub mod error;
+pub mod journal;
+pub mod probe;
+pub mod report;
+pub mod runlock;
+pub mod store;
+
+pub use error::{Error, Result};

@@ -1,0 +1,176 @@
+//! The worker named in a row's owner column (`HOST:PID` or `PID`).
+//!
+//! Checked only when the host is this host (a bare `PID` is taken as local): `kill(pid, 0)`
+//! says whether the pid exists (EPERM means it does, under another user), and the process
+//! start time from `/proc/PID/stat` tells a recycled pid (`reused`: started after the row)
+//! from the worker itself. Another host's worker is `not_local`, never guessed.
+
+use nix::errno::Errno;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+
+use crate::decide::Owner;
+
+/// A process that started more than this many seconds after its row cannot be the worker
+/// that claimed it (the row's start has one-second resolution).
+const START_SLACK_S: f64 = 2.0;
+
+/// Facts about this host needed to judge pids, read once per run.
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub name: String,
+    /// Boot time, unix seconds (`btime` in /proc/stat).
+    boot_time: Option<i64>,
+    /// Clock ticks per second (for /proc/PID/stat start times).
+    ticks: i64,
+}
+
+impl Host {
+    pub fn current() -> Host {
+        let name = nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_default();
+        let boot_time = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse().ok())
+        });
+        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .unwrap_or(100);
+        Host {
+            name,
+            boot_time,
+            ticks: i64::from(ticks as i32).max(1),
+        }
+    }
+
+    /// True when `other` names this host (full or short name, case-insensitive).
+    pub fn is_me(&self, other: &str) -> bool {
+        let short = |s: &str| s.split('.').next().unwrap_or(s).to_ascii_lowercase();
+        other.eq_ignore_ascii_case(&self.name) || short(other) == short(&self.name)
+    }
+
+    /// Start time of a process in unix seconds, if /proc tells.
+    fn process_start(&self, pid: u32) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name may contain spaces and parentheses: fields resume after the
+        // last ')'. starttime is field 22; the first field after ')' is field 3.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+        Some(self.boot_time? as f64 + ticks as f64 / self.ticks as f64)
+    }
+}
+
+/// Splits an owner value into its host (if any) and pid.
+pub fn parse_owner(v: &str) -> Option<(Option<&str>, u32)> {
+    let v = v.trim();
+    let (host, pid) = match v.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() => (Some(h), p),
+        Some(_) => return None,
+        None => (None, v),
+    };
+    let pid: u32 = pid.trim().parse().ok()?;
+    if pid == 0 || pid > i32::MAX as u32 {
+        return None;
+    }
+    Some((host, pid))
+}
+
+/// Judges the owner column's value. `row_started` is the row's start in unix seconds on
+/// the host's timeline (host now minus the row's age), so clock skew does not matter.
+pub fn probe_owner(host: &Host, value: Option<&str>, row_started: i64) -> Owner {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Owner::Empty;
+    };
+    let Some((h, pid)) = parse_owner(v) else {
+        return Owner::Invalid(v.to_string());
+    };
+    if let Some(h) = h
+        && !host.is_me(h)
+    {
+        return Owner::NotLocal {
+            host: h.to_string(),
+        };
+    }
+    match kill(Pid::from_raw(pid as i32), None) {
+        Ok(()) | Err(Errno::EPERM) => match host.process_start(pid) {
+            Some(start) if start > row_started as f64 + START_SLACK_S => Owner::Reused { pid },
+            _ => Owner::Alive { pid },
+        },
+        Err(Errno::ESRCH) => Owner::Dead { pid },
+        Err(e) => Owner::Unreadable(format!("kill({pid}, 0): {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_values() {
+        assert_eq!(parse_owner("web1:1234"), Some((Some("web1"), 1234)));
+        assert_eq!(parse_owner(" 77 "), Some((None, 77)));
+        assert_eq!(
+            parse_owner("web1.example.com:1"),
+            Some((Some("web1.example.com"), 1))
+        );
+        for bad in [
+            "",
+            "web1",
+            ":12",
+            "web1:",
+            "web1:0",
+            "web1:-5",
+            "1:2:x",
+            "99999999999",
+        ] {
+            assert_eq!(parse_owner(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn judges_real_processes() {
+        let host = Host::current();
+        let now = chrono::Utc::now().timestamp();
+        let me = std::process::id();
+        // This test process started before "now": alive.
+        assert_eq!(
+            probe_owner(&host, Some(&me.to_string()), now),
+            Owner::Alive { pid: me }
+        );
+        let local = format!("{}:{me}", host.name);
+        assert_eq!(
+            probe_owner(&host, Some(&local), now),
+            Owner::Alive { pid: me }
+        );
+        // A row that started an hour before this process: the pid was reused.
+        let early = host.process_start(me).expect("start") as i64 - 3_600;
+        assert_eq!(
+            probe_owner(&host, Some(&me.to_string()), early),
+            Owner::Reused { pid: me }
+        );
+        // A finished child's pid is dead.
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("wait");
+        assert_eq!(
+            probe_owner(&host, Some(&pid.to_string()), now),
+            Owner::Dead { pid }
+        );
+        assert_eq!(
+            probe_owner(&host, Some("elsewhere.invalid:1"), now),
+            Owner::NotLocal {
+                host: "elsewhere.invalid".into()
+            }
+        );
+        assert_eq!(probe_owner(&host, None, now), Owner::Empty);
+        assert_eq!(probe_owner(&host, Some("  "), now), Owner::Empty);
+        assert_eq!(
+            probe_owner(&host, Some("web-3"), now),
+            Owner::Invalid("web-3".into())
+        );
+    }
+}

@@ -1,0 +1,407 @@
+//! What a run found and did, row by row, and how it is rendered: the one-line text for
+//! cron, the `--explain` walk-through, and JSON. Rendering writes to the `Write`rs it is
+//! given; library code never prints on its own.
+
+use std::io::Write;
+
+use serde_json::json;
+
+use crate::config::fmt_duration;
+use crate::decide::{Action, Decision, Evidence, Heartbeat, Lock, Owner, Plan, Thresholds};
+use crate::store::SqlValue;
+
+/// Everything about one running row.
+#[derive(Debug, Clone)]
+pub struct RowReport {
+    pub watch: String,
+    pub id: SqlValue,
+    pub evidence: Evidence,
+    pub thresholds: Thresholds,
+    pub decision: Decision,
+    /// What a real run does (after the breaker and the clock check).
+    pub plan: Plan,
+    /// What happened: the planned action, `lost_race`, or `none` when the write was
+    /// skipped or failed.
+    pub action: Action,
+    pub applied: bool,
+    /// The message written to (or that would be written to) the row.
+    pub reason: String,
+    /// Anything else worth saying: a failed write, evidence that changed before the write.
+    pub note: Option<String>,
+    /// The status the row was set to, or would be.
+    pub target: Option<String>,
+}
+
+impl RowReport {
+    pub fn attention(&self) -> bool {
+        self.plan.attention
+            || self
+                .note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("write failed"))
+    }
+}
+
+/// Per-watch facts for the explain header and the JSON summary.
+#[derive(Debug, Clone, Default)]
+pub struct WatchInfo {
+    pub name: String,
+    pub table: String,
+    pub stale_after_s: u64,
+    pub max_age_s: u64,
+    /// Why the watch was not checked, if it was not.
+    pub skipped: Option<String>,
+}
+
+/// The end of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub rows: usize,
+    pub changed: usize,
+    pub attention: usize,
+    pub lost_race: usize,
+    pub dry_run: bool,
+    /// Database clock minus host clock, seconds (MySQL only).
+    pub clock_skew_s: Option<i64>,
+    pub clock_skew_exceeded: bool,
+    pub breaker_tripped: Vec<String>,
+    /// Watches another run was checking (advisory lock).
+    pub busy_watches: Vec<String>,
+    pub watches_checked: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Compact human duration: `47m`, `2h10m`, `20s`.
+pub fn human(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    match (h, m, s) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, _, _) if h >= 48 => format!("{}d{}h", h / 24, h % 24),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+pub fn lock_str(l: &Lock) -> String {
+    match l {
+        Lock::NotConfigured => "none".into(),
+        Lock::Held { pid: Some(p) } => format!("held:{p}"),
+        Lock::Held { pid: None } => "held".into(),
+        Lock::Free => "free".into(),
+        Lock::Absent => "absent".into(),
+        Lock::Unreadable(_) => "unreadable".into(),
+    }
+}
+
+pub fn owner_str(o: &Owner) -> String {
+    match o {
+        Owner::NotConfigured => "none".into(),
+        Owner::Empty => "empty".into(),
+        Owner::Alive { pid } => format!("alive:{pid}"),
+        Owner::Dead { pid } => format!("dead:{pid}"),
+        Owner::Reused { pid } => format!("reused:{pid}"),
+        Owner::NotLocal { host } => format!("not_local:{host}"),
+        Owner::Invalid(_) => "invalid".into(),
+        Owner::Unreadable(_) => "unreadable".into(),
+    }
+}
+
+fn lock_state(l: &Lock) -> (&'static str, Option<u32>) {
+    match l {
+        Lock::NotConfigured => ("none", None),
+        Lock::Held { pid } => ("held", *pid),
+        Lock::Free => ("free", None),
+        Lock::Absent => ("absent", None),
+        Lock::Unreadable(_) => ("unreadable", None),
+    }
+}
+
+fn owner_state(o: &Owner) -> (&'static str, Option<u32>) {
+    match o {
+        Owner::NotConfigured => ("none", None),
+        Owner::Empty => ("empty", None),
+        Owner::Alive { pid } => ("alive", Some(*pid)),
+        Owner::Dead { pid } => ("dead", Some(*pid)),
+        Owner::Reused { pid } => ("reused", Some(*pid)),
+        Owner::NotLocal { .. } => ("not_local", None),
+        Owner::Invalid(_) => ("invalid", None),
+        Owner::Unreadable(_) => ("unreadable", None),
+    }
+}
+
+fn heartbeat_s(h: &Heartbeat) -> String {
+    match h {
+        Heartbeat::Age(a) => format!("{a}s"),
+        Heartbeat::Missing => "missing".into(),
+        Heartbeat::Unreadable(_) => "unreadable".into(),
+    }
+}
+
+/// The row message of SPEC §6, before it is cut to the column's length.
+pub fn message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
+    let total = match &e.total_age {
+        Ok(a) => format!("{a}s"),
+        Err(_) => "unknown".into(),
+    };
+    let mut m = format!(
+        "self-heal: {}: heartbeat_age={} stale_after={}s total_age={} max_age={}s lock={}",
+        d.verdict.as_str(),
+        heartbeat_s(&e.heartbeat),
+        t.stale_after,
+        total,
+        t.max_age,
+        lock_str(&e.lock),
+    );
+    if e.owner != Owner::NotConfigured {
+        m.push_str(&format!(" owner={}", owner_str(&e.owner)));
+    }
+    m
+}
+
+/// Cuts a message to at most `max` characters (strict SQL modes reject longer values).
+pub fn cut(msg: &str, max: Option<usize>) -> String {
+    match max {
+        Some(n) if msg.chars().count() > n => msg.chars().take(n).collect(),
+        _ => msg.to_string(),
+    }
+}
+
+/// Renders a run. Text mode is silent unless something changed or needs a person.
+pub trait Reporter {
+    fn watch(&mut self, w: &WatchInfo);
+    fn row(&mut self, r: &RowReport);
+    fn warning(&mut self, msg: &str);
+    fn finish(&mut self, s: &Summary);
+}
+
+/// One line per change or attention item (cron mails it); with `explain`, every row with
+/// its evidence and verdict.
+pub struct TextReporter<W: Write, E: Write> {
+    pub out: W,
+    pub err: E,
+    pub explain: bool,
+}
+
+fn what_a_run_does(r: &RowReport) -> String {
+    match (r.plan.action, &r.plan.target, r.plan.hold) {
+        (_, _, Some(h)) => format!("leave it and report it ({})", h.describe()),
+        (Action::None, _, _) if r.plan.attention => {
+            "leave it and report it: a person must look".into()
+        }
+        (Action::None, _, _) => "leave it alone".into(),
+        (a, Some(t), _) => format!("set status to '{t}' ({})", a.as_str()),
+        (a, None, _) => a.as_str().into(),
+    }
+}
+
+impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
+    fn watch(&mut self, w: &WatchInfo) {
+        if !self.explain {
+            return;
+        }
+        let _ = match &w.skipped {
+            Some(why) => writeln!(self.out, "watch {}: skipped: {why}", w.name),
+            None => writeln!(
+                self.out,
+                "watch {} (table {}, stale_after {}, max_age {})",
+                w.name,
+                w.table,
+                fmt_duration(std::time::Duration::from_secs(w.stale_after_s)),
+                fmt_duration(std::time::Duration::from_secs(w.max_age_s)),
+            ),
+        };
+    }
+
+    fn row(&mut self, r: &RowReport) {
+        let e = &r.evidence;
+        if self.explain {
+            let total = match &e.total_age {
+                Ok(a) => human(*a),
+                Err(_) => "unknown".into(),
+            };
+            let hb = match &e.heartbeat {
+                Heartbeat::Age(a) => format!("{} ago", human(*a)),
+                Heartbeat::Missing => "missing".into(),
+                Heartbeat::Unreadable(_) => "unreadable".into(),
+            };
+            let _ = writeln!(
+                self.out,
+                "  id={:<4} {:<9} running {total}, heartbeat {hb}, lock {}, owner {}",
+                r.id.to_string(),
+                r.decision.verdict.as_str(),
+                lock_str(&e.lock),
+                owner_str(&e.owner),
+            );
+            let _ = writeln!(self.out, "      because {}", r.decision.basis.describe());
+            let _ = writeln!(self.out, "      a real run would {}", what_a_run_does(r));
+            if let Some(n) = &r.note {
+                let _ = writeln!(self.out, "      note: {n}");
+            }
+            return;
+        }
+        let line = if r.applied {
+            format!(
+                "{} id={}: set status to '{}' ({}{}) — {}",
+                r.watch,
+                r.id,
+                r.target.as_deref().unwrap_or(""),
+                r.action.as_str(),
+                if r.attention() {
+                    ", a person must look"
+                } else {
+                    ""
+                },
+                r.reason
+            )
+        } else if r.attention() {
+            let why = match (&r.note, r.plan.hold) {
+                (Some(n), _) => n.clone(),
+                (None, Some(h)) => h.describe().to_string(),
+                (None, None) => r.decision.basis.describe(),
+            };
+            format!(
+                "{} id={}: needs a person ({}): {why} — {}",
+                r.watch,
+                r.id,
+                r.decision.verdict.as_str(),
+                r.reason
+            )
+        } else {
+            return;
+        };
+        let _ = writeln!(self.out, "{line}");
+    }
+
+    fn warning(&mut self, msg: &str) {
+        let _ = writeln!(self.err, "selfheal: warning: {msg}");
+    }
+
+    fn finish(&mut self, s: &Summary) {
+        if !self.explain {
+            return;
+        }
+        let _ = writeln!(
+            self.out,
+            "{} running row{} in {} watch{}: a real run would change {}, {} need{} a person{}",
+            s.rows,
+            if s.rows == 1 { "" } else { "s" },
+            s.watches_checked,
+            if s.watches_checked == 1 { "" } else { "es" },
+            s.changed,
+            s.attention,
+            if s.attention == 1 { "s" } else { "" },
+            if s.dry_run {
+                " (nothing was written)"
+            } else {
+                ""
+            },
+        );
+    }
+}
+
+/// One JSON object per row, then one summary object (SPEC §7).
+pub struct JsonReporter<W: Write> {
+    pub out: W,
+    pub warnings: Vec<String>,
+}
+
+pub fn row_json(r: &RowReport) -> serde_json::Value {
+    let e = &r.evidence;
+    let (lock, lock_pid) = lock_state(&e.lock);
+    let (owner, owner_pid) = owner_state(&e.owner);
+    let detail = |x: &str| -> serde_json::Value { x.into() };
+    json!({
+        "watch": r.watch,
+        "id": r.id.to_json(),
+        "verdict": r.decision.verdict,
+        "action": r.action,
+        "applied": r.applied,
+        "reason": r.reason,
+        "total_age_s": e.total_age.as_ref().ok(),
+        "heartbeat_age_s": match e.heartbeat { Heartbeat::Age(a) => Some(a), _ => None },
+        "heartbeat": match &e.heartbeat {
+            Heartbeat::Age(_) => detail("present"),
+            Heartbeat::Missing => detail("missing"),
+            Heartbeat::Unreadable(w) => detail(&format!("unreadable: {w}")),
+        },
+        "lock": lock,
+        "lock_pid": lock_pid,
+        "owner": owner,
+        "owner_pid": owner_pid,
+        "basis": r.decision.basis.describe(),
+        "conclusive": r.decision.conclusive(),
+        "target": r.target,
+        "attention": r.attention(),
+        "held": r.plan.hold,
+        "note": r.note,
+        "stale_after_s": r.thresholds.stale_after,
+        "max_age_s": r.thresholds.max_age,
+    })
+}
+
+impl<W: Write> Reporter for JsonReporter<W> {
+    fn watch(&mut self, w: &WatchInfo) {
+        if let Some(why) = &w.skipped {
+            self.warnings
+                .push(format!("watch {}: skipped: {why}", w.name));
+        }
+    }
+
+    fn row(&mut self, r: &RowReport) {
+        let _ = writeln!(self.out, "{}", row_json(r));
+    }
+
+    fn warning(&mut self, msg: &str) {
+        self.warnings.push(msg.to_string());
+    }
+
+    fn finish(&mut self, s: &Summary) {
+        let mut warnings = self.warnings.clone();
+        warnings.extend(s.warnings.iter().cloned());
+        warnings.dedup();
+        let _ = writeln!(
+            self.out,
+            "{}",
+            json!({
+                "summary": true,
+                "rows": s.rows,
+                "changed": s.changed,
+                "attention": s.attention,
+                "lost_race": s.lost_race,
+                "dry_run": s.dry_run,
+                "watches": s.watches_checked,
+                "clock_skew_s": s.clock_skew_s,
+                "clock_skew_exceeded": s.clock_skew_exceeded,
+                "breaker_tripped": s.breaker_tripped,
+                "busy_watches": s.busy_watches,
+                "warnings": warnings,
+            })
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(20), "20s");
+        assert_eq!(human(2_820), "47m");
+        assert_eq!(human(3_000), "50m");
+        assert_eq!(human(7_800), "2h10m");
+        assert_eq!(human(14_400), "4h0m");
+        assert_eq!(human(90), "1m30s");
+        assert_eq!(human(200_000), "2d7h");
+    }
+
+    #[test]
+    fn messages_are_cut_by_characters() {
+        assert_eq!(cut("abcdef", Some(3)), "abc");
+        assert_eq!(cut("abc", Some(3)), "abc");
+        assert_eq!(cut("ééé", Some(2)), "éé");
+        assert_eq!(cut("abc", None), "abc");
+        assert_eq!(cut("abc", Some(0)), "");
+    }
+}

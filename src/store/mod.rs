@@ -1,0 +1,259 @@
+//! The job table, behind one small trait with one implementation per database, chosen by
+//! the URL's scheme. Adapters read running rows, describe the schema, and apply one
+//! compare-and-set per row; they never print and never decide.
+//!
+//! Guarantee shared by every adapter: [`Store::compare_and_set`] changes at most one row,
+//! and only if it still has the running status, the start value and the heartbeat-column
+//! value selfheal observed (SPEC §6). Values are always bound parameters; identifiers are
+//! validated [`Ident`](crate::config::Ident)s.
+
+pub mod mysql;
+pub mod sqlite;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use chrono::NaiveDateTime;
+
+use crate::clock::{DbClock, Stamp};
+use crate::config::{Database, DbUrl, Watch};
+use crate::error::Result;
+
+/// A value as read from, and bound back to, the database.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+    Null,
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Text(String),
+    Bytes(Vec<u8>),
+    DateTime(NaiveDateTime),
+}
+
+impl SqlValue {
+    pub fn is_null(&self) -> bool {
+        matches!(self, SqlValue::Null)
+    }
+
+    /// JSON form of an id: a number when it is one, else a string.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            SqlValue::Int(i) => (*i).into(),
+            SqlValue::UInt(u) => (*u).into(),
+            SqlValue::Null => serde_json::Value::Null,
+            other => other.to_string().into(),
+        }
+    }
+}
+
+impl fmt::Display for SqlValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SqlValue::Null => f.write_str("NULL"),
+            SqlValue::Int(i) => write!(f, "{i}"),
+            SqlValue::UInt(u) => write!(f, "{u}"),
+            SqlValue::Float(x) => write!(f, "{x}"),
+            SqlValue::Text(s) => f.write_str(s),
+            SqlValue::Bytes(b) => f.write_str(&String::from_utf8_lossy(b)),
+            SqlValue::DateTime(d) => write!(f, "{}", d.format("%Y-%m-%d %H:%M:%S%.f")),
+        }
+    }
+}
+
+/// A time column's value: as read (for the compare-and-set) and as understood.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeValue {
+    pub raw: SqlValue,
+    /// `Ok(None)` for NULL; `Err` when the value is not a time at all.
+    pub stamp: Result<Option<Stamp>, String>,
+}
+
+/// One row in the running state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningRow {
+    pub id: SqlValue,
+    pub started: TimeValue,
+    /// Present when the watch has a heartbeat column.
+    pub heartbeat: Option<TimeValue>,
+    /// The owner column's text, when configured and not NULL.
+    pub owner: Option<String>,
+    /// The attempts column (NULL reads as 0), when the watch has a retry budget.
+    pub attempts: Option<i64>,
+}
+
+/// How the end time is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The database's `NOW()` (or SQLite's `datetime('now')`, UTC).
+    DbNow,
+    /// Integer unix seconds.
+    Epoch,
+    /// Naive local time in the configured zone (the way the application writes it).
+    Zone(chrono_tz::Tz),
+}
+
+/// What selfheal learned about a watch's table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schema {
+    /// Longest message the message column accepts, in characters.
+    pub message_max: Option<usize>,
+    pub ended: Option<Ended>,
+    /// Column name → lowercase declared/data type.
+    pub types: HashMap<String, String>,
+}
+
+/// One compare-and-set.
+#[derive(Debug, Clone)]
+pub struct Change<'a> {
+    pub row: &'a RunningRow,
+    pub new_status: &'a str,
+    /// Already cut to the column's length.
+    pub message: Option<String>,
+    /// Raise the attempts column by one (a reclaim to the retry queue).
+    pub bump_attempts: bool,
+}
+
+/// Result of one compare-and-set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CasOutcome {
+    Applied,
+    /// 0 rows matched: the row finished, beat or restarted in the meantime.
+    LostRace,
+    /// The statement failed for this row (e.g. a lock wait timeout); the run goes on.
+    Failed(String),
+}
+
+pub trait Store {
+    /// `"mysql"`/`"mariadb"`/`"sqlite"` and a version.
+    fn describe_server(&mut self) -> Result<String>;
+    /// The database clock, read once per run.
+    fn clock(&mut self) -> Result<DbClock>;
+    /// Checks that the table and every configured column exist.
+    fn schema(&mut self, w: &Watch) -> Result<Schema>;
+    /// Every row in the running state, ordered by id.
+    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>>;
+    /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
+    fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
+    -> Result<CasOutcome>;
+    /// Takes the per-watch advisory lock that keeps several hosts from acting on one watch
+    /// at once (`GET_LOCK` on MySQL). `false`: another run holds it.
+    fn try_watch_lock(&mut self, w: &Watch) -> Result<bool>;
+}
+
+/// Opens the store a URL names. `read_only` is a promise that nothing will be written
+/// (dry runs); adapters may open accordingly.
+pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
+    match &db.url {
+        DbUrl::Sqlite(path) => Ok(Box::new(sqlite::SqliteStore::open(
+            path,
+            db.timezone,
+            read_only,
+        )?)),
+        DbUrl::Mysql(_) => Ok(Box::new(mysql::MysqlStore::connect(db)?)),
+    }
+}
+
+/// The column list every adapter selects, in order.
+pub(crate) fn select_columns(w: &Watch) -> Vec<&crate::config::Ident> {
+    let mut cols = vec![&w.id_column, &w.started_column];
+    cols.extend(w.heartbeat_column.as_ref());
+    cols.extend(w.owner_column.as_ref());
+    cols.extend(w.retry.as_ref().map(|r| &r.attempts_column));
+    cols
+}
+
+/// Every column a watch names, with the key that names it (for schema errors).
+pub(crate) fn named_columns(w: &Watch) -> Vec<(&'static str, &crate::config::Ident)> {
+    let mut v = vec![
+        ("id_column", &w.id_column),
+        ("status_column", &w.status_column),
+        ("started_column", &w.started_column),
+    ];
+    let opt = [
+        ("heartbeat_column", w.heartbeat_column.as_ref()),
+        ("ended_column", w.ended_column.as_ref()),
+        ("message_column", w.message_column.as_ref()),
+        ("owner_column", w.owner_column.as_ref()),
+        (
+            "attempts_column",
+            w.retry.as_ref().map(|r| &r.attempts_column),
+        ),
+    ];
+    v.extend(opt.into_iter().filter_map(|(k, c)| c.map(|c| (k, c))));
+    v
+}
+
+/// The `UPDATE` both adapters run, differing only in quoting, the null-safe equality
+/// operator and the end-time expression.
+pub(crate) struct CasSql {
+    pub sql: String,
+}
+
+pub(crate) fn cas_sql(
+    w: &Watch,
+    c: &Change<'_>,
+    q: char,
+    null_safe_eq: &str,
+    ended_expr: Option<&str>,
+) -> CasSql {
+    let mut set = vec![format!("{} = ?", w.status_column.quoted(q))];
+    if let (Some(col), Some(expr)) = (&w.ended_column, ended_expr) {
+        set.push(format!("{} = {expr}", col.quoted(q)));
+    }
+    if let (Some(col), Some(_)) = (&w.message_column, &c.message) {
+        set.push(format!("{} = ?", col.quoted(q)));
+    }
+    if let (Some(r), true) = (&w.retry, c.bump_attempts) {
+        let a = r.attempts_column.quoted(q);
+        set.push(format!("{a} = COALESCE({a}, 0) + 1"));
+    }
+    let mut cond = vec![
+        format!("{} = ?", w.id_column.quoted(q)),
+        format!("{} = ?", w.status_column.quoted(q)),
+        format!("{} {null_safe_eq} ?", w.started_column.quoted(q)),
+    ];
+    if let Some(hb) = &w.heartbeat_column {
+        cond.push(format!("{} {null_safe_eq} ?", hb.quoted(q)));
+    }
+    CasSql {
+        sql: format!(
+            "UPDATE {} SET {} WHERE {}",
+            w.table.quoted(q),
+            set.join(", "),
+            cond.join(" AND ")
+        ),
+    }
+}
+
+/// Bound parameters for [`cas_sql`], in order: SET values (status, ended offset, message),
+/// then WHERE values (id, running status, observed start, observed heartbeat).
+pub(crate) fn cas_params(
+    w: &Watch,
+    c: &Change<'_>,
+    ended_param: Option<SqlValue>,
+) -> Vec<SqlValue> {
+    let mut p = vec![SqlValue::Text(c.new_status.to_string())];
+    if w.ended_column.is_some()
+        && let Some(v) = ended_param
+    {
+        p.push(v);
+    }
+    if let (Some(_), Some(m)) = (&w.message_column, &c.message) {
+        p.push(SqlValue::Text(m.clone()));
+    }
+    p.push(c.row.id.clone());
+    p.push(SqlValue::Text(w.running_value.clone()));
+    p.push(c.row.started.raw.clone());
+    if let Some(hb) = &c.row.heartbeat {
+        p.push(hb.raw.clone());
+    }
+    p
+}
+
+/// Offset in seconds of `tz` from UTC right now, for writing naive local end times.
+pub(crate) fn zone_offset_now(tz: chrono_tz::Tz) -> i64 {
+    use chrono::Offset;
+    let now = chrono::Utc::now().with_timezone(&tz);
+    i64::from(now.offset().fix().local_minus_utc())
+}

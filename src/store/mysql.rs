@@ -1,0 +1,473 @@
+//! MySQL/MariaDB adapter: the usual case on legacy PHP hosts, over a unix socket or TCP.
+//!
+//! Connects with bounded timeouts, never takes a password from the URL given on the
+//! command line (the configuration layer refuses it), and asks for `CLIENT_FOUND_ROWS` so
+//! "rows affected" means "rows matched". A statement that waits on a row lock gives up
+//! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
+//! The per-watch advisory lock is `GET_LOCK`, released when the connection closes.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use mysql::consts::{CapabilityFlags, ColumnType};
+use mysql::prelude::Queryable;
+use mysql::{Conn, Opts, OptsBuilder, Value};
+
+use super::{CasOutcome, Change, Ended, RunningRow, Schema, SqlValue, Store, TimeValue};
+use crate::clock::{DbClock, Stamp, parse_text_stamp};
+use crate::config::{Database, DbUrl, Watch, redact_url};
+use crate::error::{Error, Result};
+
+/// Where the connection's credentials come from, for messages (never the password).
+pub struct MysqlStore {
+    conn: Conn,
+    /// The URL without any password, for messages.
+    label: String,
+    tz: Option<chrono_tz::Tz>,
+}
+
+/// How long a connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one read or write on the socket may take.
+const IO_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The password from `password_file` or `$SELFHEAL_DB_PASSWORD`, if any.
+fn password(db: &Database) -> Result<Option<String>> {
+    if let Some(p) = &db.password_file {
+        let text = std::fs::read_to_string(p).map_err(|e| {
+            Error::config(
+                &crate::error::Origin::File(p.clone()),
+                "database.password_file",
+                format!("cannot read the password file: {e}"),
+            )
+        })?;
+        return Ok(Some(text.lines().next().unwrap_or("").to_string()));
+    }
+    match std::env::var("SELFHEAL_DB_PASSWORD") {
+        Ok(p) => Ok(Some(p)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The login name of the user selfheal runs as: what the mysql client sends when no user
+/// is given (the crate itself would send an empty name and be refused).
+fn os_user() -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
+
+impl MysqlStore {
+    pub fn connect(db: &Database) -> Result<Self> {
+        let DbUrl::Mysql(url) = &db.url else {
+            return Err(Error::Usage("not a MySQL URL".into()));
+        };
+        let label = redact_url(url);
+        if db.defaults_file.is_some() {
+            return Err(Error::config(
+                &crate::error::Origin::CommandLine,
+                "database.defaults_file",
+                "reading MySQL option files is not available in this build; use \
+                 password_file or $SELFHEAL_DB_PASSWORD",
+            ));
+        }
+        let opts = Opts::from_url(url).map_err(|e| Error::database(&label, e))?;
+        let mut b = OptsBuilder::from_opts(opts.clone());
+        if opts.get_user().is_none_or(str::is_empty) {
+            b = b.user(os_user());
+        }
+        if opts.get_pass().is_none()
+            && let Some(p) = password(db)?
+        {
+            b = b.pass(Some(p));
+        }
+        let b = b
+            .tcp_connect_timeout(Some(CONNECT_TIMEOUT))
+            .read_timeout(Some(IO_TIMEOUT))
+            .write_timeout(Some(IO_TIMEOUT))
+            .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
+            .init(vec!["SET SESSION innodb_lock_wait_timeout = 10"]);
+        let conn =
+            Conn::new(b).map_err(|e| Error::database(format!("cannot connect to {label}"), e))?;
+        Ok(MysqlStore {
+            conn,
+            label,
+            tz: db.timezone,
+        })
+    }
+
+    fn err(&self, what: &str, e: impl std::fmt::Display) -> Error {
+        Error::database(format!("{}: {what}", self.label), e)
+    }
+}
+
+fn to_value(v: &SqlValue) -> Value {
+    match v {
+        SqlValue::Null => Value::NULL,
+        SqlValue::Int(i) => Value::Int(*i),
+        SqlValue::UInt(u) => Value::UInt(*u),
+        SqlValue::Float(f) => Value::Double(*f),
+        SqlValue::Text(s) => Value::Bytes(s.as_bytes().to_vec()),
+        SqlValue::Bytes(b) => Value::Bytes(b.clone()),
+        SqlValue::DateTime(d) => {
+            use chrono::{Datelike, Timelike};
+            Value::Date(
+                d.year() as u16,
+                d.month() as u8,
+                d.day() as u8,
+                d.hour() as u8,
+                d.minute() as u8,
+                d.second() as u8,
+                d.nanosecond() / 1_000,
+            )
+        }
+    }
+}
+
+fn from_value(v: Value) -> SqlValue {
+    match v {
+        Value::NULL => SqlValue::Null,
+        Value::Int(i) => SqlValue::Int(i),
+        Value::UInt(u) => SqlValue::UInt(u),
+        Value::Float(f) => SqlValue::Float(f64::from(f)),
+        Value::Double(f) => SqlValue::Float(f),
+        Value::Bytes(b) => match String::from_utf8(b) {
+            Ok(s) => SqlValue::Text(s),
+            Err(e) => SqlValue::Bytes(e.into_bytes()),
+        },
+        Value::Date(y, mo, d, h, mi, s, us) => {
+            chrono::NaiveDate::from_ymd_opt(y.into(), mo.into(), d.into())
+                .and_then(|date| date.and_hms_micro_opt(h.into(), mi.into(), s.into(), us))
+                .map_or_else(
+                    || SqlValue::Text(format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}")),
+                    SqlValue::DateTime,
+                )
+        }
+        Value::Time(neg, d, h, m, s, _) => SqlValue::Text(format!(
+            "{}{}:{m:02}:{s:02}",
+            if neg { "-" } else { "" },
+            d * 24 + u32::from(h)
+        )),
+    }
+}
+
+fn time_value(raw: SqlValue, ty: ColumnType) -> TimeValue {
+    let stamp = match &raw {
+        SqlValue::Null => Ok(None),
+        SqlValue::DateTime(d) if ty == ColumnType::MYSQL_TYPE_TIMESTAMP => {
+            Ok(Some(Stamp::Session(*d)))
+        }
+        SqlValue::DateTime(d) => Ok(Some(Stamp::Naive(*d))),
+        SqlValue::Int(i) => Ok(Some(Stamp::Epoch(*i))),
+        SqlValue::UInt(u) => i64::try_from(*u)
+            .map(|i| Some(Stamp::Epoch(i)))
+            .map_err(|_| format!("{u} is not a unix timestamp")),
+        SqlValue::Float(f) => Ok(Some(Stamp::Epoch(f.trunc() as i64))),
+        SqlValue::Text(s) if s.starts_with("0000-00-00") => Err(format!("{s:?} is a zero date")),
+        SqlValue::Text(s) => parse_text_stamp(s).map(Some),
+        other => Err(format!("{other} is not a date-time or unix timestamp")),
+    };
+    TimeValue { raw, stamp }
+}
+
+/// A `GET_LOCK` name at most 64 characters long, the same on every host for one watch.
+fn advisory_name(db: &str, watch: &str) -> String {
+    let name = format!("selfheal/{db}/{watch}");
+    if name.len() <= 64 {
+        return name;
+    }
+    // FNV-1a: stable across builds, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{}#{h:016x}", &name[..64 - 17])
+}
+
+const INT_TYPES: [&str; 5] = ["tinyint", "smallint", "mediumint", "int", "bigint"];
+const TEXT_TYPES: [&str; 6] = [
+    "char",
+    "varchar",
+    "tinytext",
+    "text",
+    "mediumtext",
+    "longtext",
+];
+
+impl Store for MysqlStore {
+    fn describe_server(&mut self) -> Result<String> {
+        let v: Option<String> = self
+            .conn
+            .query_first("SELECT VERSION()")
+            .map_err(|e| self.err("reading the version", e))?;
+        let v = v.unwrap_or_default();
+        let kind = if v.to_ascii_lowercase().contains("mariadb") {
+            "mariadb"
+        } else {
+            "mysql"
+        };
+        Ok(format!("{kind} {v}"))
+    }
+
+    fn clock(&mut self) -> Result<DbClock> {
+        let row: Option<(Value, i64)> = self
+            .conn
+            .query_first("SELECT NOW(), UNIX_TIMESTAMP()")
+            .map_err(|e| self.err("reading the clock", e))?;
+        let Some((now, epoch)) = row else {
+            return Err(self.err("reading the clock", "no row"));
+        };
+        match from_value(now) {
+            SqlValue::DateTime(now_naive) => Ok(DbClock {
+                now_naive,
+                now_epoch: epoch,
+            }),
+            other => Err(self.err("reading the clock", format!("NOW() returned {other}"))),
+        }
+    }
+
+    fn schema(&mut self, w: &Watch) -> Result<Schema> {
+        let rows: Vec<(String, String, Option<u64>)> = self
+            .conn
+            .exec(
+                "SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH \
+                 FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
+                (w.table.schema(), w.table.name()),
+            )
+            .map_err(|e| self.err("reading the schema", e))?;
+        if rows.is_empty() {
+            let db: Option<String> = if w.table.schema().is_none() {
+                self.conn
+                    .query_first::<Option<String>, _>("SELECT DATABASE()")
+                    .map_err(|e| self.err("reading the schema", e))?
+                    .flatten()
+            } else {
+                w.table.schema().map(str::to_string)
+            };
+            return Err(Error::Schema {
+                watch: w.name.clone(),
+                message: match db {
+                    Some(db) => format!("table {} does not exist in database {db}", w.table),
+                    None => format!(
+                        "table {}: no database selected; name it in the URL (mysql://user@host/DB) or write the table as db.table",
+                        w.table
+                    ),
+                },
+            });
+        }
+        let mut types = HashMap::new();
+        let mut lengths = HashMap::new();
+        for (name, ty, len) in rows {
+            let name = name.to_ascii_lowercase();
+            lengths.insert(name.clone(), len);
+            types.insert(name, ty.to_ascii_lowercase());
+        }
+        for (key, col) in super::named_columns(w) {
+            if !types.contains_key(&col.name().to_ascii_lowercase()) {
+                let mut known: Vec<&str> = types.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                return Err(Error::Schema {
+                    watch: w.name.clone(),
+                    message: format!(
+                        "{key}: column {col} does not exist in table {} (columns: {})",
+                        w.table,
+                        known.join(", ")
+                    ),
+                });
+            }
+        }
+        let ty = |c: &crate::config::Ident| {
+            types
+                .get(&c.name().to_ascii_lowercase())
+                .cloned()
+                .unwrap_or_default()
+        };
+        let message_max = match &w.message_column {
+            None => None,
+            Some(c) => {
+                if !TEXT_TYPES.contains(&ty(c).as_str()) {
+                    return Err(Error::Schema {
+                        watch: w.name.clone(),
+                        message: format!("message_column: {c} is {}, not a text column", ty(c)),
+                    });
+                }
+                lengths
+                    .get(&c.name().to_ascii_lowercase())
+                    .copied()
+                    .flatten()
+                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            }
+        };
+        let ended = w.ended_column.as_ref().map(|c| {
+            let t = ty(c);
+            if INT_TYPES.contains(&t.as_str()) {
+                Ended::Epoch
+            } else if let (Some(tz), "datetime") = (self.tz, t.as_str()) {
+                Ended::Zone(tz)
+            } else {
+                Ended::DbNow
+            }
+        });
+        Ok(Schema {
+            message_max,
+            ended,
+            types,
+        })
+    }
+
+    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
+        let cols = super::select_columns(w);
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} = ? ORDER BY {}",
+            cols.iter()
+                .map(|c| c.quoted('`'))
+                .collect::<Vec<_>>()
+                .join(", "),
+            w.table.quoted('`'),
+            w.status_column.quoted('`'),
+            w.id_column.quoted('`'),
+        );
+        let label = self.label.clone();
+        let ctx = |e: mysql::Error| {
+            Error::database(format!("{label}: reading running rows of {}", w.table), e)
+        };
+        let mut out = Vec::new();
+        let result = self
+            .conn
+            .exec_iter(&sql, (w.running_value.as_str(),))
+            .map_err(ctx)?;
+        for row in result {
+            let row = row.map_err(ctx)?;
+            let types: Vec<ColumnType> =
+                row.columns_ref().iter().map(|c| c.column_type()).collect();
+            let mut vals = row.unwrap().into_iter().zip(types);
+            let mut next = || {
+                vals.next()
+                    .map(|(v, t)| (from_value(v), t))
+                    .unwrap_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL))
+            };
+            let (id, _) = next();
+            let (s, st) = next();
+            let started = time_value(s, st);
+            let heartbeat = w.heartbeat_column.as_ref().map(|_| {
+                let (v, t) = next();
+                time_value(v, t)
+            });
+            let owner = match w.owner_column {
+                Some(_) => match next().0 {
+                    SqlValue::Null => None,
+                    v => Some(v.to_string()),
+                },
+                None => None,
+            };
+            let attempts = w.retry.as_ref().map(|_| match next().0 {
+                SqlValue::Int(i) => i,
+                SqlValue::UInt(u) => i64::try_from(u).unwrap_or(i64::MAX),
+                SqlValue::Text(t) => t.trim().parse().unwrap_or(0),
+                _ => 0,
+            });
+            out.push(RunningRow {
+                id,
+                started,
+                heartbeat,
+                owner,
+                attempts,
+            });
+        }
+        Ok(out)
+    }
+
+    fn compare_and_set(
+        &mut self,
+        w: &Watch,
+        schema: &Schema,
+        c: &Change<'_>,
+    ) -> Result<CasOutcome> {
+        let (expr, param) = match schema.ended {
+            None | Some(Ended::DbNow) => ("NOW()", None),
+            Some(Ended::Epoch) => ("UNIX_TIMESTAMP()", None),
+            Some(Ended::Zone(tz)) => (
+                "UTC_TIMESTAMP() + INTERVAL ? SECOND",
+                Some(SqlValue::Int(super::zone_offset_now(tz))),
+            ),
+        };
+        let sql = super::cas_sql(w, c, '`', "<=>", Some(expr));
+        let params: Vec<Value> = super::cas_params(w, c, param)
+            .iter()
+            .map(to_value)
+            .collect();
+        match self.conn.exec_drop(&sql.sql, params) {
+            Ok(()) => match self.conn.affected_rows() {
+                1 => Ok(CasOutcome::Applied),
+                0 => Ok(CasOutcome::LostRace),
+                n => Ok(CasOutcome::Failed(format!(
+                    "the update matched {n} rows; {} is not unique",
+                    w.id_column
+                ))),
+            },
+            // The server refused this statement (lock wait timeout, strict mode, …): this
+            // row's write failed, the connection is fine.
+            Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(format!(
+                "{} (error {})",
+                e.message, e.code
+            ))),
+            Err(e) => Err(self.err("writing", e)),
+        }
+    }
+
+    fn try_watch_lock(&mut self, w: &Watch) -> Result<bool> {
+        let db: Option<String> = match w.table.schema() {
+            Some(s) => Some(s.to_string()),
+            None => self
+                .conn
+                .query_first::<Option<String>, _>("SELECT DATABASE()")
+                .map_err(|e| self.err("GET_LOCK", e))?
+                .flatten(),
+        };
+        let name = advisory_name(db.as_deref().unwrap_or(""), &w.name);
+        let got: Option<Option<i64>> = self
+            .conn
+            .exec_first("SELECT GET_LOCK(?, 0)", (name,))
+            .map_err(|e| self.err("GET_LOCK", e))?;
+        Ok(got.flatten() == Some(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advisory_names_fit() {
+        assert_eq!(
+            advisory_name("appdb", "full-sync"),
+            "selfheal/appdb/full-sync"
+        );
+        let long = advisory_name(&"d".repeat(64), &"w".repeat(64));
+        assert_eq!(long.len(), 64);
+        assert_ne!(long, advisory_name(&"d".repeat(64), &"x".repeat(64)));
+    }
+
+    #[test]
+    fn values_round_trip() {
+        let d = chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
+            .and_then(|d| d.and_hms_micro_opt(10, 1, 2, 345))
+            .map(SqlValue::DateTime)
+            .expect("date");
+        assert_eq!(from_value(to_value(&d)), d);
+        assert_eq!(
+            from_value(Value::Date(0, 0, 0, 0, 0, 0, 0)),
+            SqlValue::Text("0000-00-00 00:00:00".into())
+        );
+        assert!(
+            time_value(
+                SqlValue::Text("0000-00-00 00:00:00".into()),
+                ColumnType::MYSQL_TYPE_DATETIME
+            )
+            .stamp
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! SQLite adapter: the embedded default, for demos and small applications.
+//!
+//! Opens an existing database file only (never creates one: a typo in a path is an error,
+//! not an empty database), never changes its journal mode, waits up to 5 s on a busy
+//! database. "The database clock" is SQLite's `now`, which is the host clock in UTC; naive
+//! text timestamps are read as UTC unless `timezone` says how they were written.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, OpenFlags, params_from_iter};
+
+use super::{CasOutcome, Change, Ended, RunningRow, Schema, SqlValue, Store, TimeValue};
+use crate::clock::{DbClock, Stamp, parse_text_stamp};
+use crate::config::Watch;
+use crate::error::{Error, Result};
+
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    tz: Option<chrono_tz::Tz>,
+}
+
+impl SqliteStore {
+    pub fn open(path: &Path, tz: Option<chrono_tz::Tz>, read_only: bool) -> Result<Self> {
+        let base = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let flags = if read_only {
+            base | OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            base | OpenFlags::SQLITE_OPEN_READ_WRITE
+        };
+        if !path.exists() {
+            return Err(Error::database(
+                format!("sqlite://{}", path.display()),
+                "no such database file (selfheal never creates one)",
+            ));
+        }
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| Error::database(format!("cannot open sqlite://{}", path.display()), e))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| Error::database("sqlite busy_timeout", e))?;
+        Ok(SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+            tz,
+        })
+    }
+
+    fn ctx(&self, what: &str) -> String {
+        format!("sqlite://{}: {what}", self.path.display())
+    }
+
+    fn table_info(&self, w: &Watch) -> Result<Vec<(String, String)>> {
+        let pragma = match w.table.schema() {
+            Some(s) => format!("PRAGMA \"{s}\".table_info(\"{}\")", w.table.name()),
+            None => format!("PRAGMA table_info(\"{}\")", w.table.name()),
+        };
+        let mut stmt = self
+            .conn
+            .prepare(&pragma)
+            .map_err(|e| Error::database(self.ctx("reading the schema"), e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+            .map_err(|e| Error::database(self.ctx("reading the schema"), e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| Error::database(self.ctx("reading the schema"), e))
+    }
+}
+
+fn to_sql(v: &SqlValue) -> Value {
+    match v {
+        SqlValue::Null => Value::Null,
+        SqlValue::Int(i) => Value::Integer(*i),
+        SqlValue::UInt(u) => i64::try_from(*u).map_or(Value::Real(*u as f64), Value::Integer),
+        SqlValue::Float(f) => Value::Real(*f),
+        SqlValue::Text(s) => Value::Text(s.clone()),
+        SqlValue::Bytes(b) => Value::Blob(b.clone()),
+        SqlValue::DateTime(d) => Value::Text(d.format("%Y-%m-%d %H:%M:%S").to_string()),
+    }
+}
+
+fn from_sql(v: ValueRef<'_>) -> SqlValue {
+    match v {
+        ValueRef::Null => SqlValue::Null,
+        ValueRef::Integer(i) => SqlValue::Int(i),
+        ValueRef::Real(f) => SqlValue::Float(f),
+        ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => SqlValue::Bytes(b.to_vec()),
+    }
+}
+
+fn time_value(raw: SqlValue) -> TimeValue {
+    let stamp = match &raw {
+        SqlValue::Null => Ok(None),
+        SqlValue::Int(i) => Ok(Some(Stamp::Epoch(*i))),
+        SqlValue::Float(f) => Ok(Some(Stamp::Epoch(f.trunc() as i64))),
+        SqlValue::Text(s) => parse_text_stamp(s).map(Some),
+        other => Err(format!("{other} is not a date-time or unix timestamp")),
+    };
+    TimeValue { raw, stamp }
+}
+
+fn text_of(v: &SqlValue) -> Option<String> {
+    match v {
+        SqlValue::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// `VARCHAR(255)` → 255 (SQLite does not enforce it, but the application may rely on it).
+fn declared_length(ty: &str) -> Option<usize> {
+    let open = ty.find('(')?;
+    let close = ty[open..].find(')')? + open;
+    ty[open + 1..close].split(',').next()?.trim().parse().ok()
+}
+
+impl Store for SqliteStore {
+    fn describe_server(&mut self) -> Result<String> {
+        Ok(format!("sqlite {}", rusqlite::version()))
+    }
+
+    fn clock(&mut self) -> Result<DbClock> {
+        let (naive, epoch): (String, i64) = self
+            .conn
+            .query_row(
+                "SELECT strftime('%Y-%m-%d %H:%M:%S', 'now'), CAST(strftime('%s', 'now') AS INTEGER)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| Error::database(self.ctx("reading the clock"), e))?;
+        let now_naive = chrono::NaiveDateTime::parse_from_str(&naive, "%Y-%m-%d %H:%M:%S")
+            .map_err(|e| Error::database(self.ctx("reading the clock"), e))?;
+        Ok(DbClock {
+            now_naive,
+            now_epoch: epoch,
+        })
+    }
+
+    fn schema(&mut self, w: &Watch) -> Result<Schema> {
+        let info = self.table_info(w)?;
+        if info.is_empty() {
+            return Err(Error::Schema {
+                watch: w.name.clone(),
+                message: format!(
+                    "table {} does not exist in {}",
+                    w.table,
+                    self.path.display()
+                ),
+            });
+        }
+        let types: HashMap<String, String> = info
+            .into_iter()
+            .map(|(n, t)| (n.to_ascii_lowercase(), t.to_ascii_lowercase()))
+            .collect();
+        for (key, col) in super::named_columns(w) {
+            if !types.contains_key(&col.name().to_ascii_lowercase()) {
+                let mut known: Vec<&String> = types.keys().collect();
+                known.sort();
+                return Err(Error::Schema {
+                    watch: w.name.clone(),
+                    message: format!(
+                        "{key}: column {} does not exist in table {} (columns: {})",
+                        col,
+                        w.table,
+                        known
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
+        let ty = |c: &crate::config::Ident| {
+            types
+                .get(&c.name().to_ascii_lowercase())
+                .cloned()
+                .unwrap_or_default()
+        };
+        let message_max = w
+            .message_column
+            .as_ref()
+            .and_then(|c| declared_length(&ty(c)));
+        let ended = w.ended_column.as_ref().map(|c| match self.tz {
+            _ if ty(c).contains("int") => Ended::Epoch,
+            Some(tz) => Ended::Zone(tz),
+            None => Ended::DbNow,
+        });
+        Ok(Schema {
+            message_max,
+            ended,
+            types,
+        })
+    }
+
+    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
+        let cols = super::select_columns(w);
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} = ?1 ORDER BY {}",
+            cols.iter()
+                .map(|c| c.quoted('"'))
+                .collect::<Vec<_>>()
+                .join(", "),
+            w.table.quoted('"'),
+            w.status_column.quoted('"'),
+            w.id_column.quoted('"'),
+        );
+        let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| Error::database(ctx(), e))?;
+        let mut rows = stmt
+            .query([&w.running_value])
+            .map_err(|e| Error::database(ctx(), e))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| Error::database(ctx(), e))? {
+            let mut i = 0;
+            let mut next = || {
+                let v = r.get_ref(i).map(from_sql);
+                i += 1;
+                v
+            };
+            let id = next().map_err(|e| Error::database(ctx(), e))?;
+            let started = time_value(next().map_err(|e| Error::database(ctx(), e))?);
+            let heartbeat = match w.heartbeat_column {
+                Some(_) => Some(time_value(next().map_err(|e| Error::database(ctx(), e))?)),
+                None => None,
+            };
+            let owner = match w.owner_column {
+                Some(_) => text_of(&next().map_err(|e| Error::database(ctx(), e))?),
+                None => None,
+            };
+            let attempts = match w.retry {
+                Some(_) => Some(match next().map_err(|e| Error::database(ctx(), e))? {
+                    SqlValue::Int(i) => i,
+                    SqlValue::Text(t) => t.trim().parse().unwrap_or(0),
+                    _ => 0,
+                }),
+                None => None,
+            };
+            out.push(RunningRow {
+                id,
+                started,
+                heartbeat,
+                owner,
+                attempts,
+            });
+        }
+        Ok(out)
+    }
+
+    fn compare_and_set(
+        &mut self,
+        w: &Watch,
+        schema: &Schema,
+        c: &Change<'_>,
+    ) -> Result<CasOutcome> {
+        let (expr, param) = match schema.ended {
+            None | Some(Ended::DbNow) => ("datetime('now')", None),
+            Some(Ended::Epoch) => ("CAST(strftime('%s', 'now') AS INTEGER)", None),
+            Some(Ended::Zone(tz)) => (
+                "datetime('now', ?)",
+                Some(SqlValue::Text(format!(
+                    "{:+} seconds",
+                    super::zone_offset_now(tz)
+                ))),
+            ),
+        };
+        let sql = super::cas_sql(w, c, '"', "IS", Some(expr));
+        let params: Vec<Value> = super::cas_params(w, c, param).iter().map(to_sql).collect();
+        match self.conn.execute(&sql.sql, params_from_iter(params)) {
+            Ok(1) => Ok(CasOutcome::Applied),
+            Ok(0) => Ok(CasOutcome::LostRace),
+            Ok(n) => Ok(CasOutcome::Failed(format!(
+                "the update matched {n} rows; {} is not unique",
+                w.id_column
+            ))),
+            Err(e @ rusqlite::Error::SqliteFailure(..)) => {
+                let code = e.sqlite_error_code();
+                match code {
+                    Some(rusqlite::ErrorCode::DatabaseBusy)
+                    | Some(rusqlite::ErrorCode::DatabaseLocked)
+                    | Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                        Ok(CasOutcome::Failed(e.to_string()))
+                    }
+                    _ => Err(Error::database(self.ctx("writing"), e)),
+                }
+            }
+            Err(e) => Err(Error::database(self.ctx("writing"), e)),
+        }
+    }
+
+    fn try_watch_lock(&mut self, _w: &Watch) -> Result<bool> {
+        // A SQLite database lives on one host; selfheal's run lock already serialises runs.
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_lengths() {
+        assert_eq!(declared_length("varchar(255)"), Some(255));
+        assert_eq!(declared_length("character varying( 64 )"), Some(64));
+        assert_eq!(declared_length("decimal(10,2)"), Some(10));
+        assert_eq!(declared_length("text"), None);
+    }
+
+    #[test]
+    fn time_values() {
+        assert_eq!(time_value(SqlValue::Null).stamp, Ok(None));
+        assert_eq!(
+            time_value(SqlValue::Int(5)).stamp,
+            Ok(Some(Stamp::Epoch(5)))
+        );
+        assert!(time_value(SqlValue::Text("soon".into())).stamp.is_err());
+        assert!(time_value(SqlValue::Bytes(vec![1])).stamp.is_err());
+    }
+}
