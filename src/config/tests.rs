@@ -161,7 +161,12 @@ fn bad_values_are_named() {
         assert_ne!(text, BASE, "{from} not in BASE");
         let (origin, k, msg) = config_err(parse(&text));
         assert_eq!(origin, Origin::File(PathBuf::from(FILE)), "{to}");
-        assert_eq!(k, format!("watch 'full-sync': {key}"), "{to}: {msg}");
+        let name = if *key == "name" {
+            "full sync"
+        } else {
+            "full-sync"
+        };
+        assert_eq!(k, format!("watch '{name}': {key}"), "{to}: {msg}");
         assert!(
             msg.contains("expected") || msg.contains("must"),
             "{to}: {msg}"
