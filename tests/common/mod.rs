@@ -1,0 +1,387 @@
+//! Test environment builder: a sandbox directory with heartbeat files of given ages, a real
+//! SQLite file or a real MariaDB/MySQL database made for the test and dropped after it, a
+//! configuration file, and the real `selfheal` binary run with a scrubbed environment.
+//!
+//! MySQL: the server named by `SELFHEAL_TEST_MYSQL_URL`, else the local MariaDB on its
+//! socket. Without a server the MySQL tests are skipped on a developer's machine and FAIL
+//! when `CI` is set (a test that returns early would be reported as passed).
+
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use mysql::prelude::Queryable;
+
+/// The binary under test.
+pub fn bin() -> &'static Path {
+    assert_cmd::cargo::cargo_bin!("selfheal")
+}
+
+/// The real binary, with no configuration or secret leaking in from the developer's
+/// environment.
+pub fn selfheal() -> Command {
+    let mut c = Command::new(bin());
+    c.env_remove("SELFHEAL_CONFIG")
+        .env_remove("SELFHEAL_DB_PASSWORD")
+        .env_remove("MYSQL_PWD")
+        .env("HOME", "/nonexistent/selfheal-test-home")
+        .env("LC_ALL", "C");
+    c
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts the exact exit status, printing both streams when it differs.
+#[track_caller]
+pub fn assert_exit(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "exit status\n--- stdout\n{}\n--- stderr\n{}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// Parses `--format json` output: the row objects, then the summary.
+pub fn json_lines(o: &Output) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut rows: Vec<serde_json::Value> = stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let summary = rows.pop().expect("a summary line");
+    assert_eq!(
+        summary["summary"], true,
+        "last line is the summary: {summary}"
+    );
+    (rows, summary)
+}
+
+/// The row object for one id.
+pub fn row<'a>(rows: &'a [serde_json::Value], id: i64) -> &'a serde_json::Value {
+    rows.iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("no row {id} in {rows:?}"))
+}
+
+/// A temporary directory holding heartbeat files, lock files, state and the config.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        Sandbox {
+            dir: tempfile::Builder::new()
+                .prefix("selfheal-test-")
+                .tempdir()
+                .expect("tempdir"),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Template for per-row heartbeat files.
+    pub fn heartbeat_template(&self) -> String {
+        format!("{}/hb-{{id}}", self.dir.path().display())
+    }
+
+    /// Creates (or touches) row `id`'s heartbeat file with an mtime `age` ago.
+    pub fn heartbeat(&self, id: i64, age: Duration) -> PathBuf {
+        let p = self.path(&format!("hb-{id}"));
+        let f = File::options()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .expect("heartbeat file");
+        f.set_modified(SystemTime::now() - age).expect("set mtime");
+        p
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.path("state")
+    }
+
+    pub fn run_lock(&self) -> PathBuf {
+        self.path("selfheal.lock")
+    }
+
+    /// Writes a configuration: `[database]` with `url`, `[run]` inside the sandbox, and
+    /// the given `[[watch]]` body.
+    pub fn config(&self, url: &str, watch: &str) -> PathBuf {
+        let p = self.path("selfheal.toml");
+        std::fs::write(
+            &p,
+            format!(
+                "[database]\nurl = \"{url}\"\n\n[run]\nlock_file = \"{}\"\nstate_dir = \"{}\"\n\n[[watch]]\n{watch}\n",
+                self.run_lock().display(),
+                self.state_dir().display()
+            ),
+        )
+        .expect("write config");
+        p
+    }
+
+    /// The standard watch body over `sync_log`, with heartbeat files in the sandbox.
+    pub fn watch(&self, extra: &str) -> String {
+        format!(
+            "name = \"full-sync\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+             heartbeat_file = \"{}\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n\
+             ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n{extra}",
+            self.heartbeat_template()
+        )
+    }
+
+    pub fn journal(&self) -> Vec<serde_json::Value> {
+        match std::fs::read_to_string(self.state_dir().join("journal.jsonl")) {
+            Ok(t) => t
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("journal line"))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// Runs `selfheal check --config CFG` plus `args`.
+pub fn check(cfg: &Path, args: &[&str]) -> Output {
+    selfheal()
+        .arg("check")
+        .arg("--config")
+        .arg(cfg)
+        .args(args)
+        .output()
+        .expect("run selfheal")
+}
+
+// ---------------------------------------------------------------------------------------
+// SQLite
+
+pub const SQLITE_SCHEMA: &str = "CREATE TABLE sync_log (
+    id INTEGER PRIMARY KEY,
+    status VARCHAR(16) NOT NULL,
+    start_time TEXT,
+    end_time TEXT,
+    error_msg VARCHAR(255) NOT NULL DEFAULT '',
+    heartbeat_at TEXT,
+    worker TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX sync_log_status ON sync_log (status);";
+
+pub struct SqliteDb {
+    pub path: PathBuf,
+}
+
+impl SqliteDb {
+    pub fn new(sb: &Sandbox) -> SqliteDb {
+        let path = sb.path("app.db");
+        let c = rusqlite::Connection::open(&path).expect("sqlite");
+        c.execute_batch(SQLITE_SCHEMA).expect("schema");
+        SqliteDb { path }
+    }
+
+    pub fn url(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+
+    pub fn conn(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(&self.path).expect("sqlite")
+    }
+
+    /// Inserts a row with the given status, started `age` seconds ago.
+    pub fn insert(&self, id: i64, status: &str, age: u64) {
+        self.conn()
+            .execute(
+                "INSERT INTO sync_log (id, status, start_time) VALUES (?1, ?2, datetime('now', ?3))",
+                rusqlite::params![id, status, format!("-{age} seconds")],
+            )
+            .expect("insert");
+    }
+
+    /// `(id, status, end_time is set, error_msg)` for every row.
+    pub fn dump(&self) -> Vec<(i64, String, bool, String)> {
+        let c = self.conn();
+        let mut s = c
+            .prepare("SELECT id, status, end_time IS NOT NULL, error_msg FROM sync_log ORDER BY id")
+            .expect("prepare");
+        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .expect("query")
+            .map(|r| r.expect("row"))
+            .collect()
+    }
+
+    pub fn status(&self, id: i64) -> String {
+        self.conn()
+            .query_row("SELECT status FROM sync_log WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .expect("status")
+    }
+
+    pub fn bytes(&self) -> Vec<u8> {
+        std::fs::read(&self.path).expect("read db")
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// MySQL / MariaDB
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// The server URL tests use, without a database name.
+fn server_url() -> String {
+    std::env::var("SELFHEAL_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@localhost/?socket=/run/mysqld/mysqld.sock".into())
+}
+
+/// `url` with its database path replaced by `db`.
+pub fn with_database(url: &str, db: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("scheme");
+    let (authority, tail) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, ""),
+    };
+    let query = tail.split_once('?').map(|(_, q)| q);
+    match query {
+        Some(q) => format!("{scheme}://{authority}/{db}?{q}"),
+        None => format!("{scheme}://{authority}/{db}"),
+    }
+}
+
+/// A database created for one test and dropped when the value is dropped.
+pub struct MysqlDb {
+    pub name: String,
+    pub url: String,
+    admin: mysql::Conn,
+}
+
+impl MysqlDb {
+    /// `None` (test skipped) only outside CI; in CI a missing server fails the test.
+    pub fn new() -> Option<MysqlDb> {
+        let server = server_url();
+        let mut admin = match mysql::Conn::new(
+            mysql::Opts::from_url(&server).expect("SELFHEAL_TEST_MYSQL_URL is not a MySQL URL"),
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                if std::env::var_os("CI").is_some() {
+                    panic!("CI is set and no MySQL/MariaDB server answers at {server}: {e}");
+                }
+                eprintln!("SKIPPED: no MySQL/MariaDB server at {server}: {e}");
+                return None;
+            }
+        };
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "selfheal_t{}_{}_{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        admin
+            .query_drop(format!("CREATE DATABASE `{name}`"))
+            .expect("create database");
+        admin.query_drop(format!("USE `{name}`")).expect("use");
+        let url = with_database(&server, &name);
+        Some(MysqlDb { name, url, admin })
+    }
+
+    /// A fresh connection to this database (for concurrent work).
+    pub fn conn(&self) -> mysql::Conn {
+        mysql::Conn::new(mysql::Opts::from_url(&self.url).expect("url")).expect("connect")
+    }
+
+    pub fn exec(&mut self, sql: &str) {
+        self.admin
+            .query_drop(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// The standard job table with a DATETIME start (as PHP's `date('Y-m-d H:i:s')`).
+    pub fn create_sync_log(&mut self, started_type: &str) {
+        self.exec(&format!(
+            "CREATE TABLE sync_log (
+                id INT AUTO_INCREMENT PRIMARY KEY,
+                status VARCHAR(16) NOT NULL,
+                start_time {started_type} NULL,
+                end_time DATETIME NULL,
+                error_msg VARCHAR(255) NOT NULL DEFAULT '',
+                heartbeat_at DATETIME NULL,
+                worker VARCHAR(64) NULL,
+                attempts INT NOT NULL DEFAULT 0,
+                KEY idx_status (status)
+            ) ENGINE=InnoDB"
+        ));
+    }
+
+    /// Inserts a row started `age` seconds ago on the database clock.
+    pub fn insert(&mut self, id: i64, status: &str, age: u64) {
+        self.exec(&format!(
+            "INSERT INTO sync_log (id, status, start_time) VALUES ({id}, '{status}', NOW() - INTERVAL {age} SECOND)"
+        ));
+    }
+
+    pub fn query<T: mysql::prelude::FromRow>(&mut self, sql: &str) -> Vec<T> {
+        self.admin
+            .query(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Every column of every row, as text, for byte-for-byte comparisons.
+    pub fn dump(&mut self) -> Vec<Vec<Option<String>>> {
+        let rows: Vec<mysql::Row> = self.query("SELECT * FROM sync_log ORDER BY id");
+        rows.into_iter()
+            .map(|r| {
+                r.unwrap()
+                    .into_iter()
+                    .map(|v| match v {
+                        mysql::Value::NULL => None,
+                        v => Some(v.as_sql(true)),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `(status, end_time set, error_msg)` of one row.
+    pub fn row(&mut self, id: i64) -> (String, bool, String) {
+        let mut r: Vec<(String, bool, String)> = self.query(&format!(
+            "SELECT status, end_time IS NOT NULL, error_msg FROM sync_log WHERE id = {id}"
+        ));
+        r.pop().unwrap_or_else(|| panic!("no row {id}"))
+    }
+}
+
+impl Drop for MysqlDb {
+    fn drop(&mut self) {
+        let _ = self
+            .admin
+            .query_drop(format!("DROP DATABASE IF EXISTS `{}`", self.name));
+    }
+}
+
+/// Skips (outside CI) or fails (in CI) when there is no server.
+#[macro_export]
+macro_rules! mysql_or_skip {
+    () => {
+        match common::MysqlDb::new() {
+            Some(db) => db,
+            None => return,
+        }
+    };
+}
