@@ -89,6 +89,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
                 out: stdout,
                 err: std::io::stderr(),
                 explain: args.explain,
+                dry_run: args.dry_run || args.explain,
             };
             check::run(&cfg, &opts, &mut rep as &mut dyn Reporter)?
         }

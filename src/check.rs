@@ -227,11 +227,9 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         }
         rep.watch(&info);
         summary.watches_checked += 1;
-        let schema = schemas.get(w.name.as_str()).cloned().unwrap_or(Schema {
-            message_max: None,
-            ended: None,
-            types: HashMap::new(),
-        });
+        let Some(schema) = schemas.remove(w.name.as_str()) else {
+            continue;
+        };
 
         let rows = store.running_rows(w)?;
         let host_now = SystemTime::now();

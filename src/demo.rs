@@ -221,6 +221,7 @@ fn run_check(cfg_path: &Path, explain: bool, out: &mut dyn Write) -> Result<u8> 
             out: &mut buf,
             err: &mut err,
             explain,
+            dry_run: explain,
         };
         check::run(
             &cfg,

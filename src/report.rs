@@ -181,6 +181,8 @@ pub struct TextReporter<W: Write, E: Write> {
     pub out: W,
     pub err: E,
     pub explain: bool,
+    /// A dry run says what a real run would change.
+    pub dry_run: bool,
 }
 
 fn what_a_run_does(r: &RowReport) -> String {
@@ -252,6 +254,15 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 } else {
                     ""
                 },
+                r.reason
+            )
+        } else if self.dry_run && r.plan.writes() {
+            format!(
+                "{} id={}: would set status to '{}' ({}) — {}",
+                r.watch,
+                r.id,
+                r.target.as_deref().unwrap_or(""),
+                r.action.as_str(),
                 r.reason
             )
         } else if r.attention() {

@@ -101,6 +101,10 @@ pub struct Schema {
     pub ended: Option<Ended>,
     /// Column name → lowercase declared/data type.
     pub types: HashMap<String, String>,
+    /// The id column alone is the primary key: the compare-and-set is forced through it,
+    /// so it locks the row the way the worker's own `UPDATE … WHERE id = ?` does and the
+    /// two can never deadlock through the status index.
+    pub id_is_primary: bool,
 }
 
 /// One compare-and-set.
@@ -196,6 +200,7 @@ pub(crate) fn cas_sql(
     q: char,
     null_safe_eq: &str,
     ended_expr: Option<&str>,
+    index_hint: &str,
 ) -> CasSql {
     let mut set = vec![format!("{} = ?", w.status_column.quoted(q))];
     if let (Some(col), Some(expr)) = (&w.ended_column, ended_expr) {
@@ -218,7 +223,7 @@ pub(crate) fn cas_sql(
     }
     CasSql {
         sql: format!(
-            "UPDATE {} SET {} WHERE {}",
+            "UPDATE {}{index_hint} SET {} WHERE {}",
             w.table.quoted(q),
             set.join(", "),
             cond.join(" AND ")

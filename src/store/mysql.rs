@@ -211,9 +211,10 @@ impl Store for MysqlStore {
     }
 
     fn clock(&mut self) -> Result<DbClock> {
+        // The binary protocol (exec) returns typed values; the text protocol would not.
         let row: Option<(Value, i64)> = self
             .conn
-            .query_first("SELECT NOW(), UNIX_TIMESTAMP()")
+            .exec_first("SELECT NOW(), UNIX_TIMESTAMP()", ())
             .map_err(|e| self.err("reading the clock", e))?;
         let Some((now, epoch)) = row else {
             return Err(self.err("reading the clock", "no row"));
@@ -310,10 +311,22 @@ impl Store for MysqlStore {
                 Ended::DbNow
             }
         });
+        let primary: Vec<String> = self
+            .conn
+            .exec(
+                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
+                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
+                 AND CONSTRAINT_NAME = 'PRIMARY'",
+                (w.table.schema(), w.table.name()),
+            )
+            .map_err(|e| self.err("reading the primary key", e))?;
+        let id_is_primary =
+            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
         Ok(Schema {
             message_max,
             ended,
             types,
+            id_is_primary,
         })
     }
 
@@ -393,7 +406,12 @@ impl Store for MysqlStore {
                 Some(SqlValue::Int(super::zone_offset_now(tz))),
             ),
         };
-        let sql = super::cas_sql(w, c, '`', "<=>", Some(expr));
+        let hint = if schema.id_is_primary {
+            " FORCE INDEX (PRIMARY)"
+        } else {
+            ""
+        };
+        let sql = super::cas_sql(w, c, '`', "<=>", Some(expr), hint);
         let params: Vec<Value> = super::cas_params(w, c, param)
             .iter()
             .map(to_value)

@@ -192,6 +192,7 @@ impl Store for SqliteStore {
             message_max,
             ended,
             types,
+            id_is_primary: false,
         })
     }
 
@@ -269,7 +270,7 @@ impl Store for SqliteStore {
                 ))),
             ),
         };
-        let sql = super::cas_sql(w, c, '"', "IS", Some(expr));
+        let sql = super::cas_sql(w, c, '"', "IS", Some(expr), "");
         let params: Vec<Value> = super::cas_params(w, c, param).iter().map(to_sql).collect();
         match self.conn.execute(&sql.sql, params_from_iter(params)) {
             Ok(1) => Ok(CasOutcome::Applied),

@@ -68,7 +68,7 @@ pub fn json_lines(o: &Output) -> (Vec<serde_json::Value>, serde_json::Value) {
 }
 
 /// The row object for one id.
-pub fn row<'a>(rows: &'a [serde_json::Value], id: i64) -> &'a serde_json::Value {
+pub fn row(rows: &[serde_json::Value], id: i64) -> &serde_json::Value {
     rows.iter()
         .find(|r| r["id"] == id)
         .unwrap_or_else(|| panic!("no row {id} in {rows:?}"))
