@@ -369,9 +369,13 @@ fn parse_toml(text: &str, file: &Path) -> Result<RawConfig> {
             .and_then(|s| text.get(s))
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        let line = e.span().map(|s| {
+            text.as_bytes()[..s.start.min(text.len())]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1
+        });
         Error::Config {
             origin: Origin::File(file.to_path_buf()),
             key: match line {
