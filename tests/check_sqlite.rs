@@ -430,3 +430,120 @@ fn a_watch_given_entirely_with_flags() {
     assert!(stdout(&o).contains("id=2    dead"), "{}", stdout(&o));
     assert_eq!(db.status(2), "running");
 }
+
+#[test]
+fn an_io_error_on_the_heartbeat_is_unknown_never_dead() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 50 * MIN);
+    // A path through a regular file: ENOTDIR, an I/O error rather than "no heartbeat".
+    std::fs::write(sb.path("not-a-dir"), "").expect("file");
+    let watch = sb.watch("").replace(
+        &sb.heartbeat_template(),
+        &format!("{}/not-a-dir/hb-{{id}}", sb.dir.path().display()),
+    );
+    let cfg = sb.config(&db.url(), &watch);
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 1);
+    let (rows, summary) = json_lines(&o);
+    assert_eq!(row(&rows, 2)["verdict"], "unknown");
+    assert_eq!(summary["attention"], 1);
+    assert_eq!(db.status(2), "running");
+}
+
+#[test]
+fn a_bad_id_in_a_path_template_is_unknown() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.conn()
+        .execute_batch(
+            "CREATE TABLE jobs (id TEXT PRIMARY KEY, status TEXT, start_time TEXT);
+             INSERT INTO jobs VALUES ('../../etc/passwd', 'running', datetime('now', '-50 minutes'));
+             INSERT INTO jobs VALUES ('job-7.a', 'running', datetime('now', '-50 minutes'));",
+        )
+        .expect("rows");
+    let cfg = sb.config(
+        &db.url(),
+        &format!(
+            "name = \"jobs\"\ntable = \"jobs\"\nstarted_column = \"start_time\"\nheartbeat_file = \"{}\"\n\
+             stale_after = \"5m\"\nmax_age = \"4h\"\n",
+            sb.heartbeat_template()
+        ),
+    );
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 1);
+    let (rows, _) = json_lines(&o);
+    let bad = rows
+        .iter()
+        .find(|r| r["id"] == "../../etc/passwd")
+        .expect("row");
+    assert_eq!(bad["verdict"], "unknown");
+    assert!(
+        bad["basis"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cannot be used in the path template"),
+        "{bad}"
+    );
+    let good = rows.iter().find(|r| r["id"] == "job-7.a").expect("row");
+    assert_eq!(good["verdict"], "dead", "a safe text id works: {good}");
+}
+
+/// Runs the binary as `nobody` (root only: CI runs as root; elsewhere it is skipped, and in
+/// CI a non-root run fails instead of passing silently).
+fn as_nobody() -> Option<std::process::Command> {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("SKIPPED: needs root to switch to an unprivileged user");
+        return None;
+    }
+    let mut c = std::process::Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin())
+        .env_remove("SELFHEAL_CONFIG")
+        .env("HOME", "/nonexistent");
+    Some(c)
+}
+
+#[test]
+fn permission_denied_on_the_heartbeat_is_unknown_never_dead() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(mut cmd) = as_nobody() else { return };
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 50 * MIN);
+    let private = sb.path("private");
+    std::fs::create_dir(&private).expect("dir");
+    std::fs::write(private.join("hb-2"), "").expect("heartbeat");
+    let set = |p: &std::path::Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+    set(sb.dir.path(), 0o755);
+    set(&db.path, 0o644);
+    set(&private, 0o700); // root's; nobody cannot look inside
+    let watch = sb.watch("").replace(
+        &sb.heartbeat_template(),
+        &format!("{}/hb-{{id}}", private.display()),
+    );
+    let cfg = sb.config(&db.url(), &watch);
+    set(&cfg, 0o644);
+    let o = cmd
+        .args(["check", "--explain", "--format", "json", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run");
+    assert_exit(&o, 1);
+    let (rows, _) = json_lines(&o);
+    let r = row(&rows, 2);
+    assert_eq!(r["verdict"], "unknown", "{r}");
+    assert!(
+        r["heartbeat"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Permission denied"),
+        "{r}"
+    );
+}
