@@ -28,6 +28,8 @@ as_cron_user() { runuser -u "$CRON_USER" -- "$@"; }
 [ "$(id -u)" -eq 0 ] || fail "needs root (dpkg -i)"
 packaging/tools.sh lintian man-db adduser mariadb-client mariadb-server openssl
 
+mariadb -e 'SELECT 1' >/dev/null 2>&1 || fail "no MariaDB answers on $SOCKET as root (run scripts/test first)"
+
 exec 9>/run/lock/selfheal-test-deb.lock
 flock -w 1800 9 || fail "another packaging test held /run/lock/selfheal-test-deb.lock for 30 min"
 
