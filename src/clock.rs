@@ -47,6 +47,39 @@ pub fn age_on_db_clock(
     }
 }
 
+/// Seconds since the epoch of a stored time. Naive values are placed with the configured
+/// zone, else with the database session's current offset (as [`age_on_db_clock`] does).
+pub fn epoch_of(stamp: Stamp, clock: &DbClock, tz: Option<chrono_tz::Tz>) -> Result<i64, String> {
+    let session_offset = (clock.now_naive.and_utc().timestamp()) - clock.now_epoch;
+    match (stamp, tz) {
+        (Stamp::Epoch(e), _) => Ok(e),
+        (Stamp::Session(n), _) | (Stamp::Naive(n), None) => {
+            Ok(n.and_utc().timestamp() - session_offset)
+        }
+        (Stamp::Naive(n), Some(tz)) => match tz.from_local_datetime(&n).earliest() {
+            Some(t) => Ok(t.timestamp()),
+            None => Err(format!("{n} does not exist in time zone {tz}")),
+        },
+    }
+}
+
+/// Whole seconds from `start` to `end` of one finished row (a runtime). Two values of the
+/// same naive kind are subtracted directly; anything else goes through the epoch.
+pub fn seconds_between(
+    start: Stamp,
+    end: Stamp,
+    clock: &DbClock,
+    tz: Option<chrono_tz::Tz>,
+) -> Result<i64, String> {
+    match (start, end, tz) {
+        (Stamp::Session(a), Stamp::Session(b), _) | (Stamp::Naive(a), Stamp::Naive(b), None) => {
+            Ok((b - a).num_seconds())
+        }
+        (Stamp::Epoch(a), Stamp::Epoch(b), _) => Ok(b - a),
+        _ => Ok(epoch_of(end, clock, tz)? - epoch_of(start, clock, tz)?),
+    }
+}
+
 /// Classifies a signed age: a value in the future by more than the tolerance is a
 /// clock/time-zone mismatch; a little in the future is age 0 (clocks are never exact).
 pub fn plausible_age(age: i64, what: &str) -> Result<u64, String> {
@@ -135,6 +168,48 @@ mod tests {
             age_on_db_clock(Stamp::Naive(dt(1, 0, 0)), &clock, Some(utc)),
             Ok(3600)
         );
+    }
+
+    #[test]
+    fn runtimes_between_stored_times() {
+        // Session clock UTC+8.
+        let clock = DbClock {
+            now_naive: dt(10, 0, 0),
+            now_epoch: dt(2, 0, 0).and_utc().timestamp(),
+        };
+        let n = |h, m, s| Stamp::Naive(dt(h, m, s));
+        assert_eq!(
+            seconds_between(n(8, 0, 0), n(10, 0, 5), &clock, None),
+            Ok(7205)
+        );
+        assert_eq!(
+            seconds_between(Stamp::Epoch(100), Stamp::Epoch(160), &clock, None),
+            Ok(60)
+        );
+        // A naive start on the session clock and an epoch end: 09:00 local is 01:00 UTC.
+        let end = dt(1, 30, 0).and_utc().timestamp();
+        assert_eq!(
+            seconds_between(n(9, 0, 0), Stamp::Epoch(end), &clock, None),
+            Ok(1800)
+        );
+        // Across a DST change in the configured zone: 01:30 CET to 03:30 CEST is 1 hour.
+        let tz: chrono_tz::Tz = "Europe/Berlin".parse().expect("tz");
+        let day = |h, m| {
+            Stamp::Naive(
+                chrono::NaiveDate::from_ymd_opt(2026, 3, 29)
+                    .and_then(|d| d.and_hms_opt(h, m, 0))
+                    .expect("valid"),
+            )
+        };
+        assert_eq!(
+            seconds_between(day(1, 30), day(3, 30), &clock, Some(tz)),
+            Ok(3600)
+        );
+        assert_eq!(
+            seconds_between(day(1, 30), day(3, 30), &clock, None),
+            Ok(7200)
+        );
+        assert!(seconds_between(day(2, 30), day(3, 30), &clock, Some(tz)).is_err());
     }
 
     #[test]
