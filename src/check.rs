@@ -68,6 +68,11 @@ pub struct Clocks {
     pub tz: Option<chrono_tz::Tz>,
 }
 
+/// The current time for the journal: UTC, to the second.
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// Seconds since the epoch of a host time (negative before 1970).
 fn epoch(t: SystemTime) -> i64 {
     match t.duration_since(SystemTime::UNIX_EPOCH) {
@@ -186,7 +191,10 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         let mut body = summary_json(&summary, &summary.warnings);
         if let Some(o) = body.as_object_mut() {
             o.remove("summary");
-            o.insert("time".into(), json!(time.to_rfc3339()));
+            o.insert(
+                "time".into(),
+                json!(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+            );
             o.insert(
                 "duration_ms".into(),
                 json!(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX)),
@@ -492,7 +500,7 @@ fn apply(
             if let Some(j) = journal.as_mut() {
                 let mut entry = row_json(report);
                 if let Some(obj) = entry.as_object_mut() {
-                    obj.insert("time".into(), json!(chrono::Utc::now().to_rfc3339()));
+                    obj.insert("time".into(), json!(now_rfc3339()));
                     obj.insert("table".into(), json!(w.table.to_string()));
                     obj.insert("from".into(), json!(w.running_value));
                     obj.insert("to".into(), json!(target));

@@ -44,6 +44,8 @@ pub struct Mark {
     pub heartbeat_age_s: Option<u64>,
     /// Death proven by the host (pid gone, lock free) rather than inferred from a heartbeat.
     pub conclusive: bool,
+    /// Which evidence decided, in words.
+    pub basis: Option<String>,
 }
 
 impl Mark {
@@ -65,6 +67,7 @@ impl Mark {
                     .get("conclusive")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
+                basis: s("basis"),
             },
         ))
     }
@@ -129,6 +132,8 @@ pub struct FalsePositive {
     pub set_to: Option<String>,
     pub heartbeat_age_s: Option<u64>,
     pub conclusive: bool,
+    /// Which evidence decided (journal only).
+    pub basis: Option<String>,
 }
 
 /// What one finished row is, for the counts.
@@ -169,6 +174,7 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
             set_to: m.map(|m| m.to.clone()),
             heartbeat_age_s: hb,
             conclusive,
+            basis: m.and_then(|m| m.basis.clone()),
         }))
     };
     if let Some(marks) = marks.filter(|m| !m.is_empty()) {
@@ -233,6 +239,9 @@ pub struct WatchStats {
     pub listed: Vec<FalsePositive>,
     /// The longest heartbeat silence of a live run that selfheal took for death.
     pub fp_heartbeat_max_s: Option<u64>,
+    /// False positives that rested on evidence selfheal takes as proof (job lock free,
+    /// owner pid gone): the watch's lock_file or owner_column does not describe the job.
+    pub fp_conclusive: u64,
 }
 
 impl WatchStats {
@@ -262,7 +271,9 @@ impl WatchStats {
                     .false_positives_by_verdict
                     .entry(fp.verdict.clone())
                     .or_insert(0) += 1;
-                if fp.verdict == "dead" && !fp.conclusive {
+                if fp.conclusive {
+                    self.fp_conclusive += 1;
+                } else if fp.verdict == "dead" {
                     self.fp_heartbeat_max_s = self.fp_heartbeat_max_s.max(fp.heartbeat_age_s);
                 }
                 if self.listed.len() < MAX_LISTED {

@@ -360,6 +360,7 @@ pub fn watch_json(r: &WatchReport) -> Value {
                 "set_to": f.set_to,
                 "heartbeat_age_s": f.heartbeat_age_s,
                 "conclusive": f.conclusive,
+                "basis": f.basis,
             })
         })
         .collect();
@@ -382,6 +383,7 @@ pub fn watch_json(r: &WatchReport) -> Value {
         "rerun_after_mark": s.rerun,
         "false_positives": s.false_positives,
         "false_positives_by_verdict": s.false_positives_by_verdict,
+        "false_positives_conclusive": s.fp_conclusive,
         "false_positive_rows": listed,
         "max_age_too_low": r.max_age_too_low(),
         "suggested_stale_after": suggestion(&r.stale_after),
@@ -455,16 +457,19 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
         }
     )?;
     for f in &s.listed {
+        let why = match (&f.basis, f.conclusive, f.heartbeat_age_s) {
+            (Some(b), true, _) => format!(" ({b})"),
+            (None, true, _) => " (on conclusive evidence)".into(),
+            (_, false, Some(a)) => format!(" on a heartbeat {} old", human(a)),
+            (_, false, None) => String::new(),
+        };
         writeln!(
             out,
-            "    id={} {} after {}: marked {}{}{} ({})",
+            "    id={} {} after {}: marked {}{why}{} ({})",
             id_key(&f.id),
             f.status,
             f.runtime_s.map_or_else(|| "?".into(), human),
             f.verdict,
-            f.heartbeat_age_s
-                .map(|a| format!(" on a heartbeat {} old", human(a)))
-                .unwrap_or_default(),
             f.marked_at
                 .as_deref()
                 .map(|t| format!(" at {t}"))
@@ -480,6 +485,15 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
             out,
             "    … and {} more",
             s.false_positives as usize - s.listed.len()
+        )?;
+    }
+    if s.fp_conclusive > 0 {
+        writeln!(
+            out,
+            "  note              {} of them rested on evidence selfheal takes as proof (the \
+             job's lock free, its owner pid gone): check that lock_file and owner_column \
+             describe how the job really locks and records itself",
+            s.fp_conclusive
         )?;
     }
     if s.marked > 0 || s.rerun > 0 {

@@ -15,6 +15,7 @@ fn mark(started: Option<&str>, to: &str, verdict: &str) -> Mark {
         time: Some("2026-11-29T10:00:00+00:00".into()),
         heartbeat_age_s: Some(2820),
         conclusive: false,
+        basis: Some("the heartbeat is stale and nothing says the worker lives".into()),
     }
 }
 
@@ -187,6 +188,7 @@ fn counts_follow_the_judgements() {
             set_to: Some("error".into()),
             heartbeat_age_s: hb,
             conclusive,
+            basis: None,
         }))
     };
     s.add(&id(6), Ok(9000), true, fp("dead", false, Some(480)));
@@ -211,6 +213,7 @@ fn counts_follow_the_judgements() {
     assert_eq!(s.false_positives_by_verdict.get("overtime"), Some(&1));
     // Only a death inferred from the heartbeat says something about stale_after.
     assert_eq!(s.fp_heartbeat_max_s, Some(480));
+    assert_eq!(s.fp_conclusive, 1);
     assert_eq!(s.listed.len(), 3);
 }
 
