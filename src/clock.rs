@@ -93,24 +93,39 @@ pub fn plausible_age(age: i64, what: &str) -> Result<u64, String> {
     }
 }
 
+/// The naive text forms [`parse_text_stamp`] accepts, as parsed format items.
+static NAIVE_FORMATS: std::sync::LazyLock<Vec<Vec<chrono::format::Item<'static>>>> =
+    std::sync::LazyLock::new(|| {
+        [
+            "%Y-%m-%d %H:%M:%S%.f",
+            "%Y-%m-%dT%H:%M:%S%.f",
+            "%Y-%m-%d %H:%M",
+        ]
+        .into_iter()
+        .filter_map(|f| chrono::format::StrftimeItems::new(f).parse_to_owned().ok())
+        .collect()
+    });
+
 /// Parses a text timestamp as SQLite applications write them: `YYYY-MM-DD HH:MM:SS[.fff]`,
 /// with `T` or a space, optionally with `Z` or a `±HH:MM` offset (then it is absolute).
 pub fn parse_text_stamp(s: &str) -> Result<Stamp, String> {
     let t = s.trim();
+    // Naive forms first: they are what SQLite writes, and a string with an offset can never
+    // match them (chrono rejects trailing input), so the order changes no result. Their
+    // format strings are parsed once: `stats` reads millions of these.
+    for items in NAIVE_FORMATS.iter() {
+        let mut parsed = chrono::format::Parsed::new();
+        if chrono::format::parse(&mut parsed, t, items.iter()).is_ok()
+            && let Ok(n) = parsed.to_naive_datetime_with_offset(0)
+        {
+            return Ok(Stamp::Naive(n));
+        }
+    }
     if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(t) {
         return Ok(Stamp::Epoch(dt.timestamp()));
     }
     if let Ok(dt) = chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z") {
         return Ok(Stamp::Epoch(dt.timestamp()));
-    }
-    for fmt in [
-        "%Y-%m-%d %H:%M:%S%.f",
-        "%Y-%m-%dT%H:%M:%S%.f",
-        "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(n) = NaiveDateTime::parse_from_str(t, fmt) {
-            return Ok(Stamp::Naive(n));
-        }
     }
     if let Some(z) = t.strip_suffix('Z').or_else(|| t.strip_suffix(" UTC"))
         && let Ok(n) = NaiveDateTime::parse_from_str(z, "%Y-%m-%d %H:%M:%S%.f")
@@ -263,6 +278,16 @@ mod tests {
             parse_text_stamp("1764406800"),
             Ok(Stamp::Epoch(1_764_406_800))
         );
+        assert_eq!(
+            parse_text_stamp("2026-11-29 09:00"),
+            Ok(Stamp::Naive(dt(9, 0, 0)))
+        );
+        assert_eq!(
+            parse_text_stamp(" 2026-11-29 09:00:00 "),
+            Ok(Stamp::Naive(dt(9, 0, 0)))
+        );
+        assert!(parse_text_stamp("2026-11-29 25:00:00").is_err());
+        assert!(parse_text_stamp("2026-11-29 09:00:00 junk").is_err());
         assert!(parse_text_stamp("yesterday").is_err());
         assert!(parse_text_stamp("").is_err());
     }

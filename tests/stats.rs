@@ -109,7 +109,7 @@ fn thousands_of_finished_rows_give_exact_percentiles_mariadb() {
     let out = stdout(&o);
     for part in [
         "watch full-sync (table sync_log, stale_after 5m, max_age 4h)",
-        "finished rows     3400 (3000 ended well)",
+        "finished rows     3400 (3000 ended well: done 3000)",
         "p50 50m58s  p95 1h35m  p99 1h39m  max 1h40m (id=",
         "max_age = \"3h 30m\"",
         "stale_after = \"5m\"",
@@ -157,6 +157,11 @@ fn percentiles_and_the_default_success_rule_on_sqlite_with_epoch_times() {
     let (watches, _) = stats_json(&cfg, 0);
     let w = &watches[0];
     assert_eq!(w["successful"], 3000, "{w}");
+    assert_eq!(
+        w["successful_by_status"],
+        serde_json::json!({"done": 1500, "skipped": 1500})
+    );
+    assert_eq!(w["success_values_default"], true);
     assert_eq!(w["finished"], 3003, "{w}");
     assert_eq!(w["unreadable"], 1, "{w}");
     assert!(

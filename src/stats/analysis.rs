@@ -25,6 +25,12 @@ const CLOCK_SLACK_S: i64 = 60;
 /// How many false positives are listed (all are counted).
 pub const MAX_LISTED: usize = 50;
 
+/// How many distinct successful statuses are counted by name; the rest are summed.
+pub const MAX_STATUSES: usize = 20;
+
+/// The name the statuses beyond [`MAX_STATUSES`] are counted under.
+pub const OTHER_STATUSES: &str = "(other)";
+
 /// The key a row id is matched by: numbers as digits, strings as they are.
 pub fn id_key(id: &Value) -> String {
     match id {
@@ -227,6 +233,8 @@ pub struct WatchStats {
     pub unreadable_example: Option<String>,
     /// Runtimes of the runs that ended well.
     pub runtimes: Histogram,
+    /// Runs that ended well, by status (at most [`MAX_STATUSES`] names).
+    pub by_status: BTreeMap<String, u64>,
     /// The id of the longest run that ended well.
     pub longest_id: Option<Value>,
     /// Rows selfheal changed that stayed changed.
@@ -246,11 +254,26 @@ pub struct WatchStats {
 
 impl WatchStats {
     /// Counts one finished row. `runtime` is end minus start, or why it cannot be known.
-    pub fn add(&mut self, id: &Value, runtime: Result<i64, String>, success: bool, j: Judgement) {
+    pub fn add(
+        &mut self,
+        id: &Value,
+        status: &str,
+        runtime: Result<i64, String>,
+        success: bool,
+        j: Judgement,
+    ) {
         self.finished += 1;
         match runtime {
             Ok(s) if s >= 0 => {
                 if success {
+                    let key = if self.by_status.contains_key(status)
+                        || self.by_status.len() < MAX_STATUSES
+                    {
+                        status
+                    } else {
+                        OTHER_STATUSES
+                    };
+                    *self.by_status.entry(key.to_string()).or_insert(0) += 1;
                     let s = s as u64;
                     if self.runtimes.max().is_none_or(|m| s > m) {
                         self.longest_id = Some(id.clone());

@@ -145,6 +145,8 @@ pub struct WatchReport {
     pub table: String,
     pub stale_after_s: u64,
     pub max_age_s: u64,
+    /// `success_values` is not set: every status selfheal does not write counts.
+    pub default_success: bool,
     /// Why the watch was not measured.
     pub skipped: Option<String>,
     pub stats: WatchStats,
@@ -232,7 +234,7 @@ fn measure(
                 row_marks,
             )
         };
-        s.add(&id, rt, success, judgement);
+        s.add(&id, &r.status, rt, success, judgement);
         Ok(())
     })?;
     Ok(s)
@@ -264,6 +266,7 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
             table: w.table.to_string(),
             stale_after_s: w.stale_after.as_secs(),
             max_age_s: w.max_age.as_secs(),
+            default_success: w.success_values.is_none(),
             skipped: None,
             stats: WatchStats::default(),
             stale_after: None,
@@ -376,6 +379,8 @@ pub fn watch_json(r: &WatchReport) -> Value {
         "max_age_s": r.max_age_s,
         "finished": s.finished,
         "successful": h.count(),
+        "successful_by_status": s.by_status,
+        "success_values_default": r.default_success,
         "unreadable": s.unreadable,
         "unreadable_example": s.unreadable_example,
         "runtime_s": runtime,
@@ -406,11 +411,21 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
     if let Some(why) = &r.skipped {
         return writeln!(out, "  skipped: {why}");
     }
+    let by: Vec<String> = s
+        .by_status
+        .iter()
+        .map(|(st, n)| format!("{st} {n}"))
+        .collect();
     writeln!(
         out,
-        "  finished rows     {} ({} ended well{})",
+        "  finished rows     {} ({} ended well{}{})",
         s.finished,
         h.count(),
+        if by.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", by.join(", "))
+        },
         if s.unreadable > 0 {
             format!(
                 "; {} with unreadable times, e.g. {}",
@@ -421,6 +436,13 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
             String::new()
         }
     )?;
+    if r.default_success && s.by_status.len() > 1 {
+        writeln!(
+            out,
+            "                    (by default every status selfheal does not write counts as \
+             ended well; list the job's own success statuses in success_values to narrow it)"
+        )?;
+    }
     match (
         h.percentile(500),
         h.percentile(950),

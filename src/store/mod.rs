@@ -220,18 +220,24 @@ pub(crate) fn named_columns(w: &Watch) -> Vec<(&'static str, &crate::config::Ide
 }
 
 /// The `SELECT` of finished rows both adapters run: columns id, start, end, status and the
-/// message when it carries selfheal's prefix (`NULL` otherwise). Parameters, in order: the
-/// prefix pattern, the running value.
-pub(crate) fn finished_sql(w: &Watch, scope: History, q: char) -> Result<String> {
+/// message when it carries selfheal's prefix (`NULL` otherwise).
+pub(crate) struct FinishedSql {
+    pub sql: String,
+    /// Bind the running value after the prefix pattern (the `WHERE` of [`History::All`]).
+    pub binds_running: bool,
+}
+
+/// [`History::All`] filters in the database and streams. [`History::Latest`] reads the
+/// latest rows through the id's index with no `WHERE` at all, and the caller keeps the
+/// finished ones ([`is_finished`]): a `WHERE … ORDER BY id DESC LIMIT n` would scan the
+/// whole table when few rows match, and a derived table is materialised (measured: ~15 ms
+/// against ~1 ms for 1000 rows of a 1,000,000-row MariaDB table).
+pub(crate) fn finished_sql(w: &Watch, scope: History, q: char) -> Result<FinishedSql> {
     let Some(ended) = &w.ended_column else {
         return Err(crate::error::Error::Schema {
             watch: w.name.clone(),
             message: "ended_column is not set: runtimes cannot be measured".into(),
         });
-    };
-    let msg = match &w.message_column {
-        Some(m) => m.quoted(q),
-        None => "NULL".into(),
     };
     let (id, st, s, e) = (
         w.id_column.quoted(q),
@@ -239,23 +245,30 @@ pub(crate) fn finished_sql(w: &Watch, scope: History, q: char) -> Result<String>
         w.started_column.quoted(q),
         ended.quoted(q),
     );
-    let from = match scope {
-        History::All => w.table.quoted(q),
-        History::Latest(n) => format!(
-            "(SELECT {id}, {st}, {s}, {e}, {msg} FROM {} ORDER BY {id} DESC LIMIT {n}) recent",
-            w.table.quoted(q)
-        ),
+    let msg = match &w.message_column {
+        Some(m) => format!("CASE WHEN {} LIKE ? THEN {} END", m.quoted(q), m.quoted(q)),
+        // Keeps the parameters the same either way.
+        None => "CASE WHEN ? IS NULL THEN NULL END".into(),
     };
-    let msg_out = if w.message_column.is_some() {
-        format!("CASE WHEN {msg} LIKE ? THEN {msg} END")
-    } else {
-        // Keep the parameter count the same either way.
-        "CASE WHEN ? IS NULL THEN NULL END".into()
-    };
-    Ok(format!(
-        "SELECT {id}, {s}, {e}, {st}, {msg_out} FROM {from} \
-         WHERE {st} <> ? AND {s} IS NOT NULL AND {e} IS NOT NULL"
-    ))
+    let select = format!(
+        "SELECT {id}, {s}, {e}, {st}, {msg} FROM {}",
+        w.table.quoted(q)
+    );
+    Ok(match scope {
+        History::All => FinishedSql {
+            sql: format!("{select} WHERE {st} <> ? AND {s} IS NOT NULL AND {e} IS NOT NULL"),
+            binds_running: true,
+        },
+        History::Latest(n) => FinishedSql {
+            sql: format!("{select} ORDER BY {id} DESC LIMIT {n}"),
+            binds_running: false,
+        },
+    })
+}
+
+/// True for a row that is finished: not running, start and end both set.
+pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
+    r.status != w.running_value && !r.started.raw.is_null() && !r.ended.raw.is_null()
 }
 
 /// The `LIKE` pattern for selfheal's message prefix.

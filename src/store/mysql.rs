@@ -443,16 +443,17 @@ impl Store for MysqlStore {
         scope: History,
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
-        let sql = super::finished_sql(w, scope, '`')?;
+        let q = super::finished_sql(w, scope, '`')?;
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading finished rows of {}", w.table), e)
         };
         // exec_iter reads the result set from the socket row by row: nothing is buffered.
-        let result = self
-            .conn
-            .exec_iter(&sql, (super::marked_pattern(), w.running_value.as_str()))
-            .map_err(ctx)?;
+        let mut params = vec![Value::from(super::marked_pattern())];
+        if q.binds_running {
+            params.push(Value::from(w.running_value.as_str()));
+        }
+        let result = self.conn.exec_iter(&q.sql, params).map_err(ctx)?;
         for row in result {
             let row = row.map_err(ctx)?;
             let types: Vec<ColumnType> =
@@ -471,13 +472,16 @@ impl Store for MysqlStore {
                 SqlValue::Null => None,
                 v => Some(v.to_string()),
             };
-            each(FinishedRow {
+            let row = FinishedRow {
                 id,
                 started: time_value(s, st),
                 ended: time_value(e, et),
                 status,
                 marked,
-            })?;
+            };
+            if super::is_finished(w, &row) {
+                each(row)?;
+            }
         }
         Ok(())
     }

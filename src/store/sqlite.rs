@@ -316,14 +316,18 @@ impl Store for SqliteStore {
         scope: History,
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
-        let sql = super::finished_sql(w, scope, '"')?;
+        let q = super::finished_sql(w, scope, '"')?;
         let ctx = self.ctx(&format!("reading finished rows of {}", w.table));
         let mut stmt = self
             .conn
-            .prepare(&sql)
+            .prepare(&q.sql)
             .map_err(|e| Error::database(&ctx, e))?;
+        let mut params = vec![super::marked_pattern()];
+        if q.binds_running {
+            params.push(w.running_value.clone());
+        }
         let mut rows = stmt
-            .query([super::marked_pattern(), w.running_value.clone()])
+            .query(rusqlite::params_from_iter(params))
             .map_err(|e| Error::database(&ctx, e))?;
         while let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? {
             let get = |i| {
@@ -335,13 +339,16 @@ impl Store for SqliteStore {
                 SqlValue::Null => None,
                 v => Some(v.to_string()),
             };
-            each(FinishedRow {
+            let row = FinishedRow {
                 id: get(0)?,
                 started: time_value(get(1)?),
                 ended: time_value(get(2)?),
                 status: get(3)?.to_string(),
                 marked,
-            })?;
+            };
+            if super::is_finished(w, &row) {
+                each(row)?;
+            }
         }
         Ok(())
     }

@@ -167,12 +167,13 @@ fn false_positives_and_reruns_are_told_apart() {
 fn counts_follow_the_judgements() {
     let mut s = WatchStats::default();
     let id = |n: i64| json!(n);
-    s.add(&id(1), Ok(100), true, Judgement::Plain);
-    s.add(&id(2), Ok(7200), true, Judgement::Plain);
-    s.add(&id(3), Ok(50), false, Judgement::Marked);
-    s.add(&id(4), Ok(-5), true, Judgement::Plain);
+    s.add(&id(1), "done", Ok(100), true, Judgement::Plain);
+    s.add(&id(2), "skipped", Ok(7200), true, Judgement::Plain);
+    s.add(&id(3), "error", Ok(50), false, Judgement::Marked);
+    s.add(&id(4), "done", Ok(-5), true, Judgement::Plain);
     s.add(
         &id(5),
+        "done",
         Err("start_time = soon: not a time".into()),
         true,
         Judgement::Plain,
@@ -191,10 +192,16 @@ fn counts_follow_the_judgements() {
             basis: None,
         }))
     };
-    s.add(&id(6), Ok(9000), true, fp("dead", false, Some(480)));
-    s.add(&id(7), Ok(8000), true, fp("dead", true, Some(5000)));
-    s.add(&id(8), Ok(8000), true, fp("overtime", false, Some(9000)));
-    s.add(&id(9), Ok(300), true, Judgement::Rerun);
+    s.add(&id(6), "done", Ok(9000), true, fp("dead", false, Some(480)));
+    s.add(&id(7), "done", Ok(8000), true, fp("dead", true, Some(5000)));
+    s.add(
+        &id(8),
+        "done",
+        Ok(8000),
+        true,
+        fp("overtime", false, Some(9000)),
+    );
+    s.add(&id(9), "done", Ok(300), true, Judgement::Rerun);
     assert_eq!(s.finished, 9);
     assert_eq!(
         s.runtimes.count(),
@@ -215,6 +222,22 @@ fn counts_follow_the_judgements() {
     assert_eq!(s.fp_heartbeat_max_s, Some(480));
     assert_eq!(s.fp_conclusive, 1);
     assert_eq!(s.listed.len(), 3);
+    assert_eq!(
+        s.by_status
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect::<Vec<_>>(),
+        [("done", 5), ("skipped", 1)]
+    );
+    // Distinct statuses are counted by name up to a bound, then together.
+    let mut many = WatchStats::default();
+    for i in 0..(MAX_STATUSES as i64 + 5) {
+        many.add(&id(i), &format!("s{i}"), Ok(1), true, Judgement::Plain);
+    }
+    many.add(&id(0), "s0", Ok(1), true, Judgement::Plain);
+    assert_eq!(many.by_status.len(), MAX_STATUSES + 1);
+    assert_eq!(many.by_status.get(OTHER_STATUSES), Some(&5));
+    assert_eq!(many.by_status.get("s0"), Some(&2));
 }
 
 #[test]
@@ -255,7 +278,7 @@ fn suggestions_explain_themselves() {
     let mut s = WatchStats::default();
     assert_eq!(suggest_max_age(&s.runtimes, 1_800), None);
     for i in 0..100 {
-        s.add(&json!(i), Ok(7_000 + i), true, Judgement::Plain);
+        s.add(&json!(i), "done", Ok(7_000 + i), true, Judgement::Plain);
     }
     let m = suggest_max_age(&s.runtimes, 1_800).expect("suggestion");
     // max 7099s → 1.5x = 10649; p99 = 7098 → 2x = 14196 → rounded up to 4h.
@@ -281,7 +304,7 @@ fn suggestions_explain_themselves() {
 
     // Few runs: said so. stale_after above the runtimes: max_age stays above it.
     let mut few = WatchStats::default();
-    few.add(&json!(1), Ok(30), true, Judgement::Plain);
+    few.add(&json!(1), "done", Ok(30), true, Judgement::Plain);
     few.fp_heartbeat_max_s = Some(3_000);
     let (st, m) = suggestions(&few, 300, 3_600);
     let m = m.expect("one run is enough for a guess");
