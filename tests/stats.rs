@@ -502,3 +502,59 @@ fn stats_command_line() {
         stdout(&o)
     );
 }
+
+#[test]
+fn success_values_decide_which_runs_the_max_age_check_counts() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    // The job's own failures run 3 hours (they hang on a remote and give up); its
+    // successes take 20 minutes.
+    for (id, status, minutes) in [(1, "failed", 180), (2, "done", 20), (3, "done", 21)] {
+        db.conn()
+            .execute(
+                "INSERT INTO sync_log (id, status, start_time, end_time) VALUES \
+                 (?1, ?2, datetime('now', '-1 days'), datetime('now', '-1 days', ?3))",
+                rusqlite::params![id, status, format!("+{minutes} minutes")],
+            )
+            .expect("insert");
+    }
+    let flags = |extra: &[&str]| {
+        let mut c = selfheal();
+        c.args(["check", "--db", &db.url(), "--table", "sync_log"])
+            .args([
+                "--started-column",
+                "start_time",
+                "--ended-column",
+                "end_time",
+            ])
+            .args(["--heartbeat-file", &sb.heartbeat_template()])
+            .args(["--stale-after", "5m", "--max-age", "1h"])
+            .arg("--config")
+            .arg(sb.path("absent.toml"))
+            .args(extra);
+        c
+    };
+    std::fs::write(
+        sb.path("absent.toml"),
+        format!(
+            "[run]\nlock_file = \"{}\"\nstate_dir = \"{}\"\n",
+            sb.run_lock().display(),
+            sb.state_dir().display()
+        ),
+    )
+    .expect("config");
+    // By default the 3-hour failures count as runs the cap must let live.
+    let o = flags(&[]).output().expect("run");
+    assert_exit(&o, 0);
+    assert!(
+        stderr(&o).contains(
+            "max_age 1h is below 1.5× the longest recent run that ended well (3h0m, id=1)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    // Told which status means success, the 21-minute runs are the measure: 1h is enough.
+    let o = flags(&["--success-value", "done"]).output().expect("run");
+    assert_exit(&o, 0);
+    assert_eq!(stderr(&o), "");
+}

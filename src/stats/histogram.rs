@@ -1,18 +1,31 @@
-//! An exact histogram of whole-second runtimes: one counter per distinct duration, so
-//! memory follows the number of distinct runtimes (at most the longest run in seconds),
-//! never the number of rows, and percentiles are exact. Pure.
+//! An exact histogram of whole-second runtimes, so percentiles are exact and memory does
+//! not follow the number of rows: one dense counter per second for runtimes under a day
+//! (grown only as far as the longest one seen: at most 0.7 MB), and a sorted map for the
+//! rare runtimes of a day or more (one entry per distinct value). Pure.
 
 use std::collections::BTreeMap;
 
+/// Runtimes below this many seconds are counted in the dense array.
+const DENSE_LIMIT: u64 = 86_400;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Histogram {
-    counts: BTreeMap<u64, u64>,
+    dense: Vec<u64>,
+    sparse: BTreeMap<u64, u64>,
     n: u64,
 }
 
 impl Histogram {
     pub fn add(&mut self, secs: u64) {
-        *self.counts.entry(secs).or_insert(0) += 1;
+        if secs < DENSE_LIMIT {
+            let i = secs as usize;
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, 0);
+            }
+            self.dense[i] += 1;
+        } else {
+            *self.sparse.entry(secs).or_insert(0) += 1;
+        }
         self.n += 1;
     }
 
@@ -20,17 +33,31 @@ impl Histogram {
         self.n
     }
 
-    /// Distinct durations held (what the memory follows).
+    /// Every distinct runtime with its count, shortest first.
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.dense
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(s, c)| (s as u64, *c))
+            .chain(self.sparse.iter().map(|(s, c)| (*s, *c)))
+    }
+
+    /// Distinct durations held.
     pub fn distinct(&self) -> usize {
-        self.counts.len()
+        self.iter().count()
     }
 
     pub fn max(&self) -> Option<u64> {
-        self.counts.keys().next_back().copied()
+        self.sparse
+            .keys()
+            .next_back()
+            .copied()
+            .or_else(|| self.dense.iter().rposition(|c| *c > 0).map(|i| i as u64))
     }
 
     pub fn min(&self) -> Option<u64> {
-        self.counts.keys().next().copied()
+        self.iter().next().map(|(s, _)| s)
     }
 
     /// The nearest-rank percentile, `per_mille` in 1..=1000 (500 = median): the smallest
@@ -44,10 +71,10 @@ impl Histogram {
         // ceil(n * pm / 1000), at least 1, in u128 so no count can overflow it.
         let rank = ((u128::from(self.n) * pm).div_ceil(1000)).max(1);
         let mut seen: u128 = 0;
-        for (secs, c) in &self.counts {
-            seen += u128::from(*c);
+        for (secs, c) in self.iter() {
+            seen += u128::from(c);
             if seen >= rank {
-                return Some(*secs);
+                return Some(secs);
             }
         }
         self.max()
@@ -82,6 +109,26 @@ mod tests {
         assert_eq!(h.percentile(900), Some(60));
         assert_eq!(h.percentile(901), Some(7200));
         assert_eq!(h.percentile(950), Some(7200));
+
+        // Runtimes of a day and more, beside short ones, in order.
+        let mut h = Histogram::default();
+        for s in [10, 200_000, 86_399, 86_400, 90_000, 0] {
+            h.add(s);
+        }
+        assert_eq!(h.min(), Some(0));
+        assert_eq!(h.max(), Some(200_000));
+        assert_eq!(h.distinct(), 6);
+        let all: Vec<u64> = (1..=6)
+            .map(|k| h.percentile(k * 1000 / 6 + 1).unwrap_or(0))
+            .collect();
+        assert_eq!(all, [10, 86_399, 86_400, 90_000, 200_000, 200_000]);
+        assert_eq!(h.percentile(1), Some(0));
+        let mut only_long = Histogram::default();
+        only_long.add(100_000);
+        assert_eq!(
+            (only_long.min(), only_long.max()),
+            (Some(100_000), Some(100_000))
+        );
 
         // One value: every percentile is it.
         let mut h = Histogram::default();
