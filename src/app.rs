@@ -14,6 +14,7 @@ pub fn run(cli: Cli) -> u8 {
     let result = match cli.command {
         Command::Check(args) => run_check(&args),
         Command::Demo(args) => crate::demo::run(args.keep.as_deref(), &mut std::io::stdout()),
+        Command::Stats(args) => crate::stats::run_command(&args),
     };
     match result {
         Ok(code) => code,
@@ -64,6 +65,7 @@ pub fn overrides(flags: &WatchFlags) -> Overrides {
             max_attempts: f.max_attempts,
             overtime: f.overtime,
             release_lock: f.release_lock,
+            success_values: (!f.success_values.is_empty()).then_some(f.success_values),
         },
     }
 }

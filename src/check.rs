@@ -8,7 +8,7 @@
 //! changed is left alone. The job's lock file is never deleted here.
 
 use std::collections::HashMap;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use serde_json::json;
 
@@ -20,7 +20,9 @@ use crate::decide::{
 use crate::error::{Error, Result, exit};
 use crate::journal::Journal;
 use crate::probe::{self, Host, LockTable};
-use crate::report::{Reporter, RowReport, Summary, WatchInfo, cut, message, row_json};
+use crate::report::{
+    Reporter, RowReport, Summary, WatchCounts, WatchInfo, cut, message, row_json, summary_json,
+};
 use crate::store::{self, CasOutcome, Change, RunningRow, Schema, Store};
 
 /// How a check runs.
@@ -64,6 +66,11 @@ pub fn action_policy(w: &Watch) -> ActionPolicy<'_> {
 pub struct Clocks {
     pub db: DbClock,
     pub tz: Option<chrono_tz::Tz>,
+}
+
+/// The current time for the journal: UTC, to the second.
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// Seconds since the epoch of a host time (negative before 1970).
@@ -150,7 +157,8 @@ struct Judged {
     plan: Plan,
 }
 
-/// Runs a check over every watch of `cfg`.
+/// Runs a check over every watch of `cfg`. A real (not dry) run that got past the run
+/// lock leaves `state_dir/last-run.json` behind, whether it succeeded or failed.
 pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<Summary> {
     let mut summary = Summary {
         dry_run: opts.dry_run,
@@ -160,7 +168,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         rep.finish(&summary);
         return Ok(summary);
     }
-    let Some(db) = &cfg.database else {
+    let Some(db) = cfg.database.as_ref() else {
         return Err(Error::Usage("no [database] configured".into()));
     };
     let _run_lock = if opts.dry_run {
@@ -168,6 +176,59 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
     } else {
         Some(crate::runlock::acquire(&cfg.run.lock_file)?)
     };
+    let began = Instant::now();
+    let time = chrono::Utc::now();
+    let result = run_watches(cfg, db, opts, rep, &mut summary);
+    if !opts.dry_run {
+        // The report of what this run did, under the run lock. Failing to write it is not
+        // worth failing a run whose rows were handled and journaled: it is a warning, which
+        // also tells the operator, before any row needs it, that the state directory (and so
+        // the journal) is unusable.
+        let (status, error) = match &result {
+            Ok(()) => (exit_code(&summary), None),
+            Err(e) => (e.exit_code(), Some(e.full_message())),
+        };
+        let mut body = summary_json(&summary, &summary.warnings);
+        if let Some(o) = body.as_object_mut() {
+            o.remove("summary");
+            o.insert(
+                "time".into(),
+                json!(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+            );
+            o.insert(
+                "duration_ms".into(),
+                json!(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX)),
+            );
+            o.insert("exit_status".into(), json!(status));
+            o.insert("error".into(), json!(error));
+            o.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+        }
+        if let Err(e) = crate::state::write_last_run(&cfg.run.state_dir, &body)
+            && result.is_ok()
+        {
+            let msg = format!(
+                "cannot write the last-run report: {}; the journal needs this directory too, \
+                 so the next change would fail: fix run.state_dir",
+                e.full_message()
+            );
+            summary.warnings.push(msg.clone());
+            rep.warning(&msg);
+        }
+    }
+    result?;
+    rep.finish(&summary);
+    Ok(summary)
+}
+
+/// Everything after the run lock: connect, read the clocks and every schema, then judge
+/// and handle each watch's rows.
+fn run_watches(
+    cfg: &Config,
+    db: &crate::config::Database,
+    opts: &CheckOptions,
+    rep: &mut dyn Reporter,
+    summary: &mut Summary,
+) -> Result<()> {
     let mut store = store::open(db, opts.dry_run)?;
     let host = Host::current();
     let clocks = Clocks {
@@ -211,16 +272,24 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             max_age_s: t.max_age,
             skipped: None,
         };
+        let mut counts = WatchCounts {
+            name: w.name.clone(),
+            ..WatchCounts::default()
+        };
         if let Some(h) = &w.host
             && !host.is_me(h)
         {
             info.skipped = Some(format!("it runs on host {h}; this is {}", host.name));
+            counts.skipped = info.skipped.clone();
+            summary.per_watch.push(counts);
             rep.watch(&info);
             continue;
         }
         if !opts.dry_run && !store.try_watch_lock(w)? {
             info.skipped =
                 Some("another selfheal run (on this or another host) is checking it".into());
+            counts.skipped = info.skipped.clone();
+            summary.per_watch.push(counts);
             summary.busy_watches.push(w.name.clone());
             rep.watch(&info);
             continue;
@@ -230,6 +299,26 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         let Some(schema) = schemas.remove(w.name.as_str()) else {
             continue;
         };
+        // The configuration of the seed incident: a cap below the runs it must let live.
+        // Bounded to the latest rows by primary key, so it costs the same on any table.
+        match crate::stats::recent_max_age_check(store.as_mut(), w, &schema, &clocks) {
+            Ok(Some(warn)) => {
+                let msg = warn.message();
+                summary.warnings.push(msg.clone());
+                rep.warning(&msg);
+                summary.max_age_too_low.push(warn);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let msg = format!(
+                    "watch {}: cannot read recent runtimes for the max_age check: {}",
+                    w.name,
+                    e.full_message()
+                );
+                summary.warnings.push(msg.clone());
+                rep.warning(&msg);
+            }
+        }
 
         let rows = store.running_rows(w)?;
         let host_now = SystemTime::now();
@@ -309,14 +398,17 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
                 plan: j.plan,
             };
             summary.rows += 1;
+            counts.rows += 1;
+            let mut failure = None;
             if opts.dry_run || !report.plan.writes() {
                 if !opts.dry_run {
                     report.action = Action::None;
                 } else if report.plan.writes() {
                     summary.changed += 1;
+                    counts.changed += 1;
                 }
             } else {
-                apply(
+                let outcome = apply(
                     w,
                     &schema,
                     &j.row,
@@ -327,22 +419,40 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
                     &clocks,
                     &host,
                     hold,
-                )?;
+                );
+                match outcome {
+                    Ok(()) => {}
+                    // Nothing was changed: stop here.
+                    Err(e) if !report.applied => {
+                        summary.per_watch.push(counts);
+                        return Err(e);
+                    }
+                    // Changed but not journaled: report the change, then stop, so no
+                    // further change goes unrecorded.
+                    Err(e) => failure = Some(e),
+                }
                 if report.applied {
                     summary.changed += 1;
+                    counts.changed += 1;
                 }
                 if report.action == Action::LostRace {
                     summary.lost_race += 1;
+                    counts.lost_race += 1;
                 }
             }
             if report.attention() {
                 summary.attention += 1;
+                counts.attention += 1;
             }
             rep.row(&report);
+            if let Some(e) = failure {
+                summary.per_watch.push(counts);
+                return Err(e);
+            }
         }
+        summary.per_watch.push(counts);
     }
-    rep.finish(&summary);
-    Ok(summary)
+    Ok(())
 }
 
 /// Re-reads the file evidence, then applies the row's compare-and-set and journals it.
@@ -390,10 +500,15 @@ fn apply(
             if let Some(j) = journal.as_mut() {
                 let mut entry = row_json(report);
                 if let Some(obj) = entry.as_object_mut() {
-                    obj.insert("time".into(), json!(chrono::Utc::now().to_rfc3339()));
+                    obj.insert("time".into(), json!(now_rfc3339()));
                     obj.insert("table".into(), json!(w.table.to_string()));
                     obj.insert("from".into(), json!(w.running_value));
                     obj.insert("to".into(), json!(target));
+                    // What the compare-and-set matched: tells this run of the row from a
+                    // later run of the same id (stats, false positives).
+                    obj.insert("started".into(), json!(row.started.raw.to_string()));
+                    obj.insert("attempts".into(), json!(row.attempts));
+                    obj.insert("host".into(), json!(host.name));
                 }
                 j.append(&entry).map_err(|e| match e {
                     Error::Io { path, source, .. } => Error::Journal {

@@ -25,6 +25,8 @@ pub enum Command {
     Check(Box<CheckArgs>),
     /// Build a throw-away SQLite sandbox and run the real check against it
     Demo(DemoArgs),
+    /// Runtimes of finished rows, selfheal's false positives, suggested stale_after and max_age
+    Stats(StatsArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -136,6 +138,24 @@ pub struct WatchFlags {
     /// never, or if_free (legacy existence-locks only)
     #[arg(long, value_name = "POLICY")]
     pub release_lock: Option<String>,
+    /// Status of a run that ended well (repeatable) [default: any but running, dead, manual, retry]
+    #[arg(long = "success-value", value_name = "VALUE")]
+    pub success_values: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Configuration file [default: $SELFHEAL_CONFIG, then /etc/selfheal/selfheal.toml]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Only this watch (repeatable)
+    #[arg(long = "watch", value_name = "NAME")]
+    pub watches: Vec<String>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]

@@ -47,6 +47,39 @@ pub fn age_on_db_clock(
     }
 }
 
+/// Seconds since the epoch of a stored time. Naive values are placed with the configured
+/// zone, else with the database session's current offset (as [`age_on_db_clock`] does).
+pub fn epoch_of(stamp: Stamp, clock: &DbClock, tz: Option<chrono_tz::Tz>) -> Result<i64, String> {
+    let session_offset = (clock.now_naive.and_utc().timestamp()) - clock.now_epoch;
+    match (stamp, tz) {
+        (Stamp::Epoch(e), _) => Ok(e),
+        (Stamp::Session(n), _) | (Stamp::Naive(n), None) => {
+            Ok(n.and_utc().timestamp() - session_offset)
+        }
+        (Stamp::Naive(n), Some(tz)) => match tz.from_local_datetime(&n).earliest() {
+            Some(t) => Ok(t.timestamp()),
+            None => Err(format!("{n} does not exist in time zone {tz}")),
+        },
+    }
+}
+
+/// Whole seconds from `start` to `end` of one finished row (a runtime). Two values of the
+/// same naive kind are subtracted directly; anything else goes through the epoch.
+pub fn seconds_between(
+    start: Stamp,
+    end: Stamp,
+    clock: &DbClock,
+    tz: Option<chrono_tz::Tz>,
+) -> Result<i64, String> {
+    match (start, end, tz) {
+        (Stamp::Session(a), Stamp::Session(b), _) | (Stamp::Naive(a), Stamp::Naive(b), None) => {
+            Ok((b - a).num_seconds())
+        }
+        (Stamp::Epoch(a), Stamp::Epoch(b), _) => Ok(b - a),
+        _ => Ok(epoch_of(end, clock, tz)? - epoch_of(start, clock, tz)?),
+    }
+}
+
 /// Classifies a signed age: a value in the future by more than the tolerance is a
 /// clock/time-zone mismatch; a little in the future is age 0 (clocks are never exact).
 pub fn plausible_age(age: i64, what: &str) -> Result<u64, String> {
@@ -60,24 +93,39 @@ pub fn plausible_age(age: i64, what: &str) -> Result<u64, String> {
     }
 }
 
+/// The naive text forms [`parse_text_stamp`] accepts, as parsed format items.
+static NAIVE_FORMATS: std::sync::LazyLock<Vec<Vec<chrono::format::Item<'static>>>> =
+    std::sync::LazyLock::new(|| {
+        [
+            "%Y-%m-%d %H:%M:%S%.f",
+            "%Y-%m-%dT%H:%M:%S%.f",
+            "%Y-%m-%d %H:%M",
+        ]
+        .into_iter()
+        .filter_map(|f| chrono::format::StrftimeItems::new(f).parse_to_owned().ok())
+        .collect()
+    });
+
 /// Parses a text timestamp as SQLite applications write them: `YYYY-MM-DD HH:MM:SS[.fff]`,
 /// with `T` or a space, optionally with `Z` or a `±HH:MM` offset (then it is absolute).
 pub fn parse_text_stamp(s: &str) -> Result<Stamp, String> {
     let t = s.trim();
+    // Naive forms first: they are what SQLite writes, and a string with an offset can never
+    // match them (chrono rejects trailing input), so the order changes no result. Their
+    // format strings are parsed once: `stats` reads millions of these.
+    for items in NAIVE_FORMATS.iter() {
+        let mut parsed = chrono::format::Parsed::new();
+        if chrono::format::parse(&mut parsed, t, items.iter()).is_ok()
+            && let Ok(n) = parsed.to_naive_datetime_with_offset(0)
+        {
+            return Ok(Stamp::Naive(n));
+        }
+    }
     if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(t) {
         return Ok(Stamp::Epoch(dt.timestamp()));
     }
     if let Ok(dt) = chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z") {
         return Ok(Stamp::Epoch(dt.timestamp()));
-    }
-    for fmt in [
-        "%Y-%m-%d %H:%M:%S%.f",
-        "%Y-%m-%dT%H:%M:%S%.f",
-        "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(n) = NaiveDateTime::parse_from_str(t, fmt) {
-            return Ok(Stamp::Naive(n));
-        }
     }
     if let Some(z) = t.strip_suffix('Z').or_else(|| t.strip_suffix(" UTC"))
         && let Ok(n) = NaiveDateTime::parse_from_str(z, "%Y-%m-%d %H:%M:%S%.f")
@@ -138,6 +186,48 @@ mod tests {
     }
 
     #[test]
+    fn runtimes_between_stored_times() {
+        // Session clock UTC+8.
+        let clock = DbClock {
+            now_naive: dt(10, 0, 0),
+            now_epoch: dt(2, 0, 0).and_utc().timestamp(),
+        };
+        let n = |h, m, s| Stamp::Naive(dt(h, m, s));
+        assert_eq!(
+            seconds_between(n(8, 0, 0), n(10, 0, 5), &clock, None),
+            Ok(7205)
+        );
+        assert_eq!(
+            seconds_between(Stamp::Epoch(100), Stamp::Epoch(160), &clock, None),
+            Ok(60)
+        );
+        // A naive start on the session clock and an epoch end: 09:00 local is 01:00 UTC.
+        let end = dt(1, 30, 0).and_utc().timestamp();
+        assert_eq!(
+            seconds_between(n(9, 0, 0), Stamp::Epoch(end), &clock, None),
+            Ok(1800)
+        );
+        // Across a DST change in the configured zone: 01:30 CET to 03:30 CEST is 1 hour.
+        let tz: chrono_tz::Tz = "Europe/Berlin".parse().expect("tz");
+        let day = |h, m| {
+            Stamp::Naive(
+                chrono::NaiveDate::from_ymd_opt(2026, 3, 29)
+                    .and_then(|d| d.and_hms_opt(h, m, 0))
+                    .expect("valid"),
+            )
+        };
+        assert_eq!(
+            seconds_between(day(1, 30), day(3, 30), &clock, Some(tz)),
+            Ok(3600)
+        );
+        assert_eq!(
+            seconds_between(day(1, 30), day(3, 30), &clock, None),
+            Ok(7200)
+        );
+        assert!(seconds_between(day(2, 30), day(3, 30), &clock, Some(tz)).is_err());
+    }
+
+    #[test]
     fn nonexistent_local_time_is_an_error() {
         let tz: chrono_tz::Tz = "Europe/Berlin".parse().expect("tz");
         let gap = NaiveDate::from_ymd_opt(2026, 3, 29)
@@ -188,6 +278,16 @@ mod tests {
             parse_text_stamp("1764406800"),
             Ok(Stamp::Epoch(1_764_406_800))
         );
+        assert_eq!(
+            parse_text_stamp("2026-11-29 09:00"),
+            Ok(Stamp::Naive(dt(9, 0, 0)))
+        );
+        assert_eq!(
+            parse_text_stamp(" 2026-11-29 09:00:00 "),
+            Ok(Stamp::Naive(dt(9, 0, 0)))
+        );
+        assert!(parse_text_stamp("2026-11-29 25:00:00").is_err());
+        assert!(parse_text_stamp("2026-11-29 09:00:00 junk").is_err());
         assert!(parse_text_stamp("yesterday").is_err());
         assert!(parse_text_stamp("").is_err());
     }

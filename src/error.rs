@@ -100,6 +100,17 @@ impl Error {
         }
     }
 
+    /// The message with every cause, on one line (what is printed on stderr).
+    pub fn full_message(&self) -> String {
+        let mut msg = self.to_string();
+        let mut src = std::error::Error::source(self);
+        while let Some(s) = src {
+            msg.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        msg
+    }
+
     pub fn config(origin: &Origin, key: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Config {
             origin: origin.clone(),

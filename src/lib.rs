@@ -3,7 +3,9 @@
 //! Data flow, one module each: command line ([`cli`]) → validated configuration
 //! ([`config`]) → evidence from the database ([`store`]) and the host ([`probe`]) →
 //! verdict and action ([`decide`], pure) → compare-and-set writes and journal ([`check`],
-//! [`journal`]) → output ([`report`]). [`app`] wires a parsed command line to these and
+//! [`journal`]) → output ([`report`], and `state_dir/last-run.json` via [`state`]).
+//! [`stats`] reads the history of finished rows and the journal back: runtimes, false
+//! positives, suggested thresholds. [`app`] wires a parsed command line to these and
 //! maps the outcome to an exit status.
 
 pub mod app;
@@ -18,6 +20,8 @@ pub mod journal;
 pub mod probe;
 pub mod report;
 pub mod runlock;
+pub mod state;
+pub mod stats;
 pub mod store;
 
 pub use error::{Error, Result};

@@ -53,6 +53,18 @@ pub struct WatchInfo {
     pub skipped: Option<String>,
 }
 
+/// What a run did in one watch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchCounts {
+    pub name: String,
+    pub rows: usize,
+    pub changed: usize,
+    pub attention: usize,
+    pub lost_race: usize,
+    /// Why the watch was not checked, if it was not.
+    pub skipped: Option<String>,
+}
+
 /// The end of a run.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
@@ -69,6 +81,51 @@ pub struct Summary {
     pub busy_watches: Vec<String>,
     pub watches_checked: usize,
     pub warnings: Vec<String>,
+    /// Per watch, in configuration order.
+    pub per_watch: Vec<WatchCounts>,
+    /// Watches whose `max_age` is below 1.5× a recent run that ended well.
+    pub max_age_too_low: Vec<crate::stats::MaxAgeWarning>,
+}
+
+/// The summary object of SPEC §7 (also the body of `last-run.json`). `warnings` are the
+/// run's warnings, in order, without repeats.
+pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
+    let mut w: Vec<&String> = Vec::with_capacity(warnings.len());
+    for x in warnings {
+        if !w.contains(&x) {
+            w.push(x);
+        }
+    }
+    let per_watch: Vec<serde_json::Value> = s
+        .per_watch
+        .iter()
+        .map(|c| {
+            json!({
+                "watch": c.name,
+                "rows": c.rows,
+                "changed": c.changed,
+                "attention": c.attention,
+                "lost_race": c.lost_race,
+                "skipped": c.skipped,
+            })
+        })
+        .collect();
+    json!({
+        "summary": true,
+        "rows": s.rows,
+        "changed": s.changed,
+        "attention": s.attention,
+        "lost_race": s.lost_race,
+        "dry_run": s.dry_run,
+        "watches": s.watches_checked,
+        "clock_skew_s": s.clock_skew_s,
+        "clock_skew_exceeded": s.clock_skew_exceeded,
+        "breaker_tripped": s.breaker_tripped,
+        "busy_watches": s.busy_watches,
+        "max_age_too_low": s.max_age_too_low.iter().map(|m| m.to_json()).collect::<Vec<_>>(),
+        "per_watch": per_watch,
+        "warnings": w,
+    })
 }
 
 /// Compact human duration: `47m`, `2h10m`, `20s`.
@@ -138,6 +195,9 @@ fn heartbeat_s(h: &Heartbeat) -> String {
     }
 }
 
+/// How every message selfheal writes begins: how `stats` recognises the rows it marked.
+pub const MESSAGE_PREFIX: &str = "self-heal:";
+
 /// The row message of SPEC §6, before it is cut to the column's length.
 pub fn message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
     let total = match &e.total_age {
@@ -145,7 +205,7 @@ pub fn message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
         Err(_) => "unknown".into(),
     };
     let mut m = format!(
-        "self-heal: {}: heartbeat_age={} stale_after={}s total_age={} max_age={}s lock={}",
+        "{MESSAGE_PREFIX} {}: heartbeat_age={} stale_after={}s total_age={} max_age={}s lock={}",
         d.verdict.as_str(),
         heartbeat_s(&e.heartbeat),
         t.stale_after,
@@ -370,25 +430,7 @@ impl<W: Write> Reporter for JsonReporter<W> {
     fn finish(&mut self, s: &Summary) {
         let mut warnings = self.warnings.clone();
         warnings.extend(s.warnings.iter().cloned());
-        warnings.dedup();
-        let _ = writeln!(
-            self.out,
-            "{}",
-            json!({
-                "summary": true,
-                "rows": s.rows,
-                "changed": s.changed,
-                "attention": s.attention,
-                "lost_race": s.lost_race,
-                "dry_run": s.dry_run,
-                "watches": s.watches_checked,
-                "clock_skew_s": s.clock_skew_s,
-                "clock_skew_exceeded": s.clock_skew_exceeded,
-                "breaker_tripped": s.breaker_tripped,
-                "busy_watches": s.busy_watches,
-                "warnings": warnings,
-            })
-        );
+        let _ = writeln!(self.out, "{}", summary_json(s, &warnings));
     }
 }
 

@@ -83,6 +83,7 @@ pub struct RawWatch {
     pub max_attempts: Option<i64>,
     pub overtime: Option<String>,
     pub release_lock: Option<String>,
+    pub success_values: Option<Vec<String>>,
 }
 
 /// Values given on the command line that override the file.
@@ -115,7 +116,7 @@ impl RawWatch {
             name, host, table, id_column, status_column, running_value, started_column,
             heartbeat_file, heartbeat_column, stale_after, max_age, dead_value, ended_column,
             message_column, lock_file, owner_column, manual_value, retry_value,
-            attempts_column, max_attempts, overtime, release_lock);
+            attempts_column, max_attempts, overtime, release_lock, success_values);
         set
     }
 
@@ -267,6 +268,26 @@ pub struct Watch {
     pub retry: Option<Retry>,
     pub overtime: Overtime,
     pub release_lock: ReleaseLock,
+    /// Statuses the job itself writes when a run ends well: their start-to-end times are
+    /// the real runtimes `stats` and the `max_age` warning measure, and a row selfheal
+    /// marked that later shows one of them was a false positive. `None`: every status but
+    /// the running, dead, manual and retry values.
+    pub success_values: Option<Vec<String>>,
+}
+
+impl Watch {
+    /// True when a finished row with this status ended the way its job meant it to.
+    pub fn is_success(&self, status: &str) -> bool {
+        match &self.success_values {
+            Some(v) => v.iter().any(|s| s == status),
+            None => {
+                status != self.running_value
+                    && status != self.dead_value
+                    && self.manual_value.as_deref() != Some(status)
+                    && self.retry.as_ref().map(|r| r.value.as_str()) != Some(status)
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -791,6 +812,39 @@ fn validate_watch(w: &RawWatch, file: &Origin, flags: &HashSet<&'static str>) ->
             "release_lock = \"if_free\" needs lock_file".into(),
         ));
     }
+    let success_values = match &w.success_values {
+        None => None,
+        Some(list) if list.is_empty() => {
+            return Err(err(
+                "success_values",
+                "expected at least one status, e.g. [\"done\"]; leave the key out for the \
+                 default (every status selfheal does not write itself)"
+                    .into(),
+            ));
+        }
+        Some(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for s in list {
+                let own = [
+                    ("running_value", Some(running_value.as_str())),
+                    ("dead_value", Some(dead_value.as_str())),
+                    ("manual_value", manual_value.as_deref()),
+                    ("retry_value", retry.as_ref().map(|r| r.value.as_str())),
+                ];
+                if let Some((k, _)) = own.iter().find(|(_, v)| *v == Some(s.as_str())) {
+                    return Err(err(
+                        "success_values",
+                        format!(
+                            "{s:?} is the {k}: a row with it did not end well on its own \
+                             (selfheal writes it, or it is still running)"
+                        ),
+                    ));
+                }
+                out.extend(value("success_values", &Some(s.clone()), None)?);
+            }
+            Some(out)
+        }
+    };
     let host = match &w.host {
         Some(h) if h.is_empty() || h.contains(char::is_whitespace) => {
             return Err(err("host", format!("expected a host name, got {h:?}")));
@@ -818,6 +872,7 @@ fn validate_watch(w: &RawWatch, file: &Origin, flags: &HashSet<&'static str>) ->
         retry,
         overtime,
         release_lock,
+        success_values,
     })
 }
 

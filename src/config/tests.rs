@@ -393,3 +393,56 @@ fn urls_are_redacted() {
     assert_eq!(redact_url("mysql://app@db/x"), "mysql://app@db/x");
     assert_eq!(redact_url("sqlite:///x.db"), "sqlite:///x.db");
 }
+
+#[test]
+fn success_values_default_to_every_status_selfheal_does_not_write() {
+    let c = with(
+        "manual_value = \"wait_manual\"\nretry_value = \"pending\"\n\
+         attempts_column = \"attempts\"\nmax_attempts = 3",
+    )
+    .expect("valid");
+    let w = &c.watches[0];
+    assert_eq!(w.success_values, None);
+    for (status, ok) in [
+        ("done", true),
+        ("finished", true),
+        ("failed", true),
+        ("running", false),
+        ("error", false),
+        ("wait_manual", false),
+        ("pending", false),
+    ] {
+        assert_eq!(w.is_success(status), ok, "{status}");
+    }
+    let c = with("success_values = [\"done\", \"ok\"]").expect("valid");
+    let w = &c.watches[0];
+    assert!(w.is_success("done") && w.is_success("ok"));
+    assert!(!w.is_success("failed"));
+}
+
+#[test]
+fn success_values_are_validated() {
+    for (extra, needle) in [
+        ("success_values = []", "at least one status"),
+        ("success_values = [\"done\", \"\"]", "non-empty"),
+        (
+            "success_values = [\"done\", \"error\"]",
+            "\"error\" is the dead_value",
+        ),
+        ("success_values = [\"running\"]", "is the running_value"),
+        (
+            "manual_value = \"wait_manual\"\nsuccess_values = [\"wait_manual\"]",
+            "is the manual_value",
+        ),
+    ] {
+        let (origin, key, msg) = config_err(with(extra));
+        assert_eq!(origin, Origin::File(PathBuf::from(FILE)), "{extra}");
+        assert_eq!(key, "watch 'full-sync': success_values", "{extra}");
+        assert!(msg.contains(needle), "{extra}: {msg}");
+    }
+    let (_, key, msg) = config_err(with("success_values = \"done\""));
+    assert!(
+        key.contains("success_values") || msg.contains("sequence"),
+        "{key}: {msg}"
+    );
+}

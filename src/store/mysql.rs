@@ -13,7 +13,9 @@ use mysql::consts::{CapabilityFlags, ColumnType};
 use mysql::prelude::Queryable;
 use mysql::{Conn, Opts, OptsBuilder, Value};
 
-use super::{CasOutcome, Change, Ended, RunningRow, Schema, SqlValue, Store, TimeValue};
+use super::{
+    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, Schema, SqlValue, Store, TimeValue,
+};
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
 use crate::error::{Error, Result};
@@ -433,6 +435,55 @@ impl Store for MysqlStore {
             ))),
             Err(e) => Err(self.err("writing", e)),
         }
+    }
+
+    fn finished_rows(
+        &mut self,
+        w: &Watch,
+        scope: History,
+        each: &mut dyn FnMut(FinishedRow) -> Result<()>,
+    ) -> Result<()> {
+        let q = super::finished_sql(w, scope, '`')?;
+        let label = self.label.clone();
+        let ctx = |e: mysql::Error| {
+            Error::database(format!("{label}: reading finished rows of {}", w.table), e)
+        };
+        // exec_iter reads the result set from the socket row by row: nothing is buffered.
+        let mut params = vec![Value::from(super::marked_pattern())];
+        if q.binds_running {
+            params.push(Value::from(w.running_value.as_str()));
+        }
+        let result = self.conn.exec_iter(&q.sql, params).map_err(ctx)?;
+        for row in result {
+            let row = row.map_err(ctx)?;
+            let types: Vec<ColumnType> =
+                row.columns_ref().iter().map(|c| c.column_type()).collect();
+            let mut vals = row.unwrap().into_iter().zip(types);
+            let mut next = || {
+                vals.next()
+                    .map(|(v, t)| (from_value(v), t))
+                    .unwrap_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL))
+            };
+            let (id, _) = next();
+            let (s, st) = next();
+            let (e, et) = next();
+            let status = next().0.to_string();
+            let marked = match next().0 {
+                SqlValue::Null => None,
+                v => Some(v.to_string()),
+            };
+            let row = FinishedRow {
+                id,
+                started: time_value(s, st),
+                ended: time_value(e, et),
+                status,
+                marked,
+            };
+            if super::is_finished(w, &row) {
+                each(row)?;
+            }
+        }
+        Ok(())
     }
 
     fn try_watch_lock(&mut self, w: &Watch) -> Result<bool> {

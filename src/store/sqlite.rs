@@ -12,7 +12,9 @@ use std::time::Duration;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
-use super::{CasOutcome, Change, Ended, RunningRow, Schema, SqlValue, Store, TimeValue};
+use super::{
+    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, Schema, SqlValue, Store, TimeValue,
+};
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::Watch;
 use crate::error::{Error, Result};
@@ -52,7 +54,8 @@ impl SqliteStore {
         format!("sqlite://{}: {what}", self.path.display())
     }
 
-    fn table_info(&self, w: &Watch) -> Result<Vec<(String, String)>> {
+    /// `(name, declared type, position in the primary key or 0)` per column.
+    fn table_info(&self, w: &Watch) -> Result<Vec<(String, String, i64)>> {
         let pragma = match w.table.schema() {
             Some(s) => format!("PRAGMA \"{s}\".table_info(\"{}\")", w.table.name()),
             None => format!("PRAGMA table_info(\"{}\")", w.table.name()),
@@ -62,7 +65,13 @@ impl SqliteStore {
             .prepare(&pragma)
             .map_err(|e| Error::database(self.ctx("reading the schema"), e))?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(5)?,
+                ))
+            })
             .map_err(|e| Error::database(self.ctx("reading the schema"), e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(|e| Error::database(self.ctx("reading the schema"), e))
@@ -150,9 +159,16 @@ impl Store for SqliteStore {
                 ),
             });
         }
+        let primary: Vec<&String> = info
+            .iter()
+            .filter(|(_, _, pk)| *pk > 0)
+            .map(|(n, _, _)| n)
+            .collect();
+        let id_is_primary =
+            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
         let types: HashMap<String, String> = info
             .into_iter()
-            .map(|(n, t)| (n.to_ascii_lowercase(), t.to_ascii_lowercase()))
+            .map(|(n, t, _)| (n.to_ascii_lowercase(), t.to_ascii_lowercase()))
             .collect();
         for (key, col) in super::named_columns(w) {
             if !types.contains_key(&col.name().to_ascii_lowercase()) {
@@ -192,7 +208,7 @@ impl Store for SqliteStore {
             message_max,
             ended,
             types,
-            id_is_primary: false,
+            id_is_primary,
         })
     }
 
@@ -292,6 +308,49 @@ impl Store for SqliteStore {
             }
             Err(e) => Err(Error::database(self.ctx("writing"), e)),
         }
+    }
+
+    fn finished_rows(
+        &mut self,
+        w: &Watch,
+        scope: History,
+        each: &mut dyn FnMut(FinishedRow) -> Result<()>,
+    ) -> Result<()> {
+        let q = super::finished_sql(w, scope, '"')?;
+        let ctx = self.ctx(&format!("reading finished rows of {}", w.table));
+        let mut stmt = self
+            .conn
+            .prepare(&q.sql)
+            .map_err(|e| Error::database(&ctx, e))?;
+        let mut params = vec![super::marked_pattern()];
+        if q.binds_running {
+            params.push(w.running_value.clone());
+        }
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(params))
+            .map_err(|e| Error::database(&ctx, e))?;
+        while let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? {
+            let get = |i| {
+                r.get_ref(i)
+                    .map(from_sql)
+                    .map_err(|e| Error::database(&ctx, e))
+            };
+            let marked = match get(4)? {
+                SqlValue::Null => None,
+                v => Some(v.to_string()),
+            };
+            let row = FinishedRow {
+                id: get(0)?,
+                started: time_value(get(1)?),
+                ended: time_value(get(2)?),
+                status: get(3)?.to_string(),
+                marked,
+            };
+            if super::is_finished(w, &row) {
+                each(row)?;
+            }
+        }
+        Ok(())
     }
 
     fn try_watch_lock(&mut self, _w: &Watch) -> Result<bool> {

@@ -1,0 +1,554 @@
+//! `selfheal stats`: what the history says — runtimes of the runs that ended well, the rows
+//! selfheal marked that finished anyway (its false positives), and the `stale_after` and
+//! `max_age` that history supports (SPEC §9). Plus [`recent_max_age_check`], the cheap
+//! form of the same lesson that `check` (and `doctor`) run every time.
+//!
+//! I/O: reads the configuration, the journal (`state_dir/journal.jsonl`, damaged lines
+//! skipped with a warning) and, per watch, the finished rows, streamed once through an
+//! exact histogram ([`histogram`]): memory follows the number of distinct runtimes, not
+//! the rows. Writes nothing anywhere; opens SQLite read-only. Judgement lives in
+//! [`analysis`], pure.
+
+pub mod analysis;
+pub mod histogram;
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use crate::check::Clocks;
+use crate::cli::{Format, StatsArgs};
+use crate::clock::seconds_between;
+use crate::config::{self, Config, ConfigPath, Overrides, Watch, fmt_duration};
+use crate::error::{Error, Result, exit};
+use crate::journal::{self, JOURNAL_FILE};
+use crate::report::human;
+use crate::store::{self, FinishedRow, History, Schema, Store};
+
+use analysis::{
+    Judgement, Mark, Marks, RowView, Suggestion, WatchStats, classify, id_key, max_age_floor,
+    max_age_too_low,
+};
+
+/// How many of the latest rows (by id) `check` looks at for the `max_age` warning: enough
+/// to see the recent longest runs, few enough to cost well under a millisecond.
+pub const RECENT_ROWS: u32 = 1000;
+
+// ---------------------------------------------------------------------------------------
+// The check every run makes.
+
+/// `max_age` below 1.5× the longest run that ended well among the latest rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaxAgeWarning {
+    pub watch: String,
+    pub max_age_s: u64,
+    pub longest_s: u64,
+    pub longest_id: Value,
+    /// Runs that ended well among the rows looked at.
+    pub runs_seen: u64,
+    /// The smallest cap the rule accepts, rounded up.
+    pub at_least_s: u64,
+}
+
+impl MaxAgeWarning {
+    pub fn message(&self) -> String {
+        format!(
+            "watch {}: max_age {} is below 1.5× the longest recent run that ended well ({}, \
+             id={}): this cap kills legitimate runs; set max_age to at least {} (see selfheal \
+             stats)",
+            self.watch,
+            fmt_duration(std::time::Duration::from_secs(self.max_age_s)),
+            human(self.longest_s),
+            id_key(&self.longest_id),
+            fmt_duration(std::time::Duration::from_secs(self.at_least_s)),
+        )
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "watch": self.watch,
+            "max_age_s": self.max_age_s,
+            "longest_run_s": self.longest_s,
+            "longest_run_id": self.longest_id,
+            "runs_seen": self.runs_seen,
+            "max_age_at_least_s": self.at_least_s,
+        })
+    }
+}
+
+/// Looks at the latest [`RECENT_ROWS`] rows of the watch (by id, through the primary key,
+/// so the cost does not grow with the table) and warns when `max_age` is below 1.5× the
+/// longest run among them that ended well. `None` when the cap is fine, or when it cannot
+/// be judged cheaply: no `ended_column`, or an id that is not the primary key.
+pub fn recent_max_age_check(
+    store: &mut dyn Store,
+    w: &Watch,
+    schema: &Schema,
+    clocks: &Clocks,
+) -> Result<Option<MaxAgeWarning>> {
+    if w.ended_column.is_none() || !schema.id_is_primary {
+        return Ok(None);
+    }
+    let mut longest: Option<(u64, Value)> = None;
+    let mut runs = 0u64;
+    store.finished_rows(w, History::Latest(RECENT_ROWS), &mut |r: FinishedRow| {
+        if !w.is_success(&r.status) {
+            return Ok(());
+        }
+        if let Some(secs) = runtime(&r, clocks).ok().and_then(|s| u64::try_from(s).ok()) {
+            runs += 1;
+            if longest.as_ref().is_none_or(|(l, _)| secs > *l) {
+                longest = Some((secs, r.id.to_json()));
+            }
+        }
+        Ok(())
+    })?;
+    let max_age_s = w.max_age.as_secs();
+    Ok(match longest {
+        Some((longest_s, longest_id)) if max_age_too_low(max_age_s, longest_s) => {
+            Some(MaxAgeWarning {
+                watch: w.name.clone(),
+                max_age_s,
+                longest_s,
+                longest_id,
+                runs_seen: runs,
+                at_least_s: max_age_floor(longest_s),
+            })
+        }
+        _ => None,
+    })
+}
+
+/// End minus start of a finished row, in whole seconds.
+fn runtime(r: &FinishedRow, clocks: &Clocks) -> Result<i64, String> {
+    let start = match &r.started.stamp {
+        Ok(Some(s)) => *s,
+        Ok(None) => return Err("no start".into()),
+        Err(e) => return Err(format!("start {}: {e}", r.started.raw)),
+    };
+    let end = match &r.ended.stamp {
+        Ok(Some(s)) => *s,
+        Ok(None) => return Err("no end".into()),
+        Err(e) => return Err(format!("end {}: {e}", r.ended.raw)),
+    };
+    seconds_between(start, end, &clocks.db, clocks.tz)
+}
+
+// ---------------------------------------------------------------------------------------
+// `selfheal stats`
+
+/// What `stats` found for one watch.
+#[derive(Debug, Clone)]
+pub struct WatchReport {
+    pub name: String,
+    pub table: String,
+    pub stale_after_s: u64,
+    pub max_age_s: u64,
+    /// `success_values` is not set: every status selfheal does not write counts.
+    pub default_success: bool,
+    /// Why the watch was not measured.
+    pub skipped: Option<String>,
+    pub stats: WatchStats,
+    pub stale_after: Option<Suggestion>,
+    pub max_age: Option<Suggestion>,
+}
+
+impl WatchReport {
+    pub fn max_age_too_low(&self) -> bool {
+        self.stats
+            .runtimes
+            .max()
+            .is_some_and(|m| max_age_too_low(self.max_age_s, m))
+    }
+
+    /// Something a person should look at.
+    pub fn attention(&self) -> bool {
+        self.max_age_too_low() || self.stats.false_positives > 0
+    }
+}
+
+/// Reads the journal into per-watch marks, for the watches asked about only.
+fn read_marks(cfg: &Config, warnings: &mut Vec<String>) -> (HashMap<String, Marks>, Value) {
+    let path = cfg.run.state_dir.join(JOURNAL_FILE);
+    let mut marks: HashMap<String, Marks> = cfg
+        .watches
+        .iter()
+        .map(|w| (w.name.clone(), Marks::new()))
+        .collect();
+    let result = journal::read(&path, &mut |entry| {
+        if let Some((watch, id, m)) = Mark::from_entry(&entry)
+            && let Some(by_id) = marks.get_mut(&watch)
+        {
+            by_id.entry(id).or_default().push(m);
+        }
+    });
+    let info = match result {
+        Ok(rep) => {
+            warnings.extend(rep.warning(&path));
+            json!({
+                "path": path.display().to_string(),
+                "present": !rep.missing,
+                "entries": rep.entries,
+                "damaged_lines": rep.damaged.len(),
+            })
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "{}; false positives are found by the message prefix only",
+                e.full_message()
+            ));
+            json!({"path": path.display().to_string(), "present": false, "error": e.full_message()})
+        }
+    };
+    (marks, info)
+}
+
+/// Measures one watch: one streamed pass over its finished rows.
+fn measure(
+    store: &mut dyn Store,
+    w: &Watch,
+    clocks: &Clocks,
+    marks: Option<&Marks>,
+) -> Result<WatchStats> {
+    let mut s = WatchStats::default();
+    let marks = marks.filter(|m| !m.is_empty());
+    store.finished_rows(w, History::All, &mut |r: FinishedRow| {
+        let id = r.id.to_json();
+        let rt = runtime(&r, clocks);
+        let success = w.is_success(&r.status);
+        let row_marks = marks.and_then(|m| m.get(&id_key(&id))).map(Vec::as_slice);
+        let judgement = if row_marks.is_none() && r.marked.is_none() {
+            Judgement::Plain
+        } else {
+            let started = r.started.raw.to_string();
+            classify(
+                RowView {
+                    id: &id,
+                    started: &started,
+                    status: &r.status,
+                    runtime_s: rt.as_ref().ok().copied(),
+                    marked: r.marked.as_deref(),
+                    success,
+                },
+                row_marks,
+            )
+        };
+        s.add(&id, &r.status, rt, success, judgement);
+        Ok(())
+    })?;
+    Ok(s)
+}
+
+/// Runs `stats` over every selected watch, handing each report to `each` as soon as it is
+/// measured. Returns the journal summary and the warnings.
+pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, Vec<String>)> {
+    let mut warnings = Vec::new();
+    if cfg.watches.is_empty() {
+        return Ok((Value::Null, warnings));
+    }
+    let Some(db) = &cfg.database else {
+        return Err(Error::Usage("no [database] configured".into()));
+    };
+    let mut store = store::open(db, true)?;
+    let clocks = Clocks {
+        db: store.clock()?,
+        tz: db.timezone,
+    };
+    let mut schemas = Vec::with_capacity(cfg.watches.len());
+    for w in &cfg.watches {
+        schemas.push(store.schema(w)?);
+    }
+    let (marks, journal_info) = read_marks(cfg, &mut warnings);
+    for w in &cfg.watches {
+        let mut rep = WatchReport {
+            name: w.name.clone(),
+            table: w.table.to_string(),
+            stale_after_s: w.stale_after.as_secs(),
+            max_age_s: w.max_age.as_secs(),
+            default_success: w.success_values.is_none(),
+            skipped: None,
+            stats: WatchStats::default(),
+            stale_after: None,
+            max_age: None,
+        };
+        if w.ended_column.is_none() {
+            rep.skipped =
+                Some("no ended_column: without an end time there is no runtime to measure".into());
+        } else {
+            rep.stats = measure(store.as_mut(), w, &clocks, marks.get(&w.name))?;
+            let (st, max) = analysis::suggestions(&rep.stats, rep.stale_after_s, rep.max_age_s);
+            rep.stale_after = Some(st);
+            rep.max_age = max;
+        }
+        each(&rep);
+    }
+    Ok((journal_info, warnings))
+}
+
+/// `selfheal stats` from the command line: exit 0, or 1 when a watch has false positives
+/// or a `max_age` below 1.5× its longest run.
+pub fn run_command(args: &StatsArgs) -> Result<u8> {
+    let path = ConfigPath::resolve(args.config.as_deref());
+    let cfg = config::load(&path, &Overrides::default(), &args.watches)?;
+    let mut out = std::io::stdout().lock();
+    let mut attention = false;
+    let mut totals = (0usize, 0u64);
+    let (journal_info, warnings) = run(&cfg, &mut |rep| {
+        attention |= rep.attention();
+        totals.0 += 1;
+        totals.1 += rep.stats.false_positives;
+        let _ = match args.format {
+            Format::Json => writeln!(out, "{}", watch_json(rep)),
+            Format::Text => write_text(&mut out, rep),
+        };
+    })?;
+    match args.format {
+        Format::Json => {
+            let _ = writeln!(
+                out,
+                "{}",
+                json!({
+                    "summary": true,
+                    "watches": totals.0,
+                    "false_positives": totals.1,
+                    "attention": attention,
+                    "journal": journal_info,
+                    "warnings": warnings,
+                })
+            );
+        }
+        Format::Text => {
+            if totals.0 == 0 {
+                let _ = writeln!(out, "no watch is configured: nothing to measure");
+            }
+            let mut err = std::io::stderr();
+            for w in &warnings {
+                let _ = writeln!(err, "selfheal: warning: {w}");
+            }
+        }
+    }
+    Ok(if attention { exit::ATTENTION } else { exit::OK })
+}
+
+fn secs_duration(s: u64) -> String {
+    fmt_duration(std::time::Duration::from_secs(s))
+}
+
+/// The JSON object for one watch.
+pub fn watch_json(r: &WatchReport) -> Value {
+    let s = &r.stats;
+    let h = &s.runtimes;
+    let runtime = (h.count() > 0).then(|| {
+        json!({
+            "p50": h.percentile(500),
+            "p95": h.percentile(950),
+            "p99": h.percentile(990),
+            "max": h.max(),
+            "min": h.min(),
+            "longest_id": s.longest_id,
+        })
+    });
+    let listed: Vec<Value> = s
+        .listed
+        .iter()
+        .map(|f| {
+            json!({
+                "id": f.id,
+                "status": f.status,
+                "runtime_s": f.runtime_s,
+                "source": f.source,
+                "verdict": f.verdict,
+                "marked_at": f.marked_at,
+                "set_to": f.set_to,
+                "heartbeat_age_s": f.heartbeat_age_s,
+                "conclusive": f.conclusive,
+                "basis": f.basis,
+            })
+        })
+        .collect();
+    let suggestion = |x: &Option<Suggestion>| {
+        x.as_ref()
+            .map(|s| json!({"secs": s.secs, "value": secs_duration(s.secs), "reason": s.reason}))
+    };
+    json!({
+        "watch": r.name,
+        "table": r.table,
+        "skipped": r.skipped,
+        "stale_after_s": r.stale_after_s,
+        "max_age_s": r.max_age_s,
+        "finished": s.finished,
+        "successful": h.count(),
+        "successful_by_status": s.by_status,
+        "success_values_default": r.default_success,
+        "unreadable": s.unreadable,
+        "unreadable_example": s.unreadable_example,
+        "runtime_s": runtime,
+        "marked": s.marked,
+        "rerun_after_mark": s.rerun,
+        "false_positives": s.false_positives,
+        "false_positives_by_verdict": s.false_positives_by_verdict,
+        "false_positives_conclusive": s.fp_conclusive,
+        "false_positive_rows": listed,
+        "max_age_too_low": r.max_age_too_low(),
+        "suggested_stale_after": suggestion(&r.stale_after),
+        "suggested_max_age": suggestion(&r.max_age),
+    })
+}
+
+/// The text block for one watch.
+pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
+    let s = &r.stats;
+    let h = &s.runtimes;
+    writeln!(
+        out,
+        "watch {} (table {}, stale_after {}, max_age {})",
+        r.name,
+        r.table,
+        secs_duration(r.stale_after_s),
+        secs_duration(r.max_age_s)
+    )?;
+    if let Some(why) = &r.skipped {
+        return writeln!(out, "  skipped: {why}");
+    }
+    let by: Vec<String> = s
+        .by_status
+        .iter()
+        .map(|(st, n)| format!("{st} {n}"))
+        .collect();
+    writeln!(
+        out,
+        "  finished rows     {} ({} ended well{}{})",
+        s.finished,
+        h.count(),
+        if by.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", by.join(", "))
+        },
+        if s.unreadable > 0 {
+            format!(
+                "; {} with unreadable times, e.g. {}",
+                s.unreadable,
+                s.unreadable_example.as_deref().unwrap_or("")
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    if r.default_success && s.by_status.len() > 1 {
+        writeln!(
+            out,
+            "                    (by default every status selfheal does not write counts as \
+             ended well; list the job's own success statuses in success_values to narrow it)"
+        )?;
+    }
+    match (
+        h.percentile(500),
+        h.percentile(950),
+        h.percentile(990),
+        h.max(),
+    ) {
+        (Some(p50), Some(p95), Some(p99), Some(max)) => writeln!(
+            out,
+            "  runtime           p50 {}  p95 {}  p99 {}  max {}{}",
+            human(p50),
+            human(p95),
+            human(p99),
+            human(max),
+            s.longest_id
+                .as_ref()
+                .map(|id| format!(" (id={})", id_key(id)))
+                .unwrap_or_default()
+        )?,
+        _ => writeln!(out, "  runtime           no run ended well yet")?,
+    }
+    writeln!(
+        out,
+        "  false positives   {}{}",
+        s.false_positives,
+        if s.false_positives == 0 {
+            " (no row selfheal marked finished anyway)".to_string()
+        } else {
+            let by: Vec<String> = s
+                .false_positives_by_verdict
+                .iter()
+                .map(|(v, n)| format!("{v}: {n}"))
+                .collect();
+            format!(" rows selfheal marked finished anyway ({})", by.join(", "))
+        }
+    )?;
+    for f in &s.listed {
+        let why = match (&f.basis, f.conclusive, f.heartbeat_age_s) {
+            (Some(b), true, _) => format!(" ({b})"),
+            (None, true, _) => " (on conclusive evidence)".into(),
+            (_, false, Some(a)) => format!(" on a heartbeat {} old", human(a)),
+            (_, false, None) => String::new(),
+        };
+        writeln!(
+            out,
+            "    id={} {} after {}: marked {}{why}{} ({})",
+            id_key(&f.id),
+            f.status,
+            f.runtime_s.map_or_else(|| "?".into(), human),
+            f.verdict,
+            f.marked_at
+                .as_deref()
+                .map(|t| format!(" at {t}"))
+                .unwrap_or_default(),
+            match f.source {
+                analysis::Source::Journal => "journal",
+                analysis::Source::Message => "message",
+            }
+        )?;
+    }
+    if s.false_positives as usize > s.listed.len() {
+        writeln!(
+            out,
+            "    … and {} more",
+            s.false_positives as usize - s.listed.len()
+        )?;
+    }
+    if s.fp_conclusive > 0 {
+        writeln!(
+            out,
+            "  note              {} of them rested on evidence selfheal takes as proof (the \
+             job's lock free, its owner pid gone): check that lock_file and owner_column \
+             describe how the job really locks and records itself",
+            s.fp_conclusive
+        )?;
+    }
+    if s.marked > 0 || s.rerun > 0 {
+        writeln!(
+            out,
+            "  marked by selfheal {} stayed marked; {} ran again later and ended well",
+            s.marked, s.rerun
+        )?;
+    }
+    if let Some(m) = &r.max_age {
+        writeln!(
+            out,
+            "  suggested         max_age = \"{}\"  ({})",
+            secs_duration(m.secs),
+            m.reason
+        )?;
+    }
+    if let Some(st) = &r.stale_after {
+        writeln!(
+            out,
+            "  suggested         stale_after = \"{}\"  ({})",
+            secs_duration(st.secs),
+            st.reason
+        )?;
+    }
+    if r.max_age_too_low() {
+        writeln!(
+            out,
+            "  WARNING           max_age {} is below 1.5× the longest run that ended well ({}): \
+             it kills legitimate runs",
+            secs_duration(r.max_age_s),
+            human(h.max().unwrap_or(0))
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,581 @@
+//! The retry budget across runs, the journal and `last-run.json`, end to end on real SQLite
+//! files and a real MariaDB: pending → pending → manual (or dead) with the attempts count
+//! surviving the worker's re-claims; every change journaled with its evidence; a journal
+//! that cannot be written stops the run; dry runs leave no trace.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql::prelude::Queryable;
+
+const MIN: u64 = 60;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+const RETRY: &str = "retry_value = \"pending\"\nattempts_column = \"attempts\"\nmax_attempts = 2\n";
+
+fn last_run(sb: &Sandbox) -> serde_json::Value {
+    let p = sb.state_dir().join("last-run.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).expect("last-run.json is JSON")
+}
+
+fn sqlite_row(db: &SqliteDb, id: i64) -> (String, i64, String) {
+    db.conn()
+        .query_row(
+            "SELECT status, attempts, error_msg FROM sync_log WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("row")
+}
+
+/// The worker takes the row again, as a queue does: running, with a new start time.
+fn sqlite_reclaim(db: &SqliteDb, id: i64, age: u64) {
+    db.conn()
+        .execute(
+            "UPDATE sync_log SET status = 'running', start_time = datetime('now', ?2), \
+             end_time = NULL WHERE id = ?1",
+            rusqlite::params![id, format!("-{age} seconds")],
+        )
+        .expect("reclaim");
+}
+
+#[test]
+fn the_retry_budget_walks_pending_pending_manual_across_runs_sqlite() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 50 * MIN);
+    sb.heartbeat(2, secs(47 * MIN));
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!("{RETRY}manual_value = \"wait_manual\"\n")),
+    );
+
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert!(
+        stdout(&o).contains("full-sync id=2: set status to 'pending' (mark_retry)"),
+        "{}",
+        stdout(&o)
+    );
+    let (status, attempts, msg) = sqlite_row(&db, 2);
+    assert_eq!((status.as_str(), attempts), ("pending", 1));
+    assert!(msg.starts_with("self-heal: dead: "), "{msg}");
+
+    // A worker claims it again and dies again: same row, new start, stale heartbeat.
+    sqlite_reclaim(&db, 2, 40 * MIN);
+    sb.heartbeat(2, secs(35 * MIN));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(
+        sqlite_row(&db, 2).0,
+        "pending",
+        "attempts 1 < 2: back to the queue"
+    );
+    assert_eq!(
+        sqlite_row(&db, 2).1,
+        2,
+        "the count survived the re-claim and rose by one"
+    );
+
+    sqlite_reclaim(&db, 2, 30 * MIN);
+    sb.heartbeat(2, secs(25 * MIN));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 1);
+    assert!(
+        stdout(&o).contains("set status to 'wait_manual' (mark_manual, a person must look)"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        (sqlite_row(&db, 2).0.as_str(), sqlite_row(&db, 2).1),
+        ("wait_manual", 2),
+        "budget spent: to a person; a manual mark does not count as an attempt"
+    );
+
+    // One journal entry per change, each naming the run it matched.
+    let j = sb.journal();
+    let actions: Vec<&str> = j
+        .iter()
+        .map(|e| e["action"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(actions, ["mark_retry", "mark_retry", "mark_manual"]);
+    let to: Vec<&str> = j.iter().map(|e| e["to"].as_str().unwrap_or("")).collect();
+    assert_eq!(to, ["pending", "pending", "wait_manual"]);
+    let attempts: Vec<i64> = j
+        .iter()
+        .map(|e| e["attempts"].as_i64().unwrap_or(-1))
+        .collect();
+    assert_eq!(attempts, [0, 1, 2], "the count each change observed");
+    let starts: Vec<&str> = j
+        .iter()
+        .map(|e| e["started"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        starts[0] != starts[1] && starts[1] != starts[2],
+        "three different runs: {starts:?}"
+    );
+    let e = &j[0];
+    for key in [
+        "time",
+        "watch",
+        "table",
+        "id",
+        "from",
+        "to",
+        "reason",
+        "verdict",
+        "basis",
+        "total_age_s",
+        "heartbeat_age_s",
+        "heartbeat",
+        "lock",
+        "owner",
+        "stale_after_s",
+        "max_age_s",
+        "started",
+        "attempts",
+        "host",
+    ] {
+        assert!(
+            e.get(key).is_some_and(|v| !v.is_null()),
+            "journal entry has {key}: {e}"
+        );
+    }
+    assert_eq!(e["watch"], "full-sync");
+    assert_eq!(e["id"], 2);
+    assert_eq!(e["from"], "running");
+    assert!(
+        e["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("self-heal: dead: heartbeat_age=")),
+        "{e}"
+    );
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(e["time"].as_str().unwrap_or("")).is_ok(),
+        "{e}"
+    );
+
+    // Nothing running any more: a silent run.
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    assert_eq!(sb.journal().len(), 3);
+}
+
+#[test]
+fn without_a_manual_state_a_spent_budget_marks_the_row_dead_sqlite() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 50 * MIN);
+    sb.heartbeat(2, secs(47 * MIN));
+    let cfg = sb.config(&db.url(), &sb.watch(RETRY));
+    for (run, (age, want, attempts)) in [
+        (50 * MIN, "pending", 1),
+        (40 * MIN, "pending", 2),
+        (30 * MIN, "error", 2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if run > 0 {
+            sqlite_reclaim(&db, 2, age);
+        }
+        sb.heartbeat(2, secs(age - 3 * MIN));
+        let o = check(&cfg, &[]);
+        assert_exit(&o, 0);
+        assert_eq!(
+            (sqlite_row(&db, 2).0.as_str(), sqlite_row(&db, 2).1),
+            (want, attempts),
+            "{}",
+            stdout(&o)
+        );
+    }
+    let actions: Vec<String> = sb
+        .journal()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(actions, ["mark_retry", "mark_retry", "mark_dead"]);
+}
+
+#[test]
+fn an_overtime_row_never_goes_back_to_the_queue_sqlite() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(4, "running", 5 * 3600);
+    sb.heartbeat(4, secs(10));
+    let cfg = sb.config(&db.url(), &sb.watch(RETRY));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(sqlite_row(&db, 4).0, "error");
+    assert_eq!(sqlite_row(&db, 4).1, 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// MariaDB
+
+fn mysql_row(db: &mut MysqlDb, id: i64) -> (String, Option<i64>) {
+    let mut r: Vec<(String, Option<i64>)> = db.query(&format!(
+        "SELECT status, attempts FROM sync_log WHERE id = {id}"
+    ));
+    r.pop().unwrap_or_else(|| panic!("no row {id}"))
+}
+
+#[test]
+fn the_retry_budget_walks_pending_pending_manual_across_runs_mariadb() {
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    // A count that starts NULL (never claimed through the queue) reads as 0.
+    db.exec("ALTER TABLE sync_log MODIFY attempts INT NULL DEFAULT NULL");
+    db.insert(2, "running", 50 * MIN);
+    let sb = Sandbox::new();
+    sb.heartbeat(2, secs(47 * MIN));
+    let cfg = sb.config(
+        &db.url,
+        &sb.watch(&format!("{RETRY}manual_value = \"wait_manual\"\n")),
+    );
+    assert_eq!(mysql_row(&mut db, 2), ("running".into(), None));
+    let mut starts = Vec::new();
+    for (run, (want, attempts, exit)) in [
+        ("pending", Some(1), 0),
+        ("pending", Some(2), 0),
+        ("wait_manual", Some(2), 1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let s: Vec<String> = db.query("SELECT CAST(start_time AS CHAR) FROM sync_log WHERE id = 2");
+        starts.push(s[0].clone());
+        let o = check(&cfg, &["--format", "json"]);
+        assert_exit(&o, exit);
+        let (rows, summary) = json_lines(&o);
+        assert_eq!(summary["changed"], 1, "run {run}");
+        assert_eq!(row(&rows, 2)["target"], want, "run {run}");
+        assert_eq!(
+            mysql_row(&mut db, 2),
+            (want.to_string(), attempts),
+            "run {run}"
+        );
+        // The worker re-claims it with a new start and dies again.
+        db.exec(&format!(
+            "UPDATE sync_log SET status = 'running', end_time = NULL, \
+             start_time = NOW() - INTERVAL {} MINUTE WHERE id = 2 AND status = 'pending'",
+            40 - 10 * run
+        ));
+        sb.heartbeat(2, secs((35 - 10 * run as u64) * MIN));
+    }
+    let j = sb.journal();
+    assert_eq!(j.len(), 3);
+    let journaled: Vec<&str> = j
+        .iter()
+        .map(|e| e["started"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(journaled, starts, "each entry names the start it matched");
+}
+
+/// Waits until an UPDATE of sync_log from another session is on the server.
+fn wait_for_update(db: &mut MysqlDb) -> bool {
+    let deadline = Instant::now() + secs(8);
+    loop {
+        let n: Vec<i64> = db.query(&format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+             WHERE DB = '{}' AND INFO LIKE 'UPDATE%sync_log%'",
+            db.name
+        ));
+        if n[0] > 0 {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_reclaim_that_loses_the_race_raises_no_attempts_count_mariadb() {
+    // The status change and the count's increment are one compare-and-set: when the worker
+    // re-claims the row while selfheal's UPDATE waits, neither happens.
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    db.insert(2, "running", 50 * MIN);
+    let sb = Sandbox::new();
+    sb.heartbeat(2, secs(47 * MIN));
+    let cfg = sb.config(&db.url, &sb.watch(RETRY));
+    let mut holder = db.conn();
+    holder.query_drop("BEGIN").expect("begin");
+    holder
+        .query_drop("SELECT * FROM sync_log WHERE id = 2 FOR UPDATE")
+        .expect("for update");
+    let child = selfheal()
+        .args(["check", "--format", "json", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let waited = wait_for_update(&mut db);
+    holder
+        .query_drop("UPDATE sync_log SET start_time = NOW() WHERE id = 2")
+        .expect("reclaim");
+    holder.query_drop("COMMIT").expect("commit");
+    let o = child.wait_with_output().expect("wait");
+    assert!(waited, "selfheal's UPDATE never waited on the row lock");
+    assert_exit(&o, 0);
+    let (rows, _) = json_lines(&o);
+    assert_eq!(row(&rows, 2)["action"], "lost_race");
+    assert_eq!(mysql_row(&mut db, 2), ("running".into(), Some(0)));
+    assert!(sb.journal().is_empty(), "a lost race is not a change");
+}
+
+// ---------------------------------------------------------------------------------------
+// The journal and last-run.json
+
+#[test]
+fn a_journal_line_cut_in_half_is_survived_by_writer_and_reader() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 50 * MIN);
+    sb.heartbeat(2, secs(47 * MIN));
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    // A crash in the middle of writing the entry: half a line, no newline.
+    let path = sb.state_dir().join("journal.jsonl");
+    let text = std::fs::read_to_string(&path).expect("journal");
+    std::fs::write(&path, &text[..text.len() / 2]).expect("cut");
+
+    db.insert(3, "running", 50 * MIN);
+    sb.heartbeat(3, secs(47 * MIN));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(db.status(3), "error");
+    let text = std::fs::read_to_string(&path).expect("journal");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(lines[0]).is_err(),
+        "the cut line stays cut"
+    );
+    let entry: serde_json::Value =
+        serde_json::from_str(lines[1]).expect("the new entry is a whole line of its own");
+    assert_eq!(entry["id"], 3);
+
+    // Readers skip the damaged line with a warning and use the rest.
+    let o = selfheal()
+        .args(["stats", "--format", "json", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("stats");
+    assert_exit(&o, 0);
+    let (_, summary) = json_lines(&o);
+    assert_eq!(summary["journal"]["entries"], 1);
+    assert_eq!(summary["journal"]["damaged_lines"], 1);
+    assert!(
+        summary["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("skipped 1 damaged line (line 1")),
+        "{summary}"
+    );
+    let o = selfheal()
+        .args(["stats", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("stats");
+    assert_exit(&o, 0);
+    assert!(
+        stderr(&o).contains("selfheal: warning: ") && stderr(&o).contains("damaged line"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_journal_that_cannot_be_opened_fails_with_exit_3_before_any_row_changes() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 50 * MIN);
+    sb.heartbeat(2, secs(47 * MIN));
+    // The state directory's path is taken by a file: unusable even for root.
+    std::fs::write(sb.state_dir(), "not a directory").expect("file");
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let before = db.bytes();
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 3);
+    let err = stderr(&o);
+    assert!(
+        err.contains(&sb.state_dir().display().to_string()) && err.contains("state directory"),
+        "{err}"
+    );
+    assert_eq!(db.status(2), "running");
+    assert_eq!(db.bytes(), before, "not a byte changed");
+}
+
+#[test]
+fn a_journal_write_that_fails_after_the_change_stops_the_run_with_exit_3() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for id in [2, 3] {
+        db.insert(id, "running", 50 * MIN);
+        sb.heartbeat(id, secs(47 * MIN));
+    }
+    // The journal opens but every write fails (ENOSPC), as on a full disk.
+    std::fs::create_dir(sb.state_dir()).expect("state dir");
+    std::os::unix::fs::symlink("/dev/full", sb.state_dir().join("journal.jsonl")).expect("symlink");
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 3);
+    assert!(
+        stdout(&o).contains("full-sync id=2: set status to 'error' (mark_dead)"),
+        "the change that was made is reported: {}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o)
+            .contains("row full-sync id=2 (now 'error') was changed but could not be journaled"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(db.status(2), "error", "the change itself is complete");
+    assert_eq!(
+        db.status(3),
+        "running",
+        "no further change without a journal entry"
+    );
+    let last = last_run(&sb);
+    assert_eq!(last["exit_status"], 3);
+    assert_eq!(last["changed"], 1);
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("could not be journaled")),
+        "{last}"
+    );
+}
+
+#[test]
+fn dry_runs_leave_no_journal_and_no_last_run() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 50 * MIN);
+    sb.heartbeat(2, secs(47 * MIN));
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    for args in [
+        &["--dry-run"][..],
+        &["--explain"],
+        &["--dry-run", "--format", "json"],
+    ] {
+        let o = check(&cfg, args);
+        assert_exit(&o, 0);
+        assert!(!sb.state_dir().exists(), "{args:?}");
+    }
+    // Even where the directory exists already, nothing appears in it.
+    std::fs::create_dir(sb.state_dir()).expect("dir");
+    let o = check(&cfg, &["--dry-run"]);
+    assert_exit(&o, 0);
+    assert_eq!(
+        std::fs::read_dir(sb.state_dir()).expect("dir").count(),
+        0,
+        "no journal, no last-run.json, no temporary file"
+    );
+    assert_eq!(db.status(2), "running");
+}
+
+#[test]
+fn every_real_run_leaves_a_last_run_report() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 2 * 3600);
+    sb.heartbeat(1, secs(20));
+    db.insert(2, "running", 50 * MIN);
+    sb.heartbeat(2, secs(47 * MIN));
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    let last = last_run(&sb);
+    assert_eq!(last["exit_status"], 0);
+    assert_eq!(
+        (last["rows"].as_u64(), last["changed"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(last["dry_run"], false);
+    assert_eq!(last["error"], serde_json::Value::Null);
+    assert!(last["duration_ms"].as_u64().is_some(), "{last}");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(last["time"].as_str().unwrap_or("")).is_ok(),
+        "{last}"
+    );
+    assert_eq!(
+        last["per_watch"],
+        serde_json::json!([{"watch": "full-sync", "rows": 2, "changed": 1, "attention": 0,
+                            "lost_race": 0, "skipped": null}])
+    );
+    let first = last["time"].clone();
+
+    // A run that changes nothing replaces it too: monitoring sees every run.
+    std::thread::sleep(Duration::from_millis(1100));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let last = last_run(&sb);
+    assert_eq!(last["changed"], 0);
+    assert_ne!(last["time"], first);
+    let names: Vec<String> = std::fs::read_dir(sb.state_dir())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, ["journal.jsonl", "last-run.json"]);
+
+    // A failed run says so in the report.
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch("").replace("sync_log", "no_such_table"),
+    );
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 3);
+    let last = last_run(&sb);
+    assert_eq!(last["exit_status"], 3);
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no_such_table")),
+        "{last}"
+    );
+}
+
+#[test]
+fn an_unusable_state_dir_is_a_warning_when_nothing_needs_the_journal() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 2 * 3600);
+    sb.heartbeat(1, secs(20));
+    std::fs::write(sb.state_dir(), "not a directory").expect("file");
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let err = stderr(&o);
+    assert!(
+        err.contains("selfheal: warning: cannot write the last-run report")
+            && err.contains("fix run.state_dir"),
+        "{err}"
+    );
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (_, summary) = json_lines(&o);
+    assert!(
+        summary["warnings"].as_array().is_some_and(|w| w
+            .iter()
+            .any(|x| x.as_str().is_some_and(|s| s.contains("last-run report")))),
+        "{summary}"
+    );
+}
