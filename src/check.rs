@@ -169,6 +169,10 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         Some(crate::runlock::acquire(&cfg.run.lock_file)?)
     };
     let mut store = store::open(db, opts.dry_run)?;
+    for note in store.notes() {
+        summary.warnings.push(note.clone());
+        rep.warning(&note);
+    }
     let host = Host::current();
     let clocks = Clocks {
         db: store.clock()?,

@@ -15,6 +15,7 @@ pub mod decide;
 pub mod demo;
 pub mod error;
 pub mod journal;
+pub mod mycnf;
 pub mod probe;
 pub mod report;
 pub mod runlock;

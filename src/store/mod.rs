@@ -7,6 +7,7 @@
 //! value selfheal observed (SPEC §6). Values are always bound parameters; identifiers are
 //! validated [`Ident`](crate::config::Ident)s.
 
+pub mod credentials;
 pub mod mysql;
 pub mod sqlite;
 
@@ -131,6 +132,12 @@ pub enum CasOutcome {
 pub trait Store {
     /// `"mysql"`/`"mariadb"`/`"sqlite"` and a version.
     fn describe_server(&mut self) -> Result<String>;
+    /// What was connected to and how (never a password), for `doctor` and messages.
+    fn connection(&self) -> String;
+    /// Things an operator should know about the connection (an option file skipped, …).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The database clock, read once per run.
     fn clock(&mut self) -> Result<DbClock>;
     /// Checks that the table and every configured column exist.

@@ -11,18 +11,19 @@ use std::time::Duration;
 
 use mysql::consts::{CapabilityFlags, ColumnType};
 use mysql::prelude::Queryable;
-use mysql::{Conn, Opts, OptsBuilder, Value};
+use mysql::{Conn, Value};
 
+use super::credentials::{self, Credentials, Inputs};
 use super::{CasOutcome, Change, Ended, RunningRow, Schema, SqlValue, Store, TimeValue};
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
 use crate::error::{Error, Result};
 
-/// Where the connection's credentials come from, for messages (never the password).
 pub struct MysqlStore {
     conn: Conn,
     /// The URL without any password, for messages.
     label: String,
+    creds: Credentials,
     tz: Option<chrono_tz::Tz>,
 }
 
@@ -31,68 +32,33 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one read or write on the socket may take.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The password from `password_file` or `$SELFHEAL_DB_PASSWORD`, if any.
-fn password(db: &Database) -> Result<Option<String>> {
-    if let Some(p) = &db.password_file {
-        let text = std::fs::read_to_string(p).map_err(|e| {
-            Error::config(
-                &crate::error::Origin::File(p.clone()),
-                "database.password_file",
-                format!("cannot read the password file: {e}"),
-            )
-        })?;
-        return Ok(Some(text.lines().next().unwrap_or("").to_string()));
-    }
-    match std::env::var("SELFHEAL_DB_PASSWORD") {
-        Ok(p) => Ok(Some(p)),
-        Err(_) => Ok(None),
-    }
-}
-
-/// The login name of the user selfheal runs as: what the mysql client sends when no user
-/// is given (the crate itself would send an empty name and be refused).
-fn os_user() -> Option<String> {
-    nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-}
-
 impl MysqlStore {
+    /// Connects with the settings [`credentials::resolve`] finds. A failure names the URL
+    /// (without password), the user, where the password came from and the socket or host,
+    /// never the password itself.
     pub fn connect(db: &Database) -> Result<Self> {
         let DbUrl::Mysql(url) = &db.url else {
             return Err(Error::Usage("not a MySQL URL".into()));
         };
         let label = redact_url(url);
-        if db.defaults_file.is_some() {
-            return Err(Error::config(
-                &crate::error::Origin::CommandLine,
-                "database.defaults_file",
-                "reading MySQL option files is not available in this build; use \
-                 password_file or $SELFHEAL_DB_PASSWORD",
-            ));
-        }
-        let opts = Opts::from_url(url).map_err(|e| Error::database(&label, e))?;
-        let mut b = OptsBuilder::from_opts(opts.clone());
-        if opts.get_user().is_none_or(str::is_empty) {
-            b = b.user(os_user());
-        }
-        if opts.get_pass().is_none()
-            && let Some(p) = password(db)?
-        {
-            b = b.pass(Some(p));
-        }
-        let b = b
+        let creds = credentials::resolve(db, &Inputs::from_env())?;
+        let b = creds
+            .builder()?
             .tcp_connect_timeout(Some(CONNECT_TIMEOUT))
             .read_timeout(Some(IO_TIMEOUT))
             .write_timeout(Some(IO_TIMEOUT))
             .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
             .init(vec!["SET SESSION innodb_lock_wait_timeout = 10"]);
-        let conn =
-            Conn::new(b).map_err(|e| Error::database(format!("cannot connect to {label}"), e))?;
+        let conn = Conn::new(b).map_err(|e| {
+            Error::database(
+                format!("cannot connect to {label} ({})", creds.describe()),
+                e,
+            )
+        })?;
         Ok(MysqlStore {
             conn,
             label,
+            creds,
             tz: db.timezone,
         })
     }
@@ -208,6 +174,14 @@ impl Store for MysqlStore {
             "mysql"
         };
         Ok(format!("{kind} {v}"))
+    }
+
+    fn connection(&self) -> String {
+        format!("{} ({})", self.label, self.creds.describe())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.creds.notes.clone()
     }
 
     fn clock(&mut self) -> Result<DbClock> {

@@ -121,6 +121,10 @@ impl Store for SqliteStore {
         Ok(format!("sqlite {}", rusqlite::version()))
     }
 
+    fn connection(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+
     fn clock(&mut self) -> Result<DbClock> {
         let (naive, epoch): (String, i64) = self
             .conn
