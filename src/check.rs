@@ -20,7 +20,7 @@ use crate::decide::{
 use crate::error::{Error, Result, exit};
 use crate::journal::Journal;
 use crate::probe::{self, Host, LockTable};
-use crate::report::{Reporter, RowReport, Summary, WatchInfo, cut, message, row_json};
+use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchStats, cut, message, row_json};
 use crate::store::{self, CasOutcome, Change, RunningRow, Schema, Store};
 
 /// How a check runs.
@@ -72,6 +72,21 @@ fn epoch(t: SystemTime) -> i64 {
         Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
     }
+}
+
+/// The database clock minus the host clock, in seconds (one measurement, shared by
+/// `check` and `doctor`).
+pub fn clock_skew(db: &DbClock, host_now: SystemTime) -> i64 {
+    db.now_epoch - epoch(host_now)
+}
+
+/// "the database clock is 5s ahead of the host clock (tolerance 60s)".
+pub fn skew_text(skew: i64, tolerance_s: u64) -> String {
+    format!(
+        "the database clock is {}s {} the host clock (tolerance {tolerance_s}s)",
+        skew.abs(),
+        if skew >= 0 { "ahead of" } else { "behind" },
+    )
 }
 
 /// Gathers the evidence for one row. `locks` is a snapshot of `/proc/locks` (or `None`
@@ -150,23 +165,54 @@ struct Judged {
     plan: Plan,
 }
 
-/// Runs a check over every watch of `cfg`.
+/// Runs a check over every watch of `cfg`. A real run (not a dry run) holds selfheal's run
+/// lock throughout and, with `run.metrics_file`, rewrites the metrics while still holding
+/// it — also after a failure, so that a stale "last success" tells on it. A run that did
+/// not get the run lock writes nothing at all.
 pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<Summary> {
-    let mut summary = Summary {
-        dry_run: opts.dry_run,
-        ..Summary::default()
-    };
     if cfg.watches.is_empty() {
+        let summary = Summary {
+            dry_run: opts.dry_run,
+            ..Summary::default()
+        };
         rep.finish(&summary);
         return Ok(summary);
     }
     let Some(db) = &cfg.database else {
         return Err(Error::Usage("no [database] configured".into()));
     };
-    let _run_lock = if opts.dry_run {
-        None
-    } else {
-        Some(crate::runlock::acquire(&cfg.run.lock_file)?)
+    if opts.dry_run {
+        return run_locked(cfg, db, opts, rep);
+    }
+    let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
+    let started = SystemTime::now();
+    let t0 = std::time::Instant::now();
+    let result = run_locked(cfg, db, opts, rep);
+    if let Some(path) = &cfg.run.metrics_file {
+        let code = match &result {
+            Ok(s) => exit_code(s),
+            Err(e) => e.exit_code(),
+        };
+        let run = crate::metrics::Run {
+            summary: result.as_ref().ok(),
+            exit_status: code,
+            started,
+            duration: t0.elapsed(),
+        };
+        crate::metrics::update(path, cfg, &Host::current(), &run)?;
+    }
+    result
+}
+
+fn run_locked(
+    cfg: &Config,
+    db: &crate::config::Database,
+    opts: &CheckOptions,
+    rep: &mut dyn Reporter,
+) -> Result<Summary> {
+    let mut summary = Summary {
+        dry_run: opts.dry_run,
+        ..Summary::default()
     };
     let mut store = store::open(db, opts.dry_run)?;
     for note in store.notes() {
@@ -178,15 +224,13 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         db: store.clock()?,
         tz: db.timezone,
     };
-    let skew = clocks.db.now_epoch - epoch(SystemTime::now());
+    let skew = clock_skew(&clocks.db, SystemTime::now());
     summary.clock_skew_s = Some(skew);
     if skew.unsigned_abs() > cfg.run.clock_tolerance.as_secs() {
         summary.clock_skew_exceeded = true;
         let msg = format!(
-            "the database clock is {}s {} the host clock (tolerance {}s){}",
-            skew.abs(),
-            if skew > 0 { "ahead of" } else { "behind" },
-            cfg.run.clock_tolerance.as_secs(),
+            "{}{}",
+            skew_text(skew, cfg.run.clock_tolerance.as_secs()),
             if opts.force {
                 "; --force: acting on all evidence anyway"
             } else {
@@ -222,13 +266,21 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             rep.watch(&info);
             continue;
         }
+        let watch_t0 = std::time::Instant::now();
+        let mut stats = WatchStats {
+            name: w.name.clone(),
+            ..WatchStats::default()
+        };
         if !opts.dry_run && !store.try_watch_lock(w)? {
             info.skipped =
                 Some("another selfheal run (on this or another host) is checking it".into());
             summary.busy_watches.push(w.name.clone());
+            stats.duration = watch_t0.elapsed();
+            summary.per_watch.push(stats);
             rep.watch(&info);
             continue;
         }
+        stats.checked = true;
         rep.watch(&info);
         summary.watches_checked += 1;
         let Some(schema) = schemas.remove(w.name.as_str()) else {
@@ -287,6 +339,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             summary.warnings.push(msg.clone());
             rep.warning(&msg);
             summary.breaker_tripped.push(w.name.clone());
+            stats.breaker_tripped = true;
             if !opts.force {
                 hold = hold.or(Some(Hold::Breaker));
             }
@@ -342,8 +395,11 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             if report.attention() {
                 summary.attention += 1;
             }
+            stats.count(&report);
             rep.row(&report);
         }
+        stats.duration = watch_t0.elapsed();
+        summary.per_watch.push(stats);
     }
     rep.finish(&summary);
     Ok(summary)

@@ -7,7 +7,9 @@ use std::io::Write;
 use serde_json::json;
 
 use crate::config::fmt_duration;
-use crate::decide::{Action, Decision, Evidence, Heartbeat, Lock, Owner, Plan, Thresholds};
+use crate::decide::{
+    Action, Decision, Evidence, Heartbeat, Lock, Owner, Plan, Thresholds, Verdict,
+};
 use crate::store::SqlValue;
 
 /// Everything about one running row.
@@ -53,9 +55,60 @@ pub struct WatchInfo {
     pub skipped: Option<String>,
 }
 
+/// What one run did for one watch (for metrics). Only watches of this host appear.
+#[derive(Debug, Clone, Default)]
+pub struct WatchStats {
+    pub name: String,
+    /// False when another run held the watch's advisory lock: nothing was judged.
+    pub checked: bool,
+    /// Running rows by verdict.
+    pub verdicts: Vec<(Verdict, usize)>,
+    /// Applied changes (and lost races) by action.
+    pub actions: Vec<(Action, usize)>,
+    pub attention: usize,
+    pub breaker_tripped: bool,
+    pub duration: std::time::Duration,
+}
+
+impl WatchStats {
+    fn bump<K: PartialEq>(v: &mut Vec<(K, usize)>, k: K) {
+        match v.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, n)) => *n += 1,
+            None => v.push((k, 1)),
+        }
+    }
+
+    /// Counts one reported row.
+    pub fn count(&mut self, r: &RowReport) {
+        Self::bump(&mut self.verdicts, r.decision.verdict);
+        if r.applied || r.action == Action::LostRace {
+            Self::bump(&mut self.actions, r.action);
+        }
+        if r.attention() {
+            self.attention += 1;
+        }
+    }
+
+    pub fn verdict_count(&self, v: Verdict) -> usize {
+        self.verdicts
+            .iter()
+            .find(|(x, _)| *x == v)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    pub fn action_count(&self, a: Action) -> usize {
+        self.actions
+            .iter()
+            .find(|(x, _)| *x == a)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
 /// The end of a run.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
+    /// Per watch of this host, in configuration order.
+    pub per_watch: Vec<WatchStats>,
     pub rows: usize,
     pub changed: usize,
     pub attention: usize,

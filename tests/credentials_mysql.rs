@@ -152,6 +152,25 @@ fn a_password_from_each_source_logs_in() {
             stdout(&o)
         );
         assert_eq!(stderr(&o), "", "{}", src.name);
+        // doctor says where each setting came from, never the password.
+        let o = run(&sb, &src, &["doctor"]);
+        assert_exit(&o, 0);
+        let db_line = stdout(&o)
+            .lines()
+            .find(|l| l.starts_with("✓ database: "))
+            .map(str::to_string)
+            .unwrap_or_default();
+        assert!(
+            db_line.contains(&format!("user {user} (from ")),
+            "{}: {db_line}",
+            src.name
+        );
+        assert!(
+            db_line.contains("a password from "),
+            "{}: {db_line}",
+            src.name
+        );
+        assert!(!stdout(&o).contains(PW), "{}", src.name);
     }
 }
 
@@ -162,7 +181,11 @@ fn a_wrong_password_from_each_source_is_refused_and_never_shown() {
     let user = db.create_user(PW);
     let sb = Sandbox::new();
     for src in sources(&sb, &db, &user, WRONG) {
-        for args in [&["check"][..], &["check", "--explain", "--format", "json"]] {
+        for args in [
+            &["check"][..],
+            &["check", "--explain", "--format", "json"],
+            &["doctor"],
+        ] {
             let o = run(&sb, &src, args);
             assert_exit(&o, 3);
             let all = format!("{}{}", stdout(&o), stderr(&o));

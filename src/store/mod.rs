@@ -144,6 +144,16 @@ pub trait Store {
     fn schema(&mut self, w: &Watch) -> Result<Schema>;
     /// Every row in the running state, ordered by id.
     fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>>;
+    /// How the database finds running rows: the plan of the very `SELECT` that
+    /// [`Store::running_rows`] runs (for `doctor`).
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
+    /// The session's time zone, in words (for `doctor`).
+    fn session_time_zone(&mut self) -> Result<String>;
+    /// Doctor's own history read: runtimes in seconds of the most recent `limit` finished
+    /// rows that selfheal did not mark (status not running; both times set; without
+    /// selfheal's message, or — with no message column — not in a status selfheal writes).
+    /// Named for doctor on purpose: to be unified with `check`'s history function.
+    fn recent_runtimes_for_doctor(&mut self, w: &Watch, limit: u32) -> Result<Vec<u64>>;
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;
@@ -163,6 +173,93 @@ pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
         )?)),
         DbUrl::Mysql(_) => Ok(Box::new(mysql::MysqlStore::connect(db)?)),
     }
+}
+
+/// How a database reads the running rows of a watch.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScanPlan {
+    /// The index used to find running rows, if any.
+    pub index: Option<String>,
+    /// Indexes the database could have used (MySQL `possible_keys`).
+    pub candidates: Vec<String>,
+    /// Rows the database expects to examine (MySQL), when it says.
+    pub rows: Option<u64>,
+    /// The plan in the database's own words.
+    pub detail: String,
+}
+
+/// The `SELECT` of running rows both adapters run (and `doctor` explains): quoting and
+/// the placeholder differ per database.
+pub(crate) fn running_sql(w: &Watch, q: char, placeholder: &str) -> String {
+    format!(
+        "SELECT {} FROM {} WHERE {} = {placeholder} ORDER BY {}",
+        select_columns(w)
+            .iter()
+            .map(|c| c.quoted(q))
+            .collect::<Vec<_>>()
+            .join(", "),
+        w.table.quoted(q),
+        w.status_column.quoted(q),
+        w.id_column.quoted(q),
+    )
+}
+
+/// Doctor's history `SELECT` (see [`Store::recent_runtimes_for_doctor`]) and its bound
+/// values; `None` without an `ended_column`. Reads backwards along the id, so a
+/// multi-million-row table costs `limit` rows, not a scan.
+pub(crate) fn history_sql(w: &Watch, q: char, limit: u32) -> Option<(String, Vec<SqlValue>)> {
+    let ended = w.ended_column.as_ref()?;
+    let mut params = vec![SqlValue::Text(w.running_value.clone())];
+    let mut cond = vec![
+        format!("{} <> ?", w.status_column.quoted(q)),
+        format!("{} IS NOT NULL", w.started_column.quoted(q)),
+        format!("{} IS NOT NULL", ended.quoted(q)),
+    ];
+    match &w.message_column {
+        Some(m) => {
+            cond.push(format!(
+                "({0} IS NULL OR {0} NOT LIKE 'self-heal:%')",
+                m.quoted(q)
+            ));
+        }
+        None => {
+            let mut ours = vec![w.dead_value.clone()];
+            ours.extend(w.manual_value.clone());
+            ours.extend(w.retry.as_ref().map(|r| r.value.clone()));
+            cond.push(format!(
+                "{} NOT IN ({})",
+                w.status_column.quoted(q),
+                vec!["?"; ours.len()].join(", ")
+            ));
+            params.extend(ours.into_iter().map(SqlValue::Text));
+        }
+    }
+    Some((
+        format!(
+            "SELECT {}, {} FROM {} WHERE {} ORDER BY {} DESC LIMIT {limit}",
+            w.started_column.quoted(q),
+            ended.quoted(q),
+            w.table.quoted(q),
+            cond.join(" AND "),
+            w.id_column.quoted(q),
+        ),
+        params,
+    ))
+}
+
+/// Seconds from `start` to `end` when both are the same kind of time; `None` otherwise or
+/// when negative.
+pub(crate) fn runtime(start: &TimeValue, end: &TimeValue) -> Option<u64> {
+    use Stamp::*;
+    let secs = match (
+        start.stamp.as_ref().ok()?.as_ref()?,
+        end.stamp.as_ref().ok()?.as_ref()?,
+    ) {
+        (Epoch(a), Epoch(b)) => b - a,
+        (Naive(a) | Session(a), Naive(b) | Session(b)) => (*b - *a).num_seconds(),
+        _ => return None,
+    };
+    u64::try_from(secs).ok()
 }
 
 /// The column list every adapter selects, in order.

@@ -14,7 +14,7 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, Value};
 
 use super::credentials::{self, Credentials, Inputs};
-use super::{CasOutcome, Change, Ended, RunningRow, Schema, SqlValue, Store, TimeValue};
+use super::{CasOutcome, Change, Ended, RunningRow, ScanPlan, Schema, SqlValue, Store, TimeValue};
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
 use crate::error::{Error, Result};
@@ -305,17 +305,7 @@ impl Store for MysqlStore {
     }
 
     fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
-        let cols = super::select_columns(w);
-        let sql = format!(
-            "SELECT {} FROM {} WHERE {} = ? ORDER BY {}",
-            cols.iter()
-                .map(|c| c.quoted('`'))
-                .collect::<Vec<_>>()
-                .join(", "),
-            w.table.quoted('`'),
-            w.status_column.quoted('`'),
-            w.id_column.quoted('`'),
-        );
+        let sql = super::running_sql(w, '`', "?");
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading running rows of {}", w.table), e)
@@ -362,6 +352,100 @@ impl Store for MysqlStore {
                 owner,
                 attempts,
             });
+        }
+        Ok(out)
+    }
+
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
+        let sql = format!("EXPLAIN {}", super::running_sql(w, '`', "?"));
+        let rows: Vec<mysql::Row> = self
+            .conn
+            .exec(&sql, (w.running_value.as_str(),))
+            .map_err(|e| self.err("EXPLAIN of the running-rows query", e))?;
+        let text = |r: &mysql::Row, col: &str| -> Option<String> {
+            match r.get_opt::<Value, _>(col)?.ok()? {
+                Value::NULL => None,
+                v => Some(from_value(v).to_string()),
+            }
+        };
+        let table = w.table.name();
+        let row = rows
+            .iter()
+            .find(|r| text(r, "table").as_deref() == Some(table))
+            .or(rows.first())
+            .ok_or_else(|| self.err("EXPLAIN of the running-rows query", "no plan"))?;
+        // `ALL` reads the table, `index` the whole of an index (e.g. PRIMARY for the ORDER
+        // BY): both are full scans whatever `key` says.
+        let access = text(row, "type").unwrap_or_default();
+        let full_scan = access.eq_ignore_ascii_case("ALL") || access.eq_ignore_ascii_case("index");
+        let index = text(row, "key").filter(|_| !full_scan);
+        let candidates = text(row, "possible_keys")
+            .map(|k| k.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default();
+        let rows_estimate = text(row, "rows").and_then(|r| r.parse().ok());
+        let detail = format!(
+            "EXPLAIN: type {access}, key {}, rows {}{}",
+            text(row, "key").as_deref().unwrap_or("NULL"),
+            rows_estimate.map_or("?".into(), |r: u64| r.to_string()),
+            text(row, "Extra")
+                .filter(|e| !e.is_empty())
+                .map(|e| format!(", {e}"))
+                .unwrap_or_default()
+        );
+        Ok(ScanPlan {
+            index,
+            candidates,
+            rows: rows_estimate,
+            detail,
+        })
+    }
+
+    fn session_time_zone(&mut self) -> Result<String> {
+        let row: Option<(String, String, String)> = self
+            .conn
+            .query_first(
+                "SELECT @@session.time_zone, @@system_time_zone, \
+                 TIME_FORMAT(TIMEDIFF(NOW(), UTC_TIMESTAMP()), '%H:%i')",
+            )
+            .map_err(|e| self.err("reading the session time zone", e))?;
+        let Some((session, system, offset)) = row else {
+            return Err(self.err("reading the session time zone", "no row"));
+        };
+        let offset = if offset.starts_with('-') {
+            offset
+        } else {
+            format!("+{offset}")
+        };
+        Ok(if session.eq_ignore_ascii_case("SYSTEM") {
+            format!("SYSTEM (the server's {system}), UTC{offset} now")
+        } else {
+            format!("{session}, UTC{offset} now")
+        })
+    }
+
+    fn recent_runtimes_for_doctor(&mut self, w: &Watch, limit: u32) -> Result<Vec<u64>> {
+        let Some((sql, params)) = super::history_sql(w, '`', limit) else {
+            return Ok(Vec::new());
+        };
+        let params: Vec<Value> = params.iter().map(to_value).collect();
+        let label = self.label.clone();
+        let ctx = |e: mysql::Error| {
+            Error::database(format!("{label}: reading finished rows of {}", w.table), e)
+        };
+        let mut out = Vec::new();
+        for row in self.conn.exec_iter(&sql, params).map_err(ctx)? {
+            let row = row.map_err(ctx)?;
+            let types: Vec<ColumnType> =
+                row.columns_ref().iter().map(|c| c.column_type()).collect();
+            let mut vals = row.unwrap().into_iter().zip(types);
+            if let (Some((s, st)), Some((e, et))) = (vals.next(), vals.next())
+                && let Some(secs) = super::runtime(
+                    &time_value(from_value(s), st),
+                    &time_value(from_value(e), et),
+                )
+            {
+                out.push(secs);
+            }
         }
         Ok(out)
     }

@@ -41,6 +41,27 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Runs the binary as `nobody` (root only: CI runs as root; elsewhere it is skipped, and in
+/// CI a non-root run fails instead of passing silently).
+pub fn as_nobody() -> Option<Command> {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("SKIPPED: needs root to switch to an unprivileged user");
+        return None;
+    }
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin())
+        .env_remove("SELFHEAL_CONFIG")
+        .env_remove("SELFHEAL_DB_PASSWORD")
+        .env("HOME", "/nonexistent")
+        .env("LC_ALL", "C");
+    Some(c)
+}
+
 /// Asserts the exact exit status, printing both streams when it differs.
 #[track_caller]
 pub fn assert_exit(o: &Output, code: i32) {
