@@ -31,7 +31,8 @@ fn mentions(text: &str, word: &str) -> bool {
         let after = text[i + word.len()..].chars().next();
         let part =
             |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        !part(after) && !(word.starts_with(|c: char| c.is_ascii_alphanumeric()) && part(before))
+        let starts_plain = word.starts_with(|c: char| c.is_ascii_alphanumeric());
+        !(part(after) || starts_plain && part(before))
     })
 }
 
