@@ -266,3 +266,26 @@ fn unusable_files() {
         set.notes
     );
 }
+
+#[test]
+fn arbitrary_text_never_panics() {
+    // A cheap stand-in for a fuzzer: lines built from the characters the grammar cares
+    // about, multibyte ones included, in a fixed pseudo-random sequence.
+    let alphabet: Vec<char> = "[]!=#;'\"\\ \tabc_-é密\r".chars().collect();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..5_000 {
+        let mut text = String::new();
+        for _ in 0..(x % 7) {
+            for _ in 0..(x % 23) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                text.push(alphabet[(x % alphabet.len() as u64) as usize]);
+            }
+            text.push('\n');
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        }
+        let _ = parse(&text);
+        let _ = parse(&format!("[client]\n{text}"));
+    }
+}
