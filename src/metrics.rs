@@ -227,8 +227,14 @@ fn epoch_s(t: SystemTime) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The new samples from the previous ones and this run. Pure.
-pub fn samples(prev: &[Sample], watches: &[String], run: &Run<'_>) -> Vec<Sample> {
+/// The new samples from the previous ones and this run. `watches`: every watch of this
+/// host in the configuration; `selected`: those this run set out to check. Pure.
+pub fn samples(
+    prev: &[Sample],
+    watches: &[String],
+    selected: &[String],
+    run: &Run<'_>,
+) -> Vec<Sample> {
     let prev_of = |family: &str, watch: &str, extra: Option<(&str, &str)>| -> f64 {
         prev.iter()
             .find(|s| {
@@ -244,7 +250,7 @@ pub fn samples(prev: &[Sample], watches: &[String], run: &Run<'_>) -> Vec<Sample
     // no longer configured are dropped.
     let reached: Vec<&str> = match run.summary {
         Some(s) => s.per_watch.iter().map(|w| w.name.as_str()).collect(),
-        None => watches.iter().map(String::as_str).collect(),
+        None => selected.iter().map(String::as_str).collect(),
     };
     for w in watches {
         if !reached.contains(&w.as_str()) {
@@ -421,13 +427,20 @@ pub fn update(path: &Path, cfg: &Config, host: &Host, run: &Run<'_>) -> Result<(
             ));
         }
     };
+    let here = |h: &Option<String>| h.as_ref().is_none_or(|h| host.is_me(h));
     let watches: Vec<String> = cfg
+        .all_watches
+        .iter()
+        .filter(|(_, h)| here(h))
+        .map(|(n, _)| n.clone())
+        .collect();
+    let selected: Vec<String> = cfg
         .watches
         .iter()
-        .filter(|w| w.host.as_ref().is_none_or(|h| host.is_me(h)))
+        .filter(|w| here(&w.host))
         .map(|w| w.name.clone())
         .collect();
-    write_atomic(path, &render(&samples(&prev, &watches, run)))
+    write_atomic(path, &render(&samples(&prev, &watches, &selected, run)))
 }
 
 #[cfg(test)]
@@ -472,7 +485,7 @@ mod tests {
             started: at(1_000),
             duration: Duration::from_millis(30),
         };
-        let text1 = render(&samples(&[], &watches, &run1));
+        let text1 = render(&samples(&[], &watches, &watches, &run1));
         let first = parse(&text1);
         assert_eq!(
             value(
@@ -524,7 +537,7 @@ mod tests {
             started: at(2_000),
             duration: Duration::from_millis(30),
         };
-        let second = parse(&render(&samples(&first, &watches, &run2)));
+        let second = parse(&render(&samples(&first, &watches, &["a".into()], &run2)));
         let changes = |s: &[Sample], w| {
             value(
                 s,
@@ -554,7 +567,18 @@ mod tests {
             started: at(3_000),
             duration: Duration::from_millis(5_000),
         };
-        let third = parse(&render(&samples(&second, &watches, &run3)));
+        // A failed run of watch a only: b is left as it was.
+        let third = parse(&render(&samples(&second, &watches, &["a".into()], &run3)));
+        assert_eq!(
+            value(&third, "selfheal_last_run_success", &[("watch", "b")]),
+            Some(1.0)
+        );
+        // A failed run of both.
+        let third = parse(&render(&samples(&third, &watches, &watches, &run3)));
+        assert_eq!(
+            value(&third, "selfheal_last_run_success", &[("watch", "b")]),
+            Some(0.0)
+        );
         assert_eq!(value(&third, "selfheal_rows", &[("watch", "a")]), None);
         assert_eq!(
             value(&third, "selfheal_last_run_success", &[("watch", "a")]),
@@ -584,7 +608,7 @@ mod tests {
 
         // A watch removed from the configuration disappears.
         let only_a = vec!["a".to_string()];
-        let fourth = samples(&third, &only_a, &run3);
+        let fourth = samples(&third, &only_a, &only_a, &run3);
         assert!(fourth.iter().all(|s| s.label("watch") != Some("b")));
     }
 

@@ -350,3 +350,38 @@ fn node_exporter_reads_the_file() {
         "{body}"
     );
 }
+
+#[test]
+fn a_run_of_one_watch_keeps_the_other_watches_lines() {
+    let (sb, db, _cfg, prom) = setup();
+    let second = sb
+        .watch("")
+        .replace("name = \"full-sync\"", "name = \"nightly\"");
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        &format!("metrics_file = \"{}\"", prom.display()),
+        &format!("{}\n\n[[watch]]\n{second}", sb.watch("")),
+    );
+    let o = check(&cfg, &["--watch", "nightly"]);
+    assert_exit(&o, 0);
+    let first = std::fs::read_to_string(&prom).expect("metrics");
+    assert!(first.contains("watch=\"nightly\""), "{first}");
+    assert!(
+        !first.contains("watch=\"full-sync\""),
+        "not run yet: {first}"
+    );
+    std::thread::sleep(Duration::from_millis(1_100));
+    let o = check(&cfg, &["--watch", "full-sync"]);
+    assert_exit(&o, 0);
+    let text = std::fs::read_to_string(&prom).expect("metrics");
+    let key = "selfheal_last_run_timestamp_seconds{watch=\"nightly\"}";
+    assert_eq!(value(&text, key), value(&first, key), "kept as it was");
+    assert_eq!(
+        value(
+            &text,
+            "selfheal_changes_total{watch=\"nightly\",action=\"mark_dead\"}"
+        ),
+        Some(1.0)
+    );
+    assert!(text.contains("watch=\"full-sync\""), "{text}");
+}

@@ -293,7 +293,11 @@ pub struct Config {
     /// `None` when no watch needs a database (a config with no watches).
     pub database: Option<Database>,
     pub run: Run,
+    /// The watches to check (all, or those `--watch` selected).
     pub watches: Vec<Watch>,
+    /// Every watch the file names, selected or not, with its `host`: so that the metrics
+    /// of a watch another `--watch` run checked are kept, and those of a removed one go.
+    pub all_watches: Vec<(String, Option<String>)>,
 }
 
 /// Where to look for the configuration file.
@@ -443,6 +447,10 @@ fn build(
             ));
         }
     }
+    let all_watches: Vec<(String, Option<String>)> = watches
+        .iter()
+        .map(|(w, _)| (w.name.clone().unwrap_or_default(), w.host.clone()))
+        .collect();
     if !only.is_empty() {
         for name in only {
             if !watches.iter().any(|(w, _)| w.name.as_deref() == Some(name)) {
@@ -585,6 +593,13 @@ fn build(
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
+        },
+        all_watches: if all_watches.is_empty() {
+            out.iter()
+                .map(|w| (w.name.clone(), w.host.clone()))
+                .collect()
+        } else {
+            all_watches
         },
         watches: out,
     })
