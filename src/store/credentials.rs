@@ -123,8 +123,10 @@ pub struct Credentials {
     pub socket: Option<Setting<String>>,
     /// The option file read, if any, with the files it included.
     pub option_files: Vec<PathBuf>,
-    /// Option files skipped, and other things an operator should know.
+    /// Option files skipped: warned about on every run, as by the mysql client.
     pub notes: Vec<String>,
+    /// Where `password` was written without a value (so none is sent), for `describe`.
+    bare_password: Option<Source>,
 }
 
 impl fmt::Debug for Credentials {
@@ -146,9 +148,10 @@ impl Credentials {
             Some(u) => format!("user {} (from {})", u.value, u.source),
             None => "no user".into(),
         };
-        let pass = match &self.password {
-            Some(p) => format!("a password from {}", p.source),
-            None => "no password".into(),
+        let pass = match (&self.password, &self.bare_password) {
+            (Some(p), _) => format!("a password from {}", p.source),
+            (None, Some(s)) => format!("no password ({s} has `password` without a value)"),
+            (None, None) => "no password".into(),
         };
         let via = match &self.socket {
             Some(s) => format!("socket {} (from {})", s.value, s.source),
@@ -217,7 +220,7 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
         password = Some(set(p.clone(), Source::Env));
     }
 
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     let options = match &db.defaults_file {
         Some(f) => Some(mycnf::load(f).map_err(|e| {
             Error::config(
@@ -254,14 +257,13 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
             _ => None,
         })
         .or_else(|| inputs.os_user.clone().map(|u| set(u, Source::OsLogin)));
+    let mut bare_password = None;
     if password.is_none()
         && let Some((value, source)) = from_file("password")
     {
         match value {
             Some(p) => password = Some(set(p, source)),
-            None => notes.push(format!(
-                "{source}: password given without a value: connecting without a password"
-            )),
+            None => bare_password = Some(source),
         }
     }
     let host = match (host_given, from_file("host")) {
@@ -308,6 +310,7 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
         socket,
         option_files: options.map(|o| o.files).unwrap_or_default(),
         notes,
+        bare_password,
     })
 }
 
@@ -448,7 +451,18 @@ mod tests {
         let c =
             resolve(&db("mysql:///appdb", Some(&cnf), None), &inputs(dir.path())).expect("resolve");
         assert_eq!(pw(&c), None);
-        assert!(c.notes[0].contains("without a value"), "{:?}", c.notes);
+        assert!(
+            c.notes.is_empty(),
+            "not a warning on every run: {:?}",
+            c.notes
+        );
+        assert!(
+            c.describe().contains("no password (")
+                && c.describe()
+                    .contains("d.cnf:5 has `password` without a value"),
+            "{}",
+            c.describe()
+        );
     }
 
     #[test]
