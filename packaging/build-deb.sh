@@ -5,8 +5,8 @@
 #      against that glibc's symbol versions; rustls, bundled SQLite: no OpenSSL, no libsqlite3),
 #   3. checks the binary: highest GLIBC_ symbol version <= the baseline, and only the shared
 #      libraries that libc6 provides (what the hand-written Depends: promises),
-#   4. generates from that binary what the package ships besides it (shell completions) and
-#      the copyright file with the statically linked crates,
+#   4. generates from that binary the shell completions it prints, and the copyright file
+#      with the statically linked crates,
 #   5. `cargo deb --no-build`, and prints the package path on the last line of stdout.
 # Usage: packaging/build-deb.sh [--skip-tools]
 set -euo pipefail
@@ -54,12 +54,10 @@ rm -rf "$ASSETS"
 mkdir -p "$ASSETS/completions"
 
 # Shell completions, printed by the binary being packaged.
-if "$BIN" completions bash >/dev/null 2>&1; then
-  "$BIN" completions bash >"$ASSETS/completions/selfheal.bash"
-  "$BIN" completions zsh >"$ASSETS/completions/_selfheal"
-  "$BIN" completions fish >"$ASSETS/completions/selfheal.fish"
-  for f in "$ASSETS"/completions/*; do [ -s "$f" ] || die "empty completion script $f"; done
-fi
+"$BIN" completions bash >"$ASSETS/completions/selfheal.bash"
+"$BIN" completions zsh >"$ASSETS/completions/_selfheal"
+"$BIN" completions fish >"$ASSETS/completions/selfheal.fish"
+for f in "$ASSETS"/completions/*; do [ -s "$f" ] || die "empty completion script $f"; done
 
 # The copyright file, with every crate linked into the binary (no build scripts, no proc-macros).
 crates=$(cargo tree --locked --target "$TRIPLE" -e normal,no-proc-macro --prefix none \

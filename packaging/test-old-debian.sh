@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the .deb in a chroot of an older Debian release and runs it there: dpkg -i,
-# --version, the cron line with the shipped configuration (a quiet no-op), a real `check`
-# against a SQLite database as www-data that marks a dead row, then dpkg -P.
+# --version, the cron line with the shipped configuration (a quiet no-op), `doctor` and a
+# real `check` against a SQLite database as www-data that marks a dead row, then dpkg -P.
 #
 # The release is the oldest one this host's Debian mirror (taken from apt's configuration)
 # still serves, from $SELFHEAL_OLD_SUITES (default: "stretch buster bullseye"); older ones
@@ -105,6 +105,10 @@ max_age = "4h"
 ended_column = "end_time"
 message_column = "error_msg"
 TOML
+out=$(in_root runuser -u www-data -- sh -c 'cd / && selfheal doctor --config /var/lib/app/selfheal.toml' 2>&1) ||
+  fail "doctor in the chroot: exit $?: $out"
+printf '%s\n' "$out" | sed 's/^/  doctor| /'
+ok "doctor as www-data in $suite: exit 0"
 out=$(in_root runuser -u www-data -- sh -c 'cd / && selfheal check --config /var/lib/app/selfheal.toml' 2>&1) ||
   fail "check in the chroot: exit $?: $out"
 printf '%s\n' "$out" | sed 's/^/  check| /'

@@ -4,17 +4,23 @@
 use std::io::Write;
 
 use crate::check::{self, CheckOptions};
-use crate::cli::{CheckArgs, Cli, Command, Format, WatchFlags};
-use crate::config::{self, ConfigPath, Overrides, RawWatch};
-use crate::error::{Error, Result};
-use crate::report::{JsonReporter, Reporter, TextReporter};
+use crate::cli::{CheckArgs, Cli, Command, Format, Shell, WatchFlags};
+use crate::config::{self, Config, ConfigPath, Overrides, RawWatch};
+use crate::error::{Error, Result, exit};
+use crate::eventlog::{self, Event, EventLog, Severity};
+use crate::report::{JsonReporter, Reporter, RowReport, Summary, TextReporter, WatchInfo};
 
 /// Runs the command and returns the process exit status.
 pub fn run(cli: Cli) -> u8 {
     let result = match cli.command {
         Command::Check(args) => run_check(&args),
+        Command::Doctor(args) => Ok(crate::doctor::run(
+            args.config.as_deref(),
+            &mut std::io::stdout().lock(),
+        )),
         Command::Demo(args) => crate::demo::run(args.keep.as_deref(), &mut std::io::stdout()),
         Command::Stats(args) => crate::stats::run_command(&args),
+        Command::Completions(args) => completions(args.shell, &mut std::io::stdout().lock()),
     };
     match result {
         Ok(code) => code,
@@ -70,6 +76,59 @@ pub fn overrides(flags: &WatchFlags) -> Overrides {
     }
 }
 
+/// Writes the completion script for `shell` (the packaging calls this).
+pub fn completions(shell: Shell, out: &mut dyn Write) -> Result<u8> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let name = cmd.get_name().to_string();
+    match shell {
+        Shell::Bash => clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, name, out),
+        Shell::Zsh => clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, name, out),
+        Shell::Fish => clap_complete::generate(clap_complete::Shell::Fish, &mut cmd, name, out),
+    }
+    Ok(exit::OK)
+}
+
+/// Passes everything to the reporter and, with `--log`, sends changes, rows that need a
+/// person and warnings to the log too.
+struct Logged<'a> {
+    inner: &'a mut dyn Reporter,
+    log: &'a mut EventLog,
+    cfg: &'a Config,
+}
+
+impl Reporter for Logged<'_> {
+    fn watch(&mut self, w: &WatchInfo) {
+        self.inner.watch(w);
+    }
+
+    fn row(&mut self, r: &RowReport) {
+        let running = self
+            .cfg
+            .watches
+            .iter()
+            .find(|w| w.name == r.watch)
+            .map_or("running", |w| w.running_value.as_str());
+        if let Some(e) = eventlog::row_event(r, running) {
+            self.log.send(&e);
+        }
+        self.inner.row(r);
+    }
+
+    fn warning(&mut self, msg: &str) {
+        self.log.send(&Event {
+            severity: Severity::Warning,
+            message: format!("warning: {msg}"),
+            fields: Vec::new(),
+        });
+        self.inner.warning(msg);
+    }
+
+    fn finish(&mut self, s: &Summary) {
+        self.inner.finish(s);
+    }
+}
+
 fn run_check(args: &CheckArgs) -> Result<u8> {
     let path = ConfigPath::resolve(args.config.as_deref());
     let cfg = config::load(&path, &overrides(&args.watch), &args.watches)?;
@@ -78,23 +137,58 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
         force: args.force,
     };
     let stdout = std::io::stdout().lock();
-    let summary = match args.format {
-        Format::Json => {
-            let mut rep = JsonReporter {
+    let mut json;
+    let mut text;
+    let mut quiet;
+    let rep: &mut dyn Reporter = match (args.format, args.quiet) {
+        (_, true) => {
+            quiet = TextReporter {
+                out: std::io::sink(),
+                err: std::io::sink(),
+                explain: false,
+                dry_run: opts.dry_run,
+            };
+            &mut quiet
+        }
+        (Format::Json, false) => {
+            json = JsonReporter {
                 out: stdout,
                 warnings: Vec::new(),
             };
-            check::run(&cfg, &opts, &mut rep as &mut dyn Reporter)?
+            &mut json
         }
-        Format::Text => {
-            let mut rep = TextReporter {
+        (Format::Text, false) => {
+            text = TextReporter {
                 out: stdout,
                 err: std::io::stderr(),
                 explain: args.explain,
-                dry_run: args.dry_run || args.explain,
+                dry_run: opts.dry_run,
             };
-            check::run(&cfg, &opts, &mut rep as &mut dyn Reporter)?
+            &mut text
         }
     };
-    Ok(check::exit_code(&summary))
+    let Some(target) = args.log else {
+        return check::run(&cfg, &opts, rep).map(|s| check::exit_code(&s));
+    };
+    let mut log = EventLog::open(target);
+    let result = check::run(
+        &cfg,
+        &opts,
+        &mut Logged {
+            inner: rep,
+            log: &mut log,
+            cfg: &cfg,
+        },
+    );
+    if let Err(e) = &result {
+        log.send(&Event {
+            severity: Severity::Err,
+            message: format!("error: {e}"),
+            fields: Vec::new(),
+        });
+    }
+    if let Some(why) = log.take_error() {
+        let _ = writeln!(std::io::stderr(), "selfheal: warning: {why}");
+    }
+    result.map(|s| check::exit_code(&s))
 }

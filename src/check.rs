@@ -21,7 +21,7 @@ use crate::error::{Error, Result, exit};
 use crate::journal::Journal;
 use crate::probe::{self, Host, LockTable};
 use crate::report::{
-    Reporter, RowReport, Summary, WatchCounts, WatchInfo, cut, message, row_json, summary_json,
+    Reporter, RowReport, Summary, WatchInfo, WatchRun, cut, message, row_json, summary_json,
 };
 use crate::store::{self, CasOutcome, Change, RunningRow, Schema, Store};
 
@@ -79,6 +79,21 @@ fn epoch(t: SystemTime) -> i64 {
         Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
     }
+}
+
+/// The database clock minus the host clock, in seconds (one measurement, shared by
+/// `check` and `doctor`).
+pub fn clock_skew(db: &DbClock, host_now: SystemTime) -> i64 {
+    db.now_epoch - epoch(host_now)
+}
+
+/// "the database clock is 5s ahead of the host clock (tolerance 60s)".
+pub fn skew_text(skew: i64, tolerance_s: u64) -> String {
+    format!(
+        "the database clock is {}s {} the host clock (tolerance {tolerance_s}s)",
+        skew.abs(),
+        if skew >= 0 { "ahead of" } else { "behind" },
+    )
 }
 
 /// Gathers the evidence for one row. `locks` is a snapshot of `/proc/locks` (or `None`
@@ -157,8 +172,12 @@ struct Judged {
     plan: Plan,
 }
 
-/// Runs a check over every watch of `cfg`. A real (not dry) run that got past the run
-/// lock leaves `state_dir/last-run.json` behind, whether it succeeded or failed.
+/// Runs a check over every watch of `cfg`.
+///
+/// A real run (not a dry run) holds selfheal's run lock throughout and, still holding it,
+/// leaves its reports behind — `state_dir/last-run.json` and, with `run.metrics_file`, the
+/// metrics — also after a failure, so that a stale "last success" tells on it. A run that
+/// did not get the run lock writes nothing at all; a dry run writes nothing either.
 pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<Summary> {
     let mut summary = Summary {
         dry_run: opts.dry_run,
@@ -171,52 +190,71 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
     let Some(db) = cfg.database.as_ref() else {
         return Err(Error::Usage("no [database] configured".into()));
     };
-    let _run_lock = if opts.dry_run {
-        None
-    } else {
-        Some(crate::runlock::acquire(&cfg.run.lock_file)?)
-    };
-    let began = Instant::now();
-    let time = chrono::Utc::now();
-    let result = run_watches(cfg, db, opts, rep, &mut summary);
-    if !opts.dry_run {
-        // The report of what this run did, under the run lock. Failing to write it is not
-        // worth failing a run whose rows were handled and journaled: it is a warning, which
-        // also tells the operator, before any row needs it, that the state directory (and so
-        // the journal) is unusable.
-        let (status, error) = match &result {
-            Ok(()) => (exit_code(&summary), None),
-            Err(e) => (e.exit_code(), Some(e.full_message())),
-        };
-        let mut body = summary_json(&summary, &summary.warnings);
-        if let Some(o) = body.as_object_mut() {
-            o.remove("summary");
-            o.insert(
-                "time".into(),
-                json!(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-            );
-            o.insert(
-                "duration_ms".into(),
-                json!(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX)),
-            );
-            o.insert("exit_status".into(), json!(status));
-            o.insert("error".into(), json!(error));
-            o.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
-        }
-        if let Err(e) = crate::state::write_last_run(&cfg.run.state_dir, &body)
-            && result.is_ok()
-        {
-            let msg = format!(
-                "cannot write the last-run report: {}; the journal needs this directory too, \
-                 so the next change would fail: fix run.state_dir",
-                e.full_message()
-            );
-            summary.warnings.push(msg.clone());
-            rep.warning(&msg);
-        }
+    if opts.dry_run {
+        run_watches(cfg, db, opts, rep, &mut summary)?;
+        rep.finish(&summary);
+        return Ok(summary);
     }
+    let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
+    let started = SystemTime::now();
+    let began = Instant::now();
+    let result = run_watches(cfg, db, opts, rep, &mut summary);
+    let status = match &result {
+        Ok(()) => exit_code(&summary),
+        Err(e) => e.exit_code(),
+    };
+
+    // Failing to write the last-run report is not worth failing a run whose rows were
+    // handled and journaled: it is a warning, which also tells the operator, before any row
+    // needs it, that the state directory (and so the journal) is unusable.
+    let mut body = summary_json(&summary, &summary.warnings);
+    if let Some(o) = body.as_object_mut() {
+        o.remove("summary");
+        o.insert(
+            "time".into(),
+            json!(
+                chrono::DateTime::<chrono::Utc>::from(started)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            ),
+        );
+        o.insert(
+            "duration_ms".into(),
+            json!(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX)),
+        );
+        o.insert("exit_status".into(), json!(status));
+        o.insert(
+            "error".into(),
+            json!(result.as_ref().err().map(Error::full_message)),
+        );
+        o.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    }
+    if let Err(e) = crate::state::write_last_run(&cfg.run.state_dir, &body)
+        && result.is_ok()
+    {
+        let msg = format!(
+            "cannot write the last-run report: {}; the journal needs this directory too, \
+             so the next change would fail: fix run.state_dir",
+            e.full_message()
+        );
+        summary.warnings.push(msg.clone());
+        rep.warning(&msg);
+    }
+
+    let metrics = cfg.run.metrics_file.as_ref().map(|path| {
+        let run = crate::metrics::Run {
+            summary: result.is_ok().then_some(&summary),
+            exit_status: status,
+            started,
+            duration: began.elapsed(),
+        };
+        crate::metrics::update(path, cfg, &Host::current(), &run)
+    });
     result?;
     rep.finish(&summary);
+    // An unwritable metrics file fails the run (exit 3), after the rows were handled.
+    if let Some(m) = metrics {
+        m?;
+    }
     Ok(summary)
 }
 
@@ -230,20 +268,22 @@ fn run_watches(
     summary: &mut Summary,
 ) -> Result<()> {
     let mut store = store::open(db, opts.dry_run)?;
+    for note in store.notes() {
+        summary.warnings.push(note.clone());
+        rep.warning(&note);
+    }
     let host = Host::current();
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
     };
-    let skew = clocks.db.now_epoch - epoch(SystemTime::now());
+    let skew = clock_skew(&clocks.db, SystemTime::now());
     summary.clock_skew_s = Some(skew);
     if skew.unsigned_abs() > cfg.run.clock_tolerance.as_secs() {
         summary.clock_skew_exceeded = true;
         let msg = format!(
-            "the database clock is {}s {} the host clock (tolerance {}s){}",
-            skew.abs(),
-            if skew > 0 { "ahead of" } else { "behind" },
-            cfg.run.clock_tolerance.as_secs(),
+            "{}{}",
+            skew_text(skew, cfg.run.clock_tolerance.as_secs()),
             if opts.force {
                 "; --force: acting on all evidence anyway"
             } else {
@@ -272,23 +312,26 @@ fn run_watches(
             max_age_s: t.max_age,
             skipped: None,
         };
-        let mut counts = WatchCounts {
+        let mut counts = WatchRun {
             name: w.name.clone(),
-            ..WatchCounts::default()
+            ..WatchRun::default()
         };
         if let Some(h) = &w.host
             && !host.is_me(h)
         {
             info.skipped = Some(format!("it runs on host {h}; this is {}", host.name));
             counts.skipped = info.skipped.clone();
+            counts.other_host = true;
             summary.per_watch.push(counts);
             rep.watch(&info);
             continue;
         }
+        let watch_t0 = std::time::Instant::now();
         if !opts.dry_run && !store.try_watch_lock(w)? {
             info.skipped =
                 Some("another selfheal run (on this or another host) is checking it".into());
             counts.skipped = info.skipped.clone();
+            counts.duration = watch_t0.elapsed();
             summary.per_watch.push(counts);
             summary.busy_watches.push(w.name.clone());
             rep.watch(&info);
@@ -372,6 +415,7 @@ fn run_watches(
             summary.warnings.push(msg.clone());
             rep.warning(&msg);
             summary.breaker_tripped.push(w.name.clone());
+            counts.breaker_tripped = true;
             if !opts.force {
                 hold = hold.or(Some(Hold::Breaker));
             }
@@ -398,14 +442,12 @@ fn run_watches(
                 plan: j.plan,
             };
             summary.rows += 1;
-            counts.rows += 1;
             let mut failure = None;
             if opts.dry_run || !report.plan.writes() {
                 if !opts.dry_run {
                     report.action = Action::None;
                 } else if report.plan.writes() {
                     summary.changed += 1;
-                    counts.changed += 1;
                 }
             } else {
                 let outcome = apply(
@@ -433,23 +475,22 @@ fn run_watches(
                 }
                 if report.applied {
                     summary.changed += 1;
-                    counts.changed += 1;
                 }
                 if report.action == Action::LostRace {
                     summary.lost_race += 1;
-                    counts.lost_race += 1;
                 }
             }
             if report.attention() {
                 summary.attention += 1;
-                counts.attention += 1;
             }
+            counts.count(&report, opts.dry_run);
             rep.row(&report);
             if let Some(e) = failure {
                 summary.per_watch.push(counts);
                 return Err(e);
             }
         }
+        counts.duration = watch_t0.elapsed();
         summary.per_watch.push(counts);
     }
     Ok(())

@@ -23,10 +23,45 @@ pub struct Cli {
 pub enum Command {
     /// Judge every running row and reclaim the dead (what cron runs)
     Check(Box<CheckArgs>),
+    /// Check the configuration, database, schema, index, clocks and paths, one line each
+    Doctor(DoctorArgs),
     /// Build a throw-away SQLite sandbox and run the real check against it
     Demo(DemoArgs),
     /// Runtimes of finished rows, selfheal's false positives, suggested stale_after and max_age
     Stats(StatsArgs),
+    /// Print shell completions for bash, zsh or fish (for packaging)
+    #[command(hide = true)]
+    Completions(CompletionsArgs),
+}
+
+/// Where `check --log` sends one line per change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogTarget {
+    /// The local syslog socket, /dev/log (journald reads it too)
+    Syslog,
+    /// The systemd journal's native socket, with structured fields
+    Journald,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Configuration file [default: $SELFHEAL_CONFIG, then /etc/selfheal/selfheal.toml]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: Shell,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -60,6 +95,14 @@ pub struct CheckArgs {
     /// Act even when the breaker trips or the clocks disagree (for an operator who has looked)
     #[arg(long)]
     pub force: bool,
+
+    /// Print nothing but fatal errors; the exit status (and --log) carry the rest
+    #[arg(long, short, conflicts_with_all = ["explain", "format"])]
+    pub quiet: bool,
+
+    /// Also send one line per change (and per row that needs a person) to syslog or journald
+    #[arg(long, value_enum, value_name = "TARGET")]
+    pub log: Option<LogTarget>,
 
     #[command(flatten)]
     pub watch: WatchFlags,

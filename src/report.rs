@@ -7,7 +7,9 @@ use std::io::Write;
 use serde_json::json;
 
 use crate::config::fmt_duration;
-use crate::decide::{Action, Decision, Evidence, Heartbeat, Lock, Owner, Plan, Thresholds};
+use crate::decide::{
+    Action, Decision, Evidence, Heartbeat, Lock, Owner, Plan, Thresholds, Verdict,
+};
 use crate::store::SqlValue;
 
 /// Everything about one running row.
@@ -53,16 +55,73 @@ pub struct WatchInfo {
     pub skipped: Option<String>,
 }
 
-/// What a run did in one watch.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WatchCounts {
+/// What one run did for one watch: the per-watch part of the summary, of `last-run.json`
+/// and of the metrics file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WatchRun {
     pub name: String,
+    /// Why the watch was not checked, if it was not.
+    pub skipped: Option<String>,
+    /// The watch belongs to another host (`host =`): none of this host's business, so the
+    /// metrics leave it out.
+    pub other_host: bool,
     pub rows: usize,
+    /// Rows changed (in a dry run: rows a real run would change).
     pub changed: usize,
     pub attention: usize,
     pub lost_race: usize,
-    /// Why the watch was not checked, if it was not.
-    pub skipped: Option<String>,
+    /// Running rows by verdict.
+    pub verdicts: Vec<(Verdict, usize)>,
+    /// Applied changes (and lost races) by action.
+    pub actions: Vec<(Action, usize)>,
+    pub breaker_tripped: bool,
+    pub duration: std::time::Duration,
+}
+
+impl WatchRun {
+    fn bump<K: PartialEq>(v: &mut Vec<(K, usize)>, k: K) {
+        match v.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, n)) => *n += 1,
+            None => v.push((k, 1)),
+        }
+    }
+
+    /// False when the watch was skipped (another host's, or another run held its lock).
+    pub fn checked(&self) -> bool {
+        self.skipped.is_none()
+    }
+
+    /// Counts one reported row.
+    pub fn count(&mut self, r: &RowReport, dry_run: bool) {
+        self.rows += 1;
+        Self::bump(&mut self.verdicts, r.decision.verdict);
+        if r.applied || r.action == Action::LostRace {
+            Self::bump(&mut self.actions, r.action);
+        }
+        if r.applied || (dry_run && r.plan.writes()) {
+            self.changed += 1;
+        }
+        if r.action == Action::LostRace {
+            self.lost_race += 1;
+        }
+        if r.attention() {
+            self.attention += 1;
+        }
+    }
+
+    pub fn verdict_count(&self, v: Verdict) -> usize {
+        self.verdicts
+            .iter()
+            .find(|(x, _)| *x == v)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    pub fn action_count(&self, a: Action) -> usize {
+        self.actions
+            .iter()
+            .find(|(x, _)| *x == a)
+            .map_or(0, |(_, n)| *n)
+    }
 }
 
 /// The end of a run.
@@ -82,7 +141,7 @@ pub struct Summary {
     pub watches_checked: usize,
     pub warnings: Vec<String>,
     /// Per watch, in configuration order.
-    pub per_watch: Vec<WatchCounts>,
+    pub per_watch: Vec<WatchRun>,
     /// Watches whose `max_age` is below 1.5× a recent run that ended well.
     pub max_age_too_low: Vec<crate::stats::MaxAgeWarning>,
 }

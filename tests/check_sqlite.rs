@@ -489,25 +489,6 @@ fn a_bad_id_in_a_path_template_is_unknown() {
     assert_eq!(good["verdict"], "dead", "a safe text id works: {good}");
 }
 
-/// Runs the binary as `nobody` (root only: CI runs as root; elsewhere it is skipped, and in
-/// CI a non-root run fails instead of passing silently).
-fn as_nobody() -> Option<std::process::Command> {
-    if !nix::unistd::geteuid().is_root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test as root"
-        );
-        eprintln!("SKIPPED: needs root to switch to an unprivileged user");
-        return None;
-    }
-    let mut c = std::process::Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(bin())
-        .env_remove("SELFHEAL_CONFIG")
-        .env("HOME", "/nonexistent");
-    Some(c)
-}
-
 #[test]
 fn permission_denied_on_the_heartbeat_is_unknown_never_dead() {
     use std::os::unix::fs::PermissionsExt;

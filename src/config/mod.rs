@@ -158,7 +158,7 @@ impl DbUrl {
                 redact_url(s)
             ));
         };
-        mysql::Opts::from_url(&norm)
+        mysql::Opts::from_url(&with_host(&norm).0)
             .map_err(|e| format!("not a usable MySQL URL ({e}): {:?}", redact_url(s)))?;
         Ok(DbUrl::Mysql(norm))
     }
@@ -167,35 +167,52 @@ impl DbUrl {
     pub fn has_password(&self) -> bool {
         match self {
             DbUrl::Sqlite(_) => false,
-            DbUrl::Mysql(u) => mysql::Opts::from_url(u)
+            DbUrl::Mysql(u) => mysql::Opts::from_url(&with_host(u).0)
                 .map(|o| o.get_pass().is_some())
                 .unwrap_or(false),
         }
     }
 }
 
-/// A URL with any password replaced by `***`, for messages.
+/// A MySQL URL that may leave its host out (`mysql:///appdb`, `mysql://app@/appdb`: host,
+/// port and socket then come from the option file, else `localhost`) with `localhost`
+/// filled in, and whether the URL named a host itself.
+pub fn with_host(url: &str) -> (String, bool) {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return (url.to_string(), true);
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    if !host.is_empty() {
+        return (url.to_string(), true);
+    }
+    let user = userinfo.map(|u| format!("{u}@")).unwrap_or_default();
+    let tail = if tail.is_empty() { "/" } else { tail };
+    (format!("{scheme}://{user}localhost{tail}"), false)
+}
+
+/// A URL with any password replaced by `***`, for messages. Errs on the side of hiding:
+/// everything between the first `:` after the scheme and the last `@` goes, so a password
+/// holding an unencoded `/`, `@` or `?` is hidden too.
 pub fn redact_url(s: &str) -> String {
     let Some((scheme, rest)) = s.split_once("://") else {
         return s.to_string();
     };
-    let (auth, tail) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match auth.rsplit_once('@') {
-        Some((cred, host)) => match cred.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => s.to_string(),
-        },
-        None => s.to_string(),
+    match (rest.find(':'), rest.rfind('@')) {
+        (Some(c), Some(a)) if c < a => format!("{scheme}://{}:***{}", &rest[..c], &rest[a..]),
+        _ => s.to_string(),
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct Database {
     pub url: DbUrl,
-    /// A MySQL option file whose `[client]` section supplies user, password, host, socket.
+    /// A MySQL option file whose client groups (`[client]`, `[mysql]`, …) supply user,
+    /// password, host, port and socket where the URL does not (see `store::credentials`).
     pub defaults_file: Option<PathBuf>,
     /// A file holding the password (first line).
     pub password_file: Option<PathBuf>,
@@ -297,7 +314,11 @@ pub struct Config {
     /// `None` when no watch needs a database (a config with no watches).
     pub database: Option<Database>,
     pub run: Run,
+    /// The watches to check (all, or those `--watch` selected).
     pub watches: Vec<Watch>,
+    /// Every watch the file names, selected or not, with its `host`: so that the metrics
+    /// of a watch another `--watch` run checked are kept, and those of a removed one go.
+    pub all_watches: Vec<(String, Option<String>)>,
 }
 
 /// Where to look for the configuration file.
@@ -447,6 +468,10 @@ fn build(
             ));
         }
     }
+    let all_watches: Vec<(String, Option<String>)> = watches
+        .iter()
+        .map(|(w, _)| (w.name.clone().unwrap_or_default(), w.host.clone()))
+        .collect();
     if !only.is_empty() {
         for name in only {
             if !watches.iter().any(|(w, _)| w.name.as_deref() == Some(name)) {
@@ -589,6 +614,13 @@ fn build(
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
+        },
+        all_watches: if all_watches.is_empty() {
+            out.iter()
+                .map(|w| (w.name.clone(), w.host.clone()))
+                .collect()
+        } else {
+            all_watches
         },
         watches: out,
     })

@@ -385,12 +385,37 @@ fn selecting_watches() {
 }
 
 #[test]
+fn mysql_urls_may_leave_the_host_to_the_option_file() {
+    assert_eq!(
+        with_host("mysql:///appdb"),
+        ("mysql://localhost/appdb".into(), false)
+    );
+    assert_eq!(
+        with_host("mysql://app@/appdb?socket=/s"),
+        ("mysql://app@localhost/appdb?socket=/s".into(), false)
+    );
+    assert_eq!(with_host("mysql://"), ("mysql://localhost/".into(), false));
+    assert_eq!(
+        with_host("mysql://app@db1:3307/x"),
+        ("mysql://app@db1:3307/x".into(), true)
+    );
+    assert!(DbUrl::parse("mysql:///appdb").is_ok());
+    assert!(DbUrl::parse("mariadb://app@/appdb").is_ok());
+}
+
+#[test]
 fn urls_are_redacted() {
     assert_eq!(
         redact_url("mysql://app:secret@db:3306/x"),
         "mysql://app:***@db:3306/x"
     );
     assert_eq!(redact_url("mysql://app@db/x"), "mysql://app@db/x");
+    assert_eq!(
+        redact_url("mysql://app:pa/ss@w?rd@db:3306/x?socket=/s"),
+        "mysql://app:***@db:3306/x?socket=/s"
+    );
+    assert_eq!(redact_url("mysql://db:3306/x"), "mysql://db:3306/x");
+    assert_eq!(redact_url("mysql:///x"), "mysql:///x");
     assert_eq!(redact_url("sqlite:///x.db"), "sqlite:///x.db");
 }
 

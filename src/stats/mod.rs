@@ -77,18 +77,38 @@ impl MaxAgeWarning {
     }
 }
 
-/// Looks at the latest [`RECENT_ROWS`] rows of the watch (by id, through the primary key,
-/// so the cost does not grow with the table) and warns when `max_age` is below 1.5× the
-/// longest run among them that ended well. `None` when the cap is fine, or when it cannot
-/// be judged cheaply: no `ended_column`, or an id that is not the primary key.
-pub fn recent_max_age_check(
+/// The latest finished runs of a watch, as `check` and `doctor` see them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecentRuns {
+    /// Runs that ended well among the rows looked at.
+    pub runs: u64,
+    /// The longest of them: seconds and row id.
+    pub longest: Option<(u64, Value)>,
+}
+
+/// What the latest finished rows say, or why they cannot be read cheaply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recent {
+    Runs(RecentRuns),
+    /// The watch has no `ended_column`: a run's length is unknown.
+    NoEndedColumn,
+    /// The id is not the primary key: "the latest rows" would cost a scan.
+    IdNotPrimary,
+}
+
+/// Reads the latest [`RECENT_ROWS`] rows of the watch (by id, through the primary key, so
+/// the cost does not grow with the table) and finds the longest run that ended well.
+pub fn recent_runs(
     store: &mut dyn Store,
     w: &Watch,
     schema: &Schema,
     clocks: &Clocks,
-) -> Result<Option<MaxAgeWarning>> {
-    if w.ended_column.is_none() || !schema.id_is_primary {
-        return Ok(None);
+) -> Result<Recent> {
+    if w.ended_column.is_none() {
+        return Ok(Recent::NoEndedColumn);
+    }
+    if !schema.id_is_primary {
+        return Ok(Recent::IdNotPrimary);
     }
     let mut longest: Option<(u64, Value)> = None;
     let mut runs = 0u64;
@@ -104,19 +124,40 @@ pub fn recent_max_age_check(
         }
         Ok(())
     })?;
-    let max_age_s = w.max_age.as_secs();
-    Ok(match longest {
-        Some((longest_s, longest_id)) if max_age_too_low(max_age_s, longest_s) => {
-            Some(MaxAgeWarning {
-                watch: w.name.clone(),
-                max_age_s,
-                longest_s,
-                longest_id,
-                runs_seen: runs,
-                at_least_s: max_age_floor(longest_s),
-            })
+    Ok(Recent::Runs(RecentRuns { runs, longest }))
+}
+
+impl RecentRuns {
+    /// The warning of SPEC §9 when `max_age` is below 1.5× the longest run.
+    pub fn max_age_warning(&self, w: &Watch) -> Option<MaxAgeWarning> {
+        let max_age_s = w.max_age.as_secs();
+        match &self.longest {
+            Some((longest_s, longest_id)) if max_age_too_low(max_age_s, *longest_s) => {
+                Some(MaxAgeWarning {
+                    watch: w.name.clone(),
+                    max_age_s,
+                    longest_s: *longest_s,
+                    longest_id: longest_id.clone(),
+                    runs_seen: self.runs,
+                    at_least_s: max_age_floor(*longest_s),
+                })
+            }
+            _ => None,
         }
-        _ => None,
+    }
+}
+
+/// Warns when `max_age` is below 1.5× the longest recent run that ended well (see
+/// [`recent_runs`]). `None` when the cap is fine, or when it cannot be judged cheaply.
+pub fn recent_max_age_check(
+    store: &mut dyn Store,
+    w: &Watch,
+    schema: &Schema,
+    clocks: &Clocks,
+) -> Result<Option<MaxAgeWarning>> {
+    Ok(match recent_runs(store, w, schema, clocks)? {
+        Recent::Runs(r) => r.max_age_warning(w),
+        Recent::NoEndedColumn | Recent::IdNotPrimary => None,
     })
 }
 

@@ -7,6 +7,7 @@
 //! value selfheal observed (SPEC §6). Values are always bound parameters; identifiers are
 //! validated [`Ident`](crate::config::Ident)s.
 
+pub mod credentials;
 pub mod mysql;
 pub mod sqlite;
 
@@ -153,12 +154,23 @@ pub enum CasOutcome {
 pub trait Store {
     /// `"mysql"`/`"mariadb"`/`"sqlite"` and a version.
     fn describe_server(&mut self) -> Result<String>;
+    /// What was connected to and how (never a password), for `doctor` and messages.
+    fn connection(&self) -> String;
+    /// Things an operator should know about the connection (an option file skipped, …).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The database clock, read once per run.
     fn clock(&mut self) -> Result<DbClock>;
     /// Checks that the table and every configured column exist.
     fn schema(&mut self, w: &Watch) -> Result<Schema>;
     /// Every row in the running state, ordered by id.
     fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>>;
+    /// How the database finds running rows: the plan of the very `SELECT` that
+    /// [`Store::running_rows`] runs (for `doctor`).
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
+    /// The session's time zone, in words (for `doctor`).
+    fn session_time_zone(&mut self) -> Result<String>;
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;
@@ -187,6 +199,35 @@ pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
         )?)),
         DbUrl::Mysql(_) => Ok(Box::new(mysql::MysqlStore::connect(db)?)),
     }
+}
+
+/// How a database reads the running rows of a watch.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScanPlan {
+    /// The index used to find running rows, if any.
+    pub index: Option<String>,
+    /// Indexes the database could have used (MySQL `possible_keys`).
+    pub candidates: Vec<String>,
+    /// Rows the database expects to examine (MySQL), when it says.
+    pub rows: Option<u64>,
+    /// The plan in the database's own words.
+    pub detail: String,
+}
+
+/// The `SELECT` of running rows both adapters run (and `doctor` explains): quoting and
+/// the placeholder differ per database.
+pub(crate) fn running_sql(w: &Watch, q: char, placeholder: &str) -> String {
+    format!(
+        "SELECT {} FROM {} WHERE {} = {placeholder} ORDER BY {}",
+        select_columns(w)
+            .iter()
+            .map(|c| c.quoted(q))
+            .collect::<Vec<_>>()
+            .join(", "),
+        w.table.quoted(q),
+        w.status_column.quoted(q),
+        w.id_column.quoted(q),
+    )
 }
 
 /// The column list every adapter selects, in order.

@@ -11,20 +11,22 @@ use std::time::Duration;
 
 use mysql::consts::{CapabilityFlags, ColumnType};
 use mysql::prelude::Queryable;
-use mysql::{Conn, Opts, OptsBuilder, Value};
+use mysql::{Conn, Value};
 
+use super::credentials::{self, Credentials, Inputs};
 use super::{
-    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, Schema, SqlValue, Store, TimeValue,
+    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema, SqlValue, Store,
+    TimeValue,
 };
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
 use crate::error::{Error, Result};
 
-/// Where the connection's credentials come from, for messages (never the password).
 pub struct MysqlStore {
     conn: Conn,
     /// The URL without any password, for messages.
     label: String,
+    creds: Credentials,
     tz: Option<chrono_tz::Tz>,
 }
 
@@ -33,68 +35,33 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one read or write on the socket may take.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The password from `password_file` or `$SELFHEAL_DB_PASSWORD`, if any.
-fn password(db: &Database) -> Result<Option<String>> {
-    if let Some(p) = &db.password_file {
-        let text = std::fs::read_to_string(p).map_err(|e| {
-            Error::config(
-                &crate::error::Origin::File(p.clone()),
-                "database.password_file",
-                format!("cannot read the password file: {e}"),
-            )
-        })?;
-        return Ok(Some(text.lines().next().unwrap_or("").to_string()));
-    }
-    match std::env::var("SELFHEAL_DB_PASSWORD") {
-        Ok(p) => Ok(Some(p)),
-        Err(_) => Ok(None),
-    }
-}
-
-/// The login name of the user selfheal runs as: what the mysql client sends when no user
-/// is given (the crate itself would send an empty name and be refused).
-fn os_user() -> Option<String> {
-    nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-}
-
 impl MysqlStore {
+    /// Connects with the settings [`credentials::resolve`] finds. A failure names the URL
+    /// (without password), the user, where the password came from and the socket or host,
+    /// never the password itself.
     pub fn connect(db: &Database) -> Result<Self> {
         let DbUrl::Mysql(url) = &db.url else {
             return Err(Error::Usage("not a MySQL URL".into()));
         };
         let label = redact_url(url);
-        if db.defaults_file.is_some() {
-            return Err(Error::config(
-                &crate::error::Origin::CommandLine,
-                "database.defaults_file",
-                "reading MySQL option files is not available in this build; use \
-                 password_file or $SELFHEAL_DB_PASSWORD",
-            ));
-        }
-        let opts = Opts::from_url(url).map_err(|e| Error::database(&label, e))?;
-        let mut b = OptsBuilder::from_opts(opts.clone());
-        if opts.get_user().is_none_or(str::is_empty) {
-            b = b.user(os_user());
-        }
-        if opts.get_pass().is_none()
-            && let Some(p) = password(db)?
-        {
-            b = b.pass(Some(p));
-        }
-        let b = b
+        let creds = credentials::resolve(db, &Inputs::from_env())?;
+        let b = creds
+            .builder()?
             .tcp_connect_timeout(Some(CONNECT_TIMEOUT))
             .read_timeout(Some(IO_TIMEOUT))
             .write_timeout(Some(IO_TIMEOUT))
             .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
             .init(vec!["SET SESSION innodb_lock_wait_timeout = 10"]);
-        let conn =
-            Conn::new(b).map_err(|e| Error::database(format!("cannot connect to {label}"), e))?;
+        let conn = Conn::new(b).map_err(|e| {
+            Error::database(
+                format!("cannot connect to {label} ({})", creds.describe()),
+                e,
+            )
+        })?;
         Ok(MysqlStore {
             conn,
             label,
+            creds,
             tz: db.timezone,
         })
     }
@@ -210,6 +177,14 @@ impl Store for MysqlStore {
             "mysql"
         };
         Ok(format!("{kind} {v}"))
+    }
+
+    fn connection(&self) -> String {
+        format!("{} ({})", self.label, self.creds.describe())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.creds.notes.clone()
     }
 
     fn clock(&mut self) -> Result<DbClock> {
@@ -333,17 +308,7 @@ impl Store for MysqlStore {
     }
 
     fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
-        let cols = super::select_columns(w);
-        let sql = format!(
-            "SELECT {} FROM {} WHERE {} = ? ORDER BY {}",
-            cols.iter()
-                .map(|c| c.quoted('`'))
-                .collect::<Vec<_>>()
-                .join(", "),
-            w.table.quoted('`'),
-            w.status_column.quoted('`'),
-            w.id_column.quoted('`'),
-        );
+        let sql = super::running_sql(w, '`', "?");
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading running rows of {}", w.table), e)
@@ -392,6 +357,73 @@ impl Store for MysqlStore {
             });
         }
         Ok(out)
+    }
+
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
+        let sql = format!("EXPLAIN {}", super::running_sql(w, '`', "?"));
+        let rows: Vec<mysql::Row> = self
+            .conn
+            .exec(&sql, (w.running_value.as_str(),))
+            .map_err(|e| self.err("EXPLAIN of the running-rows query", e))?;
+        let text = |r: &mysql::Row, col: &str| -> Option<String> {
+            match r.get_opt::<Value, _>(col)?.ok()? {
+                Value::NULL => None,
+                v => Some(from_value(v).to_string()),
+            }
+        };
+        let table = w.table.name();
+        let row = rows
+            .iter()
+            .find(|r| text(r, "table").as_deref() == Some(table))
+            .or(rows.first())
+            .ok_or_else(|| self.err("EXPLAIN of the running-rows query", "no plan"))?;
+        // `ALL` reads the table, `index` the whole of an index (e.g. PRIMARY for the ORDER
+        // BY): both are full scans whatever `key` says.
+        let access = text(row, "type").unwrap_or_default();
+        let full_scan = access.eq_ignore_ascii_case("ALL") || access.eq_ignore_ascii_case("index");
+        let index = text(row, "key").filter(|_| !full_scan);
+        let candidates = text(row, "possible_keys")
+            .map(|k| k.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default();
+        let rows_estimate = text(row, "rows").and_then(|r| r.parse().ok());
+        let detail = format!(
+            "EXPLAIN: type {access}, key {}, rows {}{}",
+            text(row, "key").as_deref().unwrap_or("NULL"),
+            rows_estimate.map_or("?".into(), |r: u64| r.to_string()),
+            text(row, "Extra")
+                .filter(|e| !e.is_empty())
+                .map(|e| format!(", {e}"))
+                .unwrap_or_default()
+        );
+        Ok(ScanPlan {
+            index,
+            candidates,
+            rows: rows_estimate,
+            detail,
+        })
+    }
+
+    fn session_time_zone(&mut self) -> Result<String> {
+        let row: Option<(String, String, String)> = self
+            .conn
+            .query_first(
+                "SELECT @@session.time_zone, @@system_time_zone, \
+                 TIME_FORMAT(TIMEDIFF(NOW(), UTC_TIMESTAMP()), '%H:%i')",
+            )
+            .map_err(|e| self.err("reading the session time zone", e))?;
+        let Some((session, system, offset)) = row else {
+            return Err(self.err("reading the session time zone", "no row"));
+        };
+        let offset = if offset.starts_with('-') {
+            offset
+        } else {
+            format!("+{offset}")
+        };
+        Ok(if session.eq_ignore_ascii_case("SYSTEM") {
+            format!("SYSTEM (the server's {system}), UTC{offset} now")
+        } else {
+            format!("{session}, UTC{offset} now")
+        })
     }
 
     fn compare_and_set(

@@ -13,7 +13,8 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
 use super::{
-    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, Schema, SqlValue, Store, TimeValue,
+    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema, SqlValue, Store,
+    TimeValue,
 };
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::Watch;
@@ -118,6 +119,25 @@ fn text_of(v: &SqlValue) -> Option<String> {
     }
 }
 
+/// Reads `EXPLAIN QUERY PLAN` details: `SEARCH t USING INDEX i (status=?)` finds running
+/// rows through an index; `SCAN t` (even `SCAN t USING INDEX i`) reads every row.
+fn plan_of(details: &[String]) -> ScanPlan {
+    let index = details.iter().find_map(|d| {
+        let rest = d.strip_prefix("SEARCH ")?;
+        let after = rest
+            .split_once("USING COVERING INDEX ")
+            .or_else(|| rest.split_once("USING INDEX "))?
+            .1;
+        after.split_whitespace().next().map(str::to_string)
+    });
+    ScanPlan {
+        index,
+        candidates: Vec::new(),
+        rows: None,
+        detail: format!("EXPLAIN QUERY PLAN: {}", details.join("; ")),
+    }
+}
+
 /// `VARCHAR(255)` → 255 (SQLite does not enforce it, but the application may rely on it).
 fn declared_length(ty: &str) -> Option<usize> {
     let open = ty.find('(')?;
@@ -128,6 +148,10 @@ fn declared_length(ty: &str) -> Option<usize> {
 impl Store for SqliteStore {
     fn describe_server(&mut self) -> Result<String> {
         Ok(format!("sqlite {}", rusqlite::version()))
+    }
+
+    fn connection(&self) -> String {
+        format!("sqlite://{}", self.path.display())
     }
 
     fn clock(&mut self) -> Result<DbClock> {
@@ -213,17 +237,7 @@ impl Store for SqliteStore {
     }
 
     fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
-        let cols = super::select_columns(w);
-        let sql = format!(
-            "SELECT {} FROM {} WHERE {} = ?1 ORDER BY {}",
-            cols.iter()
-                .map(|c| c.quoted('"'))
-                .collect::<Vec<_>>()
-                .join(", "),
-            w.table.quoted('"'),
-            w.status_column.quoted('"'),
-            w.id_column.quoted('"'),
-        );
+        let sql = super::running_sql(w, '"', "?1");
         let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
         let mut stmt = self
             .conn
@@ -267,6 +281,24 @@ impl Store for SqliteStore {
             });
         }
         Ok(out)
+    }
+
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
+        let sql = format!("EXPLAIN QUERY PLAN {}", super::running_sql(w, '"', "?1"));
+        let ctx = || self.ctx("EXPLAIN QUERY PLAN of the running-rows query");
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| Error::database(ctx(), e))?;
+        let details: Vec<String> = stmt
+            .query_map([&w.running_value], |r| r.get::<_, String>(3))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| Error::database(ctx(), e))?;
+        Ok(plan_of(&details))
+    }
+
+    fn session_time_zone(&mut self) -> Result<String> {
+        Ok("UTC (SQLite's 'now')".into())
     }
 
     fn compare_and_set(
@@ -369,6 +401,23 @@ mod tests {
         assert_eq!(declared_length("character varying( 64 )"), Some(64));
         assert_eq!(declared_length("decimal(10,2)"), Some(10));
         assert_eq!(declared_length("text"), None);
+    }
+
+    #[test]
+    fn query_plans() {
+        let p = plan_of(&["SEARCH sync_log USING INDEX sync_log_status (status=?)".into()]);
+        assert_eq!(p.index.as_deref(), Some("sync_log_status"));
+        let p = plan_of(&[
+            "SEARCH t USING COVERING INDEX t_status_id (status=?)".into(),
+            "USE TEMP B-TREE FOR ORDER BY".into(),
+        ]);
+        assert_eq!(p.index.as_deref(), Some("t_status_id"));
+        assert_eq!(plan_of(&["SCAN sync_log".into()]).index, None);
+        assert_eq!(plan_of(&["SCAN t USING INDEX t_status".into()]).index, None);
+        assert_eq!(
+            plan_of(&["SEARCH t USING INTEGER PRIMARY KEY (rowid=?)".into()]).index,
+            None
+        );
     }
 
     #[test]

@@ -41,6 +41,27 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Runs the binary as `nobody` (root only: CI runs as root; elsewhere it is skipped, and in
+/// CI a non-root run fails instead of passing silently).
+pub fn as_nobody() -> Option<Command> {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("SKIPPED: needs root to switch to an unprivileged user");
+        return None;
+    }
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin())
+        .env_remove("SELFHEAL_CONFIG")
+        .env_remove("SELFHEAL_DB_PASSWORD")
+        .env("HOME", "/nonexistent")
+        .env("LC_ALL", "C");
+    Some(c)
+}
+
 /// Asserts the exact exit status, printing both streams when it differs.
 #[track_caller]
 pub fn assert_exit(o: &Output, code: i32) {
@@ -131,6 +152,31 @@ impl Sandbox {
             ),
         )
         .expect("write config");
+        p
+    }
+
+    /// Writes a configuration with the given `[database]` body (`url = …`, `defaults_file
+    /// = …`, …), `[run]` inside the sandbox plus `run_extra`, and the `[[watch]]` body.
+    pub fn config_with(&self, database: &str, run_extra: &str, watch: &str) -> PathBuf {
+        let p = self.path("selfheal.toml");
+        std::fs::write(
+            &p,
+            format!(
+                "[database]\n{database}\n\n[run]\nlock_file = \"{}\"\nstate_dir = \"{}\"\n{run_extra}\n\n[[watch]]\n{watch}\n",
+                self.run_lock().display(),
+                self.state_dir().display()
+            ),
+        )
+        .expect("write config");
+        p
+    }
+
+    /// Writes `name` in the sandbox with the given mode.
+    pub fn file(&self, name: &str, text: &str, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.path(name);
+        std::fs::write(&p, text).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
         p
     }
 
@@ -266,6 +312,7 @@ pub struct MysqlDb {
     pub name: String,
     pub url: String,
     admin: mysql::Conn,
+    users: Vec<String>,
 }
 
 impl MysqlDb {
@@ -298,7 +345,12 @@ impl MysqlDb {
             .expect("create database");
         admin.query_drop(format!("USE `{name}`")).expect("use");
         let url = with_database(&server, &name);
-        Some(MysqlDb { name, url, admin })
+        Some(MysqlDb {
+            name,
+            url,
+            admin,
+            users: Vec::new(),
+        })
     }
 
     /// A fresh connection to this database (for concurrent work).
@@ -367,8 +419,36 @@ impl MysqlDb {
     }
 }
 
+impl MysqlDb {
+    /// The server URL this database lives on, e.g. to tell a socket from TCP.
+    pub fn server_url() -> String {
+        server_url()
+    }
+
+    /// Creates an account `name@localhost` with `password`, allowed everything on this
+    /// database only; dropped with the database.
+    pub fn create_user(&mut self, password: &str) -> String {
+        let user = format!("sh_{}", &self.name[self.name.len().saturating_sub(20)..]);
+        let lit = password.replace('\\', "\\\\").replace('\'', "\\'");
+        self.exec(&format!(
+            "CREATE USER '{user}'@'localhost' IDENTIFIED BY '{lit}'"
+        ));
+        self.users.push(user.clone());
+        self.exec(&format!(
+            "GRANT ALL ON `{}`.* TO '{user}'@'localhost'",
+            self.name
+        ));
+        user
+    }
+}
+
 impl Drop for MysqlDb {
     fn drop(&mut self) {
+        for u in &self.users {
+            let _ = self
+                .admin
+                .query_drop(format!("DROP USER IF EXISTS '{u}'@'localhost'"));
+        }
         let _ = self
             .admin
             .query_drop(format!("DROP DATABASE IF EXISTS `{}`", self.name));

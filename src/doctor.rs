@@ -1,0 +1,1104 @@
+//! `selfheal doctor`: everything a first run depends on, checked one line at a time with
+//! the fix beside each failure — the configuration; the database, its version and how it
+//! was reached; the database clock against the host's and the session time zone; per
+//! watch the table, its columns and their types, the index that finds running rows (by
+//! the database's own plan of the very query `check` runs), the message column's room,
+//! times in the future, `max_age` against the runs it can see; the heartbeat and lock
+//! directories as the user selfheal runs as; selfheal's run lock, state directory and
+//! metrics file.
+//!
+//! Read-only: opens the database read-only where it can, writes no row, creates no file,
+//! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
+//! exit 75 because someone ran `doctor`).
+
+use std::io::{ErrorKind, Write};
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use nix::unistd::{AccessFlags, access};
+
+use crate::check::{self, Clocks};
+use crate::clock::{age_on_db_clock, plausible_age};
+use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
+use crate::decide::{self, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
+use crate::error::{Error, exit};
+use crate::probe::{Host, LockTable};
+use crate::report::{human, message};
+use crate::stats::Recent;
+use crate::store::{self, ScanPlan, Schema, Store};
+
+/// How one check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Pass,
+    /// Works, but an operator should look.
+    Warn,
+    Fail,
+}
+
+/// One line of doctor's report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub mark: Mark,
+    pub subject: String,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn pass(subject: impl Into<String>, detail: impl Into<String>) -> Finding {
+        Finding {
+            mark: Mark::Pass,
+            subject: subject.into(),
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn warn(
+        subject: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            mark: Mark::Warn,
+            subject: subject.into(),
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    fn fail(
+        subject: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            mark: Mark::Fail,
+            subject: subject.into(),
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    /// `✓ subject: detail`, `✗ subject: detail; fix: …` — one line.
+    pub fn render(&self) -> String {
+        let mark = match self.mark {
+            Mark::Pass => "✓",
+            Mark::Warn => "!",
+            Mark::Fail => "✗",
+        };
+        let line = match &self.fix {
+            Some(fix) => format!("{mark} {}: {}; fix: {fix}", self.subject, self.detail),
+            None => format!("{mark} {}: {}", self.subject, self.detail),
+        };
+        line.replace('\n', " ")
+    }
+}
+
+/// Collects findings and prints each at once (a slow database must not hide the rest).
+struct Report<'a> {
+    out: &'a mut dyn Write,
+    findings: Vec<Finding>,
+}
+
+impl Report<'_> {
+    fn add(&mut self, f: Finding) {
+        let _ = writeln!(self.out, "{}", f.render());
+        self.findings.push(f);
+    }
+}
+
+/// Runs every check; returns the exit status: 0 all pass, 1 any warning or failure, 2 the
+/// configuration is bad, 3 the database cannot be reached.
+pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
+    let mut rep = Report {
+        out,
+        findings: Vec::new(),
+    };
+    let path = ConfigPath::resolve(config_flag);
+    let cfg = match config::load(&path, &Overrides::default(), &[]) {
+        Ok(c) => c,
+        Err(e) => {
+            let fix = match &e {
+                Error::Usage(_) => "give --config FILE or set SELFHEAL_CONFIG".to_string(),
+                _ => "correct it, then run selfheal doctor again".to_string(),
+            };
+            rep.add(Finding::fail("configuration", e.to_string(), fix));
+            return e.exit_code();
+        }
+    };
+    rep.add(Finding::pass(
+        "configuration",
+        format!(
+            "{} parses: {} watch{}",
+            cfg.source
+                .as_ref()
+                .map_or("the command line".into(), |p| p.display().to_string()),
+            cfg.watches.len(),
+            if cfg.watches.len() == 1 { "" } else { "es" }
+        ),
+    ));
+    let host = Host::current();
+    let db_down = match database_checks(&cfg, &host, &mut rep) {
+        Ok(()) => false,
+        Err(()) => true,
+    };
+    for w in &cfg.watches {
+        let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
+        if !here {
+            rep.add(Finding::pass(
+                format!("watch {}: host", w.name),
+                format!(
+                    "it runs on {}; this is {}: its files are checked there",
+                    w.host.as_deref().unwrap_or(""),
+                    host.name
+                ),
+            ));
+            continue;
+        }
+        if let Some(t) = &w.heartbeat_file {
+            rep.add(heartbeat_finding(w, t));
+        }
+        if let Some(t) = &w.lock_file {
+            rep.add(lock_dir_finding(w, t));
+        }
+    }
+    rep.add(run_lock_finding(&cfg.run.lock_file));
+    rep.add(state_dir_finding(&cfg.run.state_dir));
+    if let Some(m) = &cfg.run.metrics_file {
+        rep.add(metrics_finding(m));
+    }
+    if db_down {
+        exit::FAILURE
+    } else if rep.findings.iter().any(|f| f.mark != Mark::Pass) {
+        exit::ATTENTION
+    } else {
+        exit::OK
+    }
+}
+
+/// The database, its clock, and each watch's side of it. `Err` when it cannot be reached.
+fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<(), ()> {
+    let Some(db) = &cfg.database else {
+        rep.add(Finding::pass("database", "none needed: no watches"));
+        return Ok(());
+    };
+    let mut store = match store::open(db, true) {
+        Ok(s) => s,
+        Err(e) => {
+            let text = e.to_string();
+            let fix = if text.contains("Access denied") {
+                "the server refused the user named here: give it the right password \
+                 (password_file, $SELFHEAL_DB_PASSWORD, defaults_file or ~/.my.cnf), or run \
+                 selfheal as a user the server trusts over its socket"
+            } else if matches!(db.url, config::DbUrl::Sqlite(_)) {
+                "check [database] url: the file must exist and be readable by this user"
+            } else {
+                "is the server running, and are the host, port or socket right?"
+            };
+            rep.add(Finding::fail("database", text, fix));
+            return Err(());
+        }
+    };
+    match store.describe_server() {
+        Ok(v) => rep.add(Finding::pass(
+            "database",
+            format!("{v} at {}", store.connection()),
+        )),
+        Err(e) => {
+            rep.add(Finding::fail(
+                "database",
+                e.to_string(),
+                "check the server's health",
+            ));
+            return Err(());
+        }
+    }
+    for note in store.notes() {
+        rep.add(Finding::warn(
+            "database",
+            note,
+            "fix or remove that option file line",
+        ));
+    }
+    let clocks = match store.clock() {
+        Ok(c) => Clocks {
+            db: c,
+            tz: db.timezone,
+        },
+        Err(e) => {
+            rep.add(Finding::fail("clock", e.to_string(), "check the server"));
+            return Err(());
+        }
+    };
+    rep.add(clock_finding(cfg, &clocks, store.as_mut()));
+    for w in &cfg.watches {
+        watch_database_checks(cfg, w, store.as_mut(), &clocks, host, rep);
+    }
+    Ok(())
+}
+
+fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Store) -> Finding {
+    let tol = cfg.run.clock_tolerance.as_secs();
+    let skew = check::clock_skew(&clocks.db, SystemTime::now());
+    let zone = store
+        .session_time_zone()
+        .unwrap_or_else(|e| format!("unknown ({e})"));
+    let naive = match clocks.tz {
+        Some(tz) => format!(
+            "; naive DATETIME values are read in {tz} (UTC{} now)",
+            offset_text(store::zone_offset_now(tz))
+        ),
+        None => "; naive DATETIME values are read on the database's own clock".into(),
+    };
+    let detail = format!(
+        "{}; session time zone {zone}{naive}",
+        check::skew_text(skew, tol)
+    );
+    if skew.unsigned_abs() > tol {
+        Finding::fail(
+            "clock",
+            format!("{detail}: runs act only on conclusive evidence"),
+            "synchronise both clocks (chrony, ntpd or systemd-timesyncd on the database \
+             server and on this host)",
+        )
+    } else {
+        Finding::pass("clock", detail)
+    }
+}
+
+fn offset_text(secs: i64) -> String {
+    let sign = if secs < 0 { '-' } else { '+' };
+    let a = secs.unsigned_abs();
+    format!("{sign}{:02}:{:02}", a / 3600, (a % 3600) / 60)
+}
+
+fn watch_database_checks(
+    cfg: &Config,
+    w: &Watch,
+    store: &mut dyn Store,
+    clocks: &Clocks,
+    host: &Host,
+    rep: &mut Report<'_>,
+) {
+    let subject = |what: &str| format!("watch {}: {what}", w.name);
+    let schema = match store.schema(w) {
+        Ok(s) => s,
+        Err(e) => {
+            let text = match &e {
+                Error::Schema { message, .. } => message.clone(),
+                other => other.to_string(),
+            };
+            let fix = if text.contains("does not exist in table") {
+                format!(
+                    "name an existing column in watch '{}' of {} (or add the column)",
+                    w.name,
+                    cfg.source
+                        .as_ref()
+                        .map_or("the configuration".into(), |p| p.display().to_string())
+                )
+            } else {
+                "check table (and the database in the URL)".to_string()
+            };
+            rep.add(Finding::fail(subject("table"), text, fix));
+            return;
+        }
+    };
+    rep.add(columns_finding(w, &schema));
+    rep.add(match store.explain_running(w) {
+        Ok(plan) => index_finding(w, &plan),
+        Err(e) => Finding::warn(subject("index"), e.to_string(), "run EXPLAIN by hand"),
+    });
+    rep.add(message_finding(w, &schema));
+    match store.running_rows(w) {
+        Ok(rows) => {
+            let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
+            for f in rows_findings(w, &rows, clocks, host, here) {
+                rep.add(f);
+            }
+        }
+        Err(e) => rep.add(Finding::fail(
+            subject("running rows"),
+            e.to_string(),
+            "check the table",
+        )),
+    }
+    rep.add(history_finding(
+        w,
+        crate::stats::recent_runs(store, w, &schema, clocks),
+    ));
+}
+
+/// What a column may hold, by the key that names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Status,
+    Time,
+    Text,
+    Count,
+    Any,
+}
+
+/// Whether a column's declared type can do its job. MySQL types are exact; SQLite's are
+/// declarations, loose by design, so only a BLOB declaration is refused there.
+fn type_problem(role: Role, ty: &str) -> Option<&'static str> {
+    let t = ty.to_ascii_lowercase();
+    let base = t.split(['(', ' ']).next().unwrap_or("");
+    let ints = [
+        "tinyint",
+        "smallint",
+        "mediumint",
+        "int",
+        "integer",
+        "bigint",
+    ];
+    let texts = [
+        "char",
+        "varchar",
+        "tinytext",
+        "text",
+        "mediumtext",
+        "longtext",
+        "enum",
+        "character",
+        "nvarchar",
+        "nchar",
+        "clob",
+        "",
+    ];
+    let times = ["datetime", "timestamp"];
+    match role {
+        _ if base == "blob"
+            || base.ends_with("blob")
+            || base == "binary"
+            || base == "varbinary" =>
+        {
+            Some("a binary type")
+        }
+        Role::Time if base == "date" => Some("a DATE has no time of day"),
+        Role::Time if base == "time" || base == "year" => Some("not a point in time"),
+        Role::Time
+            if times.contains(&base)
+                || ints.contains(&base)
+                || texts.contains(&base)
+                || ["decimal", "numeric", "real", "double", "float"].contains(&base) =>
+        {
+            None
+        }
+        Role::Time => Some("not a date-time, unix seconds or text"),
+        Role::Status | Role::Text if texts.contains(&base) || ints.contains(&base) => None,
+        Role::Status | Role::Text => Some("not a text column"),
+        Role::Count if ints.contains(&base) || ["decimal", "numeric", ""].contains(&base) => None,
+        Role::Count => Some("not an integer column"),
+        Role::Any => None,
+    }
+}
+
+fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
+    let mut roles = vec![
+        ("id_column", &w.id_column, Role::Any),
+        ("status_column", &w.status_column, Role::Status),
+        ("started_column", &w.started_column, Role::Time),
+    ];
+    let opt = [
+        ("heartbeat_column", w.heartbeat_column.as_ref(), Role::Time),
+        ("ended_column", w.ended_column.as_ref(), Role::Time),
+        ("message_column", w.message_column.as_ref(), Role::Text),
+        ("owner_column", w.owner_column.as_ref(), Role::Text),
+        (
+            "attempts_column",
+            w.retry.as_ref().map(|r| &r.attempts_column),
+            Role::Count,
+        ),
+    ];
+    roles.extend(opt.into_iter().filter_map(|(k, c, r)| c.map(|c| (k, c, r))));
+    let mut seen = Vec::new();
+    let mut bad = Vec::new();
+    for (key, col, role) in roles {
+        let ty = schema
+            .types
+            .get(&col.name().to_ascii_lowercase())
+            .cloned()
+            .unwrap_or_default();
+        seen.push(format!(
+            "{col} {}",
+            if ty.is_empty() { "(untyped)" } else { &ty }
+        ));
+        if let Some(why) = type_problem(role, &ty) {
+            bad.push(format!("{key} {col} is {ty}: {why}"));
+        }
+    }
+    let subject = format!("watch {}: table {}", w.name, w.table);
+    if bad.is_empty() {
+        Finding::pass(subject, format!("columns {}", seen.join(", ")))
+    } else {
+        Finding::fail(
+            subject,
+            bad.join("; "),
+            "point the key at a column of a usable type (a start or heartbeat: DATETIME, \
+             TIMESTAMP or integer unix seconds)",
+        )
+    }
+}
+
+/// Below this many expected rows a full scan is no outage (MySQL picks one on small tables
+/// even when an index exists).
+const SMALL_TABLE_ROWS: u64 = 10_000;
+
+fn index_finding(w: &Watch, plan: &ScanPlan) -> Finding {
+    let subject = format!("watch {}: index", w.name);
+    let create = format!(
+        "CREATE INDEX idx_{}_{} ON {} ({})",
+        w.table.name(),
+        w.status_column.name(),
+        w.table,
+        w.status_column
+    );
+    match (&plan.index, plan.candidates.is_empty(), plan.rows) {
+        (Some(i), _, _) => Finding::pass(
+            subject,
+            format!("running rows are found through index {i} ({})", plan.detail),
+        ),
+        (None, false, Some(r)) if r >= SMALL_TABLE_ROWS => Finding::warn(
+            subject,
+            format!(
+                "the database reads ~{r} rows although {} could serve (most rows running, or \
+                 stale statistics?) ({})",
+                plan.candidates.join(", "),
+                plan.detail
+            ),
+            format!("ANALYZE TABLE {}", w.table),
+        ),
+        (None, false, _) => Finding::pass(
+            subject,
+            format!(
+                "{} can find running rows; on a table this small the database reads it \
+                 whole ({})",
+                plan.candidates.join(", "),
+                plan.detail
+            ),
+        ),
+        (None, true, _) => Finding::fail(
+            subject,
+            format!(
+                "no index covers {}: every run reads the whole table, which on a big log \
+                 table is an outage every few minutes ({})",
+                w.status_column, plan.detail
+            ),
+            create,
+        ),
+    }
+}
+
+/// The longest reason this watch can write (before cutting).
+fn longest_message(w: &Watch) -> usize {
+    let t = check::thresholds(w);
+    let big = t.max_age.saturating_mul(100);
+    let ev = Evidence {
+        total_age: Ok(big),
+        heartbeat: Heartbeat::Age(big),
+        lock: match w.lock_file {
+            Some(_) => Lock::Held {
+                pid: Some(4_194_304),
+            },
+            None => Lock::NotConfigured,
+        },
+        owner: match w.owner_column {
+            Some(_) => Owner::Reused { pid: 4_194_304 },
+            None => Owner::NotConfigured,
+        },
+    };
+    let d = Decision {
+        verdict: Verdict::Overtime,
+        basis: Basis::MaxAge,
+    };
+    message(&d, &ev, t).chars().count()
+}
+
+fn message_finding(w: &Watch, schema: &Schema) -> Finding {
+    let subject = format!("watch {}: message", w.name);
+    let Some(col) = &w.message_column else {
+        return Finding::pass(
+            subject,
+            "no message_column: the reason for a change goes to the journal only",
+        );
+    };
+    let need = longest_message(w);
+    match schema.message_max {
+        None => Finding::pass(subject, format!("{col} holds any length")),
+        Some(n) if n >= need => Finding::pass(
+            subject,
+            format!("{col} holds {n} characters; a reason needs at most {need}"),
+        ),
+        Some(n) => Finding::warn(
+            subject,
+            format!(
+                "{col} holds {n} characters; reasons of up to {need} will be cut (the lock \
+                 and the owner go first)"
+            ),
+            format!(
+                "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR(255) (keep its NULL and \
+                 DEFAULT)",
+                w.table
+            ),
+        ),
+    }
+}
+
+/// Times in the future on the database clock, and a one-line census of the running rows.
+fn rows_findings(
+    w: &Watch,
+    rows: &[store::RunningRow],
+    clocks: &Clocks,
+    host: &Host,
+    here: bool,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut future: Vec<(String, i64)> = Vec::new();
+    for r in rows {
+        let mut look = |col: &str, tv: &store::TimeValue| {
+            if let Ok(Some(s)) = &tv.stamp
+                && let Ok(age) = age_on_db_clock(*s, &clocks.db, clocks.tz)
+                && plausible_age(age, col).is_err()
+            {
+                future.push((format!("row {}: {col} = {}", r.id, tv.raw), -age));
+            }
+        };
+        look(w.started_column.name(), &r.started);
+        if let (Some(c), Some(tv)) = (&w.heartbeat_column, &r.heartbeat) {
+            look(c.name(), tv);
+        }
+    }
+    if let Some((first, ahead)) = future.first() {
+        let hours = (*ahead as f64 / 3600.0).round() as i64;
+        let whole_hours = hours != 0 && (ahead - hours * 3600).abs() <= 120;
+        let fix = match (clocks.tz, whole_hours) {
+            (Some(tz), _) => format!(
+                "timezone = \"{tz}\" is set: make it the zone the application writes in, or \
+                 fix the clock of the host that writes these values"
+            ),
+            (None, true) => format!(
+                "the application seems to write naive times {hours:+}h off the session's \
+                 zone: set [database] timezone to the zone it writes in (one at UTC{} now), \
+                 or fix the writing host's clock",
+                offset_text(
+                    clocks.db.now_naive.and_utc().timestamp() - clocks.db.now_epoch + hours * 3600
+                )
+            ),
+            (None, false) => "fix the clock of the host that writes these values".into(),
+        };
+        out.push(Finding::fail(
+            format!("watch {}: times", w.name),
+            format!(
+                "{} of {} running rows carry times in the future on the database clock, e.g. \
+                 {first} is {} ahead: such rows are never judged (unknown)",
+                future.len(),
+                rows.len(),
+                human(ahead.unsigned_abs())
+            ),
+            fix,
+        ));
+    }
+    if !here {
+        return out;
+    }
+    let t = check::thresholds(w);
+    let host_now = SystemTime::now();
+    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+    let mut counts: Vec<(Verdict, usize)> = Vec::new();
+    let mut unknown: Option<String> = None;
+    for r in rows {
+        let ev = check::gather(w, r, clocks, host, host_now, locks.as_ref());
+        let d = decide::decide(&ev, t);
+        if d.verdict == Verdict::Unknown && unknown.is_none() {
+            unknown = Some(format!("row {}: {}", r.id, d.basis.describe()));
+        }
+        match counts.iter_mut().find(|(v, _)| *v == d.verdict) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((d.verdict, 1)),
+        }
+    }
+    let census = if counts.is_empty() {
+        "none now".to_string()
+    } else {
+        counts
+            .iter()
+            .map(|(v, n)| format!("{n} {}", v.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let subject = format!("watch {}: running rows", w.name);
+    match unknown {
+        Some(u) if future.is_empty() => out.push(Finding::warn(
+            subject,
+            format!("{census}; {u}"),
+            "selfheal check --explain shows each row's evidence",
+        )),
+        _ => out.push(Finding::pass(subject, census)),
+    }
+    out
+}
+
+fn history_finding(w: &Watch, recent: crate::error::Result<Recent>) -> Finding {
+    let subject = format!("watch {}: max_age", w.name);
+    let cap = fmt_duration(w.max_age);
+    let runs = match recent {
+        Ok(Recent::Runs(r)) => r,
+        Ok(Recent::NoEndedColumn) => {
+            return Finding::pass(
+                subject,
+                format!("{cap}; no ended_column, so no finished runs to compare it with"),
+            );
+        }
+        Ok(Recent::IdNotPrimary) => {
+            return Finding::warn(
+                subject,
+                format!(
+                    "{cap}; not compared with finished runs: {} is not the primary key, so \
+                     the latest rows cannot be read cheaply",
+                    w.id_column
+                ),
+                "see `selfheal stats` for the runtimes of every finished row",
+            );
+        }
+        Err(e) => {
+            return Finding::warn(
+                subject,
+                format!("cannot read finished runs: {e}"),
+                "check the table",
+            );
+        }
+    };
+    let Some((longest, _)) = &runs.longest else {
+        return Finding::pass(
+            subject,
+            format!("{cap}; no finished runs yet to compare it with"),
+        );
+    };
+    let what = format!(
+        "the longest of the last {} runs that ended well took {}",
+        runs.runs,
+        fmt_duration(Duration::from_secs(*longest))
+    );
+    match runs.max_age_warning(w) {
+        Some(warn) => Finding::fail(
+            subject,
+            format!(
+                "{cap} is below 1.5x what real runs take ({what}): it would kill legitimate runs"
+            ),
+            format!(
+                "raise max_age to at least {}",
+                fmt_duration(Duration::from_secs(warn.at_least_s))
+            ),
+        ),
+        None => Finding::pass(
+            subject,
+            format!("{cap} is at least 1.5x what real runs take ({what})"),
+        ),
+    }
+}
+
+/// The login name and uid selfheal runs as, for messages.
+fn me() -> String {
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid).ok().flatten() {
+        Some(u) => format!("{} (uid {uid})", u.name),
+        None => format!("uid {uid}"),
+    }
+}
+
+fn owner_of(p: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(m.uid()))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
+
+/// Whether this user can look inside `dir` (stat files there) — exactly what a heartbeat or
+/// lock probe needs.
+#[derive(Debug, PartialEq, Eq)]
+enum DirAccess {
+    Ok,
+    Missing,
+    NotDir,
+    Denied(String),
+    Other(String),
+}
+
+fn probe_dir(dir: &Path) -> DirAccess {
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == ErrorKind::NotFound => DirAccess::Missing,
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => DirAccess::Denied(e.to_string()),
+        Err(e) => DirAccess::Other(e.to_string()),
+        Ok(m) if !m.is_dir() => DirAccess::NotDir,
+        Ok(_) => match std::fs::metadata(dir.join(".selfheal-doctor-probe")) {
+            Ok(_) => DirAccess::Ok,
+            Err(e) if e.kind() == ErrorKind::NotFound => DirAccess::Ok,
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => DirAccess::Denied(e.to_string()),
+            Err(e) => DirAccess::Other(e.to_string()),
+        },
+    }
+}
+
+/// The directory a template's files live in: the part before the first component holding
+/// `{id}`; and the file itself when the template has no `{id}`.
+fn template_dir(t: &PathTemplate) -> (PathBuf, Option<PathBuf>) {
+    let p = Path::new(t.as_str());
+    if !t.has_id() {
+        return (
+            p.parent()
+                .map_or_else(|| PathBuf::from("/"), Path::to_path_buf),
+            Some(p.to_path_buf()),
+        );
+    }
+    let mut dir = PathBuf::new();
+    for c in p.components() {
+        if let Component::Normal(s) = c
+            && s.to_string_lossy().contains("{id}")
+        {
+            break;
+        }
+        dir.push(c);
+    }
+    (dir, None)
+}
+
+fn denied_fix(dir: &Path) -> String {
+    let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map_or_else(|| "this user".to_string(), |u| u.name);
+    match owner_of(dir) {
+        Some(owner) => format!(
+            "run selfheal as {owner} (the owner of {0}), or let {me} in: chmod o+x {0} (or \
+             setfacl -m u:{me}:x {0})",
+            dir.display()
+        ),
+        None => format!(
+            "run selfheal as the user that owns {0}, or give {me} search (x) permission on \
+             it and every directory above it",
+            dir.display()
+        ),
+    }
+}
+
+fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
+    let subject = format!("watch {}: heartbeat_file", w.name);
+    let (dir, file) = template_dir(t);
+    match probe_dir(&dir) {
+        DirAccess::Ok => {}
+        DirAccess::Missing => {
+            return Finding::fail(
+                subject,
+                format!(
+                    "directory {} does not exist: every heartbeat will be missing and every \
+                     row older than stale_after dead",
+                    dir.display()
+                ),
+                format!("correct heartbeat_file (now {})", t.as_str()),
+            );
+        }
+        DirAccess::NotDir => {
+            return Finding::fail(
+                subject,
+                format!("{} is not a directory", dir.display()),
+                format!("correct heartbeat_file (now {})", t.as_str()),
+            );
+        }
+        DirAccess::Denied(e) => {
+            return Finding::fail(
+                subject,
+                format!(
+                    "{} cannot look inside {} ({e}): every heartbeat would be unreadable and \
+                     every row unknown",
+                    me(),
+                    dir.display()
+                ),
+                denied_fix(&dir),
+            );
+        }
+        DirAccess::Other(e) => {
+            return Finding::fail(
+                subject,
+                format!("{}: {e}", dir.display()),
+                "check the file system (NFS mount?)",
+            );
+        }
+    }
+    match file {
+        None => Finding::pass(
+            subject,
+            format!("{} can read the heartbeat files in {}", me(), dir.display()),
+        ),
+        Some(f) => match crate::probe::file_heartbeat(&f, SystemTime::now()) {
+            Heartbeat::Age(a) => Finding::pass(
+                subject,
+                format!("{} is readable; it last beat {} ago", f.display(), human(a)),
+            ),
+            Heartbeat::Missing => Finding::pass(
+                subject,
+                format!(
+                    "{} does not exist now (no job running?); its directory is readable",
+                    f.display()
+                ),
+            ),
+            Heartbeat::Unreadable(why) => Finding::fail(subject, why, denied_fix(&dir)),
+        },
+    }
+}
+
+fn lock_dir_finding(w: &Watch, t: &PathTemplate) -> Finding {
+    let subject = format!("watch {}: lock_file", w.name);
+    let (dir, _) = template_dir(t);
+    match probe_dir(&dir) {
+        DirAccess::Ok => Finding::pass(
+            subject,
+            format!(
+                "directory {} exists and {} can look inside (the lock is probed, never \
+                 taken or deleted)",
+                dir.display(),
+                me()
+            ),
+        ),
+        DirAccess::Missing => Finding::fail(
+            subject,
+            format!(
+                "directory {} does not exist: the lock will always be absent, which proves \
+                 nothing",
+                dir.display()
+            ),
+            format!("correct lock_file (now {})", t.as_str()),
+        ),
+        DirAccess::NotDir => Finding::fail(
+            subject,
+            format!("{} is not a directory", dir.display()),
+            format!("correct lock_file (now {})", t.as_str()),
+        ),
+        DirAccess::Denied(e) => Finding::fail(
+            subject,
+            format!("{} cannot look inside {} ({e})", me(), dir.display()),
+            denied_fix(&dir),
+        ),
+        DirAccess::Other(e) => Finding::fail(
+            subject,
+            format!("{}: {e}", dir.display()),
+            "check the file system",
+        ),
+    }
+}
+
+fn writable(p: &Path) -> bool {
+    access(p, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()
+}
+
+/// The nearest existing ancestor of `p` (itself included).
+fn existing_ancestor(p: &Path) -> Option<&Path> {
+    p.ancestors().find(|a| a.exists())
+}
+
+fn run_lock_finding(path: &Path) -> Finding {
+    let subject = "run lock";
+    if path.exists() {
+        let usable = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .or_else(|_| std::fs::File::open(path));
+        return match usable {
+            Ok(_) => Finding::pass(subject, format!("{} is usable", path.display())),
+            Err(e) => Finding::fail(
+                subject,
+                format!("{}: {e}", path.display()),
+                format!(
+                    "let {} open it, or set run.lock_file to a file it can create",
+                    me()
+                ),
+            ),
+        };
+    }
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    if dir.is_dir() && writable(dir) {
+        Finding::pass(
+            subject,
+            format!(
+                "{} will be created in {} on the first run",
+                path.display(),
+                dir.display()
+            ),
+        )
+    } else {
+        Finding::fail(
+            subject,
+            format!(
+                "{} does not exist and {} cannot create it in {}",
+                path.display(),
+                me(),
+                dir.display()
+            ),
+            "set run.lock_file to a file in a directory this user can write (e.g. /run/lock)",
+        )
+    }
+}
+
+fn state_dir_finding(dir: &Path) -> Finding {
+    let subject = "state_dir";
+    if dir.is_dir() {
+        let journal = dir.join(crate::journal::JOURNAL_FILE);
+        let ok =
+            writable(dir) && (!journal.exists() || access(&journal, AccessFlags::W_OK).is_ok());
+        return if ok {
+            Finding::pass(
+                subject,
+                format!(
+                    "{} is writable (journal.jsonl of every change, last-run.json)",
+                    dir.display()
+                ),
+            )
+        } else {
+            Finding::fail(
+                subject,
+                format!(
+                    "{} cannot write the journal in {}: every run would warn, and the first change would fail (exit 3)",
+                    me(),
+                    dir.display()
+                ),
+                format!(
+                    "chown the directory to the user selfheal runs as: chown -R USER {}",
+                    dir.display()
+                ),
+            )
+        };
+    }
+    if dir.exists() {
+        return Finding::fail(
+            subject,
+            format!("{} is not a directory", dir.display()),
+            "set run.state_dir to a directory",
+        );
+    }
+    match existing_ancestor(dir) {
+        Some(a) if a.is_dir() && writable(a) => Finding::pass(
+            subject,
+            format!(
+                "{} will be created by the next run (in {})",
+                dir.display(),
+                a.display()
+            ),
+        ),
+        _ => Finding::fail(
+            subject,
+            format!(
+                "{} does not exist and {} cannot create it",
+                dir.display(),
+                me()
+            ),
+            format!(
+                "create it for the user selfheal runs as: install -d -o USER {}",
+                dir.display()
+            ),
+        ),
+    }
+}
+
+fn metrics_finding(file: &Path) -> Finding {
+    let subject = "metrics_file";
+    let dir = file.parent().unwrap_or(Path::new("/"));
+    if !dir.is_dir() {
+        return Finding::fail(
+            subject,
+            format!("directory {} does not exist", dir.display()),
+            "create it, or point metrics_file at node_exporter's textfile directory",
+        );
+    }
+    if !writable(dir) {
+        return Finding::fail(
+            subject,
+            format!(
+                "{} cannot write in {} (the file is written to a temporary file there, \
+                 then renamed)",
+                me(),
+                dir.display()
+            ),
+            format!("let the user selfheal runs as write in {}", dir.display()),
+        );
+    }
+    let age = std::fs::metadata(file)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok());
+    Finding::pass(
+        subject,
+        match age {
+            Some(a) => format!(
+                "{} was last written {} ago",
+                file.display(),
+                human(a.as_secs())
+            ),
+            None => format!("{} will be written by the next run", file.display()),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_types() {
+        assert_eq!(type_problem(Role::Time, "datetime"), None);
+        assert_eq!(type_problem(Role::Time, "timestamp"), None);
+        assert_eq!(type_problem(Role::Time, "int"), None);
+        assert_eq!(type_problem(Role::Time, "bigint"), None);
+        assert_eq!(type_problem(Role::Time, "text"), None);
+        assert_eq!(type_problem(Role::Time, ""), None, "SQLite: untyped");
+        assert!(type_problem(Role::Time, "date").is_some());
+        assert!(type_problem(Role::Time, "time").is_some());
+        assert!(type_problem(Role::Time, "blob").is_some());
+        assert!(type_problem(Role::Time, "json").is_some());
+        assert_eq!(type_problem(Role::Status, "varchar(16)"), None);
+        assert_eq!(type_problem(Role::Status, "enum"), None);
+        assert_eq!(type_problem(Role::Status, "tinyint"), None);
+        assert!(type_problem(Role::Status, "datetime").is_some());
+        assert_eq!(type_problem(Role::Count, "int"), None);
+        assert!(type_problem(Role::Count, "varchar").is_some());
+        assert!(type_problem(Role::Text, "longblob").is_some());
+    }
+
+    #[test]
+    fn template_directories() {
+        let t = |s: &str| PathTemplate::parse(s).expect("template");
+        assert_eq!(
+            template_dir(&t("/var/www/run/progress-{id}.json")),
+            (PathBuf::from("/var/www/run"), None)
+        );
+        assert_eq!(
+            template_dir(&t("/var/www/run/{id}/hb")),
+            (PathBuf::from("/var/www/run"), None)
+        );
+        assert_eq!(
+            template_dir(&t("/var/www/run/progress.json")),
+            (
+                PathBuf::from("/var/www/run"),
+                Some(PathBuf::from("/var/www/run/progress.json"))
+            )
+        );
+    }
+
+    #[test]
+    fn lines_render_with_marks_and_fixes() {
+        assert_eq!(
+            Finding::pass("database", "mariadb 10.11").render(),
+            "✓ database: mariadb 10.11"
+        );
+        assert_eq!(
+            Finding::fail("watch w: index", "none", "CREATE INDEX x ON t (s)").render(),
+            "✗ watch w: index: none; fix: CREATE INDEX x ON t (s)"
+        );
+        assert_eq!(Finding::warn("a", "b\nc", "d").render(), "! a: b c; fix: d");
+        assert_eq!(offset_text(8 * 3600), "+08:00");
+        assert_eq!(offset_text(-(5 * 3600 + 1800)), "-05:30");
+    }
+}

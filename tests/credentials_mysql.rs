@@ -1,0 +1,248 @@
+//! MySQL credentials the way hosts keep them, against the real MariaDB: a password from
+//! each source logs in, a wrong one is refused and never shown; an option file with
+//! `!include`, quoting and comments; `~/.my.cnf`; root over the socket with no password,
+//! as cron runs it.
+
+mod common;
+
+use common::*;
+
+/// Holds `#`, both quotes, a space and `;`: everything an option file must quote.
+const PW: &str = "Se#cr\"e t'9;x";
+const WRONG: &str = "Wr0ng#pw\"x y";
+
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The server's connection as option-file lines (socket, or host and port).
+fn where_lines(server: &str) -> String {
+    let o = mysql::Opts::from_url(server).expect("server url");
+    match o.get_socket() {
+        Some(s) => format!("socket = {s}\n"),
+        None => format!(
+            "host = {}\nport = {}\n",
+            o.get_ip_or_hostname(),
+            o.get_tcp_port()
+        ),
+    }
+}
+
+/// `server` with the given user (and password) and database.
+fn url_as(server: &str, db: &str, user: Option<&str>, pass: Option<&str>) -> String {
+    let url = with_database(server, db);
+    let (scheme, rest) = url.split_once("://").expect("scheme");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let auth = match (user, pass) {
+        (Some(u), Some(p)) => format!("{u}:{}@", percent(p)),
+        (Some(u), None) => format!("{u}@"),
+        _ => String::new(),
+    };
+    format!("{scheme}://{auth}{host}")
+}
+
+/// One way of handing selfheal the password: a `[database]` body, environment variables.
+struct Source {
+    name: &'static str,
+    database: String,
+    env: Vec<(&'static str, String)>,
+}
+
+fn sources(sb: &Sandbox, db: &MysqlDb, user: &str, pw: &str) -> Vec<Source> {
+    let server = MysqlDb::server_url();
+    let url_user = url_as(&server, &db.name, Some(user), None);
+    let no_user = url_as(&server, &db.name, None, None);
+    let home = sb.path("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let quoted = pw.replace('\\', "\\\\").replace('"', "\\\"");
+    std::fs::write(
+        home.join(".my.cnf"),
+        format!("[client]\nuser = {user}\npassword = \"{quoted}\"\n"),
+    )
+    .expect("my.cnf");
+    let pwfile = sb.file("db-password", &format!("{pw}\n"), 0o600);
+    sb.file(
+        "secret.cnf",
+        &format!(
+            "; kept apart from the rest, mode 0600\n[client]\n\
+             password = \"{quoted}\"   # quoted: it holds a # and both quotes\n{}",
+            where_lines(&server)
+        ),
+        0o600,
+    );
+    let defaults = sb.file(
+        "app.cnf",
+        &format!(
+            "# the application's account\n[mysqld]\npassword = not-this-one\n\n\
+             [client]\nuser = {user}   # comment after a value\n!include {}\n",
+            sb.path("secret.cnf").display()
+        ),
+        0o600,
+    );
+    vec![
+        Source {
+            name: "the URL in the configuration file",
+            database: format!(
+                "url = \"{}\"",
+                url_as(&server, &db.name, Some(user), Some(pw))
+            ),
+            env: vec![],
+        },
+        Source {
+            name: "password_file",
+            database: format!(
+                "url = \"{url_user}\"\npassword_file = \"{}\"",
+                pwfile.display()
+            ),
+            env: vec![],
+        },
+        Source {
+            name: "$SELFHEAL_DB_PASSWORD",
+            database: format!("url = \"{url_user}\""),
+            env: vec![("SELFHEAL_DB_PASSWORD", pw.to_string())],
+        },
+        Source {
+            name: "defaults_file with !include, quotes and comments",
+            database: format!(
+                "url = \"mysql:///{}\"\ndefaults_file = \"{}\"",
+                db.name,
+                defaults.display()
+            ),
+            env: vec![],
+        },
+        Source {
+            name: "~/.my.cnf",
+            database: format!("url = \"{no_user}\""),
+            env: vec![("HOME", home.display().to_string())],
+        },
+    ]
+}
+
+fn run(sb: &Sandbox, src: &Source, args: &[&str]) -> std::process::Output {
+    let cfg = sb.config_with(&src.database, "", &sb.watch(""));
+    let mut c = selfheal();
+    c.args(args).arg("--config").arg(&cfg);
+    for (k, v) in &src.env {
+        c.env(k, v);
+    }
+    c.output().expect("run selfheal")
+}
+
+#[test]
+fn a_password_from_each_source_logs_in() {
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    let user = db.create_user(PW);
+    let sb = Sandbox::new();
+    for src in sources(&sb, &db, &user, PW) {
+        let o = run(&sb, &src, &["check", "--explain"]);
+        assert_exit(&o, 0);
+        assert!(
+            stdout(&o).contains("0 running rows in 1 watch"),
+            "{}: {}",
+            src.name,
+            stdout(&o)
+        );
+        assert_eq!(stderr(&o), "", "{}", src.name);
+        // doctor says where each setting came from, never the password.
+        let o = run(&sb, &src, &["doctor"]);
+        assert_exit(&o, 0);
+        let db_line = stdout(&o)
+            .lines()
+            .find(|l| l.starts_with("✓ database: "))
+            .map(str::to_string)
+            .unwrap_or_default();
+        assert!(
+            db_line.contains(&format!("user {user} (from ")),
+            "{}: {db_line}",
+            src.name
+        );
+        assert!(
+            db_line.contains("a password from "),
+            "{}: {db_line}",
+            src.name
+        );
+        assert!(!stdout(&o).contains(PW), "{}", src.name);
+    }
+}
+
+#[test]
+fn a_wrong_password_from_each_source_is_refused_and_never_shown() {
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    let user = db.create_user(PW);
+    let sb = Sandbox::new();
+    for src in sources(&sb, &db, &user, WRONG) {
+        for args in [
+            &["check"][..],
+            &["check", "--explain", "--format", "json"],
+            &["doctor"],
+        ] {
+            let o = run(&sb, &src, args);
+            assert_exit(&o, 3);
+            let all = format!("{}{}", stdout(&o), stderr(&o));
+            assert!(all.contains("Access denied"), "{}: {all}", src.name);
+            assert!(all.contains(&user), "{}: names the user: {all}", src.name);
+            for secret in [WRONG, &percent(WRONG), "Wr0ng", "0ng%23"] {
+                assert!(
+                    !all.contains(secret),
+                    "{}: shows {secret:?}: {all}",
+                    src.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn root_over_the_socket_needs_no_password_as_from_cron() {
+    let mut db = mysql_or_skip!();
+    let server = MysqlDb::server_url();
+    let socket = mysql::Opts::from_url(&server)
+        .ok()
+        .and_then(|o| o.get_socket().map(str::to_string));
+    let (Some(socket), true) = (socket, nix::unistd::geteuid().is_root()) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root against the local MariaDB over its socket"
+        );
+        eprintln!("SKIPPED: needs root and a server on a local socket");
+        return;
+    };
+    db.create_sync_log("DATETIME");
+    let sb = Sandbox::new();
+    // No user, no password, no socket: the login name (root) over the usual socket.
+    let plain = Source {
+        name: "a bare URL",
+        database: format!("url = \"mysql://localhost/{}\"", db.name),
+        env: vec![],
+    };
+    // Debian's /etc/mysql/debian.cnf: only a user, an empty password and the socket.
+    let debian = sb.file(
+        "debian.cnf",
+        &format!("# Automatically generated\n[client]\nhost     = localhost\nuser     = root\npassword = \nsocket   = {socket}\n[mysql_upgrade]\nuser = root\n"),
+        0o600,
+    );
+    let debian = Source {
+        name: "a debian.cnf",
+        database: format!(
+            "url = \"mysql:///{}\"\ndefaults_file = \"{}\"",
+            db.name,
+            debian.display()
+        ),
+        env: vec![],
+    };
+    for src in [plain, debian] {
+        let o = run(&sb, &src, &["check", "--explain"]);
+        assert_exit(&o, 0);
+        assert_eq!(stderr(&o), "", "{}", src.name);
+    }
+}

@@ -1,0 +1,214 @@
+//! The documentation keeps up with the program: the man page renders without a groff
+//! warning and names every long option of every subcommand (taken from clap itself, so a
+//! new flag or subcommand fails here until it is documented) and every configuration key
+//! (taken from the configuration parser); the README names every subcommand and the man
+//! page; completions cover every subcommand.
+
+mod common;
+
+use std::path::Path;
+
+use clap::CommandFactory;
+use common::*;
+
+const MAN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/man/selfheal.1");
+const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+
+/// The man page's source as text: `\-` as `-`, font and zero-width escapes removed.
+fn man_text() -> String {
+    let src = std::fs::read_to_string(MAN).expect("man/selfheal.1");
+    let mut s = src.replace("\\-", "-").replace("\\&", "");
+    for esc in ["\\fB", "\\fI", "\\fR", "\\fP"] {
+        s = s.replace(esc, "");
+    }
+    s
+}
+
+/// True when `word` appears not as part of a longer option or key name.
+fn mentions(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        let part =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let starts_plain = word.starts_with(|c: char| c.is_ascii_alphanumeric());
+        !(part(after) || starts_plain && part(before))
+    })
+}
+
+/// Visible subcommands with their long options, straight from the clap definition.
+fn subcommands() -> Vec<(String, Vec<String>)> {
+    let cli = selfheal::cli::Cli::command();
+    cli.get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| {
+            let longs = c
+                .get_arguments()
+                .filter(|a| !a.is_hide_set())
+                .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+                .collect();
+            (c.get_name().to_string(), longs)
+        })
+        .collect()
+}
+
+#[test]
+fn the_man_page_renders_without_warnings() {
+    let Ok(probe) = std::process::Command::new("groff")
+        .arg("--version")
+        .output()
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have groff (scripts/test installs groff-base)"
+        );
+        eprintln!("SKIPPED: groff is not installed");
+        return;
+    };
+    assert!(probe.status.success());
+    for device in ["ps", "utf8", "ascii"] {
+        let o = std::process::Command::new("groff")
+            .args(["-man", "-ww", "-z", &format!("-T{device}"), MAN])
+            .output()
+            .expect("groff");
+        assert!(o.status.success(), "{device}: {o:?}");
+        assert_eq!(stderr(&o), "", "groff -T{device} warnings");
+    }
+}
+
+#[test]
+fn the_man_page_has_its_sections_and_every_option_of_every_subcommand() {
+    let man = man_text();
+    for section in [
+        ".SH NAME",
+        ".SH SYNOPSIS",
+        ".SH DESCRIPTION",
+        ".SH COMMANDS",
+        ".SH OPTIONS",
+        ".SH CONFIGURATION",
+        ".SH VERDICTS",
+        ".SH \"EXIT STATUS\"",
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+        ".SH EXAMPLES",
+    ] {
+        assert!(man.contains(section), "{section}");
+    }
+    let subs = subcommands();
+    assert!(subs.iter().any(|(n, _)| n == "doctor"), "{subs:?}");
+    let mut missing = Vec::new();
+    for (name, longs) in &subs {
+        if name == "help" {
+            continue;
+        }
+        if !man.contains(&format!(".B {name}\n")) {
+            missing.push(format!("subcommand {name} in COMMANDS"));
+        }
+        for l in longs {
+            if !mentions(&man, l) {
+                missing.push(format!("{name} {l}"));
+            }
+        }
+    }
+    for l in ["--help", "--version"] {
+        if !mentions(&man, l) {
+            missing.push(l.to_string());
+        }
+    }
+    assert!(missing.is_empty(), "not in man/selfheal.1: {missing:?}");
+}
+
+/// The keys the configuration parser accepts in one table, from its own "unknown field"
+/// message.
+fn keys_of(section: &str) -> Vec<String> {
+    let body = match section {
+        "watch" => "[[watch]]\nname = \"w\"\nzz_not_a_key = 1\n".to_string(),
+        s => format!("[{s}]\nzz_not_a_key = 1\n"),
+    };
+    let err = selfheal::config::from_str(
+        &body,
+        Path::new("/x.toml"),
+        &selfheal::config::Overrides::default(),
+        &[],
+    )
+    .expect_err("unknown key")
+    .to_string();
+    let expected = err
+        .split_once("expected one of")
+        .map(|(_, e)| e)
+        .unwrap_or_else(|| panic!("{err}"));
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_man_page_documents_every_configuration_key() {
+    let man = man_text();
+    let mut missing = Vec::new();
+    for (section, heading) in [
+        ("database", ".SS \"[database]\""),
+        ("run", ".SS \"[run]\""),
+        ("watch", ".SS \"[[watch]]\""),
+    ] {
+        let keys = keys_of(section);
+        assert!(keys.len() >= 4, "{section}: {keys:?}");
+        let start = man.find(heading).unwrap_or_else(|| panic!("{heading}"));
+        let rest = &man[start + heading.len()..];
+        let end = rest
+            .find(".SS ")
+            .or_else(|| rest.find(".SH "))
+            .unwrap_or(rest.len());
+        let part = &rest[..end];
+        for k in keys {
+            if !part.contains(&format!(".B {k}\n")) {
+                missing.push(format!("{section}.{k}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "keys without a .B entry: {missing:?}");
+}
+
+#[test]
+fn the_readme_names_every_subcommand_and_the_man_page() {
+    let readme = std::fs::read_to_string(README).expect("README.md");
+    for (name, _) in subcommands() {
+        if name != "help" {
+            assert!(
+                readme.contains(&format!("selfheal {name}")),
+                "README: selfheal {name}"
+            );
+        }
+    }
+    assert!(
+        readme.contains("man/selfheal.1"),
+        "README points at the man page"
+    );
+}
+
+#[test]
+fn completions_for_each_shell_cover_the_subcommands() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = selfheal()
+            .args(["completions", shell])
+            .output()
+            .expect("run");
+        assert_exit(&o, 0);
+        let out = stdout(&o);
+        assert!(out.len() > 500, "{shell}: {out}");
+        for (name, _) in subcommands() {
+            assert!(out.contains(&name), "{shell}: {name}");
+        }
+        assert!(out.contains("dry-run"), "{shell}: options too");
+    }
+    let o = selfheal()
+        .args(["completions", "tcsh"])
+        .output()
+        .expect("run");
+    assert_exit(&o, 2);
+    let help = stdout(&selfheal().arg("--help").output().expect("run"));
+    assert!(!help.contains("completions"), "hidden from --help: {help}");
+}

@@ -1,0 +1,312 @@
+//! `selfheal doctor` against real schemas: a healthy MariaDB table is all ✓ (exit 0); a
+//! table with no status index, a missing column, an unreadable heartbeat directory (as an
+//! unprivileged user), a heartbeat column written in the future and a `max_age` below the
+//! runs the table shows are each one ✗ line with its fix (exit 1); a bad configuration is
+//! exit 2 and an unreachable database exit 3.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+fn doctor(cfg: &Path) -> std::process::Output {
+    selfheal()
+        .args(["doctor", "--config"])
+        .arg(cfg)
+        .output()
+        .expect("run selfheal")
+}
+
+/// The report's lines, each checked to be one mark, a subject and a detail.
+fn lines(o: &std::process::Output) -> Vec<String> {
+    let out = stdout(o);
+    let lines: Vec<String> = out.lines().map(str::to_string).collect();
+    for l in &lines {
+        assert!(
+            l.starts_with("✓ ") || l.starts_with("✗ ") || l.starts_with("! "),
+            "one mark per line: {l:?} in\n{out}"
+        );
+    }
+    lines
+}
+
+/// The one line about `subject` (e.g. "watch full-sync: index").
+fn line<'a>(lines: &'a [String], subject: &str) -> &'a str {
+    let hits: Vec<&String> = lines
+        .iter()
+        .filter(|l| {
+            l[l.char_indices().nth(2).map_or(0, |(i, _)| i)..].starts_with(&format!("{subject}:"))
+        })
+        .collect();
+    assert_eq!(hits.len(), 1, "one line for {subject:?} in {lines:#?}");
+    hits[0]
+}
+
+fn metrics_run(sb: &Sandbox) -> String {
+    std::fs::create_dir_all(sb.path("textfile")).expect("dir");
+    format!(
+        "metrics_file = \"{}\"",
+        sb.path("textfile/selfheal.prom").display()
+    )
+}
+
+#[test]
+fn a_healthy_mariadb_schema_is_all_checks_passed() {
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    db.exec(
+        "INSERT INTO sync_log (id, status, start_time, end_time) VALUES \
+         (1, 'done', NOW() - INTERVAL 3 HOUR, NOW() - INTERVAL 2 HOUR), \
+         (2, 'done', NOW() - INTERVAL 2 HOUR, NOW() - INTERVAL 90 MINUTE)",
+    );
+    db.exec(
+        "INSERT INTO sync_log (id, status, start_time, heartbeat_at) VALUES \
+         (3, 'running', NOW() - INTERVAL 20 MINUTE, NOW() - INTERVAL 10 SECOND)",
+    );
+    let sb = Sandbox::new();
+    sb.heartbeat(3, std::time::Duration::from_secs(5));
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url),
+        &metrics_run(&sb),
+        &sb.watch("heartbeat_column = \"heartbeat_at\"\nlock_file = \"/run/lock/job-{id}.lock\""),
+    );
+    let o = doctor(&cfg);
+    let l = lines(&o);
+    assert_exit(&o, 0);
+    assert!(l.iter().all(|l| l.starts_with("✓ ")), "{l:#?}");
+    assert!(line(&l, "database").contains("mariadb"), "{l:#?}");
+    assert!(line(&l, "clock").contains("session time zone"), "{l:#?}");
+    assert!(
+        line(&l, "watch full-sync: index").contains("idx_status"),
+        "{l:#?}"
+    );
+    assert!(
+        line(&l, "watch full-sync: message").contains("error_msg holds 255 characters"),
+        "{l:#?}"
+    );
+    assert!(
+        line(&l, "watch full-sync: running rows").contains("1 alive"),
+        "{l:#?}"
+    );
+    assert!(
+        line(&l, "watch full-sync: max_age")
+            .contains("the longest of the last 2 runs that ended well took 1h"),
+        "{l:#?}"
+    );
+    for s in [
+        "configuration",
+        "watch full-sync: table sync_log",
+        "watch full-sync: heartbeat_file",
+        "watch full-sync: lock_file",
+        "run lock",
+        "state_dir",
+        "metrics_file",
+    ] {
+        line(&l, s);
+    }
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn a_table_without_a_status_index_is_a_cross_with_the_create_index_fix() {
+    // MariaDB: EXPLAIN of the very query check runs says type ALL.
+    let mut db = mysql_or_skip!();
+    db.exec(
+        "CREATE TABLE sync_log (id INT PRIMARY KEY, status VARCHAR(16) NOT NULL, \
+         start_time DATETIME NULL, end_time DATETIME NULL, \
+         error_msg VARCHAR(255) NOT NULL DEFAULT '')",
+    );
+    let sb = Sandbox::new();
+    let cfg = sb.config(&db.url, &sb.watch(""));
+    let o = doctor(&cfg);
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let idx = line(&l, "watch full-sync: index");
+    assert!(idx.starts_with("✗ "), "{idx}");
+    // A full scan either way: of the table (ALL) or of the whole primary key (index).
+    assert!(
+        idx.contains("EXPLAIN: type ALL") || idx.contains("EXPLAIN: type index"),
+        "{idx}"
+    );
+    assert!(
+        idx.ends_with("fix: CREATE INDEX idx_sync_log_status ON sync_log (status)"),
+        "{idx}"
+    );
+    // Applying the fix turns it into a ✓.
+    db.exec("CREATE INDEX idx_sync_log_status ON sync_log (status)");
+    let o = doctor(&cfg);
+    assert_exit(&o, 0);
+
+    // SQLite: EXPLAIN QUERY PLAN says SCAN.
+    let sb = Sandbox::new();
+    let path = sb.path("plain.db");
+    rusqlite::Connection::open(&path)
+        .and_then(|c| {
+            c.execute_batch(
+                "CREATE TABLE sync_log (id INTEGER PRIMARY KEY, status TEXT, start_time TEXT, \
+                 end_time TEXT, error_msg VARCHAR(255))",
+            )
+        })
+        .expect("sqlite");
+    let cfg = sb.config(&format!("sqlite://{}", path.display()), &sb.watch(""));
+    let o = doctor(&cfg);
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let idx = line(&l, "watch full-sync: index");
+    assert!(
+        idx.starts_with("✗ ") && idx.contains("SCAN sync_log"),
+        "{idx}"
+    );
+    assert!(idx.contains("fix: CREATE INDEX"), "{idx}");
+}
+
+#[test]
+fn a_missing_column_is_named_with_the_columns_there_are() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let cfg = sb.config(&db.url(), &sb.watch("heartbeat_column = \"beat_at\""));
+    let o = doctor(&cfg);
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let t = line(&l, "watch full-sync: table");
+    assert!(t.starts_with("✗ "), "{t}");
+    assert!(
+        t.contains("heartbeat_column: column beat_at does not exist in table sync_log"),
+        "{t}"
+    );
+    assert!(t.contains("heartbeat_at"), "lists the real columns: {t}");
+    assert!(t.contains("fix: name an existing column"), "{t}");
+    // The host-side checks still ran.
+    line(&l, "watch full-sync: heartbeat_file");
+    line(&l, "run lock");
+}
+
+#[test]
+fn an_unreadable_heartbeat_directory_as_an_unprivileged_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(mut cmd) = as_nobody() else { return };
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let private = sb.path("private");
+    std::fs::create_dir(&private).expect("dir");
+    let set = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+    set(sb.dir.path(), 0o777);
+    set(&db.path, 0o644);
+    set(&private, 0o700); // root's; nobody cannot look inside
+    let watch = sb.watch("").replace(
+        &sb.heartbeat_template(),
+        &format!("{}/hb-{{id}}", private.display()),
+    );
+    let cfg = sb.config(&db.url(), &watch);
+    set(&cfg, 0o644);
+    let o = cmd
+        .args(["doctor", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run");
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let hb = line(&l, "watch full-sync: heartbeat_file");
+    assert!(hb.starts_with("✗ "), "{hb}");
+    assert!(
+        hb.contains(&format!(
+            "uid 65534) cannot look inside {}",
+            private.display()
+        )),
+        "{hb}"
+    );
+    assert!(
+        hb.contains(&format!(
+            "fix: run selfheal as root (the owner of {})",
+            private.display()
+        )),
+        "{hb}"
+    );
+    // The same directory is fine for root.
+    let o = doctor(&cfg);
+    assert_exit(&o, 0);
+}
+
+#[test]
+fn a_heartbeat_column_written_in_the_future_is_a_clock_or_zone_mismatch() {
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    db.exec(
+        "INSERT INTO sync_log (id, status, start_time, heartbeat_at) VALUES \
+         (7, 'running', NOW() - INTERVAL 10 MINUTE, NOW() + INTERVAL 8 HOUR)",
+    );
+    let sb = Sandbox::new();
+    let watch = sb.watch("heartbeat_column = \"heartbeat_at\"");
+    let cfg = sb.config(&db.url, &watch);
+    let o = doctor(&cfg);
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let t = line(&l, "watch full-sync: times");
+    assert!(t.starts_with("✗ "), "{t}");
+    assert!(t.contains("row 7: heartbeat_at"), "{t}");
+    assert!(t.contains("8h0m ahead"), "{t}");
+    assert!(t.contains("+8h off the session's zone"), "{t}");
+    assert!(t.contains("set [database] timezone"), "{t}");
+}
+
+#[test]
+fn max_age_below_one_and_a_half_times_the_longest_run_is_named() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let c = db.conn();
+    c.execute_batch(
+        "INSERT INTO sync_log (id, status, start_time, end_time) VALUES \
+         (1, 'done', datetime('now', '-5 hours'), datetime('now', '-2 hours')), \
+         (2, 'done', datetime('now', '-2 hours'), datetime('now', '-1 hours'));
+         INSERT INTO sync_log (id, status, start_time, end_time, error_msg) VALUES \
+         (3, 'error', datetime('now', '-20 hours'), datetime('now', '-10 hours'), \
+          'self-heal: overtime: …');",
+    )
+    .expect("rows");
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = doctor(&cfg);
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let m = line(&l, "watch full-sync: max_age");
+    assert!(m.starts_with("✗ "), "{m}");
+    assert!(
+        m.contains("the longest of the last 2 runs that ended well took 3h"),
+        "selfheal's own marks are not runs: {m}"
+    );
+    assert!(m.ends_with("fix: raise max_age to at least 4h 30m"), "{m}");
+}
+
+#[test]
+fn a_bad_configuration_is_exit_2_and_an_unreachable_database_exit_3() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let cfg = sb.config(&db.url(), &sb.watch("stale_aftr = \"5m\""));
+    let o = doctor(&cfg);
+    assert_exit(&o, 2);
+    let l = lines(&o);
+    assert_eq!(l.len(), 1, "{l:#?}");
+    assert!(
+        l[0].starts_with("✗ configuration: ") && l[0].contains("stale_aftr"),
+        "{l:?}"
+    );
+
+    let cfg = sb.config(
+        "mysql://app@localhost/appdb?socket=/nonexistent/mysqld.sock",
+        &sb.watch(""),
+    );
+    let o = doctor(&cfg);
+    assert_exit(&o, 3);
+    let l = lines(&o);
+    let d = line(&l, "database");
+    assert!(
+        d.starts_with("✗ ") && d.contains("/nonexistent/mysqld.sock"),
+        "{d}"
+    );
+    assert!(d.contains("fix: is the server running"), "{d}");
+    // What does not need the database is still checked.
+    line(&l, "watch full-sync: heartbeat_file");
+    line(&l, "state_dir");
+}

@@ -1,0 +1,243 @@
+//! Output for cron: `--quiet` prints nothing but fatal errors; `--log syslog` and
+//! `--log journald` send one line per change (and per row that needs a person) to the real
+//! sockets' paths. The log sockets are this test's own, bound in a private mount namespace
+//! over `/dev/log` and `/run/systemd/journal/socket`, so what selfheal sends is read back
+//! exactly, and no host log is touched.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+/// A row that dies (2) and a row that needs a person (5: its heartbeat stalled while its
+/// lock is held — hung, and no manual_value).
+fn scenario() -> (Sandbox, SqliteDb, std::path::PathBuf, std::process::Child) {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 3_000);
+    sb.heartbeat(2, Duration::from_secs(2_820));
+    db.insert(5, "running", 3_000);
+    sb.heartbeat(5, Duration::from_secs(2_000));
+    let lock = sb.path("job-5.lock");
+    std::fs::write(&lock, "").expect("lock file");
+    let holder = std::process::Command::new("flock")
+        .arg("--no-fork")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .expect("flock(1)");
+    // Wait until the kernel shows the lock.
+    for _ in 0..100 {
+        let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+        if locks.contains(&format!(" {} ", holder.id())) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let watch = sb.watch(&format!(
+        "lock_file = \"{}/job-{{id}}.lock\"",
+        sb.dir.path().display()
+    ));
+    let cfg = sb.config(&db.url(), &watch);
+    (sb, db, cfg, holder)
+}
+
+#[test]
+fn quiet_prints_nothing_but_the_exit_status_tells() {
+    let (_sb, db, cfg, mut holder) = scenario();
+    let o = check(&cfg, &["--quiet"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_exit(&o, 1);
+    assert_eq!(stdout(&o), "");
+    assert_eq!(stderr(&o), "");
+    assert_eq!(db.status(2), "error", "the work was done");
+    assert_eq!(db.status(5), "running");
+    // Without --quiet a run says what someone must read, one line per change: row 5's
+    // worker is gone now (its lock is free) and row 6 never beat.
+    db.insert(6, "running", 3_000);
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(
+        out.lines()
+            .all(|l| l.contains(": set status to 'error' (mark_dead)")),
+        "{out}"
+    );
+    // Fatal errors are still printed.
+    let o = check(Path::new("/nonexistent/selfheal.toml"), &["--quiet"]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("/nonexistent/selfheal.toml"));
+    // --quiet with --explain or --format is a contradiction.
+    let o = check(&cfg, &["--quiet", "--explain"]);
+    assert_exit(&o, 2);
+}
+
+/// Runs the binary in a private mount namespace where `target` (a socket path) is
+/// `socket`, after mounting an empty tmpfs over `over`. Root only.
+fn with_socket_at(over: &str, target: &str, socket: &Path, args: &[&str]) -> std::process::Output {
+    let script = format!(
+        "set -e; mount -t tmpfs selfheal-test {over}; mkdir -p \"$(dirname {target})\"; \
+         touch {target}; mount --bind \"$SOCK\" {target}; exec \"$@\""
+    );
+    std::process::Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+        ])
+        .arg(bin())
+        .args(args)
+        .env("SOCK", socket)
+        .env_remove("SELFHEAL_CONFIG")
+        .env("LC_ALL", "C")
+        .output()
+        .expect("unshare")
+}
+
+fn namespaces_or_skip() -> bool {
+    let ok = nix::unistd::geteuid().is_root()
+        && std::process::Command::new("unshare")
+            .args(["--mount", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and can make a mount namespace"
+        );
+        eprintln!("SKIPPED: needs root and unshare --mount");
+    }
+    ok
+}
+
+fn received(sock: &UnixDatagram) -> Vec<Vec<u8>> {
+    sock.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65_536];
+    while let Ok(n) = sock.recv(&mut buf) {
+        out.push(buf[..n].to_vec());
+    }
+    out
+}
+
+#[test]
+fn log_syslog_sends_one_line_per_change_and_per_row_that_needs_a_person() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let (sb, db, cfg, mut holder) = scenario();
+    let sock_path = sb.path("log.sock");
+    let sock = UnixDatagram::bind(&sock_path).expect("bind");
+    let cfg_s = cfg.display().to_string();
+    let o = with_socket_at(
+        "/dev",
+        "/dev/log",
+        &sock_path,
+        &["check", "--quiet", "--log", "syslog", "--config", &cfg_s],
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_exit(&o, 1);
+    assert_eq!(stderr(&o), "");
+    assert_eq!(db.status(2), "error");
+    let lines: Vec<String> = received(&sock)
+        .into_iter()
+        .map(|d| String::from_utf8(d).expect("utf-8"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let change = &lines[0];
+    // <daemon.notice>Mmm dd hh:mm:ss selfheal[pid]: …
+    assert!(change.starts_with("<29>"), "{change}");
+    assert!(change.contains(" selfheal["), "{change}");
+    assert!(
+        change.contains(
+            "]: watch=full-sync id=2 running→error action=mark_dead verdict=dead \
+             reason=\"self-heal: dead: heartbeat_age=28"
+        ),
+        "{change}"
+    );
+    let person = &lines[1];
+    assert!(person.starts_with("<28>"), "daemon.warning: {person}");
+    assert!(
+        person.contains("watch=full-sync id=5 running→running needs a person"),
+        "{person}"
+    );
+    assert!(person.contains("verdict=hung"), "{person}");
+
+    // No syslog socket at all: one warning, the run itself unaffected.
+    db.insert(7, "running", 3_000);
+    let o = with_socket_at(
+        "/dev",
+        "/dev/null-not-log",
+        &sock_path,
+        &["check", "--log", "syslog", "--config", &cfg_s],
+    );
+    assert_exit(&o, 0);
+    assert_eq!(db.status(7), "error");
+    assert!(
+        stderr(&o).contains("warning: --log syslog: /dev/log: No such file or directory"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn log_journald_sends_structured_fields() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let (sb, _db, cfg, mut holder) = scenario();
+    let sock_path = sb.path("journal.sock");
+    let sock = UnixDatagram::bind(&sock_path).expect("bind");
+    let cfg_s = cfg.display().to_string();
+    let o = with_socket_at(
+        "/run",
+        "/run/systemd/journal/socket",
+        &sock_path,
+        &["check", "--log", "journald", "--config", &cfg_s],
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_exit(&o, 1);
+    let grams = received(&sock);
+    assert_eq!(grams.len(), 2, "{grams:?}");
+    let fields: Vec<String> = String::from_utf8(grams[0].clone())
+        .expect("utf-8")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for want in [
+        "PRIORITY=5",
+        "SYSLOG_IDENTIFIER=selfheal",
+        "SELFHEAL_WATCH=full-sync",
+        "SELFHEAL_ID=2",
+        "SELFHEAL_FROM=running",
+        "SELFHEAL_TO=error",
+        "SELFHEAL_ACTION=mark_dead",
+        "SELFHEAL_VERDICT=dead",
+    ] {
+        assert!(fields.iter().any(|f| f == want), "{want} in {fields:#?}");
+    }
+    assert!(
+        fields
+            .iter()
+            .any(|f| f.starts_with("MESSAGE=watch=full-sync id=2 running→error")),
+        "{fields:#?}"
+    );
+    assert!(
+        fields
+            .iter()
+            .any(|f| f.starts_with("SELFHEAL_REASON=self-heal: dead: ")),
+        "{fields:#?}"
+    );
+}
