@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# Installs the .deb on this host and uses it as an operator would: dpkg -i, the binary, the
+# man page, the completions, the shipped (watch-less) configuration run by the cron line
+# itself, `doctor` and a real `check` against a throw-away MariaDB database as the cron user,
+# dpkg-reconfigure following a change of that user, dpkg -r (conffiles and state stay, the
+# cron line goes quiet), dpkg -P (all gone), and lintian.
+#
+# Usage: packaging/test-deb.sh PACKAGE.deb
+# Needs root and a MariaDB server on /run/mysqld/mysqld.sock (scripts/test starts one). It
+# changes this host while it runs: the selfheal package is installed, then purged (an
+# installed selfheal is purged first, and the selfheal system user removed), a MariaDB
+# database and user are created and dropped, and a private MariaDB server with TLS runs for a
+# moment on a free port of 127.0.0.1. Two runs on one machine wait for each other.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deb=${1:?usage: packaging/test-deb.sh PACKAGE.deb}
+deb=$(realpath "$deb")
+CRON_USER=www-data
+SOCKET=/run/mysqld/mysqld.sock
+
+say() { echo "test-deb: $*"; }
+fail() { echo "test-deb: FAIL: $*" >&2; exit 1; }
+ok() { echo "test-deb: ok: $*"; }
+installed() { dpkg-query -W -f='${Status}' selfheal 2>/dev/null; }
+as_cron_user() { runuser -u "$CRON_USER" -- "$@"; }
+
+[ "$(id -u)" -eq 0 ] || fail "needs root (dpkg -i)"
+packaging/tools.sh lintian man-db adduser mariadb-client mariadb-server openssl
+
+mariadb -e 'SELECT 1' >/dev/null 2>&1 || fail "no MariaDB answers on $SOCKET as root (run scripts/test first)"
+
+exec 9>/run/lock/selfheal-test-deb.lock
+flock -w 1800 9 || fail "another packaging test held /run/lock/selfheal-test-deb.lock for 30 min"
+
+if [ -n "$(installed)" ] && [ "$(installed)" != "unknown ok not-installed" ]; then
+  say "purging the selfheal package already on this host ($(installed))"
+  dpkg -P selfheal >/dev/null
+fi
+
+# The package keeps its system user on purge; remove one a previous run left, so that the
+# postinst's creation of it is tested here.
+if getent passwd selfheal >/dev/null; then deluser --system --quiet selfheal 2>/dev/null; fi
+getent passwd selfheal >/dev/null && fail "could not remove the selfheal user a previous run left"
+
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+db="selfheal_deb_$$_$RANDOM"
+cleanup() {
+  mariadb -e "DROP DATABASE IF EXISTS \`$db\`; DROP USER IF EXISTS '$db'@'localhost'" || true
+  case "$(installed)" in "" | "unknown ok not-installed") ;; *) dpkg -P selfheal >/dev/null || true ;; esac
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# --- install ---------------------------------------------------------------------------------
+say "dpkg -i $(basename "$deb")"
+dpkg -i "$deb"
+[ "$(installed)" = "install ok installed" ] || fail "dpkg status after dpkg -i: $(installed)"
+dpkg -i "$deb" >/dev/null || fail "installing the same package again (postinst is not idempotent)"
+ok "installed, twice"
+[ -z "$(dpkg --verify selfheal)" ] || fail "dpkg --verify: $(dpkg --verify selfheal)"
+ok "dpkg --verify (md5sums) clean"
+
+version=$(selfheal --version)
+want="selfheal $(dpkg-deb -f "$deb" Version | sed 's/-[^-]*$//')"
+[ "$version" = "$want" ] || fail "selfheal --version printed '$version', want '$want'"
+ok "$version"
+
+for f in /etc/selfheal/selfheal.toml /etc/cron.d/selfheal; do
+  dpkg-query -W -f='${Conffiles}\n' selfheal | grep -q "^ $f " || fail "$f is not a conffile"
+done
+ok "conffiles: /etc/selfheal/selfheal.toml /etc/cron.d/selfheal"
+
+[ "$(man -w selfheal)" = /usr/share/man/man1/selfheal.1.gz ] || fail "man -w selfheal: $(man -w selfheal 2>&1)"
+man selfheal 2>/dev/null | grep -q 'EXIT STATUS' || fail "man selfheal does not render an EXIT STATUS section"
+ok "man -w selfheal: $(man -w selfheal)"
+
+bash -c '. /usr/share/bash-completion/completions/selfheal && complete -p selfheal' >/dev/null ||
+  fail "the bash completion does not register for selfheal"
+words=$(bash -c '. /usr/share/bash-completion/completions/selfheal
+  COMP_WORDS=(selfheal ""); COMP_CWORD=1; COMP_LINE="selfheal "; COMP_POINT=${#COMP_LINE}
+  _selfheal selfheal "" selfheal; echo "${COMPREPLY[*]}"')
+for w in check doctor demo; do
+  [[ " $words " == *" $w "* ]] || fail "bash completion of 'selfheal ' lacks $w: $words"
+done
+grep -q '^#compdef selfheal' /usr/share/zsh/vendor-completions/_selfheal || fail "no zsh completion"
+grep -q 'complete -c selfheal' /usr/share/fish/vendor_completions.d/selfheal.fish || fail "no fish completion"
+ok "bash completes 'selfheal ' to the subcommands; zsh and fish completions installed"
+
+getent passwd selfheal >/dev/null || fail "postinst did not create the system user selfheal"
+[ "$(stat -c '%U:%G %a' /var/lib/selfheal)" = "$CRON_USER:$CRON_USER 750" ] ||
+  fail "/var/lib/selfheal is $(stat -c '%U:%G %a' /var/lib/selfheal), want $CRON_USER:$CRON_USER 750"
+ok "system user selfheal; /var/lib/selfheal owned by the cron user $CRON_USER, 750"
+
+# --- the cron line, as shipped: the watch-less configuration is a quiet no-op ----------------
+cron_line=$(grep -v '^[[:space:]]*#' /etc/cron.d/selfheal | grep /usr/bin/selfheal)
+read -r _ _ _ _ _ user cron_cmd <<<"$cron_line"
+[ "$user" = "$CRON_USER" ] || fail "the cron line runs as '$user', want $CRON_USER"
+case "$cron_cmd" in "[ -x /usr/bin/selfheal ] && "*) ;; *) fail "cron command not guarded: $cron_cmd" ;; esac
+grep -q '^MAILTO=root$' /etc/cron.d/selfheal || fail "no MAILTO=root in the cron file"
+set +e
+out=$(cd / && runuser -u "$user" -- sh -c "$cron_cmd" 2>&1)
+rc=$?
+set -e
+[ "$rc" -eq 0 ] && [ -z "$out" ] || fail "the cron line with the shipped config: exit $rc, output: $out"
+ok "the cron line as $user with the shipped config: exit 0, no output (no mail)"
+
+# --- doctor and a real check against a throw-away MariaDB database, as the cron user ---------
+pass=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+mariadb <<SQL
+CREATE DATABASE \`$db\`;
+CREATE USER '$db'@'localhost' IDENTIFIED BY '$pass';
+GRANT SELECT, UPDATE ON \`$db\`.* TO '$db'@'localhost';
+USE \`$db\`;
+CREATE TABLE sync_log (
+  id INT AUTO_INCREMENT PRIMARY KEY,
+  status VARCHAR(16) NOT NULL,
+  start_time DATETIME NULL,
+  end_time DATETIME NULL,
+  error_msg VARCHAR(255) NOT NULL DEFAULT '',
+  KEY idx_status (status)
+) ENGINE=InnoDB;
+INSERT INTO sync_log (id, status, start_time) VALUES
+  (1, 'running', NOW() - INTERVAL 130 MINUTE),
+  (2, 'running', NOW() - INTERVAL 50 MINUTE),
+  (3, 'done', NOW() - INTERVAL 3 HOUR);
+SQL
+# The password file as an operator would leave it: readable by root and the cron user only.
+printf '%s\n' "$pass" >"$tmp/db-password"
+chown "root:$CRON_USER" "$tmp/db-password"
+chmod 640 "$tmp/db-password"
+# The heartbeat files as the PHP jobs write them: row 1 beats, row 2 stopped 47 minutes ago.
+install -d -o "$CRON_USER" -g "$CRON_USER" -m 755 "$tmp/runtime"
+runuser -u "$CRON_USER" -- touch "$tmp/runtime/progress-1.json"
+runuser -u "$CRON_USER" -- touch -d '47 minutes ago' "$tmp/runtime/progress-2.json"
+cat >"$tmp/selfheal.toml" <<TOML
+[database]
+url = "mysql://$db@localhost/$db?socket=$SOCKET"
+password_file = "$tmp/db-password"
+
+[[watch]]
+name = "full-sync"
+table = "sync_log"
+started_column = "start_time"
+heartbeat_file = "$tmp/runtime/progress-{id}.json"
+stale_after = "5m"
+max_age = "4h"
+ended_column = "end_time"
+message_column = "error_msg"
+TOML
+chmod 644 "$tmp/selfheal.toml"
+
+set +e
+out=$(cd / && as_cron_user selfheal doctor --config "$tmp/selfheal.toml" 2>&1)
+rc=$?
+set -e
+printf '%s\n' "$out" | sed 's/^/  doctor| /'
+[ "$rc" -eq 0 ] || fail "selfheal doctor as $CRON_USER exited $rc"
+ok "selfheal doctor as $CRON_USER against the test database: exit 0"
+
+set +e
+out=$(cd / && as_cron_user selfheal check --config "$tmp/selfheal.toml" 2>&1)
+rc=$?
+set -e
+printf '%s\n' "$out" | sed 's/^/  check| /'
+[ "$rc" -eq 0 ] || fail "selfheal check exited $rc"
+printf '%s\n' "$out" | grep -q 'full-sync.*2' || fail "check did not report row 2"
+rows=$(mariadb -N -B -e "SELECT id, status, end_time IS NOT NULL, error_msg LIKE 'self-heal: dead:%'
+  FROM \`$db\`.sync_log ORDER BY id" | tr '\t' ' ' | tr '\n' ';')
+[ "$rows" = "1 running 0 0;2 error 1 1;3 done 0 0;" ] || fail "rows after check: $rows"
+ok "check as $CRON_USER marked the dead row 2 (error, end_time, reason); the beating row 1 is untouched"
+journal=/var/lib/selfheal/journal.jsonl
+[ "$(stat -c '%U %a' "$journal")" = "$CRON_USER 640" ] || fail "journal: $(stat -c '%U %a' "$journal")"
+grep -q '"id":2' "$journal" || fail "journal has no entry for row 2: $(cat "$journal")"
+ok "the change is in $journal ($CRON_USER, 640)"
+
+set +e
+out=$(cd / && as_cron_user selfheal check --config "$tmp/selfheal.toml" 2>&1)
+rc=$?
+set -e
+[ "$rc" -eq 0 ] && [ -z "$out" ] || fail "second check: exit $rc, output: $out"
+ok "the next run: exit 0, no output"
+
+# --- TLS through rustls: a private MariaDB that requires TLS, over TCP -------------------------
+tls=$tmp/tls
+mkdir -p "$tls"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=selfheal test CA" \
+  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+  -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$tls/server.key" \
+  -out "$tls/server.csr" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$tls/ext"
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
+  -days 2 -extfile "$tls/ext" -out "$tls/server.pem" 2>/dev/null
+chmod 644 "$tls/ca.pem"
+chown -R mysql:mysql "$tls"
+mariadb-install-db --no-defaults --datadir="$tls/data" --auth-root-authentication-method=socket \
+  --skip-test-db --user=mysql >"$tmp/install-db.log" 2>&1 || fail "mariadb-install-db: $(tail -n 5 "$tmp/install-db.log")"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+start-stop-daemon --start --background --pidfile "$tls/pid" --exec /usr/sbin/mariadbd -- \
+  --no-defaults --datadir="$tls/data" --socket="$tls/s.sock" --pid-file="$tls/pid" --user=mysql \
+  --port="$port" --bind-address=127.0.0.1 --ssl-cert="$tls/server.pem" --ssl-key="$tls/server.key" \
+  --ssl-ca="$tls/ca.pem" --log-error="$tls/error.log"
+stop_tls() {
+  local pid
+  pid=$(cat "$tls/pid" 2>/dev/null) || return 0
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$tls/pid"
+}
+trap 'stop_tls; cleanup' EXIT
+for _ in $(seq 1 100); do mariadb -S "$tls/s.sock" -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
+mariadb -S "$tls/s.sock" <<SQL || fail "the private TLS server did not start: $(tail -n 5 "$tls/error.log")"
+CREATE DATABASE app;
+CREATE USER 'tls'@'%' IDENTIFIED BY '$pass' REQUIRE SSL;
+GRANT SELECT, UPDATE ON app.* TO 'tls'@'%';
+CREATE TABLE app.sync_log (id INT PRIMARY KEY, status VARCHAR(16) NOT NULL, start_time DATETIME,
+  end_time DATETIME, error_msg VARCHAR(255) NOT NULL DEFAULT '', KEY idx_status (status));
+INSERT INTO app.sync_log VALUES (2, 'running', NOW() - INTERVAL 50 MINUTE, NULL, '');
+SQL
+tls_check() { # URL query
+  (cd / && as_cron_user selfheal check --config "$tmp/selfheal.toml" \
+    --db "mysql://tls@127.0.0.1:$port/app?prefer_socket=false$1" 2>&1)
+}
+set +e
+out=$(tls_check "")
+rc=$?
+set -e
+[ "$rc" -eq 3 ] || fail "without TLS, a REQUIRE SSL user got in (exit $rc): $out"
+set +e
+out=$(tls_check "&root_cert_path=$tls/ca.pem")
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || fail "check over TLS exited $rc: $out"
+[ "$(mariadb -S "$tls/s.sock" -N -B -e 'SELECT status FROM app.sync_log WHERE id = 2')" = error ] ||
+  fail "check over TLS did not mark the dead row"
+ldd /usr/bin/selfheal | grep -Eq 'libssl|libcrypto|libsqlite' && fail "selfheal links $(ldd /usr/bin/selfheal)"
+ok "TLS through rustls to a server that requires it (root_cert_path=CA), and no libssl/libsqlite3 linked"
+stop_tls
+
+# --- dpkg-reconfigure follows a change of the cron user ---------------------------------------
+sed -i "s/^\(\*\/10 \* \* \* \*\) $CRON_USER /\1 selfheal /" /etc/cron.d/selfheal
+dpkg-reconfigure selfheal
+[ "$(stat -c %U /var/lib/selfheal) $(stat -c %U "$journal")" = "selfheal selfheal" ] ||
+  fail "after dpkg-reconfigure: $(stat -c %U /var/lib/selfheal) $(stat -c %U "$journal")"
+ok "after switching the cron line to selfheal, dpkg-reconfigure gave it the state directory"
+
+# --- remove: conffiles and state stay, the cron line is quiet ----------------------------------
+dpkg -r selfheal
+[ "$(installed)" = "deinstall ok config-files" ] || fail "status after dpkg -r: $(installed)"
+[ ! -e /usr/bin/selfheal ] || fail "/usr/bin/selfheal still there after dpkg -r"
+[ -f /etc/selfheal/selfheal.toml ] && [ -f /etc/cron.d/selfheal ] || fail "dpkg -r removed a conffile"
+[ -f "$journal" ] || fail "dpkg -r removed the journal"
+set +e
+out=$(cd / && runuser -u "$CRON_USER" -- sh -c "$cron_cmd" 2>&1)
+set -e
+[ -z "$out" ] || fail "the cron line prints after dpkg -r: $out"
+ok "dpkg -r: binary gone; conffiles and journal kept; the cron line prints nothing"
+
+# --- purge: all gone ---------------------------------------------------------------------------
+dpkg -P selfheal
+case "$(installed)" in "" | "unknown ok not-installed") ;; *) fail "status after dpkg -P: $(installed)" ;; esac
+for p in /etc/selfheal /etc/cron.d/selfheal /var/lib/selfheal; do
+  [ ! -e "$p" ] || fail "$p is still there after dpkg -P"
+done
+ok "dpkg -P: conffiles, /etc/selfheal and /var/lib/selfheal are gone (the user stays)"
+
+# --- lintian -----------------------------------------------------------------------------------
+say "lintian $(basename "$deb")"
+lintian --display-info --fail-on error,warning "$deb" | sed 's/^/  lintian| /'
+ok "lintian: no errors, no warnings"
