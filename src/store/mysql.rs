@@ -15,8 +15,8 @@ use mysql::{Conn, Value};
 
 use super::credentials::{self, Credentials, Inputs};
 use super::{
-    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema, SqlValue, Store,
-    TimeValue,
+    CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
+    SqlValue, Store, TimeValue,
 };
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
@@ -28,7 +28,15 @@ pub struct MysqlStore {
     label: String,
     creds: Credentials,
     tz: Option<chrono_tz::Tz>,
+    /// Inside a group of writes ([`Store::begin_writes`]).
+    in_group: bool,
 }
+
+/// How long a statement waits on a row lock, outside groups of writes.
+const LOCK_WAIT_S: u32 = 10;
+/// ER_LOCK_WAIT_TIMEOUT and ER_LOCK_DEADLOCK.
+const LOCK_WAIT_TIMEOUT: u16 = 1205;
+const LOCK_DEADLOCK: u16 = 1213;
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -51,7 +59,9 @@ impl MysqlStore {
             .read_timeout(Some(IO_TIMEOUT))
             .write_timeout(Some(IO_TIMEOUT))
             .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
-            .init(vec!["SET SESSION innodb_lock_wait_timeout = 10"]);
+            .init(vec![format!(
+                "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+            )]);
         let conn = Conn::new(b).map_err(|e| {
             Error::database(
                 format!("cannot connect to {label} ({})", creds.describe()),
@@ -63,6 +73,7 @@ impl MysqlStore {
             label,
             creds,
             tz: db.timezone,
+            in_group: false,
         })
     }
 
@@ -459,8 +470,23 @@ impl Store for MysqlStore {
                     w.id_column
                 ))),
             },
+            // Inside a group nothing waits: the row is someone else's for now.
+            Err(mysql::Error::MySqlError(e)) if self.in_group && e.code == LOCK_WAIT_TIMEOUT => {
+                Ok(CasOutcome::Busy)
+            }
+            // A deadlock rolls back the whole transaction: the group is lost, which only
+            // the caller can account for. (Inside a group selfheal never waits, so this
+            // would take a server that waits anyway.)
+            Err(mysql::Error::MySqlError(e)) if self.in_group && e.code == LOCK_DEADLOCK => {
+                self.in_group = false;
+                let _ = self.conn.query_drop("ROLLBACK");
+                let _ = self.conn.query_drop(format!(
+                    "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+                ));
+                Err(self.err("writing", format!("{} (error {})", e.message, e.code)))
+            }
             // The server refused this statement (lock wait timeout, strict mode, …): this
-            // row's write failed, the connection is fine.
+            // row's write failed (the statement alone is undone), the connection is fine.
             Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(format!(
                 "{} (error {})",
                 e.message, e.code
@@ -516,6 +542,82 @@ impl Store for MysqlStore {
             }
         }
         Ok(())
+    }
+
+    fn begin_writes(&mut self) -> Result<bool> {
+        // 0: a locked row fails the statement at once (MariaDB ≥ 10.3; MySQL's least is
+        // 1 s, so there a locked row is given up after a second).
+        self.conn
+            .query_drop("SET SESSION innodb_lock_wait_timeout = 0")
+            .and_then(|()| self.conn.query_drop("START TRANSACTION"))
+            .map_err(|e| self.err("beginning the writes", e))?;
+        self.in_group = true;
+        Ok(true)
+    }
+
+    fn commit_writes(&mut self) -> Result<()> {
+        self.in_group = false;
+        self.conn
+            .query_drop("COMMIT")
+            .map_err(|e| self.err("committing the writes", e))?;
+        // Committed. Should this fail, the connection is gone and the next statement
+        // says so.
+        let _ = self.conn.query_drop(format!(
+            "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+        ));
+        Ok(())
+    }
+
+    fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
+        let sql = super::current_sql(w, '`', "?");
+        let label = self.label.clone();
+        let ctx =
+            |e: mysql::Error| Error::database(format!("{label}: reading a row of {}", w.table), e);
+        let row: Option<mysql::Row> = self.conn.exec_first(&sql, (to_value(id),)).map_err(ctx)?;
+        Ok(row.map(|r| {
+            let mut vals = r.unwrap().into_iter().map(from_value);
+            let mut next = || vals.next().unwrap_or(SqlValue::Null);
+            let status = next();
+            let started = next();
+            let message = next();
+            CurrentRow {
+                status,
+                started,
+                message: w.message_column.as_ref().map(|_| message),
+            }
+        }))
+    }
+
+    fn session_id(&self) -> Option<u64> {
+        Some(u64::from(self.conn.connection_id()))
+    }
+
+    fn end_session(&mut self, id: u64) -> Result<bool> {
+        // A statement waits on a row lock for at most innodb_lock_wait_timeout (10 s, set
+        // at connect); KILL ends it at once where the account may (its own sessions).
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut killed = false;
+        loop {
+            let n: Option<i64> = self
+                .conn
+                .exec_first(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?",
+                    (id,),
+                )
+                .map_err(|e| self.err("looking for a stopped run's session", e))?;
+            if n.unwrap_or(0) == 0 {
+                return Ok(true);
+            }
+            if std::time::Instant::now() > deadline {
+                return Ok(false);
+            }
+            if !killed {
+                killed = true;
+                // Refused (another account's session): wait for it instead.
+                let _ = self.conn.query_drop(format!("KILL {id}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn try_watch_lock(&mut self, w: &Watch) -> Result<bool> {
