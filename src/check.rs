@@ -180,13 +180,6 @@ impl JournalWriter {
     }
 }
 
-struct Judged {
-    row: RunningRow,
-    evidence: Evidence,
-    decision: Decision,
-    plan: Plan,
-}
-
 /// Runs a check over every watch of `cfg`.
 ///
 /// A real run (not a dry run) holds selfheal's run lock throughout and, still holding it,
@@ -386,49 +379,58 @@ fn run_watches(
             }
         }
 
-        let rows = store.running_rows(w)?;
+        // Each row is judged as it comes off the wire; what is kept is one report per
+        // running row (the breaker needs every verdict of the watch before any write).
         let host_now = SystemTime::now();
         let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-        let mut judged: Vec<Judged> = rows
-            .into_iter()
-            .map(|row| {
-                let evidence = gather(w, &row, &clocks, &host, host_now, locks.as_ref());
-                let decision = decide::decide(&evidence, t);
-                let plan = plan_row(w, &decision, &row, None);
-                Judged {
-                    row,
-                    evidence,
-                    decision,
-                    plan,
-                }
-            })
-            .collect();
+        let mut rows: Vec<(RunningRow, RowReport)> = Vec::new();
+        store.each_running_row(w, &mut |row| {
+            let evidence = gather(w, &row, &clocks, &host, host_now, locks.as_ref());
+            let decision = decide::decide(&evidence, t);
+            let plan = plan_row(w, &decision, &row, None);
+            let reason = message(&decision, &evidence, t);
+            let report = RowReport {
+                watch: w.name.clone(),
+                id: row.id.clone(),
+                evidence,
+                thresholds: t,
+                decision,
+                action: plan.action,
+                applied: false,
+                reason: cut(&reason, schema.message_max),
+                note: None,
+                target: plan.target.clone(),
+                plan,
+            };
+            rows.push((row, report));
+            Ok(())
+        })?;
 
         if let Some(tpl) = &w.heartbeat_file
             && !tpl.has_id()
-            && judged.len() > 1
+            && rows.len() > 1
         {
             let msg = format!(
                 "watch {}: {} running rows share one heartbeat file ({}): a dead row beside a \
                  live one looks alive; put {{id}} in heartbeat_file",
                 w.name,
-                judged.len(),
+                rows.len(),
                 tpl.as_str()
             );
             summary.warnings.push(msg.clone());
             rep.warning(&msg);
         }
-        let deaths = judged
+        let deaths = rows
             .iter()
-            .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
+            .filter(|(_, r)| decide::heartbeat_only_death(&r.decision, &r.plan))
             .count();
         let mut hold = run_hold;
-        if decide::breaker_trips(deaths, judged.len()) {
+        if decide::breaker_trips(deaths, rows.len()) {
             let msg = format!(
                 "watch {}: breaker: {deaths} of {} running rows would be marked dead on heartbeat \
                  staleness alone{}",
                 w.name,
-                judged.len(),
+                rows.len(),
                 if opts.force {
                     "; --force: marking them anyway"
                 } else {
@@ -444,31 +446,14 @@ fn run_watches(
             }
         }
         if hold.is_some() {
-            for j in &mut judged {
-                j.plan = plan_row(w, &j.decision, &j.row, hold);
+            for (row, report) in &mut rows {
+                let plan = plan_row(w, &report.decision, row, hold);
+                report.action = plan.action;
+                report.target = plan.target.clone();
+                report.plan = plan;
             }
         }
 
-        let mut rows: Vec<(RunningRow, RowReport)> = judged
-            .into_iter()
-            .map(|j| {
-                let reason = message(&j.decision, &j.evidence, t);
-                let report = RowReport {
-                    watch: w.name.clone(),
-                    id: j.row.id.clone(),
-                    evidence: j.evidence,
-                    thresholds: t,
-                    decision: j.decision,
-                    action: j.plan.action,
-                    applied: false,
-                    reason: cut(&reason, schema.message_max),
-                    note: None,
-                    target: j.plan.target.clone(),
-                    plan: j.plan,
-                };
-                (j.row, report)
-            })
-            .collect();
         let writes: Vec<usize> = (0..rows.len())
             .filter(|&i| !opts.dry_run && rows[i].1.plan.writes())
             .collect();
@@ -622,22 +607,21 @@ fn write_batch(
         None => writer.insert(JournalWriter::open(&ctx.cfg.run.state_dir)?),
     };
     let intents: Vec<(usize, String)> = writes.iter().map(|&i| (i, ctx.run.change())).collect();
-    let lines: Vec<serde_json::Value> = intents
-        .iter()
-        .map(|(i, change)| {
-            let (row, report) = &rows[*i];
-            let mut entry = journal_entry(ctx, row, report, change);
-            entry["applied"] = json!(true);
-            entry
-        })
-        .collect();
     let header = json!({
         "run": ctx.run.id,
         "journal_offset": jw.journal.end_offset()?,
         "connection": store.session_id(),
         "time": now_rfc3339(),
     });
-    jw.pending.write(&header, &lines)?;
+    jw.pending.write(
+        &header,
+        &mut intents.iter().map(|(i, change)| {
+            let (row, report) = &rows[*i];
+            let mut entry = journal_entry(ctx, row, report, change);
+            entry["applied"] = json!(true);
+            entry
+        }),
+    )?;
 
     let mut end = BatchEnd::default();
     let mut journaled = Ok(());

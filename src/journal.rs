@@ -172,23 +172,30 @@ impl Pending {
         Ok((!first).then_some(left))
     }
 
-    /// Replaces the file's contents with `header` and `intents`, on disk before it returns.
+    /// Replaces the file's contents with `header` and `intents` (each serialised as it is
+    /// written, so that memory does not grow with their number), on disk before it returns.
     pub fn write(
         &mut self,
         header: &serde_json::Value,
-        intents: &[serde_json::Value],
+        intents: &mut dyn Iterator<Item = serde_json::Value>,
     ) -> Result<()> {
-        let mut text = header.to_string();
-        text.push('\n');
+        let path = self.path.clone();
+        let io = move |e| Error::io(&path, "writing the pending-changes file", e);
+        self.file.set_len(0).map_err(&io)?;
+        self.file.seek(SeekFrom::Start(0)).map_err(&io)?;
+        let mut out = std::io::BufWriter::new(&self.file);
+        let line = |out: &mut std::io::BufWriter<&File>, v: &serde_json::Value| {
+            serde_json::to_writer(&mut *out, v)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+        };
+        line(&mut out, header).map_err(&io)?;
         for i in intents {
-            text.push_str(&i.to_string());
-            text.push('\n');
+            line(&mut out, &i).map_err(&io)?;
         }
-        let io = |e| Error::io(&self.path, "writing the pending-changes file", e);
-        self.file.set_len(0).map_err(io)?;
-        self.file.seek(SeekFrom::Start(0)).map_err(io)?;
-        self.file.write_all(text.as_bytes()).map_err(io)?;
-        self.file.sync_data().map_err(io)
+        out.flush().map_err(&io)?;
+        drop(out);
+        self.file.sync_data().map_err(&io)
     }
 
     /// Empties the file: every intent in it is settled.

@@ -177,8 +177,23 @@ pub trait Store {
     fn clock(&mut self) -> Result<DbClock>;
     /// Checks that the table and every configured column exist.
     fn schema(&mut self, w: &Watch) -> Result<Schema>;
-    /// Every row in the running state, ordered by id.
-    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>>;
+    /// Streams every row in the running state, ordered by id, to `each`, one at a time as
+    /// it comes off the wire: the adapter holds no more than one row. An error from `each`
+    /// stops the stream and is returned.
+    fn each_running_row(
+        &mut self,
+        w: &Watch,
+        each: &mut dyn FnMut(RunningRow) -> Result<()>,
+    ) -> Result<()>;
+    /// Every row in the running state, ordered by id, in memory (for `doctor`).
+    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
+        let mut out = Vec::new();
+        self.each_running_row(w, &mut |r| {
+            out.push(r);
+            Ok(())
+        })?;
+        Ok(out)
+    }
     /// How the database finds running rows: the plan of the very `SELECT` that
     /// [`Store::running_rows`] runs (for `doctor`).
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;

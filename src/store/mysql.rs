@@ -318,13 +318,16 @@ impl Store for MysqlStore {
         })
     }
 
-    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
+    fn each_running_row(
+        &mut self,
+        w: &Watch,
+        each: &mut dyn FnMut(RunningRow) -> Result<()>,
+    ) -> Result<()> {
         let sql = super::running_sql(w, '`', "?");
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading running rows of {}", w.table), e)
         };
-        let mut out = Vec::new();
         let result = self
             .conn
             .exec_iter(&sql, (w.running_value.as_str(),))
@@ -359,15 +362,15 @@ impl Store for MysqlStore {
                 SqlValue::Text(t) => t.trim().parse().unwrap_or(0),
                 _ => 0,
             });
-            out.push(RunningRow {
+            each(RunningRow {
                 id,
                 started,
                 heartbeat,
                 owner,
                 attempts,
-            });
+            })?;
         }
-        Ok(out)
+        Ok(())
     }
 
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {

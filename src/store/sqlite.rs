@@ -236,7 +236,11 @@ impl Store for SqliteStore {
         })
     }
 
-    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
+    fn each_running_row(
+        &mut self,
+        w: &Watch,
+        each: &mut dyn FnMut(RunningRow) -> Result<()>,
+    ) -> Result<()> {
         let sql = super::running_sql(w, '"', "?1");
         let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
         let mut stmt = self
@@ -246,7 +250,6 @@ impl Store for SqliteStore {
         let mut rows = stmt
             .query([&w.running_value])
             .map_err(|e| Error::database(ctx(), e))?;
-        let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(|e| Error::database(ctx(), e))? {
             let mut i = 0;
             let mut next = || {
@@ -272,15 +275,15 @@ impl Store for SqliteStore {
                 }),
                 None => None,
             };
-            out.push(RunningRow {
+            each(RunningRow {
                 id,
                 started,
                 heartbeat,
                 owner,
                 attempts,
-            });
+            })?;
         }
-        Ok(out)
+        Ok(())
     }
 
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
