@@ -610,7 +610,7 @@ fn write_batch(
     let header = json!({
         "run": ctx.run.id,
         "journal_offset": jw.journal.end_offset()?,
-        "connection": store.session_id(),
+        "session": store.session(),
         "time": now_rfc3339(),
     });
     jw.pending.write(

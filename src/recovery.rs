@@ -11,9 +11,11 @@
 //! file is emptied.
 //!
 //! On MySQL the stopped run's session may still be on the server, its last `UPDATE`
-//! waiting on a row lock to apply later: that session is ended (`KILL`, allowed for one's
-//! own sessions) and waited for, bounded, before any row is read. If it is still there,
-//! the run stops with an error (exit 3) and the next run tries again.
+//! waiting on a row lock to apply later: unless the server restarted since (then that
+//! session is gone, and its connection id may be someone else's), that session is ended
+//! (`KILL`, allowed for one's own sessions) and waited for, bounded, before any row is
+//! read. If it is still there, the run stops with an error (exit 3) and the next run tries
+//! again.
 //!
 //! I/O: reads the intents file and the journal's tail, reads one row per unsettled intent,
 //! appends to the journal and flushes it, truncates the intents file.
@@ -25,7 +27,7 @@ use serde_json::{Map, Value, json};
 use crate::check::JournalWriter;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::store::{SqlValue, Store};
+use crate::store::{Session, SqlValue, Store};
 
 /// Settles the intents a stopped run left; returns warnings for the operator.
 pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut JournalWriter) -> Result<Vec<String>> {
@@ -40,9 +42,13 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut JournalWriter) -> Re
             left.damaged
         ));
     }
-    if let Some(conn) = left.header.get("connection").and_then(Value::as_u64)
-        && !store.end_session(conn)?
+    if let Some(session) = left
+        .header
+        .get("session")
+        .and_then(|v| serde_json::from_value::<Session>(v.clone()).ok())
+        && !store.end_session(&session)?
     {
+        let conn = session.connection;
         return Err(Error::Database {
             context: format!("{pending_path}: settling a stopped run's changes"),
             message: format!(

@@ -446,6 +446,76 @@ fn sigkill_anywhere_in_a_mariadb_run_over_1000_dead_rows_marks_and_journals_each
     }
 }
 
+#[test]
+fn a_killed_runs_update_still_waiting_on_the_server_is_ended_before_its_rows_are_settled() {
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    let sb = Sandbox::new();
+    for id in 1..=3 {
+        db.insert(id, "running", 50 * MIN);
+        sb.heartbeat(id, secs(47 * MIN));
+    }
+    let cfg = sb.config(&db.url, &sb.watch(""));
+    // Row 2 is held: the first run marks row 1, then waits on row 2 — and is killed there.
+    // Its UPDATE stays on the server, waiting, ready to apply when row 2 is let go.
+    let mut holder = db.conn();
+    holder.query_drop("BEGIN").expect("begin");
+    holder
+        .query_drop("SELECT * FROM sync_log WHERE id = 2 FOR UPDATE")
+        .expect("for update");
+    let mut first = spawn_check(&cfg, &["--force"]);
+    assert!(
+        db.wait_for_lock_wait(),
+        "the first run never waited on row 2"
+    );
+    first.kill().expect("kill");
+    first.wait().expect("wait");
+    let pending = std::fs::read_to_string(sb.state_dir().join("pending.jsonl")).expect("pending");
+    let header: serde_json::Value =
+        serde_json::from_str(pending.lines().next().expect("header")).expect("json");
+    let orphan = header["session"]["connection"]
+        .as_u64()
+        .expect("the session is recorded");
+    let waiting = |db: &mut MysqlDb, other: bool| -> i64 {
+        db.query::<i64>(&format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '{}' \
+             AND INFO LIKE 'UPDATE%sync_log%' AND ID {} {orphan}",
+            db.name,
+            if other { "<>" } else { "=" }
+        ))[0]
+    };
+    assert_eq!(
+        waiting(&mut db, false),
+        1,
+        "the killed run's UPDATE still waits"
+    );
+    // The next run ends that session before it reads any row, then waits on row 2 itself.
+    let second = spawn_check(&cfg, &["--force", "--format", "json"]);
+    let deadline = std::time::Instant::now() + secs(10);
+    while !(waiting(&mut db, false) == 0 && waiting(&mut db, true) == 1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stopped run's session was not ended"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    holder.query_drop("COMMIT").expect("commit");
+    let o = second.wait_with_output().expect("wait");
+    assert_exit(&o, 0);
+    let (rows, _) = json_lines(&o);
+    for id in [2, 3] {
+        assert_eq!(row(&rows, id)["applied"], true, "{}", row(&rows, id));
+    }
+    for id in 1..=3 {
+        assert_eq!(db.row(id).0, "error");
+    }
+    // Row 1 was journaled by the killed run, rows 2 and 3 by this one: each once. Had the
+    // old UPDATE applied row 2, this run would have lost that race and row 2's change would
+    // be in no journal.
+    assert_journaled_once(&[&sb.state_dir()], &(1..=3).collect());
+    assert!(pending_is_empty(&sb.state_dir()));
+}
+
 // ---------------------------------------------------------------------------------------
 // The database server stopped mid-run
 

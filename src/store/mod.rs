@@ -139,6 +139,14 @@ pub struct CurrentRow {
     pub message: Option<SqlValue>,
 }
 
+/// A session on a database server: its connection id, and when the server started (unix
+/// seconds), since connection ids start again from 1 when a server restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Session {
+    pub connection: u64,
+    pub server_started: i64,
+}
+
 /// One compare-and-set.
 #[derive(Debug, Clone)]
 pub struct Change<'a> {
@@ -228,15 +236,15 @@ pub trait Store {
     }
     /// The row with this id as it is now (`None`: no such row).
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>>;
-    /// This connection's id on the server, recorded with a run's intents: a stopped run's
-    /// last statement may still be running there.
-    fn session_id(&self) -> Option<u64> {
+    /// This connection on the server, recorded with a run's intents: a stopped run's last
+    /// statement may still be running there.
+    fn session(&mut self) -> Option<Session> {
         None
     }
-    /// Ends server session `id` if it still exists (a statement of a stopped run may wait
+    /// Ends server session `s` if it still exists (a statement of a stopped run may wait
     /// on a row lock and apply later) and waits, bounded, until it is gone. `false`: it is
     /// still there.
-    fn end_session(&mut self, _id: u64) -> Result<bool> {
+    fn end_session(&mut self, _s: &Session) -> Result<bool> {
         Ok(true)
     }
     /// Takes the per-watch advisory lock that keeps several hosts from acting on one watch

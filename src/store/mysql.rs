@@ -16,7 +16,7 @@ use mysql::{Conn, Value};
 use super::credentials::{self, Credentials, Inputs};
 use super::{
     CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
-    SqlValue, Store, TimeValue,
+    Session, SqlValue, Store, TimeValue,
 };
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
@@ -75,6 +75,14 @@ impl MysqlStore {
             tz: db.timezone,
             in_group: false,
         })
+    }
+
+    /// When the server started, in unix seconds on its own clock.
+    fn server_started(&mut self) -> std::result::Result<i64, mysql::Error> {
+        let now: Option<i64> = self.conn.query_first("SELECT UNIX_TIMESTAMP()")?;
+        let up: Option<(String, i64)> =
+            self.conn.query_first("SHOW GLOBAL STATUS LIKE 'Uptime'")?;
+        Ok(now.unwrap_or(0) - up.map_or(0, |u| u.1))
     }
 
     fn err(&self, what: &str, e: impl std::fmt::Display) -> Error {
@@ -591,13 +599,25 @@ impl Store for MysqlStore {
         }))
     }
 
-    fn session_id(&self) -> Option<u64> {
-        Some(u64::from(self.conn.connection_id()))
+    fn session(&mut self) -> Option<Session> {
+        Some(Session {
+            connection: u64::from(self.conn.connection_id()),
+            server_started: self.server_started().ok()?,
+        })
     }
 
-    fn end_session(&mut self, id: u64) -> Result<bool> {
+    fn end_session(&mut self, old: &Session) -> Result<bool> {
+        // A restarted server has ended every session of before, and may have given the
+        // old connection id to someone else since: never touch that one.
+        let started = self
+            .server_started()
+            .map_err(|e| self.err("looking for a stopped run's session", e))?;
+        if (started - old.server_started).abs() > 5 {
+            return Ok(true);
+        }
         // A statement waits on a row lock for at most innodb_lock_wait_timeout (10 s, set
         // at connect); KILL ends it at once where the account may (its own sessions).
+        let id = old.connection;
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
         let mut killed = false;
         loop {
