@@ -165,6 +165,34 @@ fn plan_row(w: &Watch, d: &Decision, row: &RunningRow, hold: Option<Hold>) -> Pl
     }
 }
 
+/// One running row, judged.
+#[derive(Clone)]
+struct Judged {
+    row: RunningRow,
+    evidence: Evidence,
+    decision: Decision,
+    plan: Plan,
+}
+
+/// The report of a judged row, before any write.
+fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
+    let t = thresholds(w);
+    let reason = message(&j.decision, &j.evidence, t);
+    RowReport {
+        watch: w.name.clone(),
+        id: j.row.id,
+        evidence: j.evidence,
+        thresholds: t,
+        decision: j.decision,
+        action: j.plan.action,
+        applied: false,
+        reason: cut(&reason, schema.message_max),
+        note: None,
+        target: j.plan.target.clone(),
+        plan: j.plan,
+    }
+}
+
 /// The journal and the intents file, opened before a run's first change.
 pub struct JournalWriter {
     pub journal: Journal,
@@ -379,30 +407,21 @@ fn run_watches(
             }
         }
 
-        // Each row is judged as it comes off the wire; what is kept is one report per
-        // running row (the breaker needs every verdict of the watch before any write).
+        // Each row is judged as it comes off the wire; what is kept is its evidence and
+        // verdict (the breaker needs every verdict of the watch before any write).
         let host_now = SystemTime::now();
         let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-        let mut rows: Vec<(RunningRow, RowReport)> = Vec::new();
+        let mut rows: Vec<Judged> = Vec::new();
         store.each_running_row(w, &mut |row| {
             let evidence = gather(w, &row, &clocks, &host, host_now, locks.as_ref());
             let decision = decide::decide(&evidence, t);
             let plan = plan_row(w, &decision, &row, None);
-            let reason = message(&decision, &evidence, t);
-            let report = RowReport {
-                watch: w.name.clone(),
-                id: row.id.clone(),
+            rows.push(Judged {
+                row,
                 evidence,
-                thresholds: t,
                 decision,
-                action: plan.action,
-                applied: false,
-                reason: cut(&reason, schema.message_max),
-                note: None,
-                target: plan.target.clone(),
                 plan,
-            };
-            rows.push((row, report));
+            });
             Ok(())
         })?;
 
@@ -422,7 +441,7 @@ fn run_watches(
         }
         let deaths = rows
             .iter()
-            .filter(|(_, r)| decide::heartbeat_only_death(&r.decision, &r.plan))
+            .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
             .count();
         let mut hold = run_hold;
         if decide::breaker_trips(deaths, rows.len()) {
@@ -446,18 +465,20 @@ fn run_watches(
             }
         }
         if hold.is_some() {
-            for (row, report) in &mut rows {
-                let plan = plan_row(w, &report.decision, row, hold);
-                report.action = plan.action;
-                report.target = plan.target.clone();
-                report.plan = plan;
+            for j in &mut rows {
+                j.plan = plan_row(w, &j.decision, &j.row, hold);
             }
         }
 
+        // Reports are made as rows are output; only the rows to write get theirs first.
         let writes: Vec<usize> = (0..rows.len())
-            .filter(|&i| !opts.dry_run && rows[i].1.plan.writes())
+            .filter(|&i| !opts.dry_run && rows[i].plan.writes())
             .collect();
-        let end = if writes.is_empty() {
+        let mut batch: Vec<(RunningRow, RowReport)> = writes
+            .iter()
+            .map(|&i| (rows[i].row.clone(), row_report(w, &schema, rows[i].clone())))
+            .collect();
+        let end = if batch.is_empty() {
             BatchEnd::default()
         } else {
             let ctx = WriteCtx {
@@ -469,8 +490,12 @@ fn run_watches(
                 hold,
                 run: &run,
             };
-            match write_batch(&ctx, &mut rows, &writes, store.as_mut(), &mut writer) {
-                Ok(end) => end,
+            let all: Vec<usize> = (0..batch.len()).collect();
+            match write_batch(&ctx, &mut batch, &all, store.as_mut(), &mut writer) {
+                Ok(end) => BatchEnd {
+                    stopped_at: end.stopped_at.and_then(|k| writes.get(k).copied()),
+                    error: end.error,
+                },
                 Err(e) => {
                     summary.per_watch.push(counts);
                     return Err(e);
@@ -478,11 +503,19 @@ fn run_watches(
             }
         };
 
-        for (i, (_, mut report)) in rows.into_iter().enumerate() {
+        let mut written = writes
+            .into_iter()
+            .zip(batch.into_iter().map(|(_, r)| r))
+            .peekable();
+        for (i, j) in rows.into_iter().enumerate() {
             // The row whose write failed the run, and the rows after it, are not reported.
             if end.stopped_at.is_some_and(|s| i >= s) {
                 break;
             }
+            let mut report = match written.next_if(|(k, _)| *k == i) {
+                Some((_, r)) => r,
+                None => row_report(w, &schema, j),
+            };
             summary.rows += 1;
             if opts.dry_run {
                 if report.plan.writes() {
