@@ -18,7 +18,7 @@ use crate::decide::{
     self, Action, ActionPolicy, Decision, Evidence, Heartbeat, Hold, Lock, Owner, Plan, Thresholds,
 };
 use crate::error::{Error, Result, exit};
-use crate::journal::Journal;
+use crate::journal::{Journal, Pending};
 use crate::probe::{self, Host, LockTable};
 use crate::report::{
     Reporter, RowReport, Summary, WatchInfo, WatchRun, cut, message, row_json, summary_json,
@@ -69,7 +69,7 @@ pub struct Clocks {
 }
 
 /// The current time for the journal: UTC, to the second.
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
@@ -165,11 +165,47 @@ fn plan_row(w: &Watch, d: &Decision, row: &RunningRow, hold: Option<Hold>) -> Pl
     }
 }
 
+/// One running row, judged.
+#[derive(Clone)]
 struct Judged {
     row: RunningRow,
     evidence: Evidence,
     decision: Decision,
     plan: Plan,
+}
+
+/// The report of a judged row, before any write.
+fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
+    let t = thresholds(w);
+    let reason = message(&j.decision, &j.evidence, t);
+    RowReport {
+        watch: w.name.clone(),
+        id: j.row.id,
+        evidence: j.evidence,
+        thresholds: t,
+        decision: j.decision,
+        action: j.plan.action,
+        applied: false,
+        reason: cut(&reason, schema.message_max),
+        note: None,
+        target: j.plan.target.clone(),
+        plan: j.plan,
+    }
+}
+
+/// The journal and the intents file, opened before a run's first change.
+pub struct JournalWriter {
+    pub journal: Journal,
+    pub pending: Pending,
+}
+
+impl JournalWriter {
+    pub fn open(state_dir: &std::path::Path) -> Result<JournalWriter> {
+        Ok(JournalWriter {
+            journal: Journal::open(state_dir)?,
+            pending: Pending::open(state_dir)?,
+        })
+    }
 }
 
 /// Runs a check over every watch of `cfg`.
@@ -302,7 +338,15 @@ fn run_watches(
         schemas.insert(&w.name, store.schema(w)?);
     }
 
-    let mut journal: Option<Journal> = None;
+    let run = RunId::new(&host);
+    let mut writer: Option<JournalWriter> = None;
+    if !opts.dry_run && Pending::left_behind(&cfg.run.state_dir) {
+        let jw = writer.insert(JournalWriter::open(&cfg.run.state_dir)?);
+        for msg in crate::recovery::settle(cfg, store.as_mut(), jw)? {
+            summary.warnings.push(msg.clone());
+            rep.warning(&msg);
+        }
+    }
     for w in &cfg.watches {
         let t = thresholds(w);
         let mut info = WatchInfo {
@@ -363,49 +407,49 @@ fn run_watches(
             }
         }
 
-        let rows = store.running_rows(w)?;
+        // Each row is judged as it comes off the wire; what is kept is its evidence and
+        // verdict (the breaker needs every verdict of the watch before any write).
         let host_now = SystemTime::now();
         let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-        let mut judged: Vec<Judged> = rows
-            .into_iter()
-            .map(|row| {
-                let evidence = gather(w, &row, &clocks, &host, host_now, locks.as_ref());
-                let decision = decide::decide(&evidence, t);
-                let plan = plan_row(w, &decision, &row, None);
-                Judged {
-                    row,
-                    evidence,
-                    decision,
-                    plan,
-                }
-            })
-            .collect();
+        let mut rows: Vec<Judged> = Vec::new();
+        store.each_running_row(w, &mut |row| {
+            let evidence = gather(w, &row, &clocks, &host, host_now, locks.as_ref());
+            let decision = decide::decide(&evidence, t);
+            let plan = plan_row(w, &decision, &row, None);
+            rows.push(Judged {
+                row,
+                evidence,
+                decision,
+                plan,
+            });
+            Ok(())
+        })?;
 
         if let Some(tpl) = &w.heartbeat_file
             && !tpl.has_id()
-            && judged.len() > 1
+            && rows.len() > 1
         {
             let msg = format!(
                 "watch {}: {} running rows share one heartbeat file ({}): a dead row beside a \
                  live one looks alive; put {{id}} in heartbeat_file",
                 w.name,
-                judged.len(),
+                rows.len(),
                 tpl.as_str()
             );
             summary.warnings.push(msg.clone());
             rep.warning(&msg);
         }
-        let deaths = judged
+        let deaths = rows
             .iter()
             .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
             .count();
         let mut hold = run_hold;
-        if decide::breaker_trips(deaths, judged.len()) {
+        if decide::breaker_trips(deaths, rows.len()) {
             let msg = format!(
                 "watch {}: breaker: {deaths} of {} running rows would be marked dead on heartbeat \
                  staleness alone{}",
                 w.name,
-                judged.len(),
+                rows.len(),
                 if opts.force {
                     "; --force: marking them anyway"
                 } else {
@@ -421,58 +465,65 @@ fn run_watches(
             }
         }
         if hold.is_some() {
-            for j in &mut judged {
+            for j in &mut rows {
                 j.plan = plan_row(w, &j.decision, &j.row, hold);
             }
         }
 
-        for j in judged {
-            let reason = message(&j.decision, &j.evidence, t);
-            let mut report = RowReport {
-                watch: w.name.clone(),
-                id: j.row.id.clone(),
-                evidence: j.evidence,
-                thresholds: t,
-                decision: j.decision,
-                action: j.plan.action,
-                applied: false,
-                reason: cut(&reason, schema.message_max),
-                note: None,
-                target: j.plan.target.clone(),
-                plan: j.plan,
+        // Reports are made as rows are output; only the rows to write get theirs first.
+        let writes: Vec<usize> = (0..rows.len())
+            .filter(|&i| !opts.dry_run && rows[i].plan.writes())
+            .collect();
+        let mut batch: Vec<(RunningRow, RowReport)> = writes
+            .iter()
+            .map(|&i| (rows[i].row.clone(), row_report(w, &schema, rows[i].clone())))
+            .collect();
+        let end = if batch.is_empty() {
+            BatchEnd::default()
+        } else {
+            let ctx = WriteCtx {
+                w,
+                schema: &schema,
+                cfg,
+                clocks: &clocks,
+                host: &host,
+                hold,
+                run: &run,
+            };
+            let all: Vec<usize> = (0..batch.len()).collect();
+            match write_batch(&ctx, &mut batch, &all, store.as_mut(), &mut writer) {
+                Ok(end) => BatchEnd {
+                    stopped_at: end.stopped_at.and_then(|k| writes.get(k).copied()),
+                    error: end.error,
+                },
+                Err(e) => {
+                    summary.per_watch.push(counts);
+                    return Err(e);
+                }
+            }
+        };
+
+        let mut written = writes
+            .into_iter()
+            .zip(batch.into_iter().map(|(_, r)| r))
+            .peekable();
+        for (i, j) in rows.into_iter().enumerate() {
+            // The row whose write failed the run, and the rows after it, are not reported.
+            if end.stopped_at.is_some_and(|s| i >= s) {
+                break;
+            }
+            let mut report = match written.next_if(|(k, _)| *k == i) {
+                Some((_, r)) => r,
+                None => row_report(w, &schema, j),
             };
             summary.rows += 1;
-            let mut failure = None;
-            if opts.dry_run || !report.plan.writes() {
-                if !opts.dry_run {
-                    report.action = Action::None;
-                } else if report.plan.writes() {
+            if opts.dry_run {
+                if report.plan.writes() {
                     summary.changed += 1;
                 }
+            } else if !report.plan.writes() {
+                report.action = Action::None;
             } else {
-                let outcome = apply(
-                    w,
-                    &schema,
-                    &j.row,
-                    &mut report,
-                    store.as_mut(),
-                    &mut journal,
-                    cfg,
-                    &clocks,
-                    &host,
-                    hold,
-                );
-                match outcome {
-                    Ok(()) => {}
-                    // Nothing was changed: stop here.
-                    Err(e) if !report.applied => {
-                        summary.per_watch.push(counts);
-                        return Err(e);
-                    }
-                    // Changed but not journaled: report the change, then stop, so no
-                    // further change goes unrecorded.
-                    Err(e) => failure = Some(e),
-                }
                 if report.applied {
                     summary.changed += 1;
                 }
@@ -485,10 +536,10 @@ fn run_watches(
             }
             counts.count(&report, opts.dry_run);
             rep.row(&report);
-            if let Some(e) = failure {
-                summary.per_watch.push(counts);
-                return Err(e);
-            }
+        }
+        if let Some(e) = end.error {
+            summary.per_watch.push(counts);
+            return Err(e);
         }
         counts.duration = watch_t0.elapsed();
         summary.per_watch.push(counts);
@@ -496,25 +547,278 @@ fn run_watches(
     Ok(())
 }
 
-/// Re-reads the file evidence, then applies the row's compare-and-set and journals it.
-#[allow(clippy::too_many_arguments)]
-fn apply(
-    w: &Watch,
-    schema: &Schema,
+/// At most this many compare-and-sets commit together (where the store groups them): one
+/// commit, and one sync of the database, for up to this many rows, while the rows (or
+/// SQLite's write lock) are held for only a few milliseconds.
+const WRITE_GROUP: usize = 100;
+
+/// What a run needs to write a watch's rows.
+struct WriteCtx<'a> {
+    w: &'a Watch,
+    schema: &'a Schema,
+    cfg: &'a Config,
+    clocks: &'a Clocks,
+    host: &'a Host,
+    hold: Option<Hold>,
+    run: &'a RunId,
+}
+
+/// How a watch's writes ended.
+#[derive(Default)]
+struct BatchEnd {
+    /// The row whose compare-and-set failed with an error that stops the run.
+    stopped_at: Option<usize>,
+    /// The error to stop the run with, once the rows before it are reported.
+    error: Option<Error>,
+}
+
+/// This run's id, and the ids of its changes (`RUN/N`), which tie the journal's entries
+/// to the intents in `pending.jsonl`.
+pub struct RunId {
+    id: String,
+    next: std::cell::Cell<u64>,
+}
+
+impl RunId {
+    pub fn new(host: &Host) -> RunId {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        RunId {
+            id: format!("{}:{}:{nanos}", host.name, std::process::id()),
+            next: std::cell::Cell::new(1),
+        }
+    }
+
+    fn change(&self) -> String {
+        let n = self.next.get();
+        self.next.set(n + 1);
+        format!("{}/{n}", self.id)
+    }
+}
+
+/// The journal entry of one change.
+fn journal_entry(
+    ctx: &WriteCtx<'_>,
+    row: &RunningRow,
+    report: &RowReport,
+    change: &str,
+) -> serde_json::Value {
+    let mut entry = row_json(report);
+    if let Some(obj) = entry.as_object_mut() {
+        obj.insert("time".into(), json!(now_rfc3339()));
+        obj.insert("change".into(), json!(change));
+        obj.insert("table".into(), json!(ctx.w.table.to_string()));
+        obj.insert("from".into(), json!(ctx.w.running_value));
+        obj.insert(
+            "to".into(),
+            json!(report.plan.target.clone().unwrap_or_default()),
+        );
+        // What the compare-and-set matched: tells this run of the row from a later run of
+        // the same id (stats, false positives, settling a stopped run's intents).
+        obj.insert("started".into(), json!(row.started.raw.to_string()));
+        obj.insert("attempts".into(), json!(row.attempts));
+        obj.insert("host".into(), json!(ctx.host.name));
+    }
+    entry
+}
+
+/// Writes one watch's rows: intents to `pending.jsonl` (on disk), then per row the
+/// re-read of its evidence and its compare-and-set, with one journal line per applied
+/// change (right after it, or after the commit where the store groups the writes), one
+/// flush, and the intents cleared. `Err`: nothing was changed.
+fn write_batch(
+    ctx: &WriteCtx<'_>,
+    rows: &mut [(RunningRow, RowReport)],
+    writes: &[usize],
+    store: &mut dyn Store,
+    writer: &mut Option<JournalWriter>,
+) -> Result<BatchEnd> {
+    // The journal must be writable before the first change is made.
+    let jw = match writer {
+        Some(jw) => jw,
+        None => writer.insert(JournalWriter::open(&ctx.cfg.run.state_dir)?),
+    };
+    let intents: Vec<(usize, String)> = writes.iter().map(|&i| (i, ctx.run.change())).collect();
+    let header = json!({
+        "run": ctx.run.id,
+        "journal_offset": jw.journal.end_offset()?,
+        "session": store.session(),
+        "time": now_rfc3339(),
+    });
+    jw.pending.write(
+        &header,
+        &mut intents.iter().map(|(i, change)| {
+            let (row, report) = &rows[*i];
+            let mut entry = journal_entry(ctx, row, report, change);
+            entry["applied"] = json!(true);
+            entry
+        }),
+    )?;
+
+    let mut end = BatchEnd::default();
+    let mut journaled = Ok(());
+    let mut k = 0;
+    while k < intents.len() && end.error.is_none() && journaled.is_ok() {
+        // A group pays for itself from two rows on.
+        let grouped = match if intents.len() - k > 1 {
+            store.begin_writes()
+        } else {
+            Ok(false)
+        } {
+            Ok(g) => g,
+            Err(e) => {
+                end = BatchEnd {
+                    stopped_at: Some(intents[k].0),
+                    error: Some(e),
+                };
+                break;
+            }
+        };
+        let first = k;
+        let mut busy = false;
+        while k < intents.len() && (!grouped || k - first < WRITE_GROUP) {
+            let (i, change) = &intents[k];
+            let (row, report) = &mut rows[*i];
+            match cas_row(ctx, row, report, store) {
+                Err(e) => {
+                    end = BatchEnd {
+                        stopped_at: Some(*i),
+                        error: Some(e),
+                    };
+                    break;
+                }
+                // Locked by someone else: never wait inside a group. Commit the group,
+                // then this row on its own (where it may wait).
+                Ok(false) => {
+                    busy = true;
+                    break;
+                }
+                Ok(true) => {}
+            }
+            k += 1;
+            // Each change committed on its own is journaled at once (one write(2),
+            // flushed below): a run killed after it leaves the line. A failed journal
+            // write stops the writes, so that no further change waits on its intent alone.
+            if !grouped && report.applied {
+                journaled = jw
+                    .journal
+                    .append(&journal_entry(ctx, row, report, change))
+                    .map_err(|e| journal_error(e, ctx.w, row, report));
+                if journaled.is_err() {
+                    break;
+                }
+            }
+        }
+        if grouped {
+            if let Err(e) = store.commit_writes() {
+                // Nothing of the group is applied. Its intents stay: the next run checks.
+                for (i, _) in &intents[first..k] {
+                    let report = &mut rows[*i].1;
+                    if report.applied {
+                        report.applied = false;
+                        report.action = Action::None;
+                        report.note = Some(format!("write failed: {}", e.full_message()));
+                    }
+                }
+                end.stopped_at = end.stopped_at.or(intents.get(k).map(|x| x.0));
+                end.error = Some(end.error.unwrap_or(e));
+                break;
+            }
+            // Committed: now journal the group's changes.
+            for (i, change) in &intents[first..k] {
+                let (row, report) = &rows[*i];
+                if !report.applied {
+                    continue;
+                }
+                if let Err(e) = jw.journal.append(&journal_entry(ctx, row, report, change)) {
+                    journaled = Err(journal_error(e, ctx.w, row, report));
+                    break;
+                }
+            }
+        }
+        if busy && end.error.is_none() && journaled.is_ok() {
+            let (i, change) = &intents[k];
+            let (row, report) = &mut rows[*i];
+            match cas_row(ctx, row, report, store) {
+                Err(e) => {
+                    end = BatchEnd {
+                        stopped_at: Some(*i),
+                        error: Some(e),
+                    };
+                }
+                Ok(_) => {
+                    k += 1;
+                    if report.applied {
+                        journaled = jw
+                            .journal
+                            .append(&journal_entry(ctx, row, report, change))
+                            .map_err(|e| journal_error(e, ctx.w, row, report));
+                    }
+                }
+            }
+        }
+    }
+    // Then flush once.
+    if journaled.is_ok()
+        && let Some(first) = intents.iter().find(|(i, _)| rows[*i].1.applied)
+        && let Err(e) = jw.journal.sync()
+    {
+        let (row, report) = &rows[first.0];
+        journaled = Err(journal_error(e, ctx.w, row, report));
+    }
+    match journaled {
+        // A change not journaled: its intent stays, for the next run to settle; stop so
+        // that no further change goes unrecorded.
+        Err(e) => end.error = Some(end.error.unwrap_or(e)),
+        // Every change is journaled; a write that failed the run keeps the intents, since
+        // its outcome is unknown.
+        Ok(()) if end.error.is_none() => {
+            // Harmless if it fails: the next run finds these changes in the journal.
+            let _ = jw.pending.clear();
+        }
+        Ok(()) => {}
+    }
+    Ok(end)
+}
+
+fn journal_error(e: Error, w: &Watch, row: &RunningRow, report: &RowReport) -> Error {
+    match e {
+        Error::Io { path, source, .. } => Error::Journal {
+            path,
+            row: format!(
+                "{} id={} (now '{}')",
+                w.name,
+                row.id,
+                report.plan.target.clone().unwrap_or_default()
+            ),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// Re-reads the row's file evidence, then applies its compare-and-set. `Ok(false)`: in a
+/// group of writes, the row is locked by another transaction; nothing was done.
+fn cas_row(
+    ctx: &WriteCtx<'_>,
     row: &RunningRow,
     report: &mut RowReport,
     store: &mut dyn Store,
-    journal: &mut Option<Journal>,
-    cfg: &Config,
-    clocks: &Clocks,
-    host: &Host,
-    hold: Option<Hold>,
-) -> Result<()> {
+) -> Result<bool> {
+    let w = ctx.w;
     // Just before the write: did the row beat, or the worker show up, in between?
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-    let again = gather(w, row, clocks, host, SystemTime::now(), locks.as_ref());
+    let again = gather(
+        w,
+        row,
+        ctx.clocks,
+        ctx.host,
+        SystemTime::now(),
+        locks.as_ref(),
+    );
     let d2 = decide::decide(&again, report.thresholds);
-    let p2 = plan_row(w, &d2, row, hold);
+    let p2 = plan_row(w, &d2, row, ctx.hold);
     if (p2.action, &p2.target) != (report.plan.action, &report.plan.target) {
         report.action = Action::None;
         report.note = Some(format!(
@@ -522,11 +826,7 @@ fn apply(
             d2.verdict.as_str(),
             d2.basis.describe()
         ));
-        return Ok(());
-    }
-    // The journal must be writable before the first change is made.
-    if journal.is_none() {
-        *journal = Some(Journal::open(&cfg.run.state_dir)?);
+        return Ok(true);
     }
     let target = report.plan.target.clone().unwrap_or_default();
     let change = Change {
@@ -535,32 +835,8 @@ fn apply(
         message: w.message_column.as_ref().map(|_| report.reason.clone()),
         bump_attempts: report.plan.action == Action::MarkRetry,
     };
-    match store.compare_and_set(w, schema, &change)? {
-        CasOutcome::Applied => {
-            report.applied = true;
-            if let Some(j) = journal.as_mut() {
-                let mut entry = row_json(report);
-                if let Some(obj) = entry.as_object_mut() {
-                    obj.insert("time".into(), json!(now_rfc3339()));
-                    obj.insert("table".into(), json!(w.table.to_string()));
-                    obj.insert("from".into(), json!(w.running_value));
-                    obj.insert("to".into(), json!(target));
-                    // What the compare-and-set matched: tells this run of the row from a
-                    // later run of the same id (stats, false positives).
-                    obj.insert("started".into(), json!(row.started.raw.to_string()));
-                    obj.insert("attempts".into(), json!(row.attempts));
-                    obj.insert("host".into(), json!(host.name));
-                }
-                j.append(&entry).map_err(|e| match e {
-                    Error::Io { path, source, .. } => Error::Journal {
-                        path,
-                        row: format!("{} id={} (now '{target}')", w.name, row.id),
-                        source,
-                    },
-                    other => other,
-                })?;
-            }
-        }
+    match store.compare_and_set(w, ctx.schema, &change)? {
+        CasOutcome::Applied => report.applied = true,
         CasOutcome::LostRace => {
             report.action = Action::LostRace;
             report.note =
@@ -570,6 +846,7 @@ fn apply(
             report.action = Action::None;
             report.note = Some(format!("write failed: {why}"));
         }
+        CasOutcome::Busy => return Ok(false),
     }
-    Ok(())
+    Ok(true)
 }

@@ -1,5 +1,16 @@
-//! The journal: one JSON line per applied change in `state_dir/journal.jsonl`, flushed to
-//! disk before the change is reported. Opened only when a run is about to change a row.
+//! The journal: one JSON line per applied change in `state_dir/journal.jsonl`. Opened only
+//! when a run is about to change a row.
+//!
+//! Every change has an id (`change`), and goes through `state_dir/pending.jsonl` first:
+//! before a watch's first compare-and-set, the entries it may write are put there as
+//! intents and flushed to disk ([`Pending::write`]); each applied change is then appended
+//! to the journal with one `write(2)` right after its compare-and-set, the journal is
+//! flushed once after the watch's writes ([`Journal::sync`]), and the intents are cleared.
+//! A run killed anywhere in between (even between a compare-and-set and its journal line)
+//! leaves intents behind, and the next run settles them ([`crate::recovery`]): an intent
+//! whose change the database shows applied and the journal does not list is journaled
+//! then, marked `recovered`. So the journal lists every applied change exactly once, and
+//! two flushes per watch replace one per row.
 //!
 //! A crash mid-write can leave a last line cut in half. Writers and readers both survive
 //! it: [`Journal::open`] ends such a line before appending, so the next entry starts on a
@@ -14,6 +25,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 pub const JOURNAL_FILE: &str = "journal.jsonl";
+/// Intents of the changes a run is about to make (empty between runs).
+pub const PENDING_FILE: &str = "pending.jsonl";
 
 /// Lines longer than this are not journal entries (an entry is well under 4 KiB); they are
 /// skipped without being held in memory.
@@ -57,14 +70,30 @@ impl Journal {
         Ok(Journal { file, path })
     }
 
-    /// Appends one entry as a single line and flushes it to disk.
+    /// Appends one entry as a single line, in one `write(2)`: a process killed after it
+    /// returns has left the whole line (in the page cache). [`Journal::sync`] puts it on
+    /// disk.
     pub fn append(&mut self, entry: &serde_json::Value) -> Result<()> {
         let mut line = entry.to_string();
         line.push('\n');
         self.file
             .write_all(line.as_bytes())
-            .and_then(|()| self.file.sync_data())
             .map_err(|e| Error::io(&self.path, "writing the journal", e))
+    }
+
+    /// Flushes what was appended to disk.
+    pub fn sync(&mut self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(&self.path, "writing the journal", e))
+    }
+
+    /// The journal's length in bytes now (where the next entry will start).
+    pub fn end_offset(&self) -> Result<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io(&self.path, "reading the journal", e))
     }
 
     pub fn path(&self) -> &Path {
@@ -82,6 +111,140 @@ fn ends_mid_line(file: &mut File) -> std::io::Result<bool> {
     let mut last = [0u8; 1];
     file.read_exact(&mut last)?;
     Ok(last[0] != b'\n')
+}
+
+/// `state_dir/pending.jsonl`: a header line, then one intent per change a run is about to
+/// try (the journal entry it would append, with its `change` id). Truncated, never deleted,
+/// so that writing it needs no directory flush.
+#[derive(Debug)]
+pub struct Pending {
+    file: File,
+    path: PathBuf,
+}
+
+/// What a previous run left in `pending.jsonl`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Left {
+    pub header: serde_json::Map<String, serde_json::Value>,
+    pub intents: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// Lines that were not whole JSON objects (a crash while they were written).
+    pub damaged: usize,
+}
+
+impl Pending {
+    /// Opens `state_dir/pending.jsonl`, creating the directory and the file if needed.
+    pub fn open(state_dir: &Path) -> Result<Pending> {
+        create_state_dir(state_dir)?;
+        let path = state_dir.join(PENDING_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o640)
+            .open(&path)
+            .map_err(|e| Error::io(&path, "opening the pending-changes file", e))?;
+        Ok(Pending { file, path })
+    }
+
+    /// True when `state_dir/pending.jsonl` exists and is not empty: a run was stopped
+    /// before it settled its changes. Costs one `stat(2)`.
+    pub fn left_behind(state_dir: &Path) -> bool {
+        std::fs::metadata(state_dir.join(PENDING_FILE)).is_ok_and(|m| m.len() > 0)
+    }
+
+    /// Reads what is in the file; `None` when it is empty.
+    pub fn read(&mut self) -> Result<Option<Left>> {
+        let io = |e| Error::io(&self.path, "reading the pending-changes file", e);
+        self.file.seek(SeekFrom::Start(0)).map_err(io)?;
+        let mut text = String::new();
+        (&self.file).read_to_string(&mut text).map_err(io)?;
+        let mut left = Left::default();
+        let mut first = true;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<serde_json::Value>(line) {
+                Ok(serde_json::Value::Object(m)) if first => left.header = m,
+                Ok(serde_json::Value::Object(m)) => left.intents.push(m),
+                _ => left.damaged += 1,
+            }
+            first = false;
+        }
+        Ok((!first).then_some(left))
+    }
+
+    /// Replaces the file's contents with `header` and `intents` (each serialised as it is
+    /// written, so that memory does not grow with their number), on disk before it returns.
+    pub fn write(
+        &mut self,
+        header: &serde_json::Value,
+        intents: &mut dyn Iterator<Item = serde_json::Value>,
+    ) -> Result<()> {
+        let path = self.path.clone();
+        let io = move |e| Error::io(&path, "writing the pending-changes file", e);
+        self.file.set_len(0).map_err(&io)?;
+        self.file.seek(SeekFrom::Start(0)).map_err(&io)?;
+        let mut out = std::io::BufWriter::new(&self.file);
+        let line = |out: &mut std::io::BufWriter<&File>, v: &serde_json::Value| {
+            serde_json::to_writer(&mut *out, v)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+        };
+        line(&mut out, header).map_err(&io)?;
+        for i in intents {
+            line(&mut out, &i).map_err(&io)?;
+        }
+        out.flush().map_err(&io)?;
+        drop(out);
+        self.file.sync_data().map_err(&io)
+    }
+
+    /// Empties the file: every intent in it is settled.
+    pub fn clear(&mut self) -> Result<()> {
+        self.file
+            .set_len(0)
+            .map_err(|e| Error::io(&self.path, "clearing the pending-changes file", e))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Reads the journal's entries from byte `offset` on (from the start when the file is now
+/// shorter than that: it was rotated), handing each whole JSON object to `each`.
+pub fn read_from(
+    path: &Path,
+    offset: u64,
+    each: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>),
+) -> Result<()> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(path, "opening the journal", e)),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(path, "reading the journal", e))?
+        .len();
+    let start = if offset <= len { offset } else { 0 };
+    file.seek(SeekFrom::Start(start))
+        .map_err(|e| Error::io(path, "reading the journal", e))?;
+    let mut reader = BufReader::new(file);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let (ended, too_long) = read_line(&mut reader, &mut buf)
+            .map_err(|e| Error::io(path, "reading the journal", e))?;
+        if buf.is_empty() && !ended && !too_long {
+            return Ok(());
+        }
+        if !too_long && let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(&buf) {
+            each(m);
+        }
+        if !ended {
+            return Ok(());
+        }
+    }
 }
 
 /// A line of the journal that was skipped, and why.

@@ -22,6 +22,7 @@ pub mod journal;
 pub mod metrics;
 pub mod mycnf;
 pub mod probe;
+pub mod recovery;
 pub mod report;
 pub mod runlock;
 pub mod state;

@@ -4,7 +4,7 @@
 mod common;
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use mysql::prelude::Queryable;
@@ -196,26 +196,9 @@ fn the_message_is_cut_to_the_column_length_under_strict_mode() {
     assert!(msg.starts_with("self-heal: dead: heartbeat_age="), "{msg}");
 }
 
-/// Waits until selfheal's UPDATE has reached the server; false on timeout. Once it has,
-/// it cannot pass the row the test holds `FOR UPDATE` before the test commits. (MariaDB
-/// does not always list such a waiter in INNODB_TRX when it came through a secondary
-/// index, so the process list is the reliable signal.)
+/// Waits until selfheal's UPDATE waits on the row the test holds; false on timeout.
 fn wait_for_lock_wait(db: &mut MysqlDb) -> bool {
-    let deadline = Instant::now() + secs(8);
-    loop {
-        let n: Vec<i64> = db.query(&format!(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-             WHERE DB = '{}' AND INFO LIKE 'UPDATE%sync_log%'",
-            db.name
-        ));
-        if n[0] > 0 {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    db.wait_for_lock_wait()
 }
 
 /// Holds row 2 with `SELECT … FOR UPDATE`, starts a real check that decides the row is

@@ -419,7 +419,8 @@ fn a_journal_that_cannot_be_opened_fails_with_exit_3_before_any_row_changes() {
 }
 
 #[test]
-fn a_journal_write_that_fails_after_the_change_stops_the_run_with_exit_3() {
+fn a_journal_write_that_fails_after_the_change_stops_the_run_with_exit_3_and_the_next_run_journals_it()
+ {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     for id in [2, 3] {
@@ -428,36 +429,76 @@ fn a_journal_write_that_fails_after_the_change_stops_the_run_with_exit_3() {
     }
     // The journal opens but every write fails (ENOSPC), as on a full disk.
     std::fs::create_dir(sb.state_dir()).expect("state dir");
-    std::os::unix::fs::symlink("/dev/full", sb.state_dir().join("journal.jsonl")).expect("symlink");
+    let journal = sb.state_dir().join("journal.jsonl");
+    std::os::unix::fs::symlink("/dev/full", &journal).expect("symlink");
     let cfg = sb.config(&db.url(), &sb.watch(""));
     let o = check(&cfg, &[]);
     assert_exit(&o, 3);
-    assert!(
-        stdout(&o).contains("full-sync id=2: set status to 'error' (mark_dead)"),
-        "the change that was made is reported: {}",
-        stdout(&o)
-    );
+    // SQLite commits a watch's writes together, then journals them: both changes were
+    // made, and both are reported.
+    for id in [2, 3] {
+        assert!(
+            stdout(&o).contains(&format!(
+                "full-sync id={id}: set status to 'error' (mark_dead)"
+            )),
+            "the changes that were made are reported: {}",
+            stdout(&o)
+        );
+        assert_eq!(db.status(id), "error", "the change itself is complete");
+    }
     assert!(
         stderr(&o)
             .contains("row full-sync id=2 (now 'error') was changed but could not be journaled"),
         "{}",
         stderr(&o)
     );
-    assert_eq!(db.status(2), "error", "the change itself is complete");
-    assert_eq!(
-        db.status(3),
-        "running",
-        "no further change without a journal entry"
-    );
     let last = last_run(&sb);
     assert_eq!(last["exit_status"], 3);
-    assert_eq!(last["changed"], 1);
+    assert_eq!(last["changed"], 2);
     assert!(
         last["error"]
             .as_str()
             .is_some_and(|e| e.contains("could not be journaled")),
         "{last}"
     );
+    // Their intents are on disk; once the journal can be written again, the next run
+    // journals both, marked recovered, and changes nothing.
+    let pending = std::fs::read_to_string(sb.state_dir().join("pending.jsonl")).expect("pending");
+    assert_eq!(
+        pending.lines().count(),
+        3,
+        "a header and two intents: {pending}"
+    );
+    std::fs::remove_file(&journal).expect("unlink the symlink");
+    let before = db.dump();
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert!(
+        stderr(&o).contains("journaled 2 change(s) that a stopped run made without journaling"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(db.dump(), before);
+    let entries = sb.journal();
+    let ids: Vec<i64> = entries.iter().filter_map(|e| e["id"].as_i64()).collect();
+    assert_eq!(ids, [2, 3]);
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["recovered"] == true && e["applied"] == true)
+    );
+    assert_eq!(
+        std::fs::metadata(sb.state_dir().join("pending.jsonl"))
+            .map(|m| m.len())
+            .ok(),
+        Some(0),
+        "settled"
+    );
+    // And only once.
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stderr(&o), "");
+    assert_eq!(sb.journal().len(), 2);
 }
 
 #[test]
@@ -533,7 +574,14 @@ fn every_real_run_leaves_a_last_run_report() {
         .collect();
     let mut names = names;
     names.sort();
-    assert_eq!(names, ["journal.jsonl", "last-run.json"]);
+    assert_eq!(names, ["journal.jsonl", "last-run.json", "pending.jsonl"]);
+    assert_eq!(
+        std::fs::metadata(sb.state_dir().join("pending.jsonl"))
+            .map(|m| m.len())
+            .ok(),
+        Some(0),
+        "no intent is left once the changes are journaled"
+    );
 
     // A failed run says so in the report.
     let cfg = sb.config(

@@ -130,6 +130,23 @@ pub struct Schema {
     pub id_is_primary: bool,
 }
 
+/// A row as it is now, for settling the intents of a stopped run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurrentRow {
+    pub status: SqlValue,
+    pub started: SqlValue,
+    /// The message column, when the watch has one.
+    pub message: Option<SqlValue>,
+}
+
+/// A session on a database server: its connection id, and when the server started (unix
+/// seconds), since connection ids start again from 1 when a server restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Session {
+    pub connection: u64,
+    pub server_started: i64,
+}
+
 /// One compare-and-set.
 #[derive(Debug, Clone)]
 pub struct Change<'a> {
@@ -149,6 +166,10 @@ pub enum CasOutcome {
     LostRace,
     /// The statement failed for this row (e.g. a lock wait timeout); the run goes on.
     Failed(String),
+    /// Only inside a group of writes ([`Store::begin_writes`]): another transaction holds
+    /// the row, and selfheal does not wait while it holds the group's rows. Nothing was
+    /// done; the caller commits the group and tries the row on its own.
+    Busy,
 }
 
 pub trait Store {
@@ -164,8 +185,23 @@ pub trait Store {
     fn clock(&mut self) -> Result<DbClock>;
     /// Checks that the table and every configured column exist.
     fn schema(&mut self, w: &Watch) -> Result<Schema>;
-    /// Every row in the running state, ordered by id.
-    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>>;
+    /// Streams every row in the running state, ordered by id, to `each`, one at a time as
+    /// it comes off the wire: the adapter holds no more than one row. An error from `each`
+    /// stops the stream and is returned.
+    fn each_running_row(
+        &mut self,
+        w: &Watch,
+        each: &mut dyn FnMut(RunningRow) -> Result<()>,
+    ) -> Result<()>;
+    /// Every row in the running state, ordered by id, in memory (for `doctor`).
+    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
+        let mut out = Vec::new();
+        self.each_running_row(w, &mut |r| {
+            out.push(r);
+            Ok(())
+        })?;
+        Ok(out)
+    }
     /// How the database finds running rows: the plan of the very `SELECT` that
     /// [`Store::running_rows`] runs (for `doctor`).
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
@@ -183,6 +219,34 @@ pub trait Store {
         scope: History,
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()>;
+    /// Opens a group of compare-and-sets that commit together: one commit (one sync of
+    /// the database) instead of one per row. SQLite: `BEGIN IMMEDIATE`. MySQL: a
+    /// transaction in which a compare-and-set never waits for a row lock (it answers
+    /// [`CasOutcome::Busy`] instead), so that selfheal never waits while holding rows and
+    /// can never deadlock with the application. `Ok(false)`: no group; each
+    /// compare-and-set commits on its own.
+    fn begin_writes(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+    /// Commits the group [`Store::begin_writes`] opened; afterwards each compare-and-set
+    /// commits on its own again, waiting for row locks as usual. `Err`: nothing of the
+    /// group was applied.
+    fn commit_writes(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The row with this id as it is now (`None`: no such row).
+    fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>>;
+    /// This connection on the server, recorded with a run's intents: a stopped run's last
+    /// statement may still be running there.
+    fn session(&mut self) -> Option<Session> {
+        None
+    }
+    /// Ends server session `s` if it still exists (a statement of a stopped run may wait
+    /// on a row lock and apply later) and waits, bounded, until it is gone. `false`: it is
+    /// still there.
+    fn end_session(&mut self, _s: &Session) -> Result<bool> {
+        Ok(true)
+    }
     /// Takes the per-watch advisory lock that keeps several hosts from acting on one watch
     /// at once (`GET_LOCK` on MySQL). `false`: another run holds it.
     fn try_watch_lock(&mut self, w: &Watch) -> Result<bool>;
@@ -226,6 +290,20 @@ pub(crate) fn running_sql(w: &Watch, q: char, placeholder: &str) -> String {
             .join(", "),
         w.table.quoted(q),
         w.status_column.quoted(q),
+        w.id_column.quoted(q),
+    )
+}
+
+/// The `SELECT` of one row by id for [`Store::current_row`]: status, start, message.
+pub(crate) fn current_sql(w: &Watch, q: char, placeholder: &str) -> String {
+    format!(
+        "SELECT {}, {}, {} FROM {} WHERE {} = {placeholder}",
+        w.status_column.quoted(q),
+        w.started_column.quoted(q),
+        w.message_column
+            .as_ref()
+            .map_or("NULL".to_string(), |m| m.quoted(q)),
+        w.table.quoted(q),
         w.id_column.quoted(q),
     )
 }

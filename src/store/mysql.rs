@@ -15,8 +15,8 @@ use mysql::{Conn, Value};
 
 use super::credentials::{self, Credentials, Inputs};
 use super::{
-    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema, SqlValue, Store,
-    TimeValue,
+    CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
+    Session, SqlValue, Store, TimeValue,
 };
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
@@ -28,7 +28,15 @@ pub struct MysqlStore {
     label: String,
     creds: Credentials,
     tz: Option<chrono_tz::Tz>,
+    /// Inside a group of writes ([`Store::begin_writes`]).
+    in_group: bool,
 }
+
+/// How long a statement waits on a row lock, outside groups of writes.
+const LOCK_WAIT_S: u32 = 10;
+/// ER_LOCK_WAIT_TIMEOUT and ER_LOCK_DEADLOCK.
+const LOCK_WAIT_TIMEOUT: u16 = 1205;
+const LOCK_DEADLOCK: u16 = 1213;
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -51,7 +59,9 @@ impl MysqlStore {
             .read_timeout(Some(IO_TIMEOUT))
             .write_timeout(Some(IO_TIMEOUT))
             .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
-            .init(vec!["SET SESSION innodb_lock_wait_timeout = 10"]);
+            .init(vec![format!(
+                "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+            )]);
         let conn = Conn::new(b).map_err(|e| {
             Error::database(
                 format!("cannot connect to {label} ({})", creds.describe()),
@@ -63,7 +73,16 @@ impl MysqlStore {
             label,
             creds,
             tz: db.timezone,
+            in_group: false,
         })
+    }
+
+    /// When the server started, in unix seconds on its own clock.
+    fn server_started(&mut self) -> std::result::Result<i64, mysql::Error> {
+        let now: Option<i64> = self.conn.query_first("SELECT UNIX_TIMESTAMP()")?;
+        let up: Option<(String, i64)> =
+            self.conn.query_first("SHOW GLOBAL STATUS LIKE 'Uptime'")?;
+        Ok(now.unwrap_or(0) - up.map_or(0, |u| u.1))
     }
 
     fn err(&self, what: &str, e: impl std::fmt::Display) -> Error {
@@ -307,13 +326,16 @@ impl Store for MysqlStore {
         })
     }
 
-    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
+    fn each_running_row(
+        &mut self,
+        w: &Watch,
+        each: &mut dyn FnMut(RunningRow) -> Result<()>,
+    ) -> Result<()> {
         let sql = super::running_sql(w, '`', "?");
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading running rows of {}", w.table), e)
         };
-        let mut out = Vec::new();
         let result = self
             .conn
             .exec_iter(&sql, (w.running_value.as_str(),))
@@ -348,15 +370,15 @@ impl Store for MysqlStore {
                 SqlValue::Text(t) => t.trim().parse().unwrap_or(0),
                 _ => 0,
             });
-            out.push(RunningRow {
+            each(RunningRow {
                 id,
                 started,
                 heartbeat,
                 owner,
                 attempts,
-            });
+            })?;
         }
-        Ok(out)
+        Ok(())
     }
 
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
@@ -459,8 +481,23 @@ impl Store for MysqlStore {
                     w.id_column
                 ))),
             },
+            // Inside a group nothing waits: the row is someone else's for now.
+            Err(mysql::Error::MySqlError(e)) if self.in_group && e.code == LOCK_WAIT_TIMEOUT => {
+                Ok(CasOutcome::Busy)
+            }
+            // A deadlock rolls back the whole transaction: the group is lost, which only
+            // the caller can account for. (Inside a group selfheal never waits, so this
+            // would take a server that waits anyway.)
+            Err(mysql::Error::MySqlError(e)) if self.in_group && e.code == LOCK_DEADLOCK => {
+                self.in_group = false;
+                let _ = self.conn.query_drop("ROLLBACK");
+                let _ = self.conn.query_drop(format!(
+                    "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+                ));
+                Err(self.err("writing", format!("{} (error {})", e.message, e.code)))
+            }
             // The server refused this statement (lock wait timeout, strict mode, …): this
-            // row's write failed, the connection is fine.
+            // row's write failed (the statement alone is undone), the connection is fine.
             Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(format!(
                 "{} (error {})",
                 e.message, e.code
@@ -516,6 +553,94 @@ impl Store for MysqlStore {
             }
         }
         Ok(())
+    }
+
+    fn begin_writes(&mut self) -> Result<bool> {
+        // 0: a locked row fails the statement at once (MariaDB ≥ 10.3; MySQL's least is
+        // 1 s, so there a locked row is given up after a second).
+        self.conn
+            .query_drop("SET SESSION innodb_lock_wait_timeout = 0")
+            .and_then(|()| self.conn.query_drop("START TRANSACTION"))
+            .map_err(|e| self.err("beginning the writes", e))?;
+        self.in_group = true;
+        Ok(true)
+    }
+
+    fn commit_writes(&mut self) -> Result<()> {
+        self.in_group = false;
+        self.conn
+            .query_drop("COMMIT")
+            .map_err(|e| self.err("committing the writes", e))?;
+        // Committed. Should this fail, the connection is gone and the next statement
+        // says so.
+        let _ = self.conn.query_drop(format!(
+            "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+        ));
+        Ok(())
+    }
+
+    fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
+        let sql = super::current_sql(w, '`', "?");
+        let label = self.label.clone();
+        let ctx =
+            |e: mysql::Error| Error::database(format!("{label}: reading a row of {}", w.table), e);
+        let row: Option<mysql::Row> = self.conn.exec_first(&sql, (to_value(id),)).map_err(ctx)?;
+        Ok(row.map(|r| {
+            let mut vals = r.unwrap().into_iter().map(from_value);
+            let mut next = || vals.next().unwrap_or(SqlValue::Null);
+            let status = next();
+            let started = next();
+            let message = next();
+            CurrentRow {
+                status,
+                started,
+                message: w.message_column.as_ref().map(|_| message),
+            }
+        }))
+    }
+
+    fn session(&mut self) -> Option<Session> {
+        Some(Session {
+            connection: u64::from(self.conn.connection_id()),
+            server_started: self.server_started().ok()?,
+        })
+    }
+
+    fn end_session(&mut self, old: &Session) -> Result<bool> {
+        // A restarted server has ended every session of before, and may have given the
+        // old connection id to someone else since: never touch that one.
+        let started = self
+            .server_started()
+            .map_err(|e| self.err("looking for a stopped run's session", e))?;
+        if (started - old.server_started).abs() > 5 {
+            return Ok(true);
+        }
+        // A statement waits on a row lock for at most innodb_lock_wait_timeout (10 s, set
+        // at connect); KILL ends it at once where the account may (its own sessions).
+        let id = old.connection;
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut killed = false;
+        loop {
+            let n: Option<i64> = self
+                .conn
+                .exec_first(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?",
+                    (id,),
+                )
+                .map_err(|e| self.err("looking for a stopped run's session", e))?;
+            if n.unwrap_or(0) == 0 {
+                return Ok(true);
+            }
+            if std::time::Instant::now() > deadline {
+                return Ok(false);
+            }
+            if !killed {
+                killed = true;
+                // Refused (another account's session): wait for it instead.
+                let _ = self.conn.query_drop(format!("KILL {id}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn try_watch_lock(&mut self, w: &Watch) -> Result<bool> {

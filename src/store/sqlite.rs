@@ -13,8 +13,8 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
 use super::{
-    CasOutcome, Change, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema, SqlValue, Store,
-    TimeValue,
+    CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
+    SqlValue, Store, TimeValue,
 };
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::Watch;
@@ -236,7 +236,11 @@ impl Store for SqliteStore {
         })
     }
 
-    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
+    fn each_running_row(
+        &mut self,
+        w: &Watch,
+        each: &mut dyn FnMut(RunningRow) -> Result<()>,
+    ) -> Result<()> {
         let sql = super::running_sql(w, '"', "?1");
         let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
         let mut stmt = self
@@ -246,7 +250,6 @@ impl Store for SqliteStore {
         let mut rows = stmt
             .query([&w.running_value])
             .map_err(|e| Error::database(ctx(), e))?;
-        let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(|e| Error::database(ctx(), e))? {
             let mut i = 0;
             let mut next = || {
@@ -272,15 +275,15 @@ impl Store for SqliteStore {
                 }),
                 None => None,
             };
-            out.push(RunningRow {
+            each(RunningRow {
                 id,
                 started,
                 heartbeat,
                 owner,
                 attempts,
-            });
+            })?;
         }
-        Ok(out)
+        Ok(())
     }
 
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
@@ -383,6 +386,56 @@ impl Store for SqliteStore {
             }
         }
         Ok(())
+    }
+
+    fn begin_writes(&mut self) -> Result<bool> {
+        // Takes the write lock now, waiting up to the busy timeout like any write; busy
+        // after that: each compare-and-set tries on its own, as without a group.
+        match self.conn.execute_batch("BEGIN IMMEDIATE") {
+            Ok(()) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(Error::database(self.ctx("beginning the writes"), e)),
+        }
+    }
+
+    fn commit_writes(&mut self) -> Result<()> {
+        self.conn.execute_batch("COMMIT").map_err(|e| {
+            // Whatever SQLite left open is rolled back, so that nothing half-done stays.
+            let _ = self.conn.execute_batch("ROLLBACK");
+            Error::database(self.ctx("committing the writes"), e)
+        })
+    }
+
+    fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
+        let sql = super::current_sql(w, '"', "?1");
+        let ctx = self.ctx(&format!("reading a row of {}", w.table));
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| Error::database(&ctx, e))?;
+        let mut rows = stmt
+            .query([to_sql(id)])
+            .map_err(|e| Error::database(&ctx, e))?;
+        let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? else {
+            return Ok(None);
+        };
+        let get = |i| {
+            r.get_ref(i)
+                .map(from_sql)
+                .map_err(|e| Error::database(&ctx, e))
+        };
+        Ok(Some(CurrentRow {
+            status: get(0)?,
+            started: get(1)?,
+            message: w.message_column.as_ref().map(|_| get(2)).transpose()?,
+        }))
     }
 
     fn try_watch_lock(&mut self, _w: &Watch) -> Result<bool> {

@@ -419,7 +419,37 @@ impl MysqlDb {
     }
 }
 
+/// Waits until an `UPDATE` of `sync_log` in database `db` is on the server (as seen through
+/// `conn`'s process list); false after 8 s. Once it is, and the test holds the row `FOR
+/// UPDATE`, that statement cannot pass the row before the test commits. (MariaDB does not
+/// always list such a waiter in INNODB_TRX when it came through a secondary index, so the
+/// process list is the reliable signal.)
+pub fn update_waiting(conn: &mut mysql::Conn, db: &str) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    loop {
+        let n: Vec<i64> = conn
+            .query(format!(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                 WHERE DB = '{db}' AND INFO LIKE 'UPDATE%sync_log%'"
+            ))
+            .expect("process list");
+        if n[0] > 0 {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 impl MysqlDb {
+    /// [`update_waiting`] on this database.
+    pub fn wait_for_lock_wait(&mut self) -> bool {
+        let name = self.name.clone();
+        update_waiting(&mut self.admin, &name)
+    }
+
     /// The server URL this database lives on, e.g. to tell a socket from TCP.
     pub fn server_url() -> String {
         server_url()
@@ -464,4 +494,163 @@ macro_rules! mysql_or_skip {
             None => return,
         }
     };
+}
+
+// ---------------------------------------------------------------------------------------
+// A private MariaDB server, for tests that stop it
+
+/// Root, or skipped (outside CI) / failed (in CI).
+pub fn root_or_skip(what: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run {what} as root"
+    );
+    eprintln!("SKIPPED: {what} needs root");
+    false
+}
+
+/// A throw-away MariaDB server of its own (`mariadb-install-db` into a temporary
+/// directory, `mariadbd` on its own socket, no network), stopped and removed on drop. Root
+/// logs in over its socket with no password. Never the shared server.
+pub struct PrivateMariadb {
+    pub dir: tempfile::TempDir,
+    child: Option<std::process::Child>,
+}
+
+impl PrivateMariadb {
+    /// `None` (skipped) outside CI when not root or without the server binaries.
+    pub fn start() -> Option<PrivateMariadb> {
+        if !root_or_skip("a private MariaDB server") {
+            return None;
+        }
+        let found = |b: &str| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {b} || test -x /usr/sbin/{b}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !found("mariadb-install-db") || !found("mariadbd") {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must have mariadb-install-db and mariadbd"
+            );
+            eprintln!("SKIPPED: no mariadb-install-db/mariadbd");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("selfheal-mariadb-")
+            .tempdir()
+            .expect("tempdir");
+        let o = Command::new("mariadb-install-db")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .args([
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+                "--user=root",
+                "--innodb-log-file-size=8M",
+            ])
+            .output()
+            .expect("mariadb-install-db");
+        assert!(o.status.success(), "mariadb-install-db: {}", stderr(&o));
+        let mut s = PrivateMariadb { dir, child: None };
+        s.start_again();
+        Some(s)
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("s.sock")
+    }
+
+    /// The URL of database `db` over the private socket.
+    pub fn url(&self, db: &str) -> String {
+        format!(
+            "mysql://root@localhost/{db}?socket={}",
+            self.socket().display()
+        )
+    }
+
+    pub fn conn(&self, db: &str) -> mysql::Conn {
+        let opts = mysql::OptsBuilder::new()
+            .user(Some("root"))
+            .socket(Some(self.socket().to_string_lossy()))
+            .db_name((!db.is_empty()).then_some(db));
+        mysql::Conn::new(opts).expect("connect to the private server")
+    }
+
+    /// Starts (again) on the same data directory and waits until it answers.
+    pub fn start_again(&mut self) {
+        let d = self.dir.path();
+        let child = Command::new("mariadbd")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", d.join("data").display()))
+            .arg(format!("--socket={}", self.socket().display()))
+            .arg(format!("--pid-file={}", d.join("pid").display()))
+            .arg(format!("--log-error={}", d.join("error.log").display()))
+            .args([
+                "--skip-networking",
+                "--user=root",
+                "--innodb-log-file-size=8M",
+                "--innodb-buffer-pool-size=32M",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("mariadbd");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let opts = mysql::OptsBuilder::new()
+                .user(Some("root"))
+                .socket(Some(self.socket().to_string_lossy()));
+            if mysql::Conn::new(opts).is_ok() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the private MariaDB did not start: {}",
+                std::fs::read_to_string(d.join("error.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Shuts the server down (SIGTERM, as `systemctl stop` does) and waits until it is gone.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            c.wait().expect("wait for mariadbd");
+        }
+    }
+}
+
+impl Drop for PrivateMariadb {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A small deterministic generator (splitmix64) for reproducible "random" choices.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// In `lo..=hi`.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
 }
