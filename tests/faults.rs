@@ -554,10 +554,23 @@ fn the_mariadb_server_stopped_mid_run_exits_3_with_every_earlier_change_complete
         .query_drop("SELECT * FROM sync_log WHERE id = 6 FOR UPDATE")
         .expect("for update");
     let child = spawn_check(&cfg, &["--force", "--format", "json"]);
-    assert!(
-        update_waiting(&mut admin, "app"),
-        "selfheal's UPDATE never waited on row 6"
-    );
+    // Rows 1-5 go in one group of writes, whose UPDATEs show in the process list too: wait
+    // until the group is committed (visible from another session) and row 6's UPDATE,
+    // retried on its own, waits on the held row.
+    let deadline = std::time::Instant::now() + secs(10);
+    loop {
+        let done: Vec<i64> = admin
+            .query("SELECT COUNT(*) FROM app.sync_log WHERE id <= 5 AND status = 'error'")
+            .expect("count");
+        if done[0] == 5 && update_waiting(&mut admin, "app") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rows 1-5 were never committed with selfheal's UPDATE waiting on row 6"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     drop(admin);
     drop(c);
     server.stop();
