@@ -195,11 +195,14 @@ openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -
   -days 2 -extfile "$tls/ext" -out "$tls/server.pem" 2>/dev/null
 chmod 644 "$tls/ca.pem"
 chown -R mysql:mysql "$tls"
-mariadb-install-db --no-defaults --datadir="$tls/data" --auth-root-authentication-method=socket \
+# Its own tmpdir: a starting mariadbd deletes every #sql* file in its tmpdir, which in the
+# default /tmp includes the live temporary tables of the host's own server.
+mkdir -p "$tls/tmp" && chown mysql:mysql "$tls/tmp"
+mariadb-install-db --no-defaults --datadir="$tls/data" --tmpdir="$tls/tmp" --auth-root-authentication-method=socket \
   --skip-test-db --user=mysql >"$tmp/install-db.log" 2>&1 || fail "mariadb-install-db: $(tail -n 5 "$tmp/install-db.log")"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 start-stop-daemon --start --background --pidfile "$tls/pid" --exec /usr/sbin/mariadbd -- \
-  --no-defaults --datadir="$tls/data" --socket="$tls/s.sock" --pid-file="$tls/pid" --user=mysql \
+  --no-defaults --datadir="$tls/data" --tmpdir="$tls/tmp" --socket="$tls/s.sock" --pid-file="$tls/pid" --user=mysql \
   --port="$port" --bind-address=127.0.0.1 --ssl-cert="$tls/server.pem" --ssl-key="$tls/server.key" \
   --ssl-ca="$tls/ca.pem" --log-error="$tls/error.log"
 stop_tls() {

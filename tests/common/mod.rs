@@ -544,9 +544,13 @@ impl PrivateMariadb {
             .prefix("selfheal-mariadb-")
             .tempdir()
             .expect("tempdir");
+        // Its own tmpdir: a starting mariadbd deletes every `#sql*` file in its tmpdir,
+        // which in the default /tmp includes the shared server's live temporary tables.
+        std::fs::create_dir(dir.path().join("tmp")).expect("tmpdir");
         let o = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .arg(format!("--tmpdir={}", dir.path().join("tmp").display()))
             .args([
                 "--auth-root-authentication-method=socket",
                 "--skip-test-db",
@@ -590,6 +594,7 @@ impl PrivateMariadb {
             .arg(format!("--socket={}", self.socket().display()))
             .arg(format!("--pid-file={}", d.join("pid").display()))
             .arg(format!("--log-error={}", d.join("error.log").display()))
+            .arg(format!("--tmpdir={}", d.join("tmp").display()))
             .args([
                 "--skip-networking",
                 "--user=root",
