@@ -5,7 +5,8 @@
 //! already validated; then the run lock (not for dry runs), the database clock, every
 //! watch's schema; only then rows are judged and written. Just before each write the file
 //! evidence (heartbeat mtime, lock, owner pid) is read again, and a row whose evidence
-//! changed is left alone. The job's lock file is never deleted here.
+//! changed is left alone. The job's lock file is never deleted here, except by
+//! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::release`]).
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -13,13 +14,15 @@ use std::time::SystemTime;
 use serde_json::json;
 
 use crate::clock::{DbClock, age_on_db_clock, plausible_age};
-use crate::config::{Config, Watch};
+use crate::config::{Config, ReleaseLock, Watch};
 use crate::decide::{
     self, Action, ActionPolicy, Decision, Evidence, Heartbeat, Hold, Lock, Owner, Plan, Thresholds,
+    Verdict,
 };
 use crate::error::{Error, Result, exit};
 use crate::journal::Journal;
 use crate::probe::{self, Host, LockTable};
+use crate::release::{self, Release};
 use crate::report::{Reporter, RowReport, Summary, WatchInfo, cut, message, row_json};
 use crate::store::{self, CasOutcome, Change, RunningRow, Schema, Store};
 
@@ -113,7 +116,11 @@ pub fn gather(
     let lock = match &w.lock_file {
         None => Lock::NotConfigured,
         Some(t) => match t.render(&id) {
-            Ok(p) => probe::probe_lock(&p, locks),
+            // A legacy existence lock is never kernel-locked: "free" is its normal state.
+            Ok(p) => match probe::probe_lock(&p, locks) {
+                Lock::Free if w.release_lock == ReleaseLock::IfFree => Lock::Present,
+                l => l,
+            },
             Err(why) => Lock::Unreadable(format!("lock_file: {why}")),
         },
     };
@@ -141,6 +148,13 @@ fn plan_row(w: &Watch, d: &Decision, row: &RunningRow, hold: Option<Hold>) -> Pl
         Some(h) => decide::hold(p, d, h),
         None => p,
     }
+}
+
+/// True when a real run removes the row's legacy lock file after marking it: only for
+/// `release_lock = "if_free"`, only for a dead worker (never `hung` or `overtime`: that
+/// worker may still run), only when the row is written.
+pub fn plans_release(w: &Watch, d: &Decision, p: &Plan) -> bool {
+    w.release_lock == ReleaseLock::IfFree && d.verdict == Verdict::Dead && p.writes()
 }
 
 struct Judged {
@@ -293,8 +307,22 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             }
         }
 
+        // A legacy lock file that several running rows name (no {id} in lock_file) may be
+        // a live row's: it is never released on behalf of another row.
+        let mut lock_users: HashMap<std::path::PathBuf, usize> = HashMap::new();
+        if w.release_lock == ReleaseLock::IfFree
+            && let Some(tpl) = &w.lock_file
+        {
+            for j in &judged {
+                if let Ok(p) = tpl.render(&j.row.id.to_string()) {
+                    *lock_users.entry(p).or_default() += 1;
+                }
+            }
+        }
+
         for j in judged {
             let reason = message(&j.decision, &j.evidence, t);
+            let release_planned = plans_release(w, &j.decision, &j.plan);
             let mut report = RowReport {
                 watch: w.name.clone(),
                 id: j.row.id.clone(),
@@ -306,6 +334,13 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
                 reason: cut(&reason, schema.message_max),
                 note: None,
                 target: j.plan.target.clone(),
+                release_planned,
+                lock_release: None,
+                lock_file: release_planned
+                    .then_some(w.lock_file.as_ref())
+                    .flatten()
+                    .and_then(|t| t.render(&j.row.id.to_string()).ok())
+                    .map(|p| p.display().to_string()),
                 plan: j.plan,
             };
             summary.rows += 1;
@@ -327,9 +362,13 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
                     &clocks,
                     &host,
                     hold,
+                    &lock_users,
                 )?;
                 if report.applied {
                     summary.changed += 1;
+                }
+                if matches!(report.lock_release, Some(Release::Removed(_))) {
+                    summary.locks_released += 1;
                 }
                 if report.action == Action::LostRace {
                     summary.lost_race += 1;
@@ -358,6 +397,7 @@ fn apply(
     clocks: &Clocks,
     host: &Host,
     hold: Option<Hold>,
+    lock_users: &HashMap<std::path::PathBuf, usize>,
 ) -> Result<()> {
     // Just before the write: did the row beat, or the worker show up, in between?
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
@@ -387,6 +427,10 @@ fn apply(
     match store.compare_and_set(w, schema, &change)? {
         CasOutcome::Applied => {
             report.applied = true;
+            // Only now, with the row marked, may a legacy lock file go.
+            if report.release_planned {
+                report.lock_release = Some(release_lock(w, row, host, lock_users));
+            }
             if let Some(j) = journal.as_mut() {
                 let mut entry = row_json(report);
                 if let Some(obj) = entry.as_object_mut() {
@@ -416,4 +460,28 @@ fn apply(
         }
     }
     Ok(())
+}
+
+/// Removes a marked row's legacy lock file when every condition of [`release`] holds.
+fn release_lock(
+    w: &Watch,
+    row: &RunningRow,
+    host: &Host,
+    lock_users: &HashMap<std::path::PathBuf, usize>,
+) -> Release {
+    let Some(tpl) = &w.lock_file else {
+        return Release::Absent;
+    };
+    let path = match tpl.render(&row.id.to_string()) {
+        Ok(p) => p,
+        Err(why) => return Release::Failed(format!("lock_file: {why}")),
+    };
+    let users = lock_users.get(&path).copied().unwrap_or(1);
+    if users > 1 {
+        return Release::Kept(format!(
+            "{} is named by {users} running rows; it may be another row's lock",
+            path.display()
+        ));
+    }
+    release::release_if_free(&path, host)
 }

@@ -16,6 +16,7 @@ pub mod demo;
 pub mod error;
 pub mod journal;
 pub mod probe;
+pub mod release;
 pub mod report;
 pub mod runlock;
 pub mod store;
