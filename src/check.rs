@@ -5,7 +5,8 @@
 //! already validated; then the run lock (not for dry runs), the database clock, every
 //! watch's schema; only then rows are judged and written. Just before each write the file
 //! evidence (heartbeat mtime, lock, owner pid) is read again, and a row whose evidence
-//! changed is left alone. The job's lock file is never deleted here.
+//! changed is left alone. The job's lock file is never deleted here, except by
+//! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::release`]).
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime};
@@ -13,13 +14,15 @@ use std::time::{Instant, SystemTime};
 use serde_json::json;
 
 use crate::clock::{DbClock, age_on_db_clock, plausible_age};
-use crate::config::{Config, Watch};
+use crate::config::{Config, ReleaseLock, Watch};
 use crate::decide::{
     self, Action, ActionPolicy, Decision, Evidence, Heartbeat, Hold, Lock, Owner, Plan, Thresholds,
+    Verdict,
 };
 use crate::error::{Error, Result, exit};
 use crate::journal::{Journal, Pending};
 use crate::probe::{self, Host, LockTable};
+use crate::release::{self, Release};
 use crate::report::{
     Reporter, RowReport, Summary, WatchInfo, WatchRun, cut, message, row_json, summary_json,
 };
@@ -135,7 +138,11 @@ pub fn gather(
     let lock = match &w.lock_file {
         None => Lock::NotConfigured,
         Some(t) => match t.render(&id) {
-            Ok(p) => probe::probe_lock(&p, locks),
+            // A legacy existence lock is never kernel-locked: "free" is its normal state.
+            Ok(p) => match probe::probe_lock(&p, locks) {
+                Lock::Free if w.release_lock == ReleaseLock::IfFree => Lock::Present,
+                l => l,
+            },
             Err(why) => Lock::Unreadable(format!("lock_file: {why}")),
         },
     };
@@ -165,6 +172,13 @@ fn plan_row(w: &Watch, d: &Decision, row: &RunningRow, hold: Option<Hold>) -> Pl
     }
 }
 
+/// True when a real run removes the row's legacy lock file after marking it: only for
+/// `release_lock = "if_free"`, only for a dead worker (never `hung` or `overtime`: that
+/// worker may still run), only when the row is written.
+pub fn plans_release(w: &Watch, d: &Decision, p: &Plan) -> bool {
+    w.release_lock == ReleaseLock::IfFree && d.verdict == Verdict::Dead && p.writes()
+}
+
 /// One running row, judged.
 #[derive(Clone)]
 struct Judged {
@@ -178,6 +192,12 @@ struct Judged {
 fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
     let t = thresholds(w);
     let reason = message(&j.decision, &j.evidence, t);
+    let release_planned = plans_release(w, &j.decision, &j.plan);
+    let lock_file = release_planned
+        .then_some(w.lock_file.as_ref())
+        .flatten()
+        .and_then(|t| t.render(&j.row.id.to_string()).ok())
+        .map(|p| p.display().to_string());
     RowReport {
         watch: w.name.clone(),
         id: j.row.id,
@@ -189,6 +209,9 @@ fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
         reason: cut(&reason, schema.message_max),
         note: None,
         target: j.plan.target.clone(),
+        release_planned,
+        lock_release: None,
+        lock_file,
         plan: j.plan,
     }
 }
@@ -470,6 +493,19 @@ fn run_watches(
             }
         }
 
+        // A legacy lock file that several running rows name (no {id} in lock_file) may be
+        // a live row's: it is never released on behalf of another row.
+        let mut lock_users: HashMap<std::path::PathBuf, usize> = HashMap::new();
+        if w.release_lock == ReleaseLock::IfFree
+            && let Some(tpl) = &w.lock_file
+        {
+            for j in &rows {
+                if let Ok(p) = tpl.render(&j.row.id.to_string()) {
+                    *lock_users.entry(p).or_default() += 1;
+                }
+            }
+        }
+
         // Reports are made as rows are output; only the rows to write get theirs first.
         let writes: Vec<usize> = (0..rows.len())
             .filter(|&i| !opts.dry_run && rows[i].plan.writes())
@@ -489,6 +525,7 @@ fn run_watches(
                 host: &host,
                 hold,
                 run: &run,
+                lock_users: &lock_users,
             };
             let all: Vec<usize> = (0..batch.len()).collect();
             match write_batch(&ctx, &mut batch, &all, store.as_mut(), &mut writer) {
@@ -527,6 +564,9 @@ fn run_watches(
                 if report.applied {
                     summary.changed += 1;
                 }
+                if matches!(report.lock_release, Some(Release::Removed(_))) {
+                    summary.locks_released += 1;
+                }
                 if report.action == Action::LostRace {
                     summary.lost_race += 1;
                 }
@@ -561,6 +601,8 @@ struct WriteCtx<'a> {
     host: &'a Host,
     hold: Option<Hold>,
     run: &'a RunId,
+    /// How many running rows name each lock file (`release_lock = "if_free"` only).
+    lock_users: &'a HashMap<std::path::PathBuf, usize>,
 }
 
 /// How a watch's writes ended.
@@ -701,6 +743,7 @@ fn write_batch(
             // flushed below): a run killed after it leaves the line. A failed journal
             // write stops the writes, so that no further change waits on its intent alone.
             if !grouped && report.applied {
+                release_after_commit(ctx, row, report);
                 journaled = jw
                     .journal
                     .append(&journal_entry(ctx, row, report, change))
@@ -725,12 +768,13 @@ fn write_batch(
                 end.error = Some(end.error.unwrap_or(e));
                 break;
             }
-            // Committed: now journal the group's changes.
+            // Committed: now release what may be released, and journal the group's changes.
             for (i, change) in &intents[first..k] {
-                let (row, report) = &rows[*i];
+                let (row, report) = &mut rows[*i];
                 if !report.applied {
                     continue;
                 }
+                release_after_commit(ctx, row, report);
                 if let Err(e) = jw.journal.append(&journal_entry(ctx, row, report, change)) {
                     journaled = Err(journal_error(e, ctx.w, row, report));
                     break;
@@ -750,6 +794,7 @@ fn write_batch(
                 Ok(_) => {
                     k += 1;
                     if report.applied {
+                        release_after_commit(ctx, row, report);
                         journaled = jw
                             .journal
                             .append(&journal_entry(ctx, row, report, change))
@@ -849,4 +894,37 @@ fn cas_row(
         CasOutcome::Busy => return Ok(false),
     }
     Ok(true)
+}
+
+/// Once a row's change is committed (never before: the row must be marked first), removes
+/// its legacy lock file where `release_lock = "if_free"` planned it and every condition of
+/// [`release`] holds; the outcome goes into the row's report and journal entry.
+fn release_after_commit(ctx: &WriteCtx<'_>, row: &RunningRow, report: &mut RowReport) {
+    if report.applied && report.release_planned {
+        report.lock_release = Some(release_lock(ctx.w, row, ctx.host, ctx.lock_users));
+    }
+}
+
+/// Removes a marked row's legacy lock file when every condition of [`release`] holds.
+fn release_lock(
+    w: &Watch,
+    row: &RunningRow,
+    host: &Host,
+    lock_users: &HashMap<std::path::PathBuf, usize>,
+) -> Release {
+    let Some(tpl) = &w.lock_file else {
+        return Release::Absent;
+    };
+    let path = match tpl.render(&row.id.to_string()) {
+        Ok(p) => p,
+        Err(why) => return Release::Failed(format!("lock_file: {why}")),
+    };
+    let users = lock_users.get(&path).copied().unwrap_or(1);
+    if users > 1 {
+        return Release::Kept(format!(
+            "{} is named by {users} running rows; it may be another row's lock",
+            path.display()
+        ));
+    }
+    release::release_if_free(&path, host)
 }

@@ -8,7 +8,8 @@
 //!    pid provably lives).
 //! 2. conclusive death: the owner pid is dead or was reused; or the job's lock is free
 //!    although the row is at least `stale_after` old (a worker takes its lock before it
-//!    writes its row, and holds it for the whole run).
+//!    writes its row, and holds it for the whole run). A legacy lock that is only the
+//!    file's existence (`Lock::Present`) proves nothing either way.
 //! 3. `overtime`: total age beyond `max_age` — a backstop against a stuck heartbeat.
 //! 4. by heartbeat: `starting` (none yet, row younger than `stale_after`), `alive`
 //!    (fresh), `hung` (stale, but the lock is held or the owner lives), `dead` (stale or
@@ -41,6 +42,10 @@ pub enum Lock {
     },
     /// The file exists and nobody holds a lock on it.
     Free,
+    /// The file exists and nobody holds a kernel lock on it, but the job locks by the
+    /// file's mere existence (`release_lock = "if_free"`): for such a job "no kernel lock"
+    /// is its normal state and proves nothing, so this is neutral, never conclusive.
+    Present,
     /// The file does not exist (neutral: proves nothing either way).
     Absent,
     Unreadable(String),

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod mycnf;
 pub mod probe;
 pub mod recovery;
+pub mod release;
 pub mod report;
 pub mod runlock;
 pub mod state;

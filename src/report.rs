@@ -10,6 +10,7 @@ use crate::config::fmt_duration;
 use crate::decide::{
     Action, Decision, Evidence, Heartbeat, Lock, Owner, Plan, Thresholds, Verdict,
 };
+use crate::release::Release;
 use crate::store::SqlValue;
 
 /// Everything about one running row.
@@ -32,6 +33,13 @@ pub struct RowReport {
     pub note: Option<String>,
     /// The status the row was set to, or would be.
     pub target: Option<String>,
+    /// A real run removes the legacy lock file after marking the row, if it is then free
+    /// (`release_lock = "if_free"`).
+    pub release_planned: bool,
+    /// What became of the legacy lock file (only after an applied change).
+    pub lock_release: Option<Release>,
+    /// The row's lock file, when a release is planned.
+    pub lock_file: Option<String>,
 }
 
 impl RowReport {
@@ -41,6 +49,10 @@ impl RowReport {
                 .note
                 .as_deref()
                 .is_some_and(|n| n.starts_with("write failed"))
+            || self
+                .lock_release
+                .as_ref()
+                .is_some_and(Release::needs_a_person)
     }
 }
 
@@ -139,6 +151,8 @@ pub struct Summary {
     /// Watches another run was checking (advisory lock).
     pub busy_watches: Vec<String>,
     pub watches_checked: usize,
+    /// Legacy lock files removed (`release_lock = "if_free"`).
+    pub locks_released: usize,
     pub warnings: Vec<String>,
     /// Per watch, in configuration order.
     pub per_watch: Vec<WatchRun>,
@@ -177,6 +191,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
         "lost_race": s.lost_race,
         "dry_run": s.dry_run,
         "watches": s.watches_checked,
+        "locks_released": s.locks_released,
         "clock_skew_s": s.clock_skew_s,
         "clock_skew_exceeded": s.clock_skew_exceeded,
         "breaker_tripped": s.breaker_tripped,
@@ -205,6 +220,7 @@ pub fn lock_str(l: &Lock) -> String {
         Lock::Held { pid: Some(p) } => format!("held:{p}"),
         Lock::Held { pid: None } => "held".into(),
         Lock::Free => "free".into(),
+        Lock::Present => "present".into(),
         Lock::Absent => "absent".into(),
         Lock::Unreadable(_) => "unreadable".into(),
     }
@@ -228,6 +244,7 @@ fn lock_state(l: &Lock) -> (&'static str, Option<u32>) {
         Lock::NotConfigured => ("none", None),
         Lock::Held { pid } => ("held", *pid),
         Lock::Free => ("free", None),
+        Lock::Present => ("present", None),
         Lock::Absent => ("absent", None),
         Lock::Unreadable(_) => ("unreadable", None),
     }
@@ -311,6 +328,11 @@ fn what_a_run_does(r: &RowReport) -> String {
             "leave it and report it: a person must look".into()
         }
         (Action::None, _, _) => "leave it alone".into(),
+        (a, Some(t), _) if r.release_planned => format!(
+            "set status to '{t}' ({}), then remove the lock file if nobody holds it, the pid \
+             in it is dead and it is still the same file",
+            a.as_str()
+        ),
         (a, Some(t), _) => format!("set status to '{t}' ({})", a.as_str()),
         (a, None, _) => a.as_str().into(),
     }
@@ -361,6 +383,28 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             }
             return;
         }
+        let lock_line = r.lock_release.as_ref().map(|l| {
+            let file = r.lock_file.as_deref().unwrap_or("");
+            let detail = l.detail().unwrap_or("");
+            match l {
+                Release::Removed(_) => {
+                    format!(
+                        "{} id={}: removed lock file {file}: {detail}",
+                        r.watch, r.id
+                    )
+                }
+                Release::Absent => {
+                    format!("{} id={}: lock file {file} was already gone", r.watch, r.id)
+                }
+                Release::Kept(_) | Release::Failed(_) => format!(
+                    "{} id={}: needs a person: lock file {file} {} ({detail}); the job cannot \
+                     start again while it is there",
+                    r.watch,
+                    r.id,
+                    l.as_str()
+                ),
+            }
+        });
         let line = if r.applied {
             format!(
                 "{} id={}: set status to '{}' ({}{}) — {}",
@@ -401,6 +445,9 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             return;
         };
         let _ = writeln!(self.out, "{line}");
+        if let Some(l) = lock_line {
+            let _ = writeln!(self.out, "{l}");
+        }
     }
 
     fn warning(&mut self, msg: &str) {
@@ -465,6 +512,9 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         "attention": r.attention(),
         "held": r.plan.hold,
         "note": r.note,
+        "lock_file": r.lock_file,
+        "lock_release": r.lock_release.as_ref().map(Release::as_str),
+        "lock_release_detail": r.lock_release.as_ref().and_then(Release::detail),
         "stale_after_s": r.thresholds.stale_after,
         "max_age_s": r.thresholds.max_age,
     })

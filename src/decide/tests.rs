@@ -219,6 +219,32 @@ fn named_cases() {
             Dead,
             Basis::HeartbeatStale,
         ),
+        // A legacy existence lock (release_lock = "if_free"): no kernel lock is its normal
+        // state, so a present file is neutral — never the conclusive "lock free".
+        (
+            "existence lock present, fresh heartbeat, old row: alive",
+            ev(Some(7_800), hb(20), Lock::Present, NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+        (
+            "existence lock present, stale: dead by heartbeat, not conclusive",
+            ev(Some(3_000), hb(2_820), Lock::Present, NoOwner),
+            Dead,
+            Basis::HeartbeatStale,
+        ),
+        (
+            "existence lock present, owner alive, stale: hung, not a contradiction",
+            ev(Some(3_000), hb(2_820), Lock::Present, alive()),
+            Hung,
+            Basis::StaleButOwnerAlive,
+        ),
+        (
+            "existence lock present past max_age: overtime, not dead",
+            ev(Some(20_000), hb(5), Lock::Present, NoOwner),
+            Overtime,
+            Basis::MaxAge,
+        ),
         (
             "lock held and fresh: alive",
             ev(Some(3_000), hb(3), held(), NoOwner),
@@ -324,6 +350,7 @@ fn all_locks() -> Vec<Lock> {
         held(),
         Lock::Held { pid: None },
         Free,
+        Lock::Present,
         Absent,
         Lock::Unreadable("x".into()),
     ]
@@ -424,7 +451,7 @@ fn every_combination_keeps_the_promises() {
             assert_eq!(d.verdict, Verdict::Alive, "{ctx}");
         }
     });
-    assert_eq!(n, 11 * 9 * 6 * 8);
+    assert_eq!(n, 11 * 9 * 7 * 8);
 }
 
 #[test]

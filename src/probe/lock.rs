@@ -78,6 +78,15 @@ impl LockTable {
         LockTable { locks }
     }
 
+    /// The holder pid of every lock on this inode number, on any device (the safe side:
+    /// an unrelated file with the same inode number elsewhere can only keep a file).
+    pub fn holders(&self, inode: u64) -> impl Iterator<Item = Option<u32>> + '_ {
+        self.locks
+            .iter()
+            .filter(move |l| l.inode == inode)
+            .map(|l| l.pid)
+    }
+
     /// The holder of a lock on this inode: exact device match first, then inode only.
     fn holder(&self, major: u64, minor: u64, inode: u64) -> Option<Option<u32>> {
         let on_inode = || self.locks.iter().filter(|l| l.inode == inode);
@@ -148,6 +157,9 @@ garbage line
         assert_eq!(t.holder(0, 5, 4242), Some(None));
         // Leases are not locks.
         assert_eq!(t.holder(0, 5, 31_337), None);
+        assert_eq!(t.holders(98_765).collect::<Vec<_>>(), [Some(5678)]);
+        assert_eq!(t.holders(4242).collect::<Vec<_>>(), [None]);
+        assert_eq!(t.holders(31_337).count(), 0);
         // Same inode on another device: still held (the safe side).
         assert_eq!(t.holder(9, 9, 98_765), Some(Some(5678)));
         assert_eq!(t.holder(0, 0x1f, 1), None);

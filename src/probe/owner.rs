@@ -3,7 +3,8 @@
 //! Checked only when the host is this host (a bare `PID` is taken as local): `kill(pid, 0)`
 //! says whether the pid exists (EPERM means it does, under another user), and the process
 //! start time from `/proc/PID/stat` tells a recycled pid (`reused`: started after the row)
-//! from the worker itself. Another host's worker is `not_local`, never guessed.
+//! from the worker itself; a zombie (killed, not yet reaped by its parent) is dead. Another
+//! host's worker is `not_local`, never guessed.
 
 use nix::errno::Errno;
 use nix::sys::signal::kill;
@@ -53,14 +54,24 @@ impl Host {
         other.eq_ignore_ascii_case(&self.name) || short(other) == short(&self.name)
     }
 
-    /// Start time of a process in unix seconds, if /proc tells.
-    fn process_start(&self, pid: u32) -> Option<f64> {
+    /// State letter and start time (unix seconds) of a process, from `/proc/PID/stat`.
+    fn process_stat(&self, pid: u32) -> Option<(char, Option<f64>)> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The command name may contain spaces and parentheses: fields resume after the
-        // last ')'. starttime is field 22; the first field after ')' is field 3.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
-        Some(self.boot_time? as f64 + ticks as f64 / self.ticks as f64)
+        // last ')'. The state is field 3, starttime field 22.
+        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let state = rest.next()?.chars().next()?;
+        let start = rest
+            .nth(18)
+            .and_then(|t| t.parse::<u64>().ok())
+            .and_then(|ticks| Some(self.boot_time? as f64 + ticks as f64 / self.ticks as f64));
+        Some((state, start))
+    }
+
+    /// Start time of a process in unix seconds, if /proc tells.
+    #[cfg(test)]
+    fn process_start(&self, pid: u32) -> Option<f64> {
+        self.process_stat(pid).and_then(|(_, start)| start)
     }
 }
 
@@ -95,9 +106,24 @@ pub fn probe_owner(host: &Host, value: Option<&str>, row_started: i64) -> Owner 
             host: h.to_string(),
         };
     }
+    judge_pid(host, pid, row_started as f64)
+}
+
+/// A zombie whose threads are all gone. (When only the main thread of a threaded process
+/// exits, it shows as a zombie while its other threads work on: that process lives.)
+fn only_leader_left(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|d| d.count() <= 1)
+}
+
+/// Judges a pid on this host as the writer of some evidence that existed at `written`
+/// (unix seconds, host timeline): `Alive`, `Dead` (no such process, or a zombie that only
+/// waits for its parent to reap it), or `Reused` (the process started after `written`, so
+/// it cannot be the one that wrote it).
+pub fn judge_pid(host: &Host, pid: u32, written: f64) -> Owner {
     match kill(Pid::from_raw(pid as i32), None) {
-        Ok(()) | Err(Errno::EPERM) => match host.process_start(pid) {
-            Some(start) if start > row_started as f64 + START_SLACK_S => Owner::Reused { pid },
+        Ok(()) | Err(Errno::EPERM) => match host.process_stat(pid) {
+            Some(('Z' | 'X', _)) if only_leader_left(pid) => Owner::Dead { pid },
+            Some((_, Some(start))) if start > written + START_SLACK_S => Owner::Reused { pid },
             _ => Owner::Alive { pid },
         },
         Err(Errno::ESRCH) => Owner::Dead { pid },
@@ -160,6 +186,32 @@ mod tests {
             probe_owner(&host, Some(&pid.to_string()), now),
             Owner::Dead { pid }
         );
+        // A killed child its parent has not reaped yet is a zombie: dead, though
+        // kill(pid, 0) still succeeds.
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        assert_eq!(
+            probe_owner(&host, Some(&pid.to_string()), now),
+            Owner::Alive { pid }
+        );
+        child.kill().expect("kill");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while host.process_stat(pid).map(|(s, _)| s) != Some('Z') {
+            assert!(std::time::Instant::now() < deadline, "never a zombie");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            kill(Pid::from_raw(pid as i32), None).is_ok(),
+            "zombie exists"
+        );
+        assert_eq!(
+            probe_owner(&host, Some(&pid.to_string()), now),
+            Owner::Dead { pid }
+        );
+        child.wait().expect("wait");
         assert_eq!(
             probe_owner(&host, Some("elsewhere.invalid:1"), now),
             Owner::NotLocal {

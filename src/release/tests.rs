@@ -1,0 +1,246 @@
+//! The release of a legacy lock file, against real files, real locks held by real
+//! processes, and real pids.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::*;
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn id_of(p: &Path) -> Ident {
+    ident(&std::fs::symlink_metadata(p).expect("stat"))
+}
+
+/// A python3 child that takes a lock on `path` (`flock` or `lockf`) and says so.
+fn python_holder(path: &Path, how: &str) -> Child {
+    let mut c = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import fcntl, sys, time\n\
+             f = open(sys.argv[1], 'r+')\n\
+             fcntl.{how}(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n\
+             print('locked', flush=True)\n\
+             time.sleep(600)\n"
+        ))
+        .arg(path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    BufReader::new(c.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read");
+    assert_eq!(line.trim(), "locked", "the holder took its lock");
+    c
+}
+
+fn dead_pid() -> u32 {
+    let mut c = Command::new("true").spawn().expect("spawn");
+    let pid = c.id();
+    c.wait().expect("wait");
+    pid
+}
+
+#[test]
+fn a_free_file_without_a_pid_or_with_a_dead_pid_is_removed_and_nothing_else() {
+    let host = Host::current();
+    for content in [
+        String::new(),
+        "not a pid\n".into(),
+        format!("{}\n", dead_pid()),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("sync.lock");
+        std::fs::write(&p, &content).expect("write");
+        std::fs::write(dir.path().join("other"), "x").expect("write");
+        let r = release_if_free(&p, &host);
+        assert!(matches!(&r, Release::Removed(_)), "{content:?}: {r:?}");
+        assert!(!r.needs_a_person());
+        assert_eq!(names(dir.path()), ["other"], "{content:?}: no leftovers");
+        if content.is_empty() {
+            assert_eq!(
+                r.detail(),
+                Some("no kernel lock on it, no pid in it, inode unchanged")
+            );
+        }
+    }
+}
+
+#[test]
+fn an_absent_file_stays_absent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("sync.lock");
+    assert_eq!(release_if_free(&p, &Host::current()), Release::Absent);
+    assert!(names(dir.path()).is_empty(), "nothing was created");
+}
+
+#[test]
+fn a_live_pid_in_the_file_keeps_it_byte_for_byte() {
+    let host = Host::current();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("sync.lock");
+    let mut sleeper = Command::new("sleep").arg("600").spawn().expect("sleep");
+    for content in [
+        format!("{}\n", sleeper.id()),
+        format!("{}:{}", host.name, sleeper.id()),
+    ] {
+        std::fs::write(&p, &content).expect("write");
+        let before = (
+            id_of(&p),
+            std::fs::metadata(&p).expect("meta").modified().ok(),
+        );
+        let r = release_if_free(&p, &host);
+        assert_eq!(
+            r,
+            Release::Kept(format!("pid {} written in it is alive", sleeper.id()))
+        );
+        assert!(r.needs_a_person());
+        assert_eq!(std::fs::read_to_string(&p).expect("read"), content);
+        assert_eq!(
+            (
+                id_of(&p),
+                std::fs::metadata(&p).expect("meta").modified().ok()
+            ),
+            before
+        );
+        assert_eq!(names(dir.path()), ["sync.lock"]);
+    }
+    sleeper.kill().expect("kill");
+    sleeper.wait().expect("wait");
+    // The same file, once its pid is gone, goes.
+    assert!(matches!(release_if_free(&p, &host), Release::Removed(_)));
+}
+
+#[test]
+fn a_pid_from_another_host_keeps_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("sync.lock");
+    std::fs::write(&p, "elsewhere.invalid:1234\n").expect("write");
+    let r = release_if_free(&p, &Host::current());
+    assert!(
+        matches!(&r, Release::Kept(w) if w.contains("host elsewhere.invalid")),
+        "{r:?}"
+    );
+    assert!(p.exists());
+}
+
+#[test]
+fn a_recycled_pid_does_not_keep_the_file() {
+    // The file was written an hour ago; the process now carrying the pid started just now,
+    // so it cannot have written it.
+    let host = Host::current();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("sync.lock");
+    let mut sleeper = Command::new("sleep").arg("600").spawn().expect("sleep");
+    std::fs::write(&p, format!("{}\n", sleeper.id())).expect("write");
+    File::options()
+        .append(true)
+        .open(&p)
+        .expect("open")
+        .set_modified(SystemTime::now() - Duration::from_secs(3_600))
+        .expect("mtime");
+    let r = release_if_free(&p, &host);
+    assert!(
+        matches!(&r, Release::Removed(w) if w.contains("started after it was written")),
+        "{r:?}"
+    );
+    sleeper.kill().expect("kill");
+    sleeper.wait().expect("wait");
+}
+
+#[test]
+fn a_kernel_lock_held_by_another_process_keeps_the_file() {
+    let host = Host::current();
+    for how in ["flock", "lockf"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("sync.lock");
+        std::fs::write(&p, "").expect("write");
+        let before = id_of(&p);
+        let mut holder = python_holder(&p, how);
+        for _ in 0..3 {
+            let r = release_if_free(&p, &host);
+            assert_eq!(
+                r,
+                Release::Kept(format!(
+                    "a kernel lock on it is held by pid {}",
+                    holder.id()
+                )),
+                "{how}"
+            );
+            assert_eq!(id_of(&p), before, "{how}");
+            assert_eq!(names(dir.path()), ["sync.lock"], "{how}");
+        }
+        holder.kill().expect("kill");
+        holder.wait().expect("wait");
+        assert!(
+            matches!(release_if_free(&p, &host), Release::Removed(_)),
+            "{how}"
+        );
+    }
+}
+
+#[test]
+fn symbolic_links_and_directories_are_never_removed() {
+    let host = Host::current();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let target = dir.path().join("target");
+    std::fs::write(&target, "").expect("write");
+    let link = dir.path().join("sync.lock");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    assert!(
+        matches!(release_if_free(&link, &host), Release::Kept(w) if w.contains("symbolic link"))
+    );
+    let sub = dir.path().join("dir.lock");
+    std::fs::create_dir(&sub).expect("mkdir");
+    assert!(
+        matches!(release_if_free(&sub, &host), Release::Kept(w) if w.contains("not a regular file"))
+    );
+    assert_eq!(names(dir.path()), ["dir.lock", "sync.lock", "target"]);
+}
+
+#[test]
+fn a_file_replaced_since_the_check_is_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("sync.lock");
+    std::fs::write(&p, "old").expect("write");
+    let checked = id_of(&p);
+    // Keep the old inode alive so its number cannot be reused by the new file.
+    let old = dir.path().join("old");
+    std::fs::rename(&p, &old).expect("rename");
+    std::fs::write(&p, "new").expect("write");
+    assert_ne!(id_of(&p), checked);
+
+    // Caught by the last lstat…
+    let r = remove_checked(&p, checked, "checks");
+    assert!(
+        matches!(&r, Release::Kept(w) if w.contains("replaced by another file since the check")),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&p).expect("read"), "new");
+
+    // …and, should it slip past that, after the rename: it is put back, not unlinked.
+    let new_id = id_of(&p);
+    let aside = aside_path(&p).expect("aside");
+    let r = rename_aside_and_unlink(&p, &aside, checked, "checks");
+    assert!(
+        matches!(&r, Release::Kept(w) if w.contains("put back")),
+        "{r:?}"
+    );
+    assert_eq!(id_of(&p), new_id);
+    assert_eq!(std::fs::read_to_string(&p).expect("read"), "new");
+    assert_eq!(names(dir.path()), ["old", "sync.lock"]);
+
+    // The checked inode itself goes.
+    let r = rename_aside_and_unlink(&p, &aside, new_id, "checks");
+    assert_eq!(r, Release::Removed("checks, inode unchanged".into()));
+    assert_eq!(names(dir.path()), ["old"]);
+}
