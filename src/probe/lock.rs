@@ -9,6 +9,13 @@
 //! The file is never created, truncated or deleted here. Where the device number in
 //! `/proc/locks` differs from `stat`'s (overlay file systems), a lock on the same inode
 //! number still counts as held: the error is on the side of "alive".
+//!
+//! `/proc/locks` is a seq_file: each `read(2)` returns at most a page, and the next one
+//! resumes by position, so a lock released between two reads shifts the list and can make
+//! a record vanish from the text. A vanished record would read as "free" — conclusive death
+//! for a job that holds its lock. So "free" is only concluded from two consecutive full
+//! passes with identical text; a table that never settles is `unsettled`, and a lock not
+//! seen in it is unreadable (`unknown`), never free.
 
 use std::fs::{File, TryLockError};
 use std::io::ErrorKind;
@@ -31,15 +38,59 @@ pub struct KernelLock {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LockTable {
     locks: Vec<KernelLock>,
+    /// No two consecutive passes agreed: every lock seen is listed, but a lock not seen may
+    /// have been skipped.
+    unsettled: bool,
+}
+
+/// Full passes over `/proc/locks` before giving up on two that agree.
+const MAX_PASSES: usize = 6;
+
+/// One full pass over `/proc/locks`, in page-sized reads.
+fn read_pass() -> Option<String> {
+    use std::io::Read;
+    let mut f = File::open("/proc/locks").ok()?;
+    let mut text = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match f.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    String::from_utf8(text).ok()
 }
 
 impl LockTable {
-    /// Reads `/proc/locks`; `None` when it is not available (then probes fall back to a
-    /// try-lock).
+    /// Reads `/proc/locks` until two consecutive passes agree; `None` when it is not
+    /// available (then probes fall back to a try-lock).
     pub fn read() -> Option<LockTable> {
-        std::fs::read_to_string("/proc/locks")
-            .ok()
-            .map(|t| LockTable::parse(&t))
+        LockTable::settle(read_pass)
+    }
+
+    /// The table from passes of `pass` (see [`LockTable::read`]): the first pass that equals
+    /// the one before it, else the union of every pass, marked unsettled.
+    pub fn settle(mut pass: impl FnMut() -> Option<String>) -> Option<LockTable> {
+        let mut prev = pass()?;
+        let mut seen = LockTable::parse(&prev).locks;
+        for _ in 1..MAX_PASSES {
+            let next = pass()?;
+            if next == prev {
+                return Some(LockTable::parse(&next));
+            }
+            for l in LockTable::parse(&next).locks {
+                if !seen.contains(&l) {
+                    seen.push(l);
+                }
+            }
+            prev = next;
+        }
+        Some(LockTable {
+            locks: seen,
+            unsettled: true,
+        })
     }
 
     /// Parses the text of `/proc/locks`. Lines it does not understand are skipped; blocked
@@ -75,7 +126,10 @@ impl LockTable {
                 })
             })
             .collect();
-        LockTable { locks }
+        LockTable {
+            locks,
+            unsettled: false,
+        }
     }
 
     /// The holder pid of every lock on this inode number, on any device (the safe side:
@@ -112,6 +166,10 @@ pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
             meta.ino(),
         ) {
             Some(pid) => Lock::Held { pid },
+            None if t.unsettled => Lock::Unreadable(format!(
+                "{}: /proc/locks changed under every read; whether the lock is held is not known",
+                path.display()
+            )),
             None => Lock::Free,
         };
     }
@@ -164,6 +222,48 @@ garbage line
         assert_eq!(t.holder(9, 9, 98_765), Some(Some(5678)));
         assert_eq!(t.holder(0, 0x1f, 1), None);
         assert_eq!(LockTable::parse(""), LockTable::default());
+    }
+
+    #[test]
+    fn free_is_only_concluded_from_two_passes_that_agree() {
+        let a = "1: FLOCK  ADVISORY  WRITE 5678 00:1f:98765 0 EOF\n";
+        // A pass that skipped the job's record between two reads, then two that agree.
+        let mut passes = vec!["", a, a].into_iter().map(str::to_string);
+        let t = LockTable::settle(|| passes.next()).expect("table");
+        assert!(!t.unsettled);
+        assert_eq!(t.holder(0, 0x1f, 98_765), Some(Some(5678)));
+
+        // Never two alike: every lock seen is kept, and the table is unsettled.
+        let b = "1: FLOCK  ADVISORY  WRITE 77 00:1f:1 0 EOF\n";
+        let mut n = 0;
+        let t = LockTable::settle(|| {
+            n += 1;
+            Some(if n % 2 == 0 { a } else { b }.to_string())
+        })
+        .expect("table");
+        assert!(t.unsettled);
+        assert_eq!(n, MAX_PASSES);
+        assert_eq!(t.holder(0, 0x1f, 98_765), Some(Some(5678)));
+        assert_eq!(t.holder(0, 0x1f, 1), Some(Some(77)));
+
+        // Unreadable on any pass: no table (the probe falls back to a try-lock).
+        let mut passes = vec![Some(a.to_string()), None].into_iter();
+        assert_eq!(LockTable::settle(|| passes.next().flatten()), None);
+    }
+
+    #[test]
+    fn an_unsettled_table_never_says_free() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("job.lock");
+        File::create(&p).expect("create");
+        let unsettled = LockTable {
+            locks: Vec::new(),
+            unsettled: true,
+        };
+        assert!(
+            matches!(probe_lock(&p, Some(&unsettled)), Lock::Unreadable(w) if w.contains("changed under every read"))
+        );
+        assert_eq!(probe_lock(&p, Some(&LockTable::default())), Lock::Free);
     }
 
     #[test]
