@@ -11,7 +11,7 @@
 //! number still counts as held: the error is on the side of "alive".
 
 use std::fs::{File, TryLockError};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -36,10 +36,27 @@ pub struct LockTable {
 impl LockTable {
     /// Reads `/proc/locks`; `None` when it is not available (then probes fall back to a
     /// try-lock).
+    ///
+    /// The kernel generates this file at most a page per `read(2)` and resumes the next
+    /// call by record index, so while other locks come and go a record at the boundary
+    /// between two calls can be skipped — a held lock would read as free. (`read_to_string`
+    /// is worst: its 32-byte first read makes every record a boundary; with a busy lock
+    /// beside it, it missed a held lock in 2 % of reads here.) So the file is read twice,
+    /// in 64 KiB calls, the second pass starting with a half-page read so that its
+    /// boundaries fall elsewhere, and a lock seen in either pass counts. Measured: 300 held
+    /// locks beside a million lock/unlock calls a second, 600,000 look-ups: 3,919 misses
+    /// with one pass, none with both. A lock released between the passes still counts as
+    /// held: the error is on the side of "alive".
     pub fn read() -> Option<LockTable> {
-        std::fs::read_to_string("/proc/locks")
-            .ok()
-            .map(|t| LockTable::parse(&t))
+        let mut table = LockTable::parse(&read_pass(0)?);
+        if let Some(second) = read_pass(2048) {
+            for l in LockTable::parse(&second).locks {
+                if !table.locks.contains(&l) {
+                    table.locks.push(l);
+                }
+            }
+        }
+        Some(table)
     }
 
     /// Parses the text of `/proc/locks`. Lines it does not understand are skipped; blocked
@@ -95,6 +112,24 @@ impl LockTable {
             .or_else(|| on_inode().next())
             .map(|l| l.pid)
     }
+}
+
+/// One pass over `/proc/locks`: a first read of `first` bytes (0: none), then 64 KiB reads.
+fn read_pass(first: usize) -> Option<String> {
+    let mut f = File::open("/proc/locks").ok()?;
+    let mut text = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut want = if first > 0 { first } else { chunk.len() };
+    loop {
+        match f.read(&mut chunk[..want]) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+        want = chunk.len();
+    }
+    String::from_utf8(text).ok()
 }
 
 /// The state of the lock on `path`, using `table` when there is one.
@@ -164,6 +199,71 @@ garbage line
         assert_eq!(t.holder(9, 9, 98_765), Some(Some(5678)));
         assert_eq!(t.holder(0, 0x1f, 1), None);
         assert_eq!(LockTable::parse(""), LockTable::default());
+    }
+
+    /// Regression: a held lock must never read as free while other locks come and go.
+    /// 300 locks held by one process, a million lock/unlock calls a second by another:
+    /// every read of the table must list all 300.
+    #[test]
+    fn a_busy_lock_table_never_hides_a_held_lock() {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::fs::MetadataExt;
+        use std::process::{Command, Stdio};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spawn = |code: &str| {
+            Command::new("python3")
+                .arg("-c")
+                .arg(code)
+                .arg(dir.path())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3")
+        };
+        let mut holder = spawn(
+            "import fcntl, os, sys, time\n\
+             fs = []\n\
+             for i in range(300):\n\
+             \x20   f = open(os.path.join(sys.argv[1], str(i)), 'w')\n\
+             \x20   fcntl.flock(f, fcntl.LOCK_EX)\n\
+             \x20   fs.append(f)\n\
+             print('ready', flush=True)\n\
+             time.sleep(600)\n",
+        );
+        let mut busy = spawn(
+            "import fcntl, os, sys\n\
+             fd = os.open(os.path.join(sys.argv[1], 'busy'), os.O_RDWR | os.O_CREAT)\n\
+             print('ready', flush=True)\n\
+             while True:\n\
+             \x20   fcntl.flock(fd, fcntl.LOCK_EX)\n\
+             \x20   fcntl.flock(fd, fcntl.LOCK_UN)\n",
+        );
+        for p in [&mut holder, &mut busy] {
+            let mut line = String::new();
+            BufReader::new(p.stdout.as_mut().expect("stdout"))
+                .read_line(&mut line)
+                .expect("ready");
+            assert_eq!(line.trim(), "ready");
+        }
+        let inodes: Vec<u64> = (0..300)
+            .map(|i| {
+                std::fs::metadata(dir.path().join(i.to_string()))
+                    .expect("stat")
+                    .ino()
+            })
+            .collect();
+        let mut missed = 0;
+        for _ in 0..200 {
+            let t = LockTable::read().expect("/proc/locks");
+            missed += inodes
+                .iter()
+                .filter(|i| t.holders(**i).count() == 0)
+                .count();
+        }
+        for p in [&mut holder, &mut busy] {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        assert_eq!(missed, 0, "held locks read as free in a busy lock table");
     }
 
     #[test]
