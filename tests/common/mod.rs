@@ -497,10 +497,19 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(cmd: &mut Command) -> Proc {
+        Proc::spawn_with(cmd, std::process::Stdio::null())
+    }
+
+    /// Like `spawn`, with the child's stdout piped to the test.
+    pub fn spawn_piped(cmd: &mut Command) -> Proc {
+        Proc::spawn_with(cmd, std::process::Stdio::piped())
+    }
+
+    fn spawn_with(cmd: &mut Command, stdout: std::process::Stdio) -> Proc {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0)
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null());
+            .stdout(stdout);
         Proc {
             child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}")),
             reaped: false,
