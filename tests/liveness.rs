@@ -716,3 +716,25 @@ fn with_release_lock_never_or_for_hung_and_overtime_rows_the_lock_file_stays() {
     assert_eq!(row(&rows, 2)["lock_release"], serde_json::Value::Null);
     assert_eq!(file_state(&lock), before);
 }
+
+#[test]
+fn a_dead_legacy_job_whose_lock_file_is_already_gone_is_simply_marked() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(2, "running", 50 * MIN);
+    sb.heartbeat(2, secs(47 * MIN));
+    let cfg = sb.config(&db.url(), &watch_with_lock(&sb, "release_lock = \"if_free\"\n"));
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (rows, _) = json(&o);
+    assert_eq!(row(&rows, 2)["lock"], "absent");
+    assert_eq!(row(&rows, 2)["lock_release"], "absent");
+    assert_eq!(row(&rows, 2)["attention"], false);
+    assert!(!sb.lock_path(2).exists(), "nothing was created");
+    db.conn()
+        .execute("UPDATE sync_log SET status = 'running' WHERE id = 2", [])
+        .expect("reset");
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
+}
