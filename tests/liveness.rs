@@ -723,7 +723,10 @@ fn a_dead_legacy_job_whose_lock_file_is_already_gone_is_simply_marked() {
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 50 * MIN);
     sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url(), &watch_with_lock(&sb, "release_lock = \"if_free\"\n"));
+    let cfg = sb.config(
+        &db.url(),
+        &watch_with_lock(&sb, "release_lock = \"if_free\"\n"),
+    );
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, _) = json(&o);
