@@ -922,8 +922,7 @@ fn release_lock(
     let users = lock_users.get(&path).copied().unwrap_or(1);
     if users > 1 {
         return Release::Kept(format!(
-            "{} is named by {users} running rows; it may be another row's lock",
-            path.display()
+            "it is named by {users} running rows; it may be another row's lock"
         ));
     }
     release::release_if_free(&path, host)

@@ -157,7 +157,8 @@ pub struct WatchFlags {
     /// Column that receives the reason
     #[arg(long, value_name = "COLUMN")]
     pub message_column: Option<String>,
-    /// The job's own lock file: probed, never deleted; may contain {id}
+    /// The job's own lock file (a kernel lock held for the whole run): probed, never
+    /// deleted unless --release-lock if_free; may contain {id}
     #[arg(long, value_name = "PATH")]
     pub lock_file: Option<String>,
     /// Column holding HOST:PID or PID of the worker
@@ -178,7 +179,8 @@ pub struct WatchFlags {
     /// What to do past max_age: mark_dead, manual or report
     #[arg(long, value_name = "POLICY")]
     pub overtime: Option<String>,
-    /// never, or if_free (legacy existence-locks only)
+    /// never (default), or if_free: the lock file is a legacy existence lock; remove it after
+    /// marking a dead row if nobody locks it and the pid in it is gone
     #[arg(long, value_name = "POLICY")]
     pub release_lock: Option<String>,
     /// Status of a run that ended well (repeatable) [default: any but running, dead, manual, retry]

@@ -383,19 +383,18 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             }
             return;
         }
-        let lock_line = r.lock_release.as_ref().map(|l| {
+        // A lock file that was already gone needs no line of its own (JSON says "absent").
+        let lock_line = r.lock_release.as_ref().and_then(|l| {
             let file = r.lock_file.as_deref().unwrap_or("");
             let detail = l.detail().unwrap_or("");
-            match l {
+            Some(match l {
                 Release::Removed(_) => {
                     format!(
                         "{} id={}: removed lock file {file}: {detail}",
                         r.watch, r.id
                     )
                 }
-                Release::Absent => {
-                    format!("{} id={}: lock file {file} was already gone", r.watch, r.id)
-                }
+                Release::Absent => return None,
                 Release::Kept(_) | Release::Failed(_) => format!(
                     "{} id={}: needs a person: lock file {file} {} ({detail}); the job cannot \
                      start again while it is there",
@@ -403,7 +402,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                     r.id,
                     l.as_str()
                 ),
-            }
+            })
         });
         let line = if r.applied {
             format!(

@@ -13,12 +13,12 @@
 //! `/proc/locks` is a seq_file: each `read(2)` returns at most a page, and the next one
 //! resumes by position, so a lock released between two reads shifts the list and can make
 //! a record vanish from the text. A vanished record would read as "free" — conclusive death
-//! for a job that holds its lock. So "free" is only concluded from two consecutive full
-//! passes with identical text; a table that never settles is `unsettled`, and a lock not
-//! seen in it is unreadable (`unknown`), never free.
+//! for a job that holds its lock. So the table is read in several full passes whose read
+//! boundaries alternate, until two consecutive passes agree, and every lock seen in any
+//! pass counts (see [`LockTable::read`]).
 
 use std::fs::{File, TryLockError};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -38,59 +38,53 @@ pub struct KernelLock {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LockTable {
     locks: Vec<KernelLock>,
-    /// No two consecutive passes agreed: every lock seen is listed, but a lock not seen may
-    /// have been skipped.
-    unsettled: bool,
 }
 
-/// Full passes over `/proc/locks` before giving up on two that agree.
+/// Full passes over `/proc/locks` at most, when no two consecutive ones agree.
 const MAX_PASSES: usize = 6;
 
-/// One full pass over `/proc/locks`, in page-sized reads.
-fn read_pass() -> Option<String> {
-    use std::io::Read;
-    let mut f = File::open("/proc/locks").ok()?;
-    let mut text = Vec::with_capacity(16 * 1024);
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        match f.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => text.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    String::from_utf8(text).ok()
-}
-
 impl LockTable {
-    /// Reads `/proc/locks` until two consecutive passes agree; `None` when it is not
-    /// available (then probes fall back to a try-lock).
+    /// Reads `/proc/locks`; `None` when it is not available (then probes fall back to a
+    /// try-lock).
+    ///
+    /// The kernel generates this file at most a page per `read(2)` and resumes the next
+    /// call by record index, so while other locks come and go a record at the boundary
+    /// between two calls can be skipped — a held lock would read as free. (`read_to_string`
+    /// is worst: its 32-byte first read makes every record a boundary; with a busy lock
+    /// beside it, it missed a held lock in 2 % of reads here.) So passes are read in 64 KiB
+    /// calls, every other pass starting with a half-page read so that its boundaries fall
+    /// elsewhere; reading stops when two consecutive passes agree (nothing moved), else
+    /// after [`MAX_PASSES`], and a lock seen in any pass counts as held — a lock released
+    /// meanwhile errs on the side of "alive". Measured with two passes alone: 300 held locks
+    /// beside a million lock/unlock calls a second, 600,000 look-ups: 3,919 misses with one
+    /// pass, none with two.
     pub fn read() -> Option<LockTable> {
-        LockTable::settle(read_pass)
+        let mut n = 0;
+        LockTable::settle(|| {
+            n += 1;
+            read_pass(if n % 2 == 0 { 2048 } else { 0 })
+        })
     }
 
-    /// The table from passes of `pass` (see [`LockTable::read`]): the first pass that equals
-    /// the one before it, else the union of every pass, marked unsettled.
+    /// Every lock seen in passes of `pass`, until two consecutive passes agree or after
+    /// [`MAX_PASSES`] (see [`LockTable::read`]). `None` when a pass cannot be read.
     pub fn settle(mut pass: impl FnMut() -> Option<String>) -> Option<LockTable> {
         let mut prev = pass()?;
         let mut seen = LockTable::parse(&prev).locks;
         for _ in 1..MAX_PASSES {
             let next = pass()?;
-            if next == prev {
-                return Some(LockTable::parse(&next));
-            }
+            let agreed = next == prev;
             for l in LockTable::parse(&next).locks {
                 if !seen.contains(&l) {
                     seen.push(l);
                 }
             }
+            if agreed {
+                break;
+            }
             prev = next;
         }
-        Some(LockTable {
-            locks: seen,
-            unsettled: true,
-        })
+        Some(LockTable { locks: seen })
     }
 
     /// Parses the text of `/proc/locks`. Lines it does not understand are skipped; blocked
@@ -126,10 +120,7 @@ impl LockTable {
                 })
             })
             .collect();
-        LockTable {
-            locks,
-            unsettled: false,
-        }
+        LockTable { locks }
     }
 
     /// The holder pid of every lock on this inode number, on any device (the safe side:
@@ -151,6 +142,24 @@ impl LockTable {
     }
 }
 
+/// One pass over `/proc/locks`: a first read of `first` bytes (0: none), then 64 KiB reads.
+fn read_pass(first: usize) -> Option<String> {
+    let mut f = File::open("/proc/locks").ok()?;
+    let mut text = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut want = if first > 0 { first } else { chunk.len() };
+    loop {
+        match f.read(&mut chunk[..want]) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+        want = chunk.len();
+    }
+    String::from_utf8(text).ok()
+}
+
 /// The state of the lock on `path`, using `table` when there is one.
 pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
     let meta = match std::fs::metadata(path) {
@@ -166,10 +175,6 @@ pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
             meta.ino(),
         ) {
             Some(pid) => Lock::Held { pid },
-            None if t.unsettled => Lock::Unreadable(format!(
-                "{}: /proc/locks changed under every read; whether the lock is held is not known",
-                path.display()
-            )),
             None => Lock::Free,
         };
     }
@@ -224,16 +229,86 @@ garbage line
         assert_eq!(LockTable::parse(""), LockTable::default());
     }
 
+    /// Regression: a held lock must never read as free while other locks come and go.
+    /// 300 locks held by one process, a million lock/unlock calls a second by another:
+    /// every read of the table must list all 300.
     #[test]
-    fn free_is_only_concluded_from_two_passes_that_agree() {
+    fn a_busy_lock_table_never_hides_a_held_lock() {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::fs::MetadataExt;
+        use std::process::{Command, Stdio};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spawn = |code: &str| {
+            Command::new("python3")
+                .arg("-c")
+                .arg(code)
+                .arg(dir.path())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3")
+        };
+        let mut holder = spawn(
+            "import fcntl, os, sys, time\n\
+             fs = []\n\
+             for i in range(300):\n\
+             \x20   f = open(os.path.join(sys.argv[1], str(i)), 'w')\n\
+             \x20   fcntl.flock(f, fcntl.LOCK_EX)\n\
+             \x20   fs.append(f)\n\
+             print('ready', flush=True)\n\
+             time.sleep(600)\n",
+        );
+        let mut busy = spawn(
+            "import fcntl, os, sys\n\
+             fd = os.open(os.path.join(sys.argv[1], 'busy'), os.O_RDWR | os.O_CREAT)\n\
+             print('ready', flush=True)\n\
+             while True:\n\
+             \x20   fcntl.flock(fd, fcntl.LOCK_EX)\n\
+             \x20   fcntl.flock(fd, fcntl.LOCK_UN)\n",
+        );
+        for p in [&mut holder, &mut busy] {
+            let mut line = String::new();
+            BufReader::new(p.stdout.as_mut().expect("stdout"))
+                .read_line(&mut line)
+                .expect("ready");
+            assert_eq!(line.trim(), "ready");
+        }
+        let inodes: Vec<u64> = (0..300)
+            .map(|i| {
+                std::fs::metadata(dir.path().join(i.to_string()))
+                    .expect("stat")
+                    .ino()
+            })
+            .collect();
+        let mut missed = 0;
+        for _ in 0..200 {
+            let t = LockTable::read().expect("/proc/locks");
+            missed += inodes
+                .iter()
+                .filter(|i| t.holders(**i).count() == 0)
+                .count();
+        }
+        for p in [&mut holder, &mut busy] {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        assert_eq!(missed, 0, "held locks read as free in a busy lock table");
+    }
+
+    #[test]
+    fn passes_go_on_until_two_agree_and_every_lock_seen_counts() {
         let a = "1: FLOCK  ADVISORY  WRITE 5678 00:1f:98765 0 EOF\n";
         // A pass that skipped the job's record between two reads, then two that agree.
-        let mut passes = vec!["", a, a].into_iter().map(str::to_string);
-        let t = LockTable::settle(|| passes.next()).expect("table");
-        assert!(!t.unsettled);
+        let mut n = 0;
+        let mut passes = vec!["", a, a, "never read"].into_iter().map(str::to_string);
+        let t = LockTable::settle(|| {
+            n += 1;
+            passes.next()
+        })
+        .expect("table");
+        assert_eq!(n, 3, "stops once two consecutive passes agree");
         assert_eq!(t.holder(0, 0x1f, 98_765), Some(Some(5678)));
 
-        // Never two alike: every lock seen is kept, and the table is unsettled.
+        // Never two alike: MAX_PASSES passes, and every lock seen in one of them is held.
         let b = "1: FLOCK  ADVISORY  WRITE 77 00:1f:1 0 EOF\n";
         let mut n = 0;
         let t = LockTable::settle(|| {
@@ -241,7 +316,6 @@ garbage line
             Some(if n % 2 == 0 { a } else { b }.to_string())
         })
         .expect("table");
-        assert!(t.unsettled);
         assert_eq!(n, MAX_PASSES);
         assert_eq!(t.holder(0, 0x1f, 98_765), Some(Some(5678)));
         assert_eq!(t.holder(0, 0x1f, 1), Some(Some(77)));
@@ -249,21 +323,6 @@ garbage line
         // Unreadable on any pass: no table (the probe falls back to a try-lock).
         let mut passes = vec![Some(a.to_string()), None].into_iter();
         assert_eq!(LockTable::settle(|| passes.next().flatten()), None);
-    }
-
-    #[test]
-    fn an_unsettled_table_never_says_free() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = dir.path().join("job.lock");
-        File::create(&p).expect("create");
-        let unsettled = LockTable {
-            locks: Vec::new(),
-            unsettled: true,
-        };
-        assert!(
-            matches!(probe_lock(&p, Some(&unsettled)), Lock::Unreadable(w) if w.contains("changed under every read"))
-        );
-        assert_eq!(probe_lock(&p, Some(&LockTable::default())), Lock::Free);
     }
 
     #[test]

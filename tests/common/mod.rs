@@ -119,6 +119,16 @@ impl Sandbox {
         format!("{}/hb-{{id}}", self.dir.path().display())
     }
 
+    /// Template for per-row job lock files.
+    pub fn lock_template(&self) -> String {
+        format!("{}/lock-{{id}}", self.dir.path().display())
+    }
+
+    /// Row `id`'s job lock file (not created).
+    pub fn lock_path(&self, id: i64) -> PathBuf {
+        self.path(&format!("lock-{id}"))
+    }
+
     /// Creates (or touches) row `id`'s heartbeat file with an mtime `age` ago.
     pub fn heartbeat(&self, id: i64, age: Duration) -> PathBuf {
         let p = self.path(&format!("hb-{id}"));
@@ -658,4 +668,227 @@ impl Rng {
     pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.next() % (hi - lo + 1)
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Real processes holding real locks
+
+/// Fails the test in CI, or skips it on a developer machine, when a tool is missing.
+/// Returns false when the test should return early.
+pub fn have_tool(cmd: &str, args: &[&str], what: &str) -> bool {
+    let ok = Command::new(cmd)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI is set and {what} is missing (scripts/test installs it)");
+        }
+        eprintln!("SKIPPED: {what} is missing (scripts/test installs it)");
+    }
+    ok
+}
+
+/// This host's name, as `HOST:PID` owner values carry it.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .expect("hostname")
+        .into_string()
+        .expect("utf-8 hostname")
+}
+
+/// One pass over `/proc/locks`: a first read of `first` bytes (0: none), then 64 KiB reads.
+fn proc_locks_pass(first: usize) -> String {
+    use std::io::Read;
+    let mut f = File::open("/proc/locks").expect("/proc/locks");
+    let mut text = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut want = if first > 0 { first } else { chunk.len() };
+    loop {
+        let n = f.read(&mut chunk[..want]).expect("read /proc/locks");
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&chunk[..n]);
+        want = chunk.len();
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// Pids of every kernel lock on `path`'s inode, from `/proc/locks` (takes no lock itself).
+/// Two passes with different read boundaries: the kernel can skip a record at the boundary
+/// between two reads while other locks come and go.
+pub fn lock_holders(path: &Path) -> Vec<i64> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ino) = std::fs::metadata(path).map(|m| m.ino()) else {
+        return Vec::new();
+    };
+    let mut pids: Vec<i64> = [proc_locks_pass(0), proc_locks_pass(2048)]
+        .iter()
+        .flat_map(|t| t.lines().map(str::to_string).collect::<Vec<_>>())
+        .filter(|l| !l.contains("->"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let on = f.get(5)?.rsplit(':').next()?.parse::<u64>().ok()?;
+            (on == ino).then(|| f[4].parse::<i64>().ok()).flatten()
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Polls `f` until it holds; panics with `what` after `timeout`.
+#[track_caller]
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Identity and content of a file: `(dev, inode, mtime, bytes)`.
+pub fn file_state(path: &Path) -> (u64, u64, SystemTime, Vec<u8>) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).expect("lock file exists");
+    (
+        m.dev(),
+        m.ino(),
+        m.modified().expect("mtime"),
+        std::fs::read(path).expect("read"),
+    )
+}
+
+/// A child process in its own process group; the whole group is SIGKILLed and the child
+/// reaped when dropped (so no grandchild outlives the test holding a lock or a pipe).
+pub struct Proc {
+    pub child: std::process::Child,
+    reaped: bool,
+}
+
+impl Proc {
+    pub fn spawn(cmd: &mut Command) -> Proc {
+        Proc::spawn_with(cmd, std::process::Stdio::null())
+    }
+
+    /// Like `spawn`, with the child's stdout piped to the test.
+    pub fn spawn_piped(cmd: &mut Command) -> Proc {
+        Proc::spawn_with(cmd, std::process::Stdio::piped())
+    }
+
+    fn spawn_with(cmd: &mut Command, stdout: std::process::Stdio) -> Proc {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0)
+            .stdin(std::process::Stdio::null())
+            .stdout(stdout);
+        Proc {
+            child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}")),
+            reaped: false,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, then reap (a real parent reaps its dead child).
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.reaped = true;
+    }
+
+    /// SIGKILL without reaping: the process stays a zombie until `reap`.
+    pub fn kill9_no_reap(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    pub fn reap(&mut self) {
+        let _ = self.child.wait();
+        self.reaped = true;
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // While the leader is not reaped its pid, and so the group id, is surely ours:
+        // kill the group, grandchildren included.
+        if !self.reaped {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(self.child.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        self.kill9();
+    }
+}
+
+/// `sleep 600`, a process that lives until killed.
+pub fn sleeper() -> Proc {
+    Proc::spawn(Command::new("sleep").arg("600"))
+}
+
+/// `flock(1)` holding `path` while it runs `sleep` (it creates the file if needed). With
+/// `fork = false` (`--no-fork`) flock becomes the sleep and the lock dies with it; with
+/// `fork = true` the sleep child inherits the lock and keeps it after flock itself dies.
+/// Returns once the kernel lists the lock (and, with `fork`, once the child exists: flock
+/// takes the lock before it forks, so killing it earlier would take the lock along).
+pub fn flock1_holder(path: &Path, fork: bool) -> Proc {
+    let mut c = Command::new("flock");
+    if !fork {
+        c.arg("--no-fork");
+    }
+    c.arg(path).args(["sleep", "600"]);
+    let p = Proc::spawn(&mut c);
+    let pid = i64::from(p.pid());
+    wait_until("flock(1) takes its lock", Duration::from_secs(10), || {
+        lock_holders(path).contains(&pid)
+    });
+    if fork {
+        wait_until("flock(1) starts its job", Duration::from_secs(10), || {
+            !children(p.pid()).is_empty()
+        });
+    }
+    p
+}
+
+/// The pids whose parent is `pid`, from /proc.
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|c| {
+                    std::fs::read_to_string(format!("/proc/{c}/stat")).is_ok_and(|st| {
+                        st.rfind(')').and_then(|i| {
+                            st[i + 1..].split_whitespace().nth(1)?.parse::<u32>().ok()
+                        }) == Some(pid)
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A python3 child that opens `path` (without creating it) and takes a lock with `how`
+/// (`flock` for flock(2), `lockf` for a POSIX lock) itself. Returns once it holds it.
+pub fn python_holder(path: &Path, how: &str) -> Proc {
+    let p = Proc::spawn(
+        Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import fcntl, sys, time\n\
+                 f = open(sys.argv[1], 'r+')\n\
+                 fcntl.{how}(f, fcntl.LOCK_EX)\n\
+                 time.sleep(600)\n"
+            ))
+            .arg(path),
+    );
+    let pid = i64::from(p.pid());
+    wait_until("python3 takes its lock", Duration::from_secs(10), || {
+        lock_holders(path).contains(&pid)
+    });
+    p
 }
