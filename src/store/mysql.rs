@@ -113,6 +113,24 @@ fn to_value(v: &SqlValue) -> Value {
     }
 }
 
+/// A result row read cell by cell, left to right, each with its wire type (a missing
+/// cell reads as NULL).
+struct Cells(std::iter::Zip<std::vec::IntoIter<Value>, std::vec::IntoIter<ColumnType>>);
+
+impl Cells {
+    fn new(row: mysql::Row) -> Self {
+        let types: Vec<ColumnType> = row.columns_ref().iter().map(|c| c.column_type()).collect();
+        Cells(row.unwrap().into_iter().zip(types))
+    }
+
+    fn next_cell(&mut self) -> (SqlValue, ColumnType) {
+        self.0
+            .next()
+            .map(|(v, t)| (from_value(v), t))
+            .unwrap_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL))
+    }
+}
+
 fn from_value(v: Value) -> SqlValue {
     match v {
         Value::NULL => SqlValue::Null,
@@ -342,14 +360,8 @@ impl Store for MysqlStore {
             .map_err(ctx)?;
         for row in result {
             let row = row.map_err(ctx)?;
-            let types: Vec<ColumnType> =
-                row.columns_ref().iter().map(|c| c.column_type()).collect();
-            let mut vals = row.unwrap().into_iter().zip(types);
-            let mut next = || {
-                vals.next()
-                    .map(|(v, t)| (from_value(v), t))
-                    .unwrap_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL))
-            };
+            let mut cells = Cells::new(row);
+            let mut next = || cells.next_cell();
             let (id, _) = next();
             let (s, st) = next();
             let started = time_value(s, st);
@@ -525,14 +537,8 @@ impl Store for MysqlStore {
         let result = self.conn.exec_iter(&q.sql, params).map_err(ctx)?;
         for row in result {
             let row = row.map_err(ctx)?;
-            let types: Vec<ColumnType> =
-                row.columns_ref().iter().map(|c| c.column_type()).collect();
-            let mut vals = row.unwrap().into_iter().zip(types);
-            let mut next = || {
-                vals.next()
-                    .map(|(v, t)| (from_value(v), t))
-                    .unwrap_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL))
-            };
+            let mut cells = Cells::new(row);
+            let mut next = || cells.next_cell();
             let (id, _) = next();
             let (s, st) = next();
             let (e, et) = next();
