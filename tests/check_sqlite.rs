@@ -491,26 +491,12 @@ fn a_bad_id_in_a_path_template_is_unknown() {
 
 #[test]
 fn permission_denied_on_the_heartbeat_is_unknown_never_dead() {
-    use std::os::unix::fs::PermissionsExt;
     let Some(mut cmd) = as_nobody() else { return };
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 50 * MIN);
-    let private = sb.path("private");
-    std::fs::create_dir(&private).expect("dir");
+    let (private, cfg) = sb.private_heartbeat_config(&db, 0o755);
     std::fs::write(private.join("hb-2"), "").expect("heartbeat");
-    let set = |p: &std::path::Path, mode| {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
-    };
-    set(sb.dir.path(), 0o755);
-    set(&db.path, 0o644);
-    set(&private, 0o700); // root's; nobody cannot look inside
-    let watch = sb.watch("").replace(
-        &sb.heartbeat_template(),
-        &format!("{}/hb-{{id}}", private.display()),
-    );
-    let cfg = sb.config(&db.url(), &watch);
-    set(&cfg, 0o644);
     let o = cmd
         .args(["check", "--explain", "--format", "json", "--config"])
         .arg(&cfg)

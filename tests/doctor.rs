@@ -184,24 +184,10 @@ fn a_missing_column_is_named_with_the_columns_there_are() {
 
 #[test]
 fn an_unreadable_heartbeat_directory_as_an_unprivileged_user() {
-    use std::os::unix::fs::PermissionsExt;
     let Some(mut cmd) = as_nobody() else { return };
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
-    let private = sb.path("private");
-    std::fs::create_dir(&private).expect("dir");
-    let set = |p: &Path, mode| {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
-    };
-    set(sb.dir.path(), 0o777);
-    set(&db.path, 0o644);
-    set(&private, 0o700); // root's; nobody cannot look inside
-    let watch = sb.watch("").replace(
-        &sb.heartbeat_template(),
-        &format!("{}/hb-{{id}}", private.display()),
-    );
-    let cfg = sb.config(&db.url(), &watch);
-    set(&cfg, 0o644);
+    let (private, cfg) = sb.private_heartbeat_config(&db, 0o777);
     let o = cmd
         .args(["doctor", "--config"])
         .arg(&cfg)

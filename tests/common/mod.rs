@@ -200,6 +200,28 @@ impl Sandbox {
         )
     }
 
+    /// For runs as `nobody`: makes the sandbox `sandbox_mode`, the SQLite file and the
+    /// config readable, and points the standard watch's heartbeat files into `private/`,
+    /// a directory of root's that nobody cannot look inside. Returns (private, config).
+    pub fn private_heartbeat_config(&self, db: &SqliteDb, sandbox_mode: u32) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let private = self.path("private");
+        std::fs::create_dir(&private).expect("dir");
+        let set = |p: &Path, mode| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        };
+        set(self.dir.path(), sandbox_mode);
+        set(&db.path, 0o644);
+        set(&private, 0o700);
+        let watch = self.watch("").replace(
+            &self.heartbeat_template(),
+            &format!("{}/hb-{{id}}", private.display()),
+        );
+        let cfg = self.config(&db.url(), &watch);
+        set(&cfg, 0o644);
+        (private, cfg)
+    }
+
     pub fn journal(&self) -> Vec<serde_json::Value> {
         match std::fs::read_to_string(self.state_dir().join("journal.jsonl")) {
             Ok(t) => t
