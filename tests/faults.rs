@@ -136,6 +136,33 @@ fn assert_one_winner(a: &Output, b: &Output, dead: &BTreeSet<i64>, round: usize)
     }
 }
 
+/// One round of two checks started together (`--force --format json`): each dead row is
+/// changed by exactly one of them, `check_table` passes on the table afterwards, and each
+/// change is journaled once. Clears both state directories for the next round.
+fn race_round(
+    configs: [&Path; 2],
+    hosts: [&Sandbox; 2],
+    dead: &BTreeSet<i64>,
+    round: usize,
+    check_table: impl FnOnce(),
+) {
+    let args = ["--force", "--format", "json"];
+    let (a, b) = (
+        spawn_check(configs[0], &args),
+        spawn_check(configs[1], &args),
+    );
+    let (a, b) = (
+        a.wait_with_output().expect("a"),
+        b.wait_with_output().expect("b"),
+    );
+    assert_one_winner(&a, &b, dead, round);
+    check_table();
+    assert_journaled_once(&[&hosts[0].state_dir(), &hosts[1].state_dir()], dead);
+    for s in hosts {
+        let _ = std::fs::remove_dir_all(s.state_dir());
+    }
+}
+
 #[test]
 fn two_runs_started_together_on_mariadb_change_every_row_once() {
     let mut db = mysql_or_skip!();
@@ -156,26 +183,17 @@ fn two_runs_started_together_on_mariadb_change_every_row_once() {
             db.insert(id, "running", 50 * MIN);
         }
         let before = db.dump();
-        let args = ["--force", "--format", "json"];
-        let (a, b) = (spawn_check(&ca, &args), spawn_check(&cb, &args));
-        let (a, b) = (
-            a.wait_with_output().expect("a"),
-            b.wait_with_output().expect("b"),
-        );
-        assert_one_winner(&a, &b, &dead, round);
-        let after = db.dump();
-        for (i, (x, y)) in before.iter().zip(&after).enumerate() {
-            let id = i as i64 + 1;
-            if dead.contains(&id) {
-                assert_eq!(y[1].as_deref(), Some("'error'"), "row {id}");
-            } else {
-                assert_eq!(x, y, "row {id} untouched");
+        race_round([&ca, &cb], [&sa, &sb], &dead, round, || {
+            let after = db.dump();
+            for (i, (x, y)) in before.iter().zip(&after).enumerate() {
+                let id = i as i64 + 1;
+                if dead.contains(&id) {
+                    assert_eq!(y[1].as_deref(), Some("'error'"), "row {id}");
+                } else {
+                    assert_eq!(x, y, "row {id} untouched");
+                }
             }
-        }
-        assert_journaled_once(&[&sa.state_dir(), &sb.state_dir()], &dead);
-        for s in [&sa, &sb] {
-            let _ = std::fs::remove_dir_all(s.state_dir());
-        }
+        });
     }
     // On one host the run lock decides: the second run exits 75 or finds nothing to do.
     let cb = sb.config(&db.url, &sa.watch(""));
@@ -186,17 +204,7 @@ fn two_runs_started_together_on_mariadb_change_every_row_once() {
     std::fs::write(&cb, text).expect("config");
     for round in 0..6 {
         db.exec("UPDATE sync_log SET status = 'running', end_time = NULL, error_msg = ''");
-        let args = ["--force", "--format", "json"];
-        let (a, b) = (spawn_check(&ca, &args), spawn_check(&cb, &args));
-        let (a, b) = (
-            a.wait_with_output().expect("a"),
-            b.wait_with_output().expect("b"),
-        );
-        assert_one_winner(&a, &b, &dead, round);
-        assert_journaled_once(&[&sa.state_dir(), &sb.state_dir()], &dead);
-        for s in [&sa, &sb] {
-            let _ = std::fs::remove_dir_all(s.state_dir());
-        }
+        race_round([&ca, &cb], [&sa, &sb], &dead, round, || {});
     }
 }
 
@@ -220,24 +228,15 @@ fn two_runs_started_together_on_sqlite_change_every_row_once() {
             db.insert(id, "running", 50 * MIN);
         }
         let before = db.dump();
-        let args = ["--force", "--format", "json"];
-        let (a, b) = (spawn_check(&ca, &args), spawn_check(&cb, &args));
-        let (a, b) = (
-            a.wait_with_output().expect("a"),
-            b.wait_with_output().expect("b"),
-        );
-        assert_one_winner(&a, &b, &dead, round);
-        for (x, y) in before.iter().zip(db.dump()) {
-            if dead.contains(&x.0) {
-                assert_eq!((y.1.as_str(), y.2), ("error", true), "row {}", x.0);
-            } else {
-                assert_eq!(*x, y);
+        race_round([&ca, &cb], [&sa, &sb], &dead, round, || {
+            for (x, y) in before.iter().zip(db.dump()) {
+                if dead.contains(&x.0) {
+                    assert_eq!((y.1.as_str(), y.2), ("error", true), "row {}", x.0);
+                } else {
+                    assert_eq!(*x, y);
+                }
             }
-        }
-        assert_journaled_once(&[&sa.state_dir(), &sb.state_dir()], &dead);
-        for s in [&sa, &sb] {
-            let _ = std::fs::remove_dir_all(s.state_dir());
-        }
+        });
     }
 }
 
