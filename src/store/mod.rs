@@ -46,6 +46,25 @@ impl SqlValue {
             other => other.to_string().into(),
         }
     }
+
+    /// The owner column's text; NULL is no owner.
+    pub fn into_text(self) -> Option<String> {
+        match self {
+            SqlValue::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+
+    /// The attempts column as a count: integers as they are, numeric text parsed, anything
+    /// else (NULL, garbage) 0.
+    pub fn into_count(self) -> i64 {
+        match self {
+            SqlValue::Int(i) => i,
+            SqlValue::UInt(u) => i64::try_from(u).unwrap_or(i64::MAX),
+            SqlValue::Text(t) => t.trim().parse().unwrap_or(0),
+            _ => 0,
+        }
+    }
 }
 
 impl fmt::Display for SqlValue {
@@ -468,4 +487,30 @@ pub(crate) fn zone_offset_now(tz: chrono_tz::Tz) -> i64 {
     use chrono::Offset;
     let now = chrono::Utc::now().with_timezone(&tz);
     i64::from(now.offset().fix().local_minus_utc())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SqlValue;
+
+    #[test]
+    fn an_attempts_cell_reads_as_a_count() {
+        assert_eq!(SqlValue::Int(3).into_count(), 3);
+        assert_eq!(SqlValue::UInt(4).into_count(), 4);
+        assert_eq!(SqlValue::UInt(u64::MAX).into_count(), i64::MAX);
+        assert_eq!(SqlValue::Text(" 5 ".into()).into_count(), 5);
+        assert_eq!(SqlValue::Text("five".into()).into_count(), 0);
+        assert_eq!(SqlValue::Null.into_count(), 0);
+        assert_eq!(SqlValue::Float(2.0).into_count(), 0);
+    }
+
+    #[test]
+    fn an_owner_cell_reads_as_text_and_null_as_none() {
+        assert_eq!(SqlValue::Null.into_text(), None);
+        assert_eq!(
+            SqlValue::Text("web1:42".into()).into_text().as_deref(),
+            Some("web1:42")
+        );
+        assert_eq!(SqlValue::Int(42).into_text().as_deref(), Some("42"));
+    }
 }

@@ -370,18 +370,10 @@ impl Store for MysqlStore {
                 time_value(v, t)
             });
             let owner = match w.owner_column {
-                Some(_) => match next().0 {
-                    SqlValue::Null => None,
-                    v => Some(v.to_string()),
-                },
+                Some(_) => next().0.into_text(),
                 None => None,
             };
-            let attempts = w.retry.as_ref().map(|_| match next().0 {
-                SqlValue::Int(i) => i,
-                SqlValue::UInt(u) => i64::try_from(u).unwrap_or(i64::MAX),
-                SqlValue::Text(t) => t.trim().parse().unwrap_or(0),
-                _ => 0,
-            });
+            let attempts = w.retry.as_ref().map(|_| next().0.into_count());
             each(RunningRow {
                 id,
                 started,
@@ -543,10 +535,7 @@ impl Store for MysqlStore {
             let (s, st) = next();
             let (e, et) = next();
             let status = next().0.to_string();
-            let marked = match next().0 {
-                SqlValue::Null => None,
-                v => Some(v.to_string()),
-            };
+            let marked = next().0.into_text();
             let row = FinishedRow {
                 id,
                 started: time_value(s, st),

@@ -112,13 +112,6 @@ fn time_value(raw: SqlValue) -> TimeValue {
     TimeValue { raw, stamp }
 }
 
-fn text_of(v: &SqlValue) -> Option<String> {
-    match v {
-        SqlValue::Null => None,
-        other => Some(other.to_string()),
-    }
-}
-
 /// Reads `EXPLAIN QUERY PLAN` details: `SEARCH t USING INDEX i (status=?)` finds running
 /// rows through an index; `SCAN t` (even `SCAN t USING INDEX i`) reads every row.
 fn plan_of(details: &[String]) -> ScanPlan {
@@ -264,15 +257,11 @@ impl Store for SqliteStore {
                 None => None,
             };
             let owner = match w.owner_column {
-                Some(_) => text_of(&next().map_err(|e| Error::database(ctx(), e))?),
+                Some(_) => next().map_err(|e| Error::database(ctx(), e))?.into_text(),
                 None => None,
             };
             let attempts = match w.retry {
-                Some(_) => Some(match next().map_err(|e| Error::database(ctx(), e))? {
-                    SqlValue::Int(i) => i,
-                    SqlValue::Text(t) => t.trim().parse().unwrap_or(0),
-                    _ => 0,
-                }),
+                Some(_) => Some(next().map_err(|e| Error::database(ctx(), e))?.into_count()),
                 None => None,
             };
             each(RunningRow {
@@ -370,16 +359,12 @@ impl Store for SqliteStore {
                     .map(from_sql)
                     .map_err(|e| Error::database(&ctx, e))
             };
-            let marked = match get(4)? {
-                SqlValue::Null => None,
-                v => Some(v.to_string()),
-            };
             let row = FinishedRow {
                 id: get(0)?,
                 started: time_value(get(1)?),
                 ended: time_value(get(2)?),
                 status: get(3)?.to_string(),
-                marked,
+                marked: get(4)?.into_text(),
             };
             if super::is_finished(w, &row) {
                 each(row)?;
