@@ -614,6 +614,15 @@ struct BatchEnd {
     error: Option<Error>,
 }
 
+impl BatchEnd {
+    fn stopped(at: usize, e: Error) -> BatchEnd {
+        BatchEnd {
+            stopped_at: Some(at),
+            error: Some(e),
+        }
+    }
+}
+
 /// This run's id, and the ids of its changes (`RUN/N`), which tie the journal's entries
 /// to the intents in `pending.jsonl`.
 pub struct RunId {
@@ -710,10 +719,7 @@ fn write_batch(
         } {
             Ok(g) => g,
             Err(e) => {
-                end = BatchEnd {
-                    stopped_at: Some(intents[k].0),
-                    error: Some(e),
-                };
+                end = BatchEnd::stopped(intents[k].0, e);
                 break;
             }
         };
@@ -724,10 +730,7 @@ fn write_batch(
             let (row, report) = &mut rows[*i];
             match cas_row(ctx, row, report, store) {
                 Err(e) => {
-                    end = BatchEnd {
-                        stopped_at: Some(*i),
-                        error: Some(e),
-                    };
+                    end = BatchEnd::stopped(*i, e);
                     break;
                 }
                 // Locked by someone else: never wait inside a group. Commit the group,
@@ -743,11 +746,7 @@ fn write_batch(
             // flushed below): a run killed after it leaves the line. A failed journal
             // write stops the writes, so that no further change waits on its intent alone.
             if !grouped && report.applied {
-                release_after_commit(ctx, row, report);
-                journaled = jw
-                    .journal
-                    .append(&journal_entry(ctx, row, report, change))
-                    .map_err(|e| journal_error(e, ctx.w, row, report));
+                journaled = after_commit(ctx, &mut jw.journal, row, report, change);
                 if journaled.is_err() {
                     break;
                 }
@@ -774,9 +773,8 @@ fn write_batch(
                 if !report.applied {
                     continue;
                 }
-                release_after_commit(ctx, row, report);
-                if let Err(e) = jw.journal.append(&journal_entry(ctx, row, report, change)) {
-                    journaled = Err(journal_error(e, ctx.w, row, report));
+                journaled = after_commit(ctx, &mut jw.journal, row, report, change);
+                if journaled.is_err() {
                     break;
                 }
             }
@@ -786,19 +784,12 @@ fn write_batch(
             let (row, report) = &mut rows[*i];
             match cas_row(ctx, row, report, store) {
                 Err(e) => {
-                    end = BatchEnd {
-                        stopped_at: Some(*i),
-                        error: Some(e),
-                    };
+                    end = BatchEnd::stopped(*i, e);
                 }
                 Ok(_) => {
                     k += 1;
                     if report.applied {
-                        release_after_commit(ctx, row, report);
-                        journaled = jw
-                            .journal
-                            .append(&journal_entry(ctx, row, report, change))
-                            .map_err(|e| journal_error(e, ctx.w, row, report));
+                        journaled = after_commit(ctx, &mut jw.journal, row, report, change);
                     }
                 }
             }
@@ -825,6 +816,21 @@ fn write_batch(
         Ok(()) => {}
     }
     Ok(end)
+}
+
+/// A change just committed: releases what may be released (the legacy lock file), then
+/// appends its journal line.
+fn after_commit(
+    ctx: &WriteCtx<'_>,
+    journal: &mut Journal,
+    row: &RunningRow,
+    report: &mut RowReport,
+    change: &str,
+) -> Result<()> {
+    release_after_commit(ctx, row, report);
+    journal
+        .append(&journal_entry(ctx, row, report, change))
+        .map_err(|e| journal_error(e, ctx.w, row, report))
 }
 
 fn journal_error(e: Error, w: &Watch, row: &RunningRow, report: &RowReport) -> Error {
