@@ -67,9 +67,7 @@ fn a_dead_row_is_marked_with_status_end_time_and_a_reason_carrying_the_ages() {
     assert_eq!(journal[0]["to"], "error");
     assert_eq!(journal[0]["verdict"], "dead");
     // A second run finds nothing to do and says nothing.
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert_eq!(stdout(&o), "");
+    cron_check_is_silent(&cfg);
     assert_eq!(sb.journal().len(), 1);
 }
 

@@ -138,9 +138,7 @@ fn a_config_without_watches_is_a_quiet_no_op() {
     let sb = Sandbox::new();
     let cfg = sb.path("empty.toml");
     std::fs::write(&cfg, "# [[watch]] tables are commented out\n").expect("config");
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert_eq!(stdout(&o), "");
+    let o = cron_check_is_silent(&cfg);
     assert_eq!(stderr(&o), "");
 }
 

@@ -158,17 +158,13 @@ fn a_live_php_worker_is_never_touched_and_finishes_clean() {
         assert_eq!(r["owner_pid"], worker.pid(), "{r}");
         assert_eq!(summary["changed"], 0);
         // The cron form says nothing.
-        let o = check(&cfg, &[]);
-        assert_exit(&o, 0);
-        assert_eq!(stdout(&o), "");
+        cron_check_is_silent(&cfg);
         assert_eq!(db.dump(), before, "run {run}");
     }
     let id = worker.id;
     worker.finish();
     assert_eq!(db.row(id), ("done".to_string(), true, String::new()));
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert_eq!(stdout(&o), "");
+    cron_check_is_silent(&cfg);
     assert!(sb.journal().is_empty(), "nothing was ever changed");
 }
 
@@ -219,9 +215,7 @@ fn a_killed_php_worker_is_reclaimed_and_the_next_worker_takes_the_lock_and_compl
     second.finish();
     assert_eq!(db.row(id), ("done".to_string(), true, String::new()));
     assert_eq!(file_state(&lock_file(&sb)).1, lock.1, "one inode, one lock");
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert_eq!(stdout(&o), "");
+    cron_check_is_silent(&cfg);
     assert_eq!(db.row(first.id).0, "error");
     assert_eq!(sb.journal().len(), 1);
 }

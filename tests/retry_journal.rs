@@ -163,9 +163,7 @@ fn the_retry_budget_walks_pending_pending_manual_across_runs_sqlite() {
     );
 
     // Nothing running any more: a silent run.
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert_eq!(stdout(&o), "");
+    cron_check_is_silent(&cfg);
     assert_eq!(sb.journal().len(), 3);
 }
 
@@ -562,9 +560,7 @@ fn every_real_run_leaves_a_last_run_report() {
 
     // A run that changes nothing replaces it too: monitoring sees every run.
     std::thread::sleep(Duration::from_millis(1100));
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert_eq!(stdout(&o), "");
+    cron_check_is_silent(&cfg);
     let last = last_run(&sb);
     assert_eq!(last["changed"], 0);
     assert_ne!(last["time"], first);
@@ -608,9 +604,7 @@ fn an_unusable_state_dir_is_a_warning_when_nothing_needs_the_journal() {
     sb.heartbeat(1, secs(20));
     std::fs::write(sb.state_dir(), "not a directory").expect("file");
     let cfg = sb.config(&db.url(), &sb.watch(""));
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert_eq!(stdout(&o), "");
+    let o = cron_check_is_silent(&cfg);
     let err = stderr(&o);
     assert!(
         err.contains("selfheal: warning: cannot write the last-run report")

@@ -244,6 +244,16 @@ pub fn check(cfg: &Path, args: &[&str]) -> Output {
         .expect("run selfheal")
 }
 
+/// Runs the cron form (`selfheal check --config CFG`, no flags) and asserts that it exits
+/// 0 and prints nothing.
+#[track_caller]
+pub fn cron_check_is_silent(cfg: &Path) -> Output {
+    let o = check(cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "", "the cron form says nothing");
+    o
+}
+
 // ---------------------------------------------------------------------------------------
 // SQLite
 
