@@ -473,3 +473,271 @@ fn finished(db: &SqliteDb, id: i64, status: &str, start: SystemTime, runtime: u6
         )
         .expect("end");
 }
+
+// ---------------------------------------------------------------------------------------
+// doctor
+
+/// A `doctor` fixture: the schema, the watch (from the standard one), and rows and files.
+struct DoctorCase {
+    schema: String,
+    watch: fn(&Sandbox) -> String,
+    setup: fn(&Sandbox, &SqliteDb),
+}
+
+/// The standard watch with the job's lock files and an owner column.
+fn full_watch(sb: &Sandbox) -> String {
+    sb.watch(&format!(
+        "lock_file = \"{}\"\nowner_column = \"worker\"\n",
+        sb.lock_template()
+    ))
+}
+
+/// Two runs that ended well (1h and 2h) and one row running 20 minutes, beating.
+fn healthy_rows(sb: &Sandbox, db: &SqliteDb) {
+    finished(db, 1, "done", ago(30 * HOUR), HOUR);
+    finished(db, 2, "done", ago(26 * HOUR), 2 * HOUR);
+    db.insert_at(3, "running", ago(20 * MIN));
+    sb.heartbeat_at(3, ago(10));
+}
+
+impl DoctorCase {
+    fn new(watch: fn(&Sandbox) -> String, setup: fn(&Sandbox, &SqliteDb)) -> DoctorCase {
+        DoctorCase {
+            schema: SQLITE_SCHEMA.to_string(),
+            watch,
+            setup,
+        }
+    }
+
+    fn schema(mut self, from: &str, to: &str) -> DoctorCase {
+        assert!(self.schema.contains(from), "{from} in the schema");
+        self.schema = self.schema.replace(from, to);
+        self
+    }
+
+    /// The sandbox, the database and the configuration (with a metrics file).
+    fn build(&self) -> (Sandbox, SqliteDb, PathBuf) {
+        let sb = Sandbox::new();
+        let db = SqliteDb::with_schema(&sb, &self.schema);
+        (self.setup)(&sb, &db);
+        std::fs::create_dir(sb.path("textfile")).expect("textfile dir");
+        let cfg = sb.config_with(
+            &format!("url = \"{}\"", db.url()),
+            &format!(
+                "metrics_file = \"{}\"",
+                sb.path("textfile/selfheal.prom").display()
+            ),
+            &(self.watch)(&sb),
+        );
+        (sb, db, cfg)
+    }
+
+    fn snapshot(&self, name: &str, about: &str) {
+        let (sb, _db, cfg) = self.build();
+        let args = ["doctor"];
+        let Some(o) = run(&cfg, &args) else { return };
+        snapshot(name, about, &transcript(&args, &o, &Redact::new(&sb)));
+    }
+}
+
+#[test]
+fn doctor_sqlite_healthy() {
+    DoctorCase::new(full_watch, healthy_rows).snapshot(
+        "doctor_sqlite_healthy",
+        "A healthy SQLite setup: the status index, a 255-character message column, heartbeat \
+         and lock directories, two runs that ended well (1h, 2h) under a 4h cap, one row \
+         running and beating, a metrics directory.",
+    );
+}
+
+#[test]
+fn doctor_sqlite_no_status_index() {
+    DoctorCase::new(full_watch, healthy_rows)
+        .schema("CREATE INDEX sync_log_status ON sync_log (status);", "")
+        .snapshot(
+            "doctor_sqlite_no_status_index",
+            "The healthy setup without the index on status.",
+        );
+}
+
+#[test]
+fn doctor_sqlite_column_typo() {
+    DoctorCase::new(
+        |sb| full_watch(sb).replace("\"start_time\"", "\"start_tme\""),
+        healthy_rows,
+    )
+    .snapshot(
+        "doctor_sqlite_column_typo",
+        "The healthy setup with started_column = \"start_tme\" (a typo).",
+    );
+}
+
+#[test]
+fn doctor_sqlite_message_column_too_short() {
+    DoctorCase::new(full_watch, healthy_rows)
+        .schema("error_msg VARCHAR(255)", "error_msg VARCHAR(60)")
+        .snapshot(
+            "doctor_sqlite_message_column_too_short",
+            "The healthy setup with error_msg VARCHAR(60).",
+        );
+}
+
+#[test]
+fn doctor_sqlite_max_age_below_runs() {
+    DoctorCase::new(
+        |sb| full_watch(sb).replace("max_age = \"4h\"", "max_age = \"2h\""),
+        |sb, db| {
+            healthy_rows(sb, db);
+            finished(db, 4, "done", ago(10 * HOUR), 3 * HOUR + 10 * MIN);
+        },
+    )
+    .snapshot(
+        "doctor_sqlite_max_age_below_runs",
+        "The healthy setup with max_age 2h and a run that ended well after 3h10m (id 4).",
+    );
+}
+
+#[test]
+fn doctor_sqlite_times_in_the_future() {
+    DoctorCase::new(full_watch, |sb, db| {
+        healthy_rows(sb, db);
+        db.insert_at(5, "running", frozen_now() + Duration::from_secs(2 * HOUR));
+        sb.heartbeat_at(5, ago(10));
+    })
+    .snapshot(
+        "doctor_sqlite_times_in_the_future",
+        "The healthy setup plus a running row whose start_time is 2h ahead of the database \
+         clock (naive times written in a zone 2h off).",
+    );
+}
+
+#[test]
+fn doctor_sqlite_heartbeat_dir_unreadable() {
+    // As nobody, over a heartbeat directory of root's that nobody cannot enter (the
+    // heartbeats of a job run by another user), in a sandbox nobody can read but not write.
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    healthy_rows(&sb, &db);
+    let (_private, cfg) = sb.private_heartbeat_config(&db, 0o755);
+    let Some(mut c) = as_nobody_frozen() else {
+        return;
+    };
+    let o = c
+        .args(["doctor", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run selfheal");
+    snapshot(
+        "doctor_sqlite_heartbeat_dir_unreadable",
+        "Run as nobody: the heartbeat files are in a directory of root's (mode 700), the \
+         sandbox is root's (mode 755); one row running.",
+        &transcript(&["doctor"], &o, &Redact::new(&sb)),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// stats
+
+const STATS: &str = "Runs that ended well: 20m, 35m, 50m, 1h10m, 1h25m ('done') and 5m ('failed', \
+     counted by default); row 6 marked dead by a real check on a 47m-old heartbeat, then \
+     finished 'done' after 1h10m (a false positive, from the journal); row 7 marked dead \
+     (no heartbeat) and stayed so; row 8 'done' after 40m carrying a selfheal message no \
+     journal knows (a false positive, from the message).";
+
+/// The stats fixture: a real `check` marks rows 6 and 7, then row 6's worker finishes.
+fn stats_fixture() -> Option<(Sandbox, PathBuf)> {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for (id, runtime) in [
+        (1, 20 * MIN),
+        (2, 35 * MIN),
+        (3, 50 * MIN),
+        (4, HOUR + 10 * MIN),
+        (5, HOUR + 25 * MIN),
+    ] {
+        finished(&db, id, "done", ago(id as u64 * 24 * HOUR), runtime);
+    }
+    finished(&db, 9, "failed", ago(8 * HOUR), 5 * MIN);
+    finished(&db, 8, "done", ago(7 * HOUR), 40 * MIN);
+    db.exec(
+        "UPDATE sync_log SET error_msg = 'self-heal: dead: heartbeat_age=400s stale_after=300s \
+         total_age=900s max_age=14400s lock=none' WHERE id = 8",
+    );
+    db.insert_at(6, "running", ago(50 * MIN));
+    sb.heartbeat_at(6, ago(47 * MIN));
+    db.insert_at(7, "running", ago(HOUR));
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = run(&cfg, &["check"])?;
+    assert_exit(&o, 0);
+    assert_eq!(
+        (db.status(6), db.status(7)),
+        ("error".into(), "error".into())
+    );
+    // The worker of row 6 was alive after all: it finishes and writes its own status.
+    db.conn()
+        .execute(
+            "UPDATE sync_log SET status = 'done', end_time = ?1 WHERE id = 6",
+            [sql_datetime(frozen_now() + Duration::from_secs(20 * MIN))],
+        )
+        .expect("finish row 6");
+    Some((sb, cfg))
+}
+
+#[test]
+fn stats_false_positives() {
+    let Some((sb, cfg)) = stats_fixture() else {
+        return;
+    };
+    let args = ["stats"];
+    let Some(o) = run(&cfg, &args) else { return };
+    snapshot(
+        "stats_false_positives",
+        STATS,
+        &transcript(&args, &o, &Redact::new(&sb)),
+    );
+}
+
+#[test]
+fn stats_false_positives_json() {
+    let Some((sb, cfg)) = stats_fixture() else {
+        return;
+    };
+    let args = ["stats", "--format", "json"];
+    let Some(o) = run(&cfg, &args) else { return };
+    snapshot(
+        "stats_false_positives_json",
+        &format!("stats --format json (each object pretty-printed here): {STATS}"),
+        &json_transcript(&args, &o, &Redact::new(&sb)),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// demo
+
+#[test]
+fn demo() {
+    // Built in the sandbox (--keep), so that its path is known; the demo process itself
+    // holds the live locks, so its pid is the holder's.
+    let sb = Sandbox::new();
+    let Some(mut c) = frozen_selfheal() else {
+        return;
+    };
+    let child = c
+        .args(["demo", "--keep"])
+        .arg(sb.path("demo"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run selfheal demo");
+    let pid = child.id();
+    let o = child.wait_with_output().expect("selfheal demo");
+    snapshot(
+        "demo",
+        "selfheal demo --keep DIR under the frozen clock.",
+        &transcript(
+            &["demo", "--keep", "[SANDBOX]/demo"],
+            &o,
+            &Redact::new(&sb).pid(pid, "DEMO_PID"),
+        ),
+    );
+}

@@ -999,26 +999,60 @@ fn libfaketime() -> Option<&'static str> {
     .as_deref()
 }
 
-/// Freezes the host clock of the process `cmd` starts at [`FROZEN_AT`]: libfaketime
-/// preloaded into that process itself (so its pid is the binary's, not a wrapper's), with
-/// an absolute date, which stops the clock rather than starting it there. Bundled SQLite's
-/// `now` follows it; file times stay real (the test sets mtimes relative to
-/// [`frozen_now`]) and so do monotonic timers. False when the test should return early
+/// The environment that freezes a process's host clock at [`FROZEN_AT`]: libfaketime
+/// preloaded with an absolute date, which stops the clock rather than starting it there.
+/// Bundled SQLite's `now` follows it; file times stay real (the test sets mtimes relative
+/// to [`frozen_now`]) and so do monotonic timers. `None` when the test should return early
 /// (no faketime outside CI; in CI that fails the test).
-pub fn frozen_clock(cmd: &mut Command) -> bool {
+fn frozen_env() -> Option<[(&'static str, &'static str); 5]> {
     let Some(lib) = libfaketime() else {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI is set and faketime (libfaketime) is missing (scripts/test installs it)"
         );
         eprintln!("SKIPPED: faketime (libfaketime) is missing (scripts/test installs it)");
+        return None;
+    };
+    Some([
+        ("LD_PRELOAD", lib),
+        ("FAKETIME", FROZEN_AT),
+        ("TZ", "UTC"),
+        ("NO_FAKE_STAT", "1"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ])
+}
+
+/// Freezes the host clock of the process `cmd` starts (see [`frozen_env`]), preloading
+/// libfaketime into that process itself, so that its pid is the binary's, not a wrapper's.
+/// False when the test should return early.
+pub fn frozen_clock(cmd: &mut Command) -> bool {
+    let Some(vars) = frozen_env() else {
         return false;
     };
-    cmd.env("LD_PRELOAD", lib)
-        .env("FAKETIME", FROZEN_AT)
-        .env("TZ", "UTC")
-        .env("NO_FAKE_STAT", "1")
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-        .env_remove("FAKETIME_SHARED");
+    cmd.envs(vars).env_remove("FAKETIME_SHARED");
     true
+}
+
+/// [`as_nobody`] with the binary's clock frozen (see [`frozen_env`]). libfaketime is
+/// preloaded after the switch to nobody (through env(1)), never into the root process
+/// before it: one preloaded as root leaves shared memory nobody may open.
+pub fn as_nobody_frozen() -> Option<Command> {
+    as_nobody()?;
+    let vars = frozen_env()?;
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        "env",
+    ])
+    .args(vars.iter().map(|(k, v)| format!("{k}={v}")))
+    .arg(bin())
+    .env_remove("SELFHEAL_CONFIG")
+    .env_remove("SELFHEAL_DB_PASSWORD")
+    .env_remove("FAKETIME_SHARED")
+    .env("HOME", "/nonexistent")
+    .env("LC_ALL", "C");
+    Some(c)
 }
