@@ -388,6 +388,115 @@ fn json_every_verdict() {
     );
 }
 
+#[test]
+fn explain_heartbeat_dir_unreadable() {
+    // As nobody, over a heartbeat directory of root's that nobody cannot enter.
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert_at(1, "running", ago(20 * MIN));
+    let (_private, cfg) = sb.private_heartbeat_config(&db, 0o755);
+    let Some(mut c) = as_nobody_frozen() else {
+        return;
+    };
+    let o = c
+        .args(["check", "--explain", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run selfheal");
+    snapshot(
+        "explain_heartbeat_dir_unreadable",
+        "check --explain run as nobody: one row running 20m whose heartbeat file is in a \
+         directory of root's (mode 700).",
+        &transcript(&["check", "--explain"], &o, &Redact::new(&sb)),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// A legacy existence lock, released after its row is marked
+
+/// `release_lock = "if_free"`: row 1 dead (stale heartbeat), its lock file naming a pid
+/// that exited; row 2 dead (no heartbeat), its lock file naming pid 1, alive; row 3 dead
+/// (stale heartbeat) with no lock file; row 4 alive, its lock file naming pid 1; rows 5
+/// and 6 alive.
+fn legacy_locks() -> (Sandbox, SqliteDb, PathBuf, Redact) {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let exited = {
+        let mut c = Command::new("true").spawn().expect("true");
+        let pid = c.id();
+        c.wait().expect("wait");
+        pid
+    };
+    db.insert_at(1, "running", ago(50 * MIN));
+    sb.heartbeat_at(1, ago(47 * MIN));
+    db.insert_at(2, "running", ago(HOUR));
+    db.insert_at(3, "running", ago(40 * MIN));
+    sb.heartbeat_at(3, ago(30 * MIN));
+    // Alive rows enough that three heartbeat-only deaths do not trip the breaker.
+    for (id, age) in [(4, 2 * HOUR), (5, 30 * MIN), (6, 30 * MIN)] {
+        db.insert_at(id, "running", ago(age));
+        sb.heartbeat_at(id, ago(20));
+    }
+    for (id, pid) in [(1, exited.to_string()), (2, "1".into()), (4, "1".into())] {
+        let p = sb.lock_path(id);
+        std::fs::write(&p, format!("{pid}\n")).expect("lock file");
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .and_then(|f| f.set_modified(ago(if id == 4 { 2 * HOUR } else { HOUR })))
+            .expect("lock mtime");
+    }
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!(
+            "lock_file = \"{}\"\nrelease_lock = \"if_free\"\n",
+            sb.lock_template()
+        )),
+    );
+    let r = Redact::new(&sb).with(
+        format!("pid {exited} in it is gone"),
+        "pid [EXITED_PID] in it is gone",
+    );
+    (sb, db, cfg, r)
+}
+
+const LEGACY_LOCKS: &str = "release_lock = \"if_free\": row 1 dead (heartbeat 47m old), its \
+     lock file naming a pid that exited; row 2 dead (no heartbeat), its lock file naming pid 1 \
+     (alive); row 3 dead (heartbeat 30m old), no lock file; row 4 alive, its lock file naming \
+     pid 1; rows 5 and 6 alive.";
+
+#[test]
+fn explain_legacy_lock_release() {
+    let (_sb, _db, cfg, r) = legacy_locks();
+    let args = ["check", "--explain"];
+    let Some(o) = run(&cfg, &args) else { return };
+    snapshot(
+        "explain_legacy_lock_release",
+        LEGACY_LOCKS,
+        &transcript(&args, &o, &r),
+    );
+}
+
+#[test]
+fn cron_legacy_lock_release() {
+    let (sb, db, cfg, r) = legacy_locks();
+    let args = ["check"];
+    let Some(o) = run(&cfg, &args) else { return };
+    let mut locks: Vec<String> = std::fs::read_dir(sb.dir.path())
+        .expect("sandbox")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("lock-"))
+        .collect();
+    locks.sort();
+    snapshot(
+        "cron_legacy_lock_release",
+        &format!("The cron form (a real run): {LEGACY_LOCKS} Then the table and the lock files."),
+        &(transcript(&args, &o, &r)
+            + &r.apply(&table(&db))
+            + &format!("--- lock files:\n{}\n", locks.join(" "))),
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Run-level warnings of the cron form
 
@@ -460,6 +569,32 @@ fn cron_max_age_below_recent_runs() {
             db.insert_at(3, "running", ago(30 * MIN));
             sb.heartbeat_at(3, ago(10));
         },
+    );
+}
+
+#[test]
+fn json_breaker_and_max_age_warnings() {
+    // Four rows 90m into a 2h cap, three of them with heartbeats 1h old (the breaker),
+    // and a run that ended well after 3h10m (max_age too low).
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for id in 1..=4 {
+        db.insert_at(id, "running", ago(90 * MIN));
+        sb.heartbeat_at(id, ago(if id <= 3 { HOUR } else { 20 }));
+    }
+    finished(&db, 5, "done", ago(26 * HOUR), 3 * HOUR + 10 * MIN);
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch("").replace("max_age = \"4h\"", "max_age = \"2h\""),
+    );
+    let args = ["check", "--format", "json"];
+    let Some(o) = run(&cfg, &args) else { return };
+    snapshot(
+        "json_breaker_and_max_age_warnings",
+        "--format json of a real run (each object pretty-printed here): four rows 90m into a \
+         2h cap, three with heartbeats 1h old (the breaker trips), one beating; a run that \
+         ended well after 3h10m (id 5) makes max_age too low.",
+        &json_transcript(&args, &o, &Redact::new(&sb)),
     );
 }
 
