@@ -8,7 +8,9 @@
 //! relative to that instant, so ages are exact however loaded the machine is. What
 //! legitimately varies from run to run — the sandbox's path, pids of real processes, the
 //! host name, the user, the SQLite version — is replaced by a `[NAME]`, by exact value and
-//! in context, never by pattern; ages, verdicts and reasons are never redacted.
+//! in context, never by pattern; ages, verdicts and reasons are never redacted. The
+//! MariaDB `doctor` runs on the real clock (the server's is real): there the server's
+//! version and time zone and a clock skew of at most a second are redacted too.
 //!
 //! A snapshot that is missing or differs fails the test (in CI, with `CI` set, nothing is
 //! written; elsewhere insta writes `*.snap.new` beside it for review). Review and accept:
@@ -229,12 +231,7 @@ fn every_verdict() -> EveryVerdict {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     let host = hostname();
-    let dead_pid = {
-        let mut c = Command::new("true").spawn().expect("true");
-        let pid = c.id();
-        c.wait().expect("wait");
-        pid
-    };
+    let dead_pid = exited_pid();
     // (id, started, heartbeat, lock file: None / Some(held), owner)
     type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
     let rows: Vec<Row> = vec![
@@ -421,12 +418,7 @@ fn explain_heartbeat_dir_unreadable() {
 fn legacy_locks() -> (Sandbox, SqliteDb, PathBuf, Redact) {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
-    let exited = {
-        let mut c = Command::new("true").spawn().expect("true");
-        let pid = c.id();
-        c.wait().expect("wait");
-        pid
-    };
+    let exited = exited_pid();
     db.insert_at(1, "running", ago(50 * MIN));
     sb.heartbeat_at(1, ago(47 * MIN));
     db.insert_at(2, "running", ago(HOUR));
