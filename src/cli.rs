@@ -4,11 +4,9 @@
 
 use std::path::PathBuf;
 
-use clap::{
-    Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum, value_parser,
-};
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::config::keys::{Flag, Key, Shape, WATCH_KEYS};
+use crate::config::keys::{Flag, Key, WATCH_KEYS};
 use crate::config::{Raw, RawWatch};
 
 /// Watchdog for job rows stuck in `running`: judges each by real liveness evidence and
@@ -148,47 +146,32 @@ impl Args for WatchKeyFlags {
     }
 }
 
-/// The flag of one watch key: a string, an integer, or repeated once per list item.
+/// The flag of one watch key: a string or an integer, or a flag repeated once per item of a
+/// list or table (`config::keys::Shape` parses each value).
 fn watch_arg(key: &Key, flag: Flag) -> Arg {
-    let arg = Arg::new(key.name)
+    let shape = key.kind.shape();
+    Arg::new(key.name)
         .long(flag.long)
         .value_name(flag.value_name)
-        .help(key.help);
-    match key.kind.shape() {
-        Shape::Int => arg.value_parser(value_parser!(i64)).action(ArgAction::Set),
-        Shape::Text => arg
-            .value_parser(value_parser!(String))
-            .action(ArgAction::Set),
-        Shape::List(item) if item.shape() == Shape::Int => arg
-            .value_parser(value_parser!(i64))
-            .action(ArgAction::Append),
-        Shape::List(_) => arg
-            .value_parser(value_parser!(String))
-            .action(ArgAction::Append),
-    }
+        .help(key.help)
+        .value_parser(move |s: &str| shape.parse_flag(s))
+        .action(if shape.repeats() {
+            ArgAction::Append
+        } else {
+            ArgAction::Set
+        })
 }
 
-/// The value given for `key`'s flag, if any, in the shape of `watch_arg`.
+/// The value given for `key`'s flag, if any.
 fn take(m: &mut ArgMatches, key: &Key) -> Result<Option<Raw>, clap::Error> {
-    fn wrong(e: clap::parser::MatchesError) -> clap::Error {
-        clap::Error::raw(clap::error::ErrorKind::ValueValidation, e)
-    }
-    let id = key.name;
-    Ok(match key.kind.shape() {
-        Shape::Int => m.try_remove_one::<i64>(id).map_err(wrong)?.map(Raw::Int),
-        Shape::Text => m
-            .try_remove_one::<String>(id)
-            .map_err(wrong)?
-            .map(Raw::Text),
-        Shape::List(item) if item.shape() == Shape::Int => m
-            .try_remove_many::<i64>(id)
-            .map_err(wrong)?
-            .map(|v| Raw::List(v.map(Raw::Int).collect())),
-        Shape::List(_) => m
-            .try_remove_many::<String>(id)
-            .map_err(wrong)?
-            .map(|v| Raw::List(v.map(Raw::Text).collect())),
-    })
+    let shape = key.kind.shape();
+    let taken = if shape.repeats() {
+        m.try_remove_many::<Raw>(key.name)
+            .map(|items| items.map(|items| shape.gather(items)))
+    } else {
+        m.try_remove_one::<Raw>(key.name)
+    };
+    taken.map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, e))
 }
 
 impl FromArgMatches for WatchKeyFlags {

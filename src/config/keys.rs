@@ -8,9 +8,9 @@
 //!
 //! Adding a watch key: a row here, the field of `Watch` it fills (one line in
 //! `watch::validate`), and its tests; the flag, the TOML key, the default, the per-key
-//! validation and the checks that it is documented follow from the row. A value that is a
-//! list is [`Kind::List`] (a TOML array, a repeatable flag); an inline table such as
-//! `{ column = value, … }` would be one more kind with its shape, read the same way.
+//! validation and the checks that it is documented follow from the row. A list of values
+//! is a [`Kind::List`] (a TOML array; the flag repeats), an inline table such as
+//! `{ column = value, … }` a [`Kind::Map`] (the flag repeats as `--flag KEY=VALUE`).
 //!
 //! Pure: no I/O. Values from the file or the command line are only read here, never
 //! spliced anywhere: identifiers are validated, statuses stay bound parameters downstream.
@@ -52,6 +52,14 @@ pub enum Kind {
         item: &'static Kind,
         empty: &'static str,
     },
+    /// A non-empty inline table (`{ a = 1, b = "x" }`) whose keys are of the `key` kind and
+    /// whose values are of the `value` kind (the flag repeats as `KEY=VALUE`). `empty` is the
+    /// message for an empty table.
+    Map {
+        key: &'static Kind,
+        value: &'static Kind,
+        empty: &'static str,
+    },
 }
 
 /// How a value is written: what the TOML reader accepts and what the flag parses.
@@ -63,6 +71,9 @@ pub enum Shape {
     Int,
     /// An array of the item kind's shape (a flag given once per item).
     List(&'static Kind),
+    /// An inline table with values of the value kind's shape (a flag given once per
+    /// `KEY=VALUE`).
+    Map(&'static Kind),
 }
 
 /// Whether a key must be given, and what it is when it is not.
@@ -335,6 +346,7 @@ impl Kind {
         match self {
             Kind::Int { .. } => Shape::Int,
             Kind::List { item, .. } => Shape::List(item),
+            Kind::Map { value, .. } => Shape::Map(value),
             Kind::WatchName
             | Kind::HostName
             | Kind::Table
@@ -358,6 +370,16 @@ impl Kind {
                     .map(|r| item.check(r))
                     .collect::<Result<_, _>>()
                     .map(Value::List)
+            }
+            (Kind::Map { key, value, empty }, Raw::Map(entries)) => {
+                if entries.is_empty() {
+                    return Err((*empty).to_string());
+                }
+                entries
+                    .iter()
+                    .map(|(k, v)| Ok((key.check_text(k)?, value.check(v)?)))
+                    .collect::<Result<_, String>>()
+                    .map(Value::Map)
             }
             (Kind::Int { min, max }, Raw::Int(n)) => {
                 if (*min..=*max).contains(n) {
@@ -419,7 +441,7 @@ impl Kind {
                 )),
                 None => Err(format!("expected one of {}; got {s:?}", words.join(", "))),
             },
-            Kind::Int { .. } | Kind::List { .. } => {
+            Kind::Int { .. } | Kind::List { .. } | Kind::Map { .. } => {
                 Err(format!("expected {}, got {:?}", self.shape(), s))
             }
         }
@@ -432,7 +454,49 @@ impl fmt::Display for Shape {
             Shape::Text => "a string",
             Shape::Int => "an integer",
             Shape::List(_) => "a list",
+            Shape::Map(_) => "a table",
         })
+    }
+}
+
+impl Shape {
+    /// One value of a flag: the flag's value, or one item of a repeated flag.
+    pub fn parse_flag(&self, s: &str) -> Result<Raw, String> {
+        match self {
+            Shape::Text => Ok(Raw::Text(s.to_string())),
+            Shape::Int => s.parse().map(Raw::Int).map_err(|e| format!("{e}")),
+            Shape::List(item) => item.shape().parse_flag(s),
+            Shape::Map(value) => match s.split_once('=') {
+                Some((k, v)) => Ok(Raw::Map(BTreeMap::from([(
+                    k.to_string(),
+                    value.shape().parse_flag(v)?,
+                )]))),
+                None => Err(format!("expected KEY=VALUE, got {s:?}")),
+            },
+        }
+    }
+
+    /// True when the flag is given once per item.
+    pub fn repeats(&self) -> bool {
+        matches!(self, Shape::List(_) | Shape::Map(_))
+    }
+
+    /// The values of a repeated flag, each from [`Shape::parse_flag`], as one value.
+    pub fn gather(&self, items: impl IntoIterator<Item = Raw>) -> Raw {
+        match self {
+            Shape::Map(_) => Raw::Map(
+                items
+                    .into_iter()
+                    .flat_map(|r| match r {
+                        Raw::Map(m) => m,
+                        // Not from `parse_flag`: kept under an empty key, which no key
+                        // kind accepts, so the check reports it.
+                        other => BTreeMap::from([(String::new(), other)]),
+                    })
+                    .collect(),
+            ),
+            _ => Raw::List(items.into_iter().collect()),
+        }
     }
 }
 
@@ -446,6 +510,7 @@ pub enum Raw {
     Text(String),
     Int(i64),
     List(Vec<Raw>),
+    Map(BTreeMap<String, Raw>),
 }
 
 impl fmt::Display for Raw {
@@ -462,6 +527,16 @@ impl fmt::Display for Raw {
                     write!(f, "{r}")?;
                 }
                 f.write_str("]")
+            }
+            Raw::Map(entries) => {
+                f.write_str("{ ")?;
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{k} = {v}")?;
+                }
+                f.write_str(" }")
             }
         }
     }
@@ -608,6 +683,7 @@ impl<'de> DeserializeSeed<'de> for ShapeSeed {
             Shape::Text => String::deserialize(d).map(Raw::Text),
             Shape::Int => i64::deserialize(d).map(Raw::Int),
             Shape::List(item) => d.deserialize_seq(ListVisitor(item.shape())),
+            Shape::Map(value) => d.deserialize_map(MapVisitor(value.shape())),
         }
     }
 }
@@ -630,6 +706,25 @@ impl<'de> Visitor<'de> for ListVisitor {
     }
 }
 
+struct MapVisitor(Shape);
+
+impl<'de> Visitor<'de> for MapVisitor {
+    type Value = Raw;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Raw, A::Error> {
+        let mut entries = BTreeMap::new();
+        while let Some(k) = map.next_key::<String>()? {
+            let v = map.next_value_seed(ShapeSeed(self.0))?;
+            entries.insert(k, v);
+        }
+        Ok(Raw::Map(entries))
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Checked values: each key on its own.
 
@@ -643,6 +738,7 @@ pub enum Value {
     Word(&'static str),
     Int(i64),
     List(Vec<Value>),
+    Map(Vec<(Value, Value)>),
 }
 
 /// What is wrong with one key.
@@ -745,6 +841,18 @@ impl<T: FromValue> FromValue for Vec<T> {
     }
 }
 
+impl<K: FromValue, V: FromValue> FromValue for Vec<(K, V)> {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Map(entries) => entries
+                .iter()
+                .map(|(k, v)| Some((K::from_value(k)?, V::from_value(v)?)))
+                .collect(),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -826,6 +934,62 @@ mod tests {
         assert!(Kind::HostName.check(&"web 1".into()).is_err());
         assert!(Kind::WatchName.check(&"a/b".into()).is_err());
         assert!(Kind::Status.check(&"x".repeat(256).into()).is_err());
+    }
+
+    #[test]
+    fn an_inline_table_kind_reads_from_toml_and_from_repeated_flags() {
+        const FILTERS: Kind = Kind::Map {
+            key: &Kind::Column,
+            value: &Kind::Status,
+            empty: "expected at least one column = value",
+        };
+        let doc: toml::Table =
+            toml::from_str("m = { kind = \"full\", shard = \"3\" }").expect("toml");
+        let raw = ShapeSeed(FILTERS.shape())
+            .deserialize(doc["m"].clone())
+            .expect("a table");
+        assert_eq!(raw.to_string(), "{ kind = \"full\", shard = \"3\" }");
+        let flags =
+            ["kind=full", "shard=3"].map(|s| FILTERS.shape().parse_flag(s).expect("KEY=VALUE"));
+        assert!(FILTERS.shape().repeats());
+        assert_eq!(FILTERS.shape().gather(flags), raw);
+        let checked = FILTERS.check(&raw).expect("valid");
+        let pairs: Vec<(Ident, String)> = FromValue::from_value(&checked).expect("pairs");
+        assert_eq!(
+            pairs
+                .iter()
+                .map(|(c, v)| format!("{c}={v}"))
+                .collect::<Vec<_>>(),
+            ["kind=full", "shard=3"]
+        );
+        assert!(FILTERS.shape().parse_flag("kind").is_err());
+        assert_eq!(
+            FILTERS.check(&Raw::Map(BTreeMap::new())),
+            Err("expected at least one column = value".into())
+        );
+        let bad = Raw::Map(BTreeMap::from([("a b".to_string(), Raw::from("x"))]));
+        assert!(FILTERS.check(&bad).is_err());
+        let not_a_table = toml::Value::String("x".into());
+        let e = ShapeSeed(FILTERS.shape())
+            .deserialize(not_a_table)
+            .expect_err("a string");
+        assert!(e.to_string().contains("expected a map"), "{e}");
+    }
+
+    #[test]
+    fn flags_parse_by_shape() {
+        assert_eq!(Shape::Int.parse_flag("12"), Ok(Raw::Int(12)));
+        assert_eq!(
+            Shape::Int.parse_flag("three"),
+            Err("invalid digit found in string".into())
+        );
+        let list = Kind::List {
+            item: &Kind::Status,
+            empty: "",
+        }
+        .shape();
+        let items = ["a", "b"].map(|s| list.parse_flag(s).expect("text"));
+        assert_eq!(list.gather(items), Raw::List(vec!["a".into(), "b".into()]));
     }
 
     #[test]
