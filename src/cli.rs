@@ -1,6 +1,7 @@
-//! The command line (clap derive; the watch flags built from the key table). Only parsing
-//! lives here: the library turns these structures into a validated configuration and runs
-//! the command. No clap type leaves this module and `app`.
+//! The command line (clap derive; the watch flags built from the key table in
+//! `config/keys.rs`). Only parsing lives here: the library turns these structures into a
+//! validated configuration and runs the command. The watch flags reach the library as a
+//! plain key → value map (`config::RawWatch`), never as clap types.
 
 use std::path::PathBuf;
 

@@ -7,8 +7,10 @@
 //! `config/watch.rs`, next to the typed `Watch` they produce.
 //!
 //! Adding a watch key: a row here, the field of `Watch` it fills (one line in
-//! `watch::validate`), and its tests; the flag, the TOML key, the default, the per-key
-//! validation and the checks that it is documented follow from the row. A list of values
+//! `watch::validate`), its tests (`samples()` in `config/tests.rs` wants a value for every
+//! key) and its documentation (`tests/docs.rs` fails until the man page, the example
+//! configuration and `check --help` have it); the flag, the TOML key, the default and the
+//! per-key validation follow from the row. A list of values
 //! is a [`Kind::List`] (a TOML array; the flag repeats), an inline table such as
 //! `{ column = value, … }` a [`Kind::Map`] (the flag repeats as `--flag KEY=VALUE`).
 //!
@@ -25,7 +27,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use super::values::{Ident, PathTemplate, parse_duration};
 
 /// What a key's value must be. The kind also fixes how the value is written (its
-/// [`Shape`]): a TOML string, integer or array, and a flag that takes one value or repeats.
+/// [`Shape`]): a TOML string, integer, array or inline table, and a flag that takes one
+/// value or repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A watch name: letters, digits, `_`, `-` and `.`, at most 64.
