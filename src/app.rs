@@ -5,7 +5,7 @@ use std::io::Write;
 
 use crate::check::{self, CheckOptions};
 use crate::cli::{CheckArgs, Cli, Command, Format, Shell, WatchFlags};
-use crate::config::{self, Config, ConfigPath, Overrides, RawWatch};
+use crate::config::{self, Config, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
 use crate::eventlog::{self, Event, EventLog, Severity};
 use crate::report::{JsonReporter, Reporter, RowReport, Summary, TextReporter, WatchInfo};
@@ -44,35 +44,10 @@ pub fn report_error(e: &Error) {
 
 /// The watch flags as a raw watch to overlay onto the file.
 pub fn overrides(flags: &WatchFlags) -> Overrides {
-    let f = flags.clone();
     Overrides {
-        db_url: f.db,
-        timezone: f.timezone,
-        watch: RawWatch {
-            name: f.name,
-            host: None,
-            table: f.table,
-            id_column: f.id_column,
-            status_column: f.status_column,
-            running_value: f.running_value,
-            started_column: f.started_column,
-            heartbeat_file: f.heartbeat_file,
-            heartbeat_column: f.heartbeat_column,
-            stale_after: f.stale_after,
-            max_age: f.max_age,
-            dead_value: f.dead_value,
-            ended_column: f.ended_column,
-            message_column: f.message_column,
-            lock_file: f.lock_file,
-            owner_column: f.owner_column,
-            manual_value: f.manual_value,
-            retry_value: f.retry_value,
-            attempts_column: f.attempts_column,
-            max_attempts: f.max_attempts,
-            overtime: f.overtime,
-            release_lock: f.release_lock,
-            success_values: (!f.success_values.is_empty()).then_some(f.success_values),
-        },
+        db_url: flags.db.clone(),
+        timezone: flags.timezone.clone(),
+        watch: flags.keys.0.clone(),
     }
 }
 

@@ -1,9 +1,14 @@
-//! The command line (clap derive). Only parsing lives here: the library turns these
-//! structures into a validated configuration and runs the command.
+//! The command line (clap derive; the watch flags built from the key table in
+//! `config/keys.rs`). Only parsing lives here: the library turns these structures into a
+//! validated configuration and runs the command. The watch flags reach the library as a
+//! plain key → value map (`config::RawWatch`), never as clap types.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+use crate::config::keys::{Flag, Key, WATCH_KEYS};
+use crate::config::{Raw, RawWatch};
 
 /// Watchdog for job rows stuck in `running`: judges each by real liveness evidence and
 /// reclaims only the dead, with compare-and-set writes; never deletes a job's lock.
@@ -118,74 +123,81 @@ pub struct WatchFlags {
     /// How naive DATETIME values were written (IANA zone, e.g. Asia/Shanghai)
     #[arg(long, value_name = "ZONE")]
     pub timezone: Option<String>,
-    /// Name of the watch given with flags [default: the table name]
-    #[arg(long, value_name = "NAME")]
-    pub name: Option<String>,
-    /// Job table (table or database.table)
-    #[arg(long, value_name = "TABLE")]
-    pub table: Option<String>,
-    /// Id column [default: id]
-    #[arg(long, value_name = "COLUMN")]
-    pub id_column: Option<String>,
-    /// Status column [default: status]
-    #[arg(long, value_name = "COLUMN")]
-    pub status_column: Option<String>,
-    /// Status value of a running row [default: running]
-    #[arg(long, value_name = "VALUE")]
-    pub running_value: Option<String>,
-    /// Start time column (DATETIME, TIMESTAMP or unix seconds)
-    #[arg(long, value_name = "COLUMN")]
-    pub started_column: Option<String>,
-    /// Heartbeat file; may contain {id}
-    #[arg(long, value_name = "PATH")]
-    pub heartbeat_file: Option<String>,
-    /// Heartbeat (lease) column
-    #[arg(long, value_name = "COLUMN")]
-    pub heartbeat_column: Option<String>,
-    /// A heartbeat older than this is not beating (e.g. 5m)
-    #[arg(long, value_name = "DURATION")]
-    pub stale_after: Option<String>,
-    /// Absolute cap on total runtime (e.g. 4h)
-    #[arg(long, value_name = "DURATION")]
-    pub max_age: Option<String>,
-    /// Status for dead rows [default: error]
-    #[arg(long, value_name = "VALUE")]
-    pub dead_value: Option<String>,
-    /// Column set to the database's NOW() on a change
-    #[arg(long, value_name = "COLUMN")]
-    pub ended_column: Option<String>,
-    /// Column that receives the reason
-    #[arg(long, value_name = "COLUMN")]
-    pub message_column: Option<String>,
-    /// The job's own lock file (a kernel lock held for the whole run): probed, never
-    /// deleted unless --release-lock if_free; may contain {id}
-    #[arg(long, value_name = "PATH")]
-    pub lock_file: Option<String>,
-    /// Column holding HOST:PID or PID of the worker
-    #[arg(long, value_name = "COLUMN")]
-    pub owner_column: Option<String>,
-    /// Status for rows that need a person
-    #[arg(long, value_name = "VALUE")]
-    pub manual_value: Option<String>,
-    /// Status that sends a dead row back to the queue
-    #[arg(long, value_name = "VALUE")]
-    pub retry_value: Option<String>,
-    /// Column counting reclaims
-    #[arg(long, value_name = "COLUMN")]
-    pub attempts_column: Option<String>,
-    /// Reclaims allowed before a row goes to the manual (or dead) state
-    #[arg(long, value_name = "N")]
-    pub max_attempts: Option<i64>,
-    /// What to do past max_age: mark_dead, manual or report
-    #[arg(long, value_name = "POLICY")]
-    pub overtime: Option<String>,
-    /// never (default), or if_free: the lock file is a legacy existence lock; remove it after
-    /// marking a dead row if nobody locks it and the pid in it is gone
-    #[arg(long, value_name = "POLICY")]
-    pub release_lock: Option<String>,
-    /// Status of a run that ended well (repeatable) [default: any but running, dead, manual, retry]
-    #[arg(long = "success-value", value_name = "VALUE")]
-    pub success_values: Vec<String>,
+    /// The watch keys: one flag per key of `config::keys::WATCH_KEYS` that has one.
+    #[command(flatten)]
+    pub keys: WatchKeyFlags,
+}
+
+/// The watch keys given as flags, as the key → value map the configuration overlays onto
+/// the file's watch. Built from the key table, so a key's flag, value name and help line
+/// are written once, in `config/keys.rs`.
+#[derive(Debug, Clone, Default)]
+pub struct WatchKeyFlags(pub RawWatch);
+
+impl Args for WatchKeyFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        WATCH_KEYS.iter().fold(cmd, |cmd, key| match key.flag {
+            Some(flag) => cmd.arg(watch_arg(key, flag)),
+            None => cmd,
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// The flag of one watch key: a string or an integer, or a flag repeated once per item of a
+/// list or table (`config::keys::Shape` parses each value).
+fn watch_arg(key: &Key, flag: Flag) -> Arg {
+    let shape = key.kind.shape();
+    Arg::new(key.name)
+        .long(flag.long)
+        .value_name(flag.value_name)
+        .help(key.help)
+        .value_parser(move |s: &str| shape.parse_flag(s))
+        .action(if shape.repeats() {
+            ArgAction::Append
+        } else {
+            ArgAction::Set
+        })
+}
+
+/// The value given for `key`'s flag, if any.
+fn take(m: &mut ArgMatches, key: &Key) -> Result<Option<Raw>, clap::Error> {
+    let shape = key.kind.shape();
+    let taken = if shape.repeats() {
+        m.try_remove_many::<Raw>(key.name)
+            .map(|items| items.map(|items| shape.gather(items)))
+    } else {
+        m.try_remove_one::<Raw>(key.name)
+    };
+    taken.map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, e))
+}
+
+impl FromArgMatches for WatchKeyFlags {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        Self::from_arg_matches_mut(&mut m.clone())
+    }
+
+    fn from_arg_matches_mut(m: &mut ArgMatches) -> Result<Self, clap::Error> {
+        let mut out = WatchKeyFlags::default();
+        out.update_from_arg_matches_mut(m)?;
+        Ok(out)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        self.update_from_arg_matches_mut(&mut m.clone())
+    }
+
+    fn update_from_arg_matches_mut(&mut self, m: &mut ArgMatches) -> Result<(), clap::Error> {
+        for key in WATCH_KEYS.iter().filter(|k| k.flag.is_some()) {
+            if let Some(v) = take(m, key)? {
+                self.0.insert(key, v);
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Args)]

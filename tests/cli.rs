@@ -241,3 +241,34 @@ fn the_demo_runs_the_real_check_on_a_sandbox() {
         .collect();
     assert!(left.is_empty(), "the temporary sandbox is removed");
 }
+
+#[test]
+fn watch_flags_keep_their_shapes() {
+    let (_sb, _db, cfg) = bad_config(|t| t.to_string());
+    // An integer flag is parsed by clap; a bad one is a usage error before anything runs.
+    let o = check(&cfg, &["--max-attempts", "three"]);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("invalid value 'three' for '--max-attempts <N>'"),
+        "{}",
+        stderr(&o)
+    );
+    // A repeatable flag collects every value; an error names the flag as it is typed.
+    let o = check(
+        &cfg,
+        &["--success-value", "done", "--success-value", "error"],
+    );
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("command line: --success-value: \"error\" is the dead_value"),
+        "{}",
+        stderr(&o)
+    );
+    let o = check(&cfg, &["--table", "a", "--table", "b"]);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("'--table <TABLE>' cannot be used multiple times"),
+        "{}",
+        stderr(&o)
+    );
+}

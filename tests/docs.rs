@@ -1,8 +1,10 @@
 //! The documentation keeps up with the program: the man page renders without a groff
 //! warning and names every long option of every subcommand (taken from clap itself, so a
 //! new flag or subcommand fails here until it is documented) and every configuration key
-//! (taken from the configuration parser); the README names every subcommand and the man
-//! page; completions cover every subcommand.
+//! (taken from the configuration parser); every watch key of the key table is in the man
+//! page (with its default), in the example configuration and in `check --help` as its
+//! flag, and the example configuration, uncommented, is valid; the README names every
+//! subcommand and the man page; completions cover every subcommand.
 
 mod common;
 
@@ -13,6 +15,7 @@ use common::*;
 
 const MAN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/man/selfheal.1");
 const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/selfheal.toml");
 
 /// The man page's source as text: `\-` as `-`, font and zero-width escapes removed.
 fn man_text() -> String {
@@ -170,6 +173,95 @@ fn the_man_page_documents_every_configuration_key() {
         }
     }
     assert!(missing.is_empty(), "keys without a .B entry: {missing:?}");
+}
+
+/// The part of `text` from `start` to the first of `ends` after it (or the end).
+fn between<'a>(text: &'a str, start: &str, ends: &[&str]) -> &'a str {
+    let from = text.find(start).unwrap_or_else(|| panic!("{start}")) + start.len();
+    let rest = &text[from..];
+    let end = ends
+        .iter()
+        .filter_map(|e| rest.find(e))
+        .min()
+        .unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// The example configuration's lines that are settings once their comment marks (one or
+/// two `# `) are taken off: section headers and `key = value`.
+fn example_settings() -> Vec<String> {
+    let text = std::fs::read_to_string(EXAMPLE).expect("packaging/selfheal.toml");
+    text.lines()
+        .filter_map(|l| {
+            let code = l.strip_prefix("# ").unwrap_or(l);
+            let code = code.strip_prefix("# ").unwrap_or(code);
+            let is_key = code.split_once(" = ").is_some_and(|(k, _)| {
+                !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            });
+            let is_table = code.starts_with('[') && code.ends_with(']');
+            (is_key || is_table).then(|| code.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_watch_key_is_in_the_man_page_the_example_and_check_help() {
+    use selfheal::config::keys::{Need, WATCH_KEY_NAMES, WATCH_KEYS};
+    assert_eq!(
+        keys_of("watch"),
+        WATCH_KEY_NAMES,
+        "the parser reads the key table"
+    );
+
+    let man = man_text();
+    let configuration = between(&man, ".SH CONFIGURATION", &[".SH "]);
+    let watch_section = between(configuration, ".SS \"[[watch]]\"", &[".SS ", ".SH "]);
+    let example = example_settings();
+    let o = selfheal().args(["check", "--help"]).output().expect("run");
+    assert_exit(&o, 0);
+    // The help as one line: clap wraps long help lines.
+    let help = stdout(&o).split_whitespace().collect::<Vec<_>>().join(" ");
+
+    let mut missing = Vec::new();
+    for key in WATCH_KEYS {
+        let k = key.name;
+        let entry = format!(".B {k}\n");
+        if watch_section.contains(&entry) {
+            if let Need::Default(d) = key.need {
+                let text = between(watch_section, &entry, &[".TP", ".SS ", ".SH "]);
+                let d = d.to_string();
+                if !(mentions(text, &d) && text.to_lowercase().contains("default")) {
+                    missing.push(format!("man page: the default of {k} ({d})"));
+                }
+            }
+        } else {
+            missing.push(format!("man page: {k} in CONFIGURATION [[watch]]"));
+        }
+        if !example.iter().any(|l| l.starts_with(&format!("{k} = "))) {
+            missing.push(format!("packaging/selfheal.toml: a (commented) {k} = …"));
+        }
+        if let Some(flag) = key.flag {
+            let usage = format!("--{} <{}> {}", flag.long, flag.value_name, key.help);
+            if !help.contains(&usage) {
+                missing.push(format!("check --help: {usage}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "undocumented watch keys: {missing:#?}");
+}
+
+#[test]
+fn the_example_configuration_uncommented_is_valid() {
+    let text = example_settings().join("\n");
+    assert!(text.contains("[[watch]]"), "{text}");
+    let cfg = selfheal::config::from_str(
+        &text,
+        Path::new(EXAMPLE),
+        &selfheal::config::Overrides::default(),
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(cfg.watches.len(), 1);
 }
 
 #[test]

@@ -4,10 +4,19 @@
 //! Reads exactly one file (the configuration itself); everything else is pure. Every error
 //! names the file (or the command line), the key, and what was expected, and maps to exit
 //! status 2.
+//!
+//! Here: the file, `[database]`, `[run]` and the choice of watches. Each `[[watch]]` key is
+//! defined once in [`keys`] (TOML key, flag, default, per-key check); the typed [`Watch`]
+//! and the rules between its keys are in `watch.rs`; identifiers, durations and path
+//! templates in `values.rs`.
 
+pub mod keys;
 mod values;
+mod watch;
 
+pub use keys::{Raw, RawWatch};
 pub use values::{Ident, PathTemplate, fmt_duration, parse_duration};
+pub use watch::{Overtime, ReleaseLock, Retry, Watch};
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -57,35 +66,6 @@ struct RawRun {
     clock_tolerance: Option<String>,
 }
 
-/// One `[[watch]]` table. Also the shape the watch flags of `check` are collected into.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawWatch {
-    pub name: Option<String>,
-    pub host: Option<String>,
-    pub table: Option<String>,
-    pub id_column: Option<String>,
-    pub status_column: Option<String>,
-    pub running_value: Option<String>,
-    pub started_column: Option<String>,
-    pub heartbeat_file: Option<String>,
-    pub heartbeat_column: Option<String>,
-    pub stale_after: Option<String>,
-    pub max_age: Option<String>,
-    pub dead_value: Option<String>,
-    pub ended_column: Option<String>,
-    pub message_column: Option<String>,
-    pub lock_file: Option<String>,
-    pub owner_column: Option<String>,
-    pub manual_value: Option<String>,
-    pub retry_value: Option<String>,
-    pub attempts_column: Option<String>,
-    pub max_attempts: Option<i64>,
-    pub overtime: Option<String>,
-    pub release_lock: Option<String>,
-    pub success_values: Option<Vec<String>>,
-}
-
 /// Values given on the command line that override the file.
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
@@ -93,38 +73,9 @@ pub struct Overrides {
     pub db_url: Option<String>,
     /// `--timezone`.
     pub timezone: Option<String>,
-    /// Watch keys given as flags (`--table`, `--stale-after`, …).
+    /// Watch keys given as flags (`--table`, `--stale-after`, …), key → value, overlaid
+    /// onto the file's watch.
     pub watch: RawWatch,
-}
-
-macro_rules! overlay_fields {
-    ($dst:expr, $src:expr, $set:expr; $($f:ident),* $(,)?) => {
-        $(
-            if let Some(v) = $src.$f.clone() {
-                $dst.$f = Some(v);
-                $set.insert(stringify!($f));
-            }
-        )*
-    };
-}
-
-impl RawWatch {
-    /// Overlays the flags onto this watch; returns which keys came from the command line.
-    fn overlay(&mut self, flags: &RawWatch) -> HashSet<&'static str> {
-        let mut set = HashSet::new();
-        overlay_fields!(self, flags, set;
-            name, host, table, id_column, status_column, running_value, started_column,
-            heartbeat_file, heartbeat_column, stale_after, max_age, dead_value, ended_column,
-            message_column, lock_file, owner_column, manual_value, retry_value,
-            attempts_column, max_attempts, overtime, release_lock, success_values);
-        set
-    }
-
-    /// True when any watch key was given.
-    pub fn is_empty(&self) -> bool {
-        let mut probe = RawWatch::default();
-        probe.overlay(self).is_empty()
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -230,81 +181,6 @@ pub struct Run {
     pub metrics_file: Option<PathBuf>,
     /// Allowed difference between the database clock and the host clock.
     pub clock_tolerance: Duration,
-}
-
-/// What to do with a row that ran past `max_age`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Overtime {
-    MarkDead,
-    Manual,
-    Report,
-}
-
-/// Whether selfheal may remove a job's lock file (never while it may be held).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReleaseLock {
-    Never,
-    IfFree,
-}
-
-/// The retry budget of a watch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retry {
-    pub value: String,
-    pub attempts_column: Ident,
-    pub max_attempts: u32,
-}
-
-/// One validated watch.
-#[derive(Debug, Clone)]
-pub struct Watch {
-    pub name: String,
-    /// Only act on this host (heartbeat files and pids are host-local).
-    pub host: Option<String>,
-    pub table: Ident,
-    pub id_column: Ident,
-    pub status_column: Ident,
-    pub running_value: String,
-    /// DATETIME/TIMESTAMP or integer unix seconds.
-    pub started_column: Ident,
-    pub heartbeat_file: Option<PathTemplate>,
-    pub heartbeat_column: Option<Ident>,
-    /// A heartbeat older than this is not beating.
-    pub stale_after: Duration,
-    /// Absolute cap on total runtime.
-    pub max_age: Duration,
-    pub dead_value: String,
-    pub ended_column: Option<Ident>,
-    pub message_column: Option<Ident>,
-    /// The job's own lock: probed, never deleted (unless `release_lock = if_free`).
-    pub lock_file: Option<PathTemplate>,
-    /// `HOST:PID` or `PID` of the worker that claimed the row.
-    pub owner_column: Option<Ident>,
-    pub manual_value: Option<String>,
-    pub retry: Option<Retry>,
-    pub overtime: Overtime,
-    pub release_lock: ReleaseLock,
-    /// Statuses the job itself writes when a run ends well: their start-to-end times are
-    /// the real runtimes `stats` and the `max_age` warning measure, and a row selfheal
-    /// marked that later shows one of them was a false positive. `None`: every status but
-    /// the running, dead, manual and retry values.
-    pub success_values: Option<Vec<String>>,
-}
-
-impl Watch {
-    /// True when a finished row with this status ended the way its job meant it to.
-    pub fn is_success(&self, status: &str) -> bool {
-        match &self.success_values {
-            Some(v) => v.iter().any(|s| s == status),
-            None => {
-                status != self.running_value
-                    && status != self.dead_value
-                    && self.manual_value.as_deref() != Some(status)
-                    && self.retry.as_ref().map(|r| r.value.as_str()) != Some(status)
-            }
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -449,7 +325,7 @@ fn build(
         .map(|(i, w)| (w, i))
         .collect();
     for (w, i) in &watches {
-        if w.name.is_none() {
+        if w.text("name").is_none() {
             return Err(Error::config(
                 origin,
                 format!("watch #{} (the {} [[watch]] table)", i + 1, ordinal(i + 1)),
@@ -459,7 +335,7 @@ fn build(
     }
     let mut seen = HashSet::new();
     for (w, _) in &watches {
-        let n = w.name.clone().unwrap_or_default();
+        let n = w.text("name").unwrap_or_default().to_string();
         if !seen.insert(n.clone()) {
             return Err(Error::config(
                 origin,
@@ -470,12 +346,17 @@ fn build(
     }
     let all_watches: Vec<(String, Option<String>)> = watches
         .iter()
-        .map(|(w, _)| (w.name.clone().unwrap_or_default(), w.host.clone()))
+        .map(|(w, _)| {
+            (
+                w.text("name").unwrap_or_default().to_string(),
+                w.text("host").map(str::to_string),
+            )
+        })
         .collect();
     if !only.is_empty() {
         for name in only {
-            if !watches.iter().any(|(w, _)| w.name.as_deref() == Some(name)) {
-                if watches.is_empty() && overrides.watch.name.as_deref() == Some(name) {
+            if !watches.iter().any(|(w, _)| w.text("name") == Some(name)) {
+                if watches.is_empty() && overrides.watch.text("name") == Some(name) {
                     continue;
                 }
                 return Err(Error::Usage(format!(
@@ -484,7 +365,7 @@ fn build(
                 )));
             }
         }
-        watches.retain(|(w, _)| only.iter().any(|n| w.name.as_deref() == Some(n)));
+        watches.retain(|(w, _)| only.iter().any(|n| w.text("name") == Some(n)));
     }
     let mut from_flags: Vec<HashSet<&'static str>> = vec![HashSet::new(); watches.len()];
     if !overrides.watch.is_empty() {
@@ -492,8 +373,11 @@ fn build(
             0 => {
                 let mut w = RawWatch::default();
                 let set = w.overlay(&overrides.watch);
-                if w.name.is_none() {
-                    w.name = w.table.clone();
+                // The name defaults to the table (an empty name, rejected by the name's
+                // check, when there is no table either).
+                if w.get("name").is_none() {
+                    let table = w.text("table").unwrap_or_default().to_string();
+                    w.set("name", table).map_err(Error::Usage)?;
                 }
                 watches.push((w, 0));
                 from_flags.push(set);
@@ -512,7 +396,7 @@ fn build(
 
     let mut out = Vec::with_capacity(watches.len());
     for ((w, _), flags) in watches.iter().zip(&from_flags) {
-        out.push(validate_watch(w, origin, flags)?);
+        out.push(watch::validate(w, origin, flags)?);
     }
 
     // Database: needed only when there is a watch to check.
@@ -643,7 +527,7 @@ fn list_names(watches: &[(RawWatch, usize)]) -> String {
     }
     watches
         .iter()
-        .filter_map(|(w, _)| w.name.clone())
+        .filter_map(|(w, _)| w.text("name"))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -654,258 +538,6 @@ fn key_name(origin: &Origin, file_key: &str, flag: &str) -> String {
     } else {
         file_key.to_string()
     }
-}
-
-/// Flag spelling of a watch key (`stale_after` → `--stale-after`).
-fn flag_of(key: &str) -> String {
-    match key {
-        "table" => "--table".into(),
-        "name" => "--name".into(),
-        _ => format!("--{}", key.replace('_', "-")),
-    }
-}
-
-fn validate_watch(w: &RawWatch, file: &Origin, flags: &HashSet<&'static str>) -> Result<Watch> {
-    let name = w.name.clone().unwrap_or_default();
-    let here = |key: &'static str| -> (Origin, String) {
-        if flags.contains(key) {
-            (Origin::CommandLine, flag_of(key))
-        } else {
-            (file.clone(), format!("watch '{name}': {key}"))
-        }
-    };
-    let err = |key: &'static str, msg: String| -> Error {
-        let (o, k) = here(key);
-        Error::config(&o, k, msg)
-    };
-    let required = |key: &'static str, v: &Option<String>| -> Result<String> {
-        v.clone().ok_or_else(|| {
-            let (o, k) = here(key);
-            let hint = if o == Origin::CommandLine || flags.contains("table") {
-                format!(" (or {})", flag_of(key))
-            } else {
-                String::new()
-            };
-            Error::config(&o, k, format!("missing: this key is required{hint}"))
-        })
-    };
-    let col =
-        |key: &'static str, v: &Option<String>, default: Option<&str>| -> Result<Option<Ident>> {
-            match v.as_deref().or(default) {
-                None => Ok(None),
-                Some(s) => Ident::column(s).map(Some).map_err(|m| err(key, m)),
-            }
-        };
-    let col_or = |key: &'static str, v: &Option<String>, default: &str| -> Result<Ident> {
-        Ident::column(v.as_deref().unwrap_or(default)).map_err(|m| err(key, m))
-    };
-    let value =
-        |key: &'static str, v: &Option<String>, default: Option<&str>| -> Result<Option<String>> {
-            match v.as_deref().or(default) {
-                None => Ok(None),
-                Some("") => Err(err(key, "expected a non-empty status value".into())),
-                Some(s) if s.len() > 255 => Err(err(key, "expected at most 255 characters".into())),
-                Some(s) => Ok(Some(s.to_string())),
-            }
-        };
-    let dur = |key: &'static str, v: &Option<String>| -> Result<Duration> {
-        parse_duration(&required(key, v)?).map_err(|m| err(key, m))
-    };
-
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-    {
-        return Err(err(
-            "name",
-            format!("expected a name of letters, digits, _, - and . (at most 64), got {name:?}"),
-        ));
-    }
-    let table = Ident::table(&required("table", &w.table)?).map_err(|m| err("table", m))?;
-    let id_column = col_or("id_column", &w.id_column, "id")?;
-    let status_column = col_or("status_column", &w.status_column, "status")?;
-    let running_value = value("running_value", &w.running_value, Some("running"))?
-        .unwrap_or_else(|| "running".into());
-    let started_column = Ident::column(&required("started_column", &w.started_column)?)
-        .map_err(|m| err("started_column", m))?;
-    let heartbeat_file = match &w.heartbeat_file {
-        None => None,
-        Some(s) => Some(PathTemplate::parse(s).map_err(|m| err("heartbeat_file", m))?),
-    };
-    let heartbeat_column = col("heartbeat_column", &w.heartbeat_column, None)?;
-    if heartbeat_file.is_none() && heartbeat_column.is_none() {
-        return Err(err(
-            "heartbeat_file",
-            "no heartbeat source: set heartbeat_file (a file the job touches) or \
-             heartbeat_column (a column it updates); age alone is not liveness"
-                .into(),
-        ));
-    }
-    let stale_after = dur("stale_after", &w.stale_after)?;
-    let max_age = dur("max_age", &w.max_age)?;
-    if max_age <= stale_after {
-        return Err(err(
-            "max_age",
-            format!(
-                "must be greater than stale_after ({}), got {}; max_age is a backstop well \
-                 above the longest real run",
-                fmt_duration(stale_after),
-                fmt_duration(max_age)
-            ),
-        ));
-    }
-    let dead_value =
-        value("dead_value", &w.dead_value, Some("error"))?.unwrap_or_else(|| "error".into());
-    let manual_value = value("manual_value", &w.manual_value, None)?;
-    let retry_value = value("retry_value", &w.retry_value, None)?;
-    for (key, v) in [
-        ("dead_value", Some(&dead_value)),
-        ("manual_value", manual_value.as_ref()),
-        ("retry_value", retry_value.as_ref()),
-    ] {
-        if v == Some(&running_value) {
-            return Err(err(
-                key,
-                format!("must differ from running_value ({running_value:?})"),
-            ));
-        }
-    }
-    let attempts_column = col("attempts_column", &w.attempts_column, None)?;
-    let retry = match (retry_value, attempts_column, w.max_attempts) {
-        (None, None, None) => None,
-        (Some(value), Some(attempts_column), Some(n)) => {
-            if !(1..=1_000_000).contains(&n) {
-                return Err(err(
-                    "max_attempts",
-                    format!("expected a whole number from 1 to 1000000, got {n}"),
-                ));
-            }
-            Some(Retry {
-                value,
-                attempts_column,
-                max_attempts: n as u32,
-            })
-        }
-        (rv, ac, ma) => {
-            let missing: Vec<&str> = [
-                ("retry_value", rv.is_none()),
-                ("attempts_column", ac.is_none()),
-                ("max_attempts", ma.is_none()),
-            ]
-            .iter()
-            .filter(|(_, m)| *m)
-            .map(|(k, _)| *k)
-            .collect();
-            return Err(err(
-                "retry_value",
-                format!(
-                    "retries need retry_value, attempts_column and max_attempts together; missing: {}",
-                    missing.join(", ")
-                ),
-            ));
-        }
-    };
-    let overtime = match w.overtime.as_deref() {
-        None | Some("mark_dead") => Overtime::MarkDead,
-        Some("manual") => Overtime::Manual,
-        Some("report") => Overtime::Report,
-        Some(other) => {
-            return Err(err(
-                "overtime",
-                format!("expected one of mark_dead, manual, report; got {other:?}"),
-            ));
-        }
-    };
-    if overtime == Overtime::Manual && manual_value.is_none() {
-        return Err(err(
-            "overtime",
-            "overtime = \"manual\" needs manual_value (the status a person looks for)".into(),
-        ));
-    }
-    let lock_file = match &w.lock_file {
-        None => None,
-        Some(s) => Some(PathTemplate::parse(s).map_err(|m| err("lock_file", m))?),
-    };
-    let release_lock = match w.release_lock.as_deref() {
-        None | Some("never") => ReleaseLock::Never,
-        Some("if_free") => ReleaseLock::IfFree,
-        Some(other) => {
-            return Err(err(
-                "release_lock",
-                format!("expected \"never\" or \"if_free\", got {other:?}"),
-            ));
-        }
-    };
-    if release_lock == ReleaseLock::IfFree && lock_file.is_none() {
-        return Err(err(
-            "release_lock",
-            "release_lock = \"if_free\" needs lock_file".into(),
-        ));
-    }
-    let success_values = match &w.success_values {
-        None => None,
-        Some(list) if list.is_empty() => {
-            return Err(err(
-                "success_values",
-                "expected at least one status, e.g. [\"done\"]; leave the key out for the \
-                 default (every status selfheal does not write itself)"
-                    .into(),
-            ));
-        }
-        Some(list) => {
-            let mut out = Vec::with_capacity(list.len());
-            for s in list {
-                let own = [
-                    ("running_value", Some(running_value.as_str())),
-                    ("dead_value", Some(dead_value.as_str())),
-                    ("manual_value", manual_value.as_deref()),
-                    ("retry_value", retry.as_ref().map(|r| r.value.as_str())),
-                ];
-                if let Some((k, _)) = own.iter().find(|(_, v)| *v == Some(s.as_str())) {
-                    return Err(err(
-                        "success_values",
-                        format!(
-                            "{s:?} is the {k}: a row with it did not end well on its own \
-                             (selfheal writes it, or it is still running)"
-                        ),
-                    ));
-                }
-                out.extend(value("success_values", &Some(s.clone()), None)?);
-            }
-            Some(out)
-        }
-    };
-    let host = match &w.host {
-        Some(h) if h.is_empty() || h.contains(char::is_whitespace) => {
-            return Err(err("host", format!("expected a host name, got {h:?}")));
-        }
-        h => h.clone(),
-    };
-    Ok(Watch {
-        name: name.clone(),
-        host,
-        table,
-        id_column,
-        status_column,
-        running_value,
-        started_column,
-        heartbeat_file,
-        heartbeat_column,
-        stale_after,
-        max_age,
-        dead_value,
-        ended_column: col("ended_column", &w.ended_column, None)?,
-        message_column: col("message_column", &w.message_column, None)?,
-        lock_file,
-        owner_column: col("owner_column", &w.owner_column, None)?,
-        manual_value,
-        retry,
-        overtime,
-        release_lock,
-        success_values,
-    })
 }
 
 #[cfg(test)]

@@ -265,36 +265,36 @@ fn watch_names_are_unique_and_required() {
     assert!(msg.contains("name"), "{msg}");
 }
 
-fn flags(w: RawWatch) -> Overrides {
+/// Watch flags: the given keys and values.
+fn raw(pairs: &[(&str, &str)]) -> RawWatch {
+    let mut w = RawWatch::default();
+    for (k, v) in pairs {
+        w.set(k, *v).expect("a watch key");
+    }
+    w
+}
+
+fn flags(pairs: &[(&str, &str)]) -> Overrides {
     Overrides {
-        watch: w,
+        watch: raw(pairs),
         ..Overrides::default()
     }
 }
 
 #[test]
 fn flags_override_the_file_and_errors_name_the_flag() {
-    let o = flags(RawWatch {
-        max_age: Some("6h".into()),
-        ..RawWatch::default()
-    });
+    let o = flags(&[("max_age", "6h")]);
     let c = from_str(BASE, Path::new(FILE), &o, &[]).expect("valid");
     assert_eq!(c.watches[0].max_age, Duration::from_secs(21_600));
 
-    let o = flags(RawWatch {
-        stale_after: Some("often".into()),
-        ..RawWatch::default()
-    });
+    let o = flags(&[("stale_after", "often")]);
     let (origin, key, _) = config_err(from_str(BASE, Path::new(FILE), &o, &[]));
     assert_eq!(
         (origin, key.as_str()),
         (Origin::CommandLine, "--stale-after")
     );
 
-    let o = flags(RawWatch {
-        table: Some("x; DROP TABLE y".into()),
-        ..RawWatch::default()
-    });
+    let o = flags(&[("table", "x; DROP TABLE y")]);
     let (_, key, _) = config_err(from_str(BASE, Path::new(FILE), &o, &[]));
     assert_eq!(key, "--table");
 }
@@ -304,14 +304,13 @@ fn a_watch_entirely_from_flags() {
     let o = Overrides {
         db_url: Some("sqlite:///tmp/app.db".into()),
         timezone: None,
-        watch: RawWatch {
-            table: Some("sync_log".into()),
-            started_column: Some("start_time".into()),
-            heartbeat_file: Some("/tmp/hb-{id}".into()),
-            stale_after: Some("5m".into()),
-            max_age: Some("4h".into()),
-            ..RawWatch::default()
-        },
+        watch: raw(&[
+            ("table", "sync_log"),
+            ("started_column", "start_time"),
+            ("heartbeat_file", "/tmp/hb-{id}"),
+            ("stale_after", "5m"),
+            ("max_age", "4h"),
+        ]),
     };
     let c = build(RawConfig::default(), &Origin::CommandLine, None, &o, &[]).expect("valid");
     assert_eq!(c.watches[0].name, "sync_log");
@@ -322,7 +321,7 @@ fn a_watch_entirely_from_flags() {
 
     // Missing keys name the flag to add.
     let mut partial = o.clone();
-    partial.watch.max_age = None;
+    partial.watch.remove("max_age");
     let (origin, key, msg) = config_err(build(
         RawConfig::default(),
         &Origin::CommandLine,
@@ -373,10 +372,7 @@ fn selecting_watches() {
         other => panic!("{other:?}"),
     }
     // Flags with two watches selected: ambiguous.
-    let o = flags(RawWatch {
-        max_age: Some("6h".into()),
-        ..RawWatch::default()
-    });
+    let o = flags(&[("max_age", "6h")]);
     assert!(matches!(
         from_str(&two, Path::new(FILE), &o, &[]),
         Err(Error::Usage(_))
@@ -470,4 +466,150 @@ fn success_values_are_validated() {
         key.contains("success_values") || msg.contains("sequence"),
         "{key}: {msg}"
     );
+}
+
+/// A valid value for every watch key; adding a key to the table fails
+/// `every_key_reads_the_same_from_the_file_and_from_flags` until it has one here.
+fn samples() -> Vec<(&'static str, Raw)> {
+    let t = |s: &str| Raw::Text(s.into());
+    vec![
+        ("name", t("full-sync")),
+        ("host", t("web1")),
+        ("table", t("appdb.sync_log")),
+        ("id_column", t("job_id")),
+        ("status_column", t("state")),
+        ("running_value", t("busy")),
+        ("started_column", t("start_time")),
+        (
+            "heartbeat_file",
+            t("/var/www/app/runtime/progress-{id}.json"),
+        ),
+        ("heartbeat_column", t("heartbeat_at")),
+        ("stale_after", t("5m")),
+        ("max_age", t("4h")),
+        ("dead_value", t("failed")),
+        ("ended_column", t("end_time")),
+        ("message_column", t("error_msg")),
+        ("lock_file", t("/var/www/app/runtime/sync-{id}.lock")),
+        ("owner_column", t("worker")),
+        ("manual_value", t("wait_manual")),
+        ("retry_value", t("pending")),
+        ("attempts_column", t("attempts")),
+        ("max_attempts", Raw::Int(3)),
+        ("overtime", t("manual")),
+        ("release_lock", t("if_free")),
+        ("success_values", Raw::List(vec![t("done"), t("ok")])),
+    ]
+}
+
+#[test]
+fn every_key_reads_the_same_from_the_file_and_from_flags() {
+    let samples = samples();
+    let names: Vec<&str> = samples.iter().map(|(k, _)| *k).collect();
+    assert_eq!(names, keys::WATCH_KEY_NAMES, "one sample per key, in order");
+
+    let db = "[database]\nurl = \"sqlite:///var/lib/app/app.db\"\n\n[[watch]]\n";
+    let lines = |keep: &dyn Fn(&keys::Key) -> bool| -> String {
+        samples
+            .iter()
+            .filter(|(k, _)| keys::watch_key(k).is_some_and(keep))
+            .map(|(k, v)| format!("{k} = {v}\n"))
+            .collect()
+    };
+    let from_file = parse(&format!("{db}{}", lines(&|_| true))).expect("valid");
+
+    // The file keeps only what has no flag (and the name it is selected by); flags give
+    // the rest.
+    let file_only = lines(&|k| k.flag.is_none() || k.name == "name");
+    let mut o = Overrides::default();
+    for (k, v) in &samples {
+        if keys::watch_key(k).is_some_and(|k| k.flag.is_some()) {
+            o.watch.set(k, v.clone()).expect("a watch key");
+        }
+    }
+    let from_flags =
+        from_str(&format!("{db}{file_only}"), Path::new(FILE), &o, &[]).expect("valid");
+    assert_eq!(
+        format!("{:?}", from_flags.watches),
+        format!("{:?}", from_file.watches)
+    );
+    let w = &from_file.watches[0];
+    assert_eq!(w.host.as_deref(), Some("web1"));
+    assert_eq!(w.id_column.name(), "job_id");
+    assert_eq!(w.running_value, "busy");
+    assert_eq!(w.dead_value, "failed");
+    assert_eq!(w.owner_column.as_ref().map(Ident::name), Some("worker"));
+    assert_eq!(w.retry.as_ref().map(|r| r.max_attempts), Some(3));
+    assert_eq!(w.overtime, Overtime::Manual);
+    assert_eq!(w.release_lock, ReleaseLock::IfFree);
+    assert_eq!(
+        w.success_values,
+        Some(vec!["done".to_string(), "ok".to_string()])
+    );
+}
+
+/// A value of the key's shape that its check rejects.
+fn bad_value(kind: &keys::Kind) -> Raw {
+    match kind {
+        keys::Kind::Int { min, .. } => Raw::Int(min - 1),
+        keys::Kind::List { item, .. } => Raw::List(vec![bad_value(item)]),
+        _ => Raw::Text(String::new()),
+    }
+}
+
+#[test]
+fn a_bad_flag_value_names_its_flag() {
+    for key in keys::WATCH_KEYS {
+        let Some(flag) = key.flag else { continue };
+        let mut o = Overrides::default();
+        o.watch
+            .set(key.name, bad_value(&key.kind))
+            .expect("a watch key");
+        let (origin, k, msg) = config_err(from_str(BASE, Path::new(FILE), &o, &[]));
+        assert_eq!(
+            (origin, k.as_str()),
+            (Origin::CommandLine, format!("--{}", flag.long).as_str()),
+            "{}: {msg}",
+            key.name
+        );
+        assert!(msg.starts_with("expected"), "{}: {msg}", key.name);
+    }
+    // A list's flag is named once per item.
+    let mut o = Overrides::default();
+    o.watch
+        .set("success_values", Raw::List(vec!["running".into()]))
+        .expect("a watch key");
+    let (_, k, msg) = config_err(from_str(BASE, Path::new(FILE), &o, &[]));
+    assert_eq!(k, "--success-value", "{msg}");
+}
+
+#[test]
+fn toml_type_errors_point_at_the_line_and_the_value() {
+    for (extra, needle) in [
+        (
+            "max_attempts = \"3\"",
+            "invalid type: string \"3\", expected i64",
+        ),
+        (
+            "overtime = 1",
+            "invalid type: integer `1`, expected a string",
+        ),
+        (
+            "success_values = [\"done\", 2]",
+            "invalid type: integer `2`, expected a string",
+        ),
+        (
+            "success_values = \"done\"",
+            "invalid type: string \"done\", expected a sequence",
+        ),
+    ] {
+        let (origin, key, msg) = config_err(with(extra));
+        assert_eq!(origin, Origin::File(PathBuf::from(FILE)), "{extra}");
+        assert!(key.starts_with("line 12: "), "{extra}: {key}");
+        assert_eq!(msg, needle, "{extra}");
+    }
+    let (_, key, msg) = config_err(with(
+        "success_values = [\"done\"]\nsuccess_values = [\"ok\"]",
+    ));
+    assert!(key.starts_with("line 13"), "{key}: {msg}");
 }

@@ -1,0 +1,326 @@
+//! One validated watch: the typed [`Watch`] built from a [`RawWatch`] in two steps. First
+//! every key on its own, as the key table says ([`keys::check_each`]: kind, required,
+//! default); then the rules that tie keys together, which live here and only here:
+//! a heartbeat source is required, `max_age` above `stale_after`, the retry triple, no
+//! status selfheal writes equal to `running_value`, `overtime = "manual"` needs
+//! `manual_value`, `release_lock = "if_free"` needs `lock_file`, and `success_values`
+//! apart from the statuses selfheal writes.
+//!
+//! Every error names where the key came from: `watch 'NAME': key` in the file, or the flag
+//! on the command line. Pure: no I/O.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::keys::{self, FromValue, Key, Problem, RawWatch, Value};
+use super::values::{Ident, PathTemplate, fmt_duration};
+use crate::error::{Error, Origin, Result};
+
+/// What to do with a row that ran past `max_age`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overtime {
+    MarkDead,
+    Manual,
+    Report,
+}
+
+impl FromValue for Overtime {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Word("mark_dead") => Some(Overtime::MarkDead),
+            Value::Word("manual") => Some(Overtime::Manual),
+            Value::Word("report") => Some(Overtime::Report),
+            _ => None,
+        }
+    }
+}
+
+/// Whether selfheal may remove a job's lock file (never while it may be held).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseLock {
+    Never,
+    IfFree,
+}
+
+impl FromValue for ReleaseLock {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Word("never") => Some(ReleaseLock::Never),
+            Value::Word("if_free") => Some(ReleaseLock::IfFree),
+            _ => None,
+        }
+    }
+}
+
+/// The retry budget of a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    pub value: String,
+    pub attempts_column: Ident,
+    pub max_attempts: u32,
+}
+
+/// One validated watch.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    pub name: String,
+    /// Only act on this host (heartbeat files and pids are host-local).
+    pub host: Option<String>,
+    pub table: Ident,
+    pub id_column: Ident,
+    pub status_column: Ident,
+    pub running_value: String,
+    /// DATETIME/TIMESTAMP or integer unix seconds.
+    pub started_column: Ident,
+    pub heartbeat_file: Option<PathTemplate>,
+    pub heartbeat_column: Option<Ident>,
+    /// A heartbeat older than this is not beating.
+    pub stale_after: Duration,
+    /// Absolute cap on total runtime.
+    pub max_age: Duration,
+    pub dead_value: String,
+    pub ended_column: Option<Ident>,
+    pub message_column: Option<Ident>,
+    /// The job's own lock: probed, never deleted (unless `release_lock = if_free`).
+    pub lock_file: Option<PathTemplate>,
+    /// `HOST:PID` or `PID` of the worker that claimed the row.
+    pub owner_column: Option<Ident>,
+    pub manual_value: Option<String>,
+    pub retry: Option<Retry>,
+    pub overtime: Overtime,
+    pub release_lock: ReleaseLock,
+    /// Statuses the job itself writes when a run ends well: their start-to-end times are
+    /// the real runtimes `stats` and the `max_age` warning measure, and a row selfheal
+    /// marked that later shows one of them was a false positive. `None`: every status but
+    /// the running, dead, manual and retry values.
+    pub success_values: Option<Vec<String>>,
+}
+
+impl Watch {
+    /// True when a finished row with this status ended the way its job meant it to.
+    pub fn is_success(&self, status: &str) -> bool {
+        match &self.success_values {
+            Some(v) => v.iter().any(|s| s == status),
+            None => {
+                status != self.running_value
+                    && status != self.dead_value
+                    && self.manual_value.as_deref() != Some(status)
+                    && self.retry.as_ref().map(|r| r.value.as_str()) != Some(status)
+            }
+        }
+    }
+}
+
+/// Where a watch's keys came from, to name them in errors.
+struct Place<'a> {
+    file: &'a Origin,
+    watch: &'a str,
+    /// Keys given as flags.
+    from_flags: &'a HashSet<&'static str>,
+}
+
+impl Place<'_> {
+    /// The origin and key an error about `name` points at.
+    fn at(&self, name: &str) -> (Origin, String) {
+        if self.from_flags.contains(name) {
+            let flag = keys::watch_key(name).map_or_else(|| name.to_string(), Key::flag_spelling);
+            (Origin::CommandLine, flag)
+        } else {
+            (self.file.clone(), format!("watch '{}': {name}", self.watch))
+        }
+    }
+
+    fn err(&self, name: &str, msg: impl Into<String>) -> Error {
+        let (o, k) = self.at(name);
+        Error::config(&o, k, msg)
+    }
+
+    fn problem(&self, key: &Key, problem: Problem) -> Error {
+        match problem {
+            Problem::Invalid(msg) => self.err(key.name, msg),
+            Problem::Missing => {
+                let (o, k) = self.at(key.name);
+                // A watch described with flags is completed with flags.
+                let hint = match key.flag {
+                    Some(_) if o == Origin::CommandLine || self.from_flags.contains("table") => {
+                        format!(" (or {})", key.flag_spelling())
+                    }
+                    _ => String::new(),
+                };
+                Error::config(&o, k, format!("missing: this key is required{hint}"))
+            }
+        }
+    }
+}
+
+/// The checked keys, read as the types the `Watch` fields have.
+struct Typed<'a> {
+    values: keys::Checked,
+    at: &'a Place<'a>,
+}
+
+impl Typed<'_> {
+    fn get<T: FromValue>(&self, name: &str) -> Result<Option<T>> {
+        match self.values.get(name) {
+            None => Ok(None),
+            Some(v) => T::from_value(v).map(Some).ok_or_else(|| {
+                self.at.err(
+                    name,
+                    format!(
+                        "internal: the key table gives {v:?}, not a {}",
+                        std::any::type_name::<T>()
+                    ),
+                )
+            }),
+        }
+    }
+
+    /// A required key, or one with a default.
+    fn need<T: FromValue>(&self, name: &str) -> Result<T> {
+        match (self.get(name)?, keys::watch_key(name)) {
+            (Some(v), _) => Ok(v),
+            (None, Some(key)) => Err(self.at.problem(key, Problem::Missing)),
+            (None, None) => Err(self.at.err(name, "internal: not a watch key")),
+        }
+    }
+}
+
+/// Validates one watch: each key on its own, then the rules between keys. `from_flags`
+/// names the keys given on the command line (their errors name the flag).
+pub(super) fn validate(
+    raw: &RawWatch,
+    file: &Origin,
+    from_flags: &HashSet<&'static str>,
+) -> Result<Watch> {
+    let at = Place {
+        file,
+        watch: raw.text("name").unwrap_or_default(),
+        from_flags,
+    };
+    let v = Typed {
+        values: keys::check_each(raw).map_err(|(key, p)| at.problem(key, p))?,
+        at: &at,
+    };
+    let w = Watch {
+        name: v.need("name")?,
+        host: v.get("host")?,
+        table: v.need("table")?,
+        id_column: v.need("id_column")?,
+        status_column: v.need("status_column")?,
+        running_value: v.need("running_value")?,
+        started_column: v.need("started_column")?,
+        heartbeat_file: v.get("heartbeat_file")?,
+        heartbeat_column: v.get("heartbeat_column")?,
+        stale_after: v.need("stale_after")?,
+        max_age: v.need("max_age")?,
+        dead_value: v.need("dead_value")?,
+        ended_column: v.get("ended_column")?,
+        message_column: v.get("message_column")?,
+        lock_file: v.get("lock_file")?,
+        owner_column: v.get("owner_column")?,
+        manual_value: v.get("manual_value")?,
+        retry: retry_budget(&v)?,
+        overtime: v.need("overtime")?,
+        release_lock: v.need("release_lock")?,
+        success_values: v.get("success_values")?,
+    };
+    cross_key_rules(&w, &at)?;
+    Ok(w)
+}
+
+/// `retry_value`, `attempts_column` and `max_attempts` go together.
+fn retry_budget(v: &Typed) -> Result<Option<Retry>> {
+    let value = v.get::<String>("retry_value")?;
+    let attempts_column = v.get::<Ident>("attempts_column")?;
+    let max_attempts = v.get::<u32>("max_attempts")?;
+    match (value, attempts_column, max_attempts) {
+        (None, None, None) => Ok(None),
+        (Some(value), Some(attempts_column), Some(max_attempts)) => Ok(Some(Retry {
+            value,
+            attempts_column,
+            max_attempts,
+        })),
+        (rv, ac, ma) => {
+            let missing: Vec<&str> = [
+                ("retry_value", rv.is_none()),
+                ("attempts_column", ac.is_none()),
+                ("max_attempts", ma.is_none()),
+            ]
+            .iter()
+            .filter(|(_, m)| *m)
+            .map(|(k, _)| *k)
+            .collect();
+            Err(v.at.err(
+                "retry_value",
+                format!(
+                    "retries need retry_value, attempts_column and max_attempts together; missing: {}",
+                    missing.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// The rules between keys, on the typed watch.
+fn cross_key_rules(w: &Watch, at: &Place) -> Result<()> {
+    if w.heartbeat_file.is_none() && w.heartbeat_column.is_none() {
+        return Err(at.err(
+            "heartbeat_file",
+            "no heartbeat source: set heartbeat_file (a file the job touches) or \
+             heartbeat_column (a column it updates); age alone is not liveness",
+        ));
+    }
+    if w.max_age <= w.stale_after {
+        return Err(at.err(
+            "max_age",
+            format!(
+                "must be greater than stale_after ({}), got {}; max_age is a backstop well \
+                 above the longest real run",
+                fmt_duration(w.stale_after),
+                fmt_duration(w.max_age)
+            ),
+        ));
+    }
+    // The statuses selfheal writes, each named by its key.
+    let own = [
+        ("dead_value", Some(w.dead_value.as_str())),
+        ("manual_value", w.manual_value.as_deref()),
+        ("retry_value", w.retry.as_ref().map(|r| r.value.as_str())),
+    ];
+    for (key, v) in own {
+        if v == Some(w.running_value.as_str()) {
+            return Err(at.err(
+                key,
+                format!("must differ from running_value ({:?})", w.running_value),
+            ));
+        }
+    }
+    if w.overtime == Overtime::Manual && w.manual_value.is_none() {
+        return Err(at.err(
+            "overtime",
+            "overtime = \"manual\" needs manual_value (the status a person looks for)",
+        ));
+    }
+    if w.release_lock == ReleaseLock::IfFree && w.lock_file.is_none() {
+        return Err(at.err("release_lock", "release_lock = \"if_free\" needs lock_file"));
+    }
+    for s in w.success_values.iter().flatten() {
+        let not_success = [("running_value", Some(w.running_value.as_str()))]
+            .into_iter()
+            .chain(own);
+        if let Some((k, _)) = not_success
+            .into_iter()
+            .find(|(_, v)| *v == Some(s.as_str()))
+        {
+            return Err(at.err(
+                "success_values",
+                format!(
+                    "{s:?} is the {k}: a row with it did not end well on its own \
+                     (selfheal writes it, or it is still running)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
