@@ -334,10 +334,8 @@ impl Dir {
     pub fn check_private(&self, what: &'static str) -> Result<()> {
         let st = self.stat()?;
         let me = euid();
-        let writers: Vec<String> = error::other_writers(st.uid, st.gid, st.mode, me)
-            .into_iter()
-            .filter(|w| w.starts_with("group ") || w == "every user")
-            .collect();
+        // The owner is judged on its own; who else can write it comes from the mode.
+        let writers = error::other_writers(me, st.gid, st.mode, me);
         if st.uid == me && writers.is_empty() {
             return Ok(());
         }
@@ -600,7 +598,10 @@ impl Dir {
 
     /// Removes `name` only if it is the file `expected` (device and inode), by renaming it
     /// aside, checking the renamed entry, and unlinking that; see the module documentation
-    /// for the window that remains.
+    /// for the window that remains. Keep the file open from the check that produced
+    /// `expected` until this returns: a file system gives a freed inode number to the next
+    /// new file, so a file removed and created again meanwhile could carry the same
+    /// identity.
     pub fn remove_if_same(&self, name: &OsStr, expected: FileId) -> Result<Removal> {
         match self.stat_at(name)? {
             None => return Ok(Removal::Absent),
@@ -618,24 +619,30 @@ impl Dir {
             Err(Errno::NOENT) => return Ok(Removal::Absent),
             Err(e) => return Err(self.err(name, "renaming aside", e)),
         }
-        let aside_path = self.path.join(&aside);
-        let st = rustix::fs::statat(&self.fd, &aside, AtFlags::SYMLINK_NOFOLLOW)
+        self.settle_aside(name, &aside, expected)
+    }
+
+    /// After `name` was renamed to `aside`: unlinks `aside` if it is `expected`, else
+    /// links it back to `name` (never replacing anything there) and drops `aside`.
+    fn settle_aside(&self, name: &OsStr, aside: &OsStr, expected: FileId) -> Result<Removal> {
+        let aside_path = self.path.join(aside);
+        let st = rustix::fs::statat(&self.fd, aside, AtFlags::SYMLINK_NOFOLLOW)
             .map(Stat::from)
             .map_err(|e| Error::io(aside_path.clone(), "reading the status of", e))?;
         if st.id == expected {
-            return rustix::fs::unlinkat(&self.fd, &aside, AtFlags::empty())
+            return rustix::fs::unlinkat(&self.fd, aside, AtFlags::empty())
                 .map(|()| Removal::Removed)
                 .map_err(|e| Error::io(aside_path, "removing", e));
         }
         // Not the file checked: put it back, never over whatever may be at the name now.
-        if let Err(e) = rustix::fs::linkat(&self.fd, &aside, &self.fd, name, AtFlags::empty()) {
+        if let Err(e) = rustix::fs::linkat(&self.fd, aside, &self.fd, name, AtFlags::empty()) {
             return Err(Error::Stranded {
                 path: self.path.join(name),
                 aside: aside_path,
                 source: e.into(),
             });
         }
-        rustix::fs::unlinkat(&self.fd, &aside, AtFlags::empty())
+        rustix::fs::unlinkat(&self.fd, aside, AtFlags::empty())
             .map(|()| Removal::PutBack)
             .map_err(|e| Error::io(aside_path, "removing the second name", e))
     }
