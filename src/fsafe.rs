@@ -20,7 +20,9 @@
 //! are followed; a link the PHP user made in its own directory is not, nor a link of any
 //! owner in a directory the PHP user can write. The sticky bit is not taken as trust: a
 //! link in `/tmp` or `/run/lock` (mode 1777) is never followed, whoever owns it — stricter
-//! than `fs.protected_symlinks`, and the same on hosts where that is off. A trusted link
+//! than `fs.protected_symlinks`, and the same on hosts where that is off. Write access
+//! granted by a POSIX ACL shows in the group bits (the ACL mask), so it counts too. A
+//! trusted link
 //! is followed by reading it and walking its target by the same rules (an absolute target
 //! starts again from `/`; `..` in a target goes back up the directories the walk came
 //! through), at most [`MAX_LINKS`] links per walk, like the kernel's ELOOP. Real
@@ -48,7 +50,9 @@
 //! (`getrandom`) and creates them `O_CREAT|O_EXCL|O_NOFOLLOW`: a name planted in advance
 //! is never opened, whatever it is. [`Dir::replace`] writes such a file, flushes it,
 //! renames it over the target (`renameat` replaces a planted link, never follows it) and
-//! flushes the directory.
+//! flushes the directory. A temporary file dropped before it is persisted is unlinked by
+//! its name (in a directory someone else can write, that removes whatever they may have
+//! put under the random name since: a name of theirs, in their directory).
 //!
 //! **Removing a file by inode** ([`Dir::remove_if_same`], the legacy-lock release).
 //! `unlink(2)` takes a name, not a descriptor, so the name is checked with

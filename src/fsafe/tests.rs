@@ -60,6 +60,9 @@ impl Scene {
     }
 
     fn under(tmp: tempfile::TempDir) -> Scene {
+        // Reachable by the attacker's own processes (`Scene::attacker`).
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
         let base = tmp.path().join("base");
         let s = Scene { _tmp: tmp, base };
         s.dir("", 0, 0o755);
@@ -102,6 +105,25 @@ impl Scene {
         symlink(target, &p).expect("symlink");
         lchown(&p, Some(uid), Some(uid)).expect("lchown");
         p
+    }
+
+    /// Runs `script` with `sh` in `www/` as the attacker itself (uid and gid 33, no other
+    /// groups): what it plants there, it can plant without any help from root.
+    pub fn attacker(&self, script: &str) {
+        let st = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=33",
+                "--regid=33",
+                "--clear-groups",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .current_dir(self.p("www"))
+            .status()
+            .expect("setpriv");
+        assert!(st.success(), "the attacker's script failed: {script}");
     }
 
     pub fn victim(&self) -> BTreeMap<String, String> {
@@ -289,7 +311,7 @@ fn a_parent_directory_swapped_for_the_attackers_link_to_a_root_only_directory_is
     let before = s.victim();
     // The issue's case: `release_lock` on `www/locks/{id}` after www-data replaced
     // `locks/` with a link to a root-only directory.
-    s.link("www/locks", s.p("victim/rootonly"), ATTACKER);
+    s.attacker(&format!("ln -s {} locks", s.p("victim/rootonly").display()));
     let path = s.p("www/locks/key");
     let err = Dir::open_parent(&path).expect_err("refused");
     let text = err.to_string();
@@ -549,9 +571,7 @@ fn fifos_devices_and_directories_where_a_file_is_expected_are_refused_without_bl
         return;
     }
     let s = Scene::new();
-    let fifo = s.p("www/pending.jsonl");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).expect("fifo");
-    lchown(&fifo, Some(ATTACKER), Some(ATTACKER)).expect("chown");
+    s.attacker("mkfifo pending.jsonl");
     // Root can make a device node; an unprivileged user cannot.
     rustix::fs::mknodat(
         rustix::fs::CWD,
@@ -625,8 +645,10 @@ fn a_directory_swapped_for_a_link_after_it_was_reached_does_not_move_the_handle(
     s.file("www/state/journal.jsonl", "", 0, 0o600);
     let d = Dir::open(&s.p("www/state")).expect("state");
     // Between two operations www-data moves the directory away and plants a link.
-    std::fs::rename(s.p("www/state"), s.p("www/state.old")).expect("rename");
-    s.link("www/state", s.p("victim"), ATTACKER);
+    s.attacker(&format!(
+        "mv state state.old && ln -s {} state",
+        s.p("victim").display()
+    ));
 
     let mut j = d.open_append(os("journal.jsonl"), 0o600).expect("append");
     j.write_all(b"entry\n").expect("write");
@@ -946,4 +968,93 @@ fn errors_keep_the_io_error_and_name_the_path() {
         text.starts_with(&head) && text.ends_with("(os error 2)"),
         "{text}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Run as an unprivileged user
+
+/// Set in the copy of this test binary that the test below starts as `nobody`.
+const CHILD_BASE: &str = "SELFHEAL_FSAFE_NOBODY_BASE";
+const NOBODY: u32 = 65534;
+
+#[test]
+fn as_nobody_its_own_links_are_followed_and_roots_directory_is_not_its_state_dir() {
+    if let Some(base) = std::env::var_os(CHILD_BASE) {
+        return as_nobody_child(Path::new(&base));
+    }
+    if !root_or_skip() {
+        return;
+    }
+    let s = Scene::new();
+    s.dir("nob", NOBODY, 0o755);
+    s.dir("nob/real", NOBODY, 0o755);
+    s.link("nob/mine", "real", NOBODY);
+    s.link("nob/theirs", "real", ATTACKER);
+    s.link("www/rootmade", s.p("nob/real"), 0);
+    s.file("nob/roots.lock", "", 0, 0o666);
+    // This very test, again, in a copy of the test binary running as nobody.
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "fsafe::tests::as_nobody_its_own_links_are_followed_and_roots_directory_is_not_its_state_dir",
+            "--test-threads=1",
+        ])
+        .env(CHILD_BASE, &s.base)
+        .output()
+        .expect("setpriv");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "the test ran as nobody: {text}");
+    assert_eq!(
+        std::fs::read_to_string(s.p("nob/real/journal.jsonl")).expect("written by nobody"),
+        "nobody\n"
+    );
+}
+
+/// The part that runs as nobody (uid 65534), in the tree the root part made.
+fn as_nobody_child(base: &Path) {
+    assert_eq!(euid(), NOBODY);
+    let p = |rel: &str| base.join(rel);
+    // Its own link in its own directory: followed.
+    let d = Dir::open(&p("nob/mine")).expect("own link");
+    let mut f = d.open_append(os("journal.jsonl"), 0o600).expect("append");
+    f.write_all(b"nobody\n").expect("write");
+    d.check_private("state directory (run.state_dir)")
+        .expect("its own directory is private to it");
+    // Another user's link, and root's link in www-data's directory: refused.
+    let err = Dir::open(&p("nob/theirs")).expect_err("theirs");
+    assert!(
+        err.to_string()
+            .ends_with("a symbolic link owned by www-data (uid 33)"),
+        "{err}"
+    );
+    let err = Dir::open(&p("www/rootmade")).expect_err("in www-data's directory");
+    assert!(
+        err.to_string()
+            .ends_with("a symbolic link in a directory www-data can write"),
+        "{err}"
+    );
+    // Root's directory is not nobody's state directory; root's file is not its run lock.
+    let err = Dir::open(&p("trusted"))
+        .expect("open")
+        .check_private("state directory (run.state_dir)")
+        .expect_err("root's");
+    assert!(
+        err.to_string().ends_with(
+            "is owned by root (uid 0), not by nobody (uid 65534) who runs selfheal: run \
+             selfheal as its owner: runuser -u root -- selfheal …"
+        ),
+        "{err}"
+    );
+    let err = Dir::open(&p("nob"))
+        .expect("open")
+        .open_rw(os("roots.lock"), 0o600)
+        .expect_err("root's file");
+    assert!(matches!(err, Error::NotOwned { .. }), "{err:?}");
 }
