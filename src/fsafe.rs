@@ -22,12 +22,13 @@
 //! link in `/tmp` or `/run/lock` (mode 1777) is never followed, whoever owns it — stricter
 //! than `fs.protected_symlinks`, and the same on hosts where that is off. Write access
 //! granted by a POSIX ACL shows in the group bits (the ACL mask), so it counts too. A
-//! trusted link
-//! is followed by reading it and walking its target by the same rules (an absolute target
-//! starts again from `/`; `..` in a target goes back up the directories the walk came
-//! through), at most [`MAX_LINKS`] links per walk, like the kernel's ELOOP. Real
-//! directories on the way are walked whoever owns them: their owner can add and remove
-//! names in them, but cannot make a name in them lead anywhere else.
+//! trusted link is followed by reading it and walking its target by the same rules (an
+//! absolute target starts again from `/`; `..` in a target goes back up the directories
+//! the walk came through, as Fedora's `/var/run -> ../run` needs), at most [`MAX_LINKS`]
+//! links per walk, like the kernel's ELOOP. Real directories on the way are walked
+//! whoever owns them: their owner can add and remove names in them, but cannot make a
+//! name in them lead anywhere else. Reading evidence (heartbeat mtimes, the lock probe)
+//! does not go through here: it follows links as usual (SPEC §6).
 //!
 //! **What is refused.** Empty and relative paths, `..` components and NUL bytes in a path
 //! given to this module ([`Error::BadPath`]); a link that is not trusted

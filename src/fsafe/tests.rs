@@ -847,6 +847,26 @@ fn a_state_dir_not_private_to_the_running_user_is_refused_with_the_fix() {
     assert!(!d.mkdir(os("confirm"), 0o700).expect("already there"));
 }
 
+#[test]
+fn create_makes_every_missing_directory_however_deep_and_refuses_a_link_on_the_way() {
+    if !root_or_skip() {
+        return;
+    }
+    let s = Scene::new();
+    let deep: PathBuf = (0..60).fold(s.p("target"), |p, i| p.join(format!("d{i}")));
+    let d = Dir::create(&deep, 0o700).expect("create");
+    d.open_append(os("f"), 0o600).expect("append");
+    assert!(deep.join("f").is_file());
+    assert_eq!(mode_of(&deep) & 0o077, 0);
+    // Existing directories are walked, not changed; an attacker's link is not made into
+    // a directory's place nor followed.
+    s.link("www/state", s.p("victim"), ATTACKER);
+    let before = s.victim();
+    let err = Dir::create(&s.p("www/state/selfheal"), 0o750).expect_err("link");
+    assert!(matches!(err, Error::UntrustedLink { .. }), "{err:?}");
+    assert_eq!(s.victim(), before);
+}
+
 // ---------------------------------------------------------------------------------------
 // Removing by inode
 

@@ -15,7 +15,7 @@ use super::error::{Error, Who, other_writers};
 use super::{MAX_LINKS, euid};
 
 /// How often one name may be looked at again after it changed under the walk (a directory
-/// created or swapped concurrently): a bound so that nobody can keep the walk spinning.
+/// created, or swapped concurrently): a bound so that nobody can keep the walk spinning.
 const MAX_RETRIES: usize = 40;
 
 /// A directory reached by the walk.
@@ -140,6 +140,7 @@ pub(super) fn walk(path: &Path, names: &[OsString], create: Option<u32>) -> Resu
                     shown: here,
                 };
                 parents.push(std::mem::replace(&mut cur, next));
+                retries = 0;
                 continue;
             }
             Err(e) => e,
