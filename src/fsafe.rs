@@ -601,13 +601,15 @@ impl Dir {
         rustix::fs::fsync(&fd).map_err(|e| Error::io(self.path.clone(), "flushing", e))
     }
 
-    /// Removes `name` only if it is the file `expected` (device and inode), by renaming it
-    /// aside, checking the renamed entry, and unlinking that; see the module documentation
-    /// for the window that remains. Keep the file open from the check that produced
-    /// `expected` until this returns: a file system gives a freed inode number to the next
-    /// new file, so a file removed and created again meanwhile could carry the same
-    /// identity.
-    pub fn remove_if_same(&self, name: &OsStr, expected: FileId) -> Result<Removal> {
+    /// Removes `name` only if it is the file `held` is open on (device and inode), by
+    /// renaming it aside, checking the renamed entry, and unlinking that; see the module
+    /// documentation for the window that remains. The file is taken open, not as a bare
+    /// identity, on purpose: a file system gives a freed inode number to the next new file
+    /// at once, so an identity noted earlier and not held open could be carried by a new
+    /// file created at the name since (a new worker's lock). Open it (e.g. with
+    /// [`Dir::open_read`]) when the file is judged and keep it open until this returns.
+    pub fn remove_if_same(&self, name: &OsStr, held: &File) -> Result<Removal> {
+        let expected = FileId::of(held).map_err(|e| self.err(name, "reading the status of", e))?;
         match self.stat_at(name)? {
             None => return Ok(Removal::Absent),
             Some(st) if st.id != expected || st.kind == Kind::Dir => {

@@ -880,16 +880,14 @@ fn remove_if_same_removes_only_the_inode_checked() {
     s.dir("www/locks", ATTACKER, 0o755);
     s.file("www/locks/a.lock", "123\n", ATTACKER, 0o644);
     let d = Dir::open(&s.p("www/locks")).expect("locks");
-    // Held open from the check to the removal, as the release does: a freed inode number
-    // is soon given to the next new file.
+    // Held open from the check to the removal, as the release does.
     let held = d.open_read(os("a.lock")).expect("open");
-    let seen = FileId::of(&held).expect("id");
 
     // A new worker's file took the name since the check: not removed.
     std::fs::remove_file(s.p("www/locks/a.lock")).expect("rm");
     s.file("www/locks/a.lock", "456\n", ATTACKER, 0o644);
     assert_eq!(
-        d.remove_if_same(os("a.lock"), seen).expect("rm"),
+        d.remove_if_same(os("a.lock"), &held).expect("rm"),
         Removal::Replaced
     );
     assert_eq!(
@@ -897,26 +895,30 @@ fn remove_if_same_removes_only_the_inode_checked() {
         "456\n"
     );
 
-    // The inode seen: removed, and nothing else left behind.
+    // The inode held: removed, and nothing else left behind.
     let held = d.open_read(os("a.lock")).expect("open");
-    let seen = FileId::of(&held).expect("id");
     assert_eq!(
-        d.remove_if_same(os("a.lock"), seen).expect("rm"),
+        d.remove_if_same(os("a.lock"), &held).expect("rm"),
         Removal::Removed
     );
     assert_eq!(std::fs::read_dir(s.p("www/locks")).expect("ls").count(), 0);
     assert_eq!(
-        d.remove_if_same(os("a.lock"), seen).expect("rm"),
+        d.remove_if_same(os("a.lock"), &held).expect("rm"),
         Removal::Absent
     );
-    drop(held);
 
-    // A link at the name to the very inode expected is not that inode.
-    let victim_id = FileId::from(&std::fs::metadata(s.p("victim/config")).expect("stat"));
+    // A link at the name to the very file held is not that file.
+    let victim = File::open(s.p("victim/config")).expect("open");
     s.link("www/locks/b.lock", s.p("victim/config"), ATTACKER);
     assert_eq!(
-        d.remove_if_same(os("b.lock"), victim_id).expect("rm"),
+        d.remove_if_same(os("b.lock"), &victim).expect("rm"),
         Removal::Replaced
+    );
+    // A hard link to it is: that name (in www-data's directory) goes, the file stays.
+    std::fs::hard_link(s.p("victim/config"), s.p("www/locks/c.lock")).expect("link");
+    assert_eq!(
+        d.remove_if_same(os("c.lock"), &victim).expect("rm"),
+        Removal::Removed
     );
     assert_eq!(s.victim(), before);
 }

@@ -141,7 +141,7 @@ fn plant(s: &Scene, rng: &mut Rng) -> Tree {
 }
 
 /// Every operation on `name` in `d`, in an order the seed chooses.
-fn operate(d: &Dir, name: &OsStr, victim: FileId, rng: &mut Rng) {
+fn operate(d: &Dir, name: &OsStr, victim: &File, rng: &mut Rng) {
     let mut order: Vec<usize> = (0..13).collect();
     for i in (1..order.len()).rev() {
         order.swap(i, rng.below(i + 1));
@@ -192,8 +192,8 @@ fn operate(d: &Dir, name: &OsStr, victim: FileId, rng: &mut Rng) {
                 let _ = d.remove_if_same(name, victim);
             }
             10 => {
-                if let Ok(Some(st)) = d.stat_at(name) {
-                    let _ = d.remove_if_same(name, st.id);
+                if let Ok(f) = d.open_read(name) {
+                    let _ = d.remove_if_same(name, &f);
                 }
             }
             11 => {
@@ -206,7 +206,7 @@ fn operate(d: &Dir, name: &OsStr, victim: FileId, rng: &mut Rng) {
     }
 }
 
-fn exercise(path: &Path, victim: FileId, rng: &mut Rng) {
+fn exercise(path: &Path, victim: &File, rng: &mut Rng) {
     if let Ok(d) = Dir::open(path) {
         let _ = d.stat();
         let _ = d.check_private("directory");
@@ -234,7 +234,7 @@ fn random_planted_trees_never_change_a_file_outside_the_attackers_directory_and_
         let mut rng = Rng(seed);
         let s = Scene::in_memory();
         let before = s.victim();
-        let victim = FileId::from(&std::fs::metadata(s.p("victim/config")).expect("stat"));
+        let victim = File::open(s.p("victim/config")).expect("open");
         let tree = plant(&s, &mut rng);
 
         // Root's trusted links to the target work (before anything below moves them).
@@ -248,7 +248,7 @@ fn random_planted_trees_never_change_a_file_outside_the_attackers_directory_and_
         }
 
         for path in &tree.paths {
-            exercise(path, victim, &mut rng);
+            exercise(path, &victim, &mut rng);
             tried += 1;
         }
         let after = s.victim();
