@@ -55,7 +55,7 @@ impl fmt::Display for Who {
 /// Who, other than root and the running user, can change the entries of a directory with
 /// this owner and mode: its owner (who can always `chmod` it), the group with write
 /// permission, every user. Empty for a directory nobody else can write.
-pub fn other_writers(dir_uid: u32, dir_gid: u32, mode: u32, me: u32) -> Vec<String> {
+pub(super) fn other_writers(dir_uid: u32, dir_gid: u32, mode: u32, me: u32) -> Vec<String> {
     let mut w = Vec::new();
     if dir_uid != 0 && dir_uid != me {
         w.push(Who::of(dir_uid).arg());
