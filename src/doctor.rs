@@ -21,7 +21,7 @@ use crate::check::{self, Clocks};
 use crate::clock::{age_on_db_clock, plausible_age};
 use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
 use crate::decide::{self, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
-use crate::error::{Error, exit};
+use crate::error::{DbErrorKind, Error, SchemaProblem, Usage, exit};
 use crate::probe::{Host, LockTable};
 use crate::report::{human, message};
 use crate::stats::Recent;
@@ -121,7 +121,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
         Ok(c) => c,
         Err(e) => {
             let fix = match &e {
-                Error::Usage(_) => "give --config FILE or set SELFHEAL_CONFIG".to_string(),
+                Error::Usage(Usage::NoConfig { .. }) => {
+                    "give --config FILE or set SELFHEAL_CONFIG".to_string()
+                }
                 _ => "correct it, then run selfheal doctor again".to_string(),
             };
             rep.add(Finding::fail("configuration", e.to_string(), fix));
@@ -187,17 +189,20 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
     let mut store = match store::open(db, true) {
         Ok(s) => s,
         Err(e) => {
-            let text = e.to_string();
-            let fix = if text.contains("Access denied") {
-                "the server refused the user named here: give it the right password \
-                 (password_file, $SELFHEAL_DB_PASSWORD, defaults_file or ~/.my.cnf), or run \
-                 selfheal as a user the server trusts over its socket"
-            } else if matches!(db.url, config::DbUrl::Sqlite(_)) {
-                "check [database] url: the file must exist and be readable by this user"
-            } else {
-                "is the server running, and are the host, port or socket right?"
+            let fix = match (&db.url, e.db_kind()) {
+                (config::DbUrl::Sqlite(_), _) => {
+                    "check [database] url: the file must exist and be readable by this user"
+                }
+                (config::DbUrl::Mysql(_), Some(DbErrorKind::AccessDenied)) => {
+                    "the server refused the user named here: give it the right password \
+                     (password_file, $SELFHEAL_DB_PASSWORD, defaults_file or ~/.my.cnf), or \
+                     run selfheal as a user the server trusts over its socket"
+                }
+                (config::DbUrl::Mysql(_), _) => {
+                    "is the server running, and are the host, port or socket right?"
+                }
             };
-            rep.add(Finding::fail("database", text, fix));
+            rep.add(Finding::fail("database", e.to_string(), fix));
             return Err(());
         }
     };
@@ -287,10 +292,14 @@ fn watch_database_checks(
         Ok(s) => s,
         Err(e) => {
             let text = match &e {
-                Error::Schema { message, .. } => message.clone(),
+                Error::Schema { problem, .. } => problem.to_string(),
                 other => other.to_string(),
             };
-            let fix = if text.contains("does not exist in table") {
+            let fix = if let Error::Schema {
+                problem: SchemaProblem::NoColumn { .. },
+                ..
+            } = &e
+            {
                 format!(
                     "name an existing column in watch '{}' of {} (or add the column)",
                     w.name,

@@ -374,7 +374,10 @@ pub(crate) fn finished_sql(w: &Watch, scope: History, q: char) -> Result<Finishe
     let Some(ended) = &w.ended_column else {
         return Err(crate::error::Error::Schema {
             watch: w.name.clone(),
-            message: "ended_column is not set: runtimes cannot be measured".into(),
+            problem: crate::error::SchemaProblem::NotSet {
+                key: "ended_column",
+                why: "runtimes cannot be measured",
+            },
         });
     };
     let (id, st, s, e) = (

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
-use crate::error::{Error, Result};
+use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
 
 pub struct MysqlStore {
     conn: Conn,
@@ -85,8 +85,65 @@ impl MysqlStore {
         Ok(now.unwrap_or(0) - up.map_or(0, |u| u.1))
     }
 
-    fn err(&self, what: &str, e: impl std::fmt::Display) -> Error {
+    fn err(&self, what: &str, e: impl DbCause) -> Error {
         Error::database(format!("{}: {what}", self.label), e)
+    }
+
+    /// A failure in selfheal's own words (an answer that makes no sense).
+    fn odd(&self, what: &str, message: impl Into<String>) -> Error {
+        Error::database_kind(
+            format!("{}: {what}", self.label),
+            DbErrorKind::Other,
+            message.into(),
+        )
+    }
+}
+
+/// The kind of a server error, by its number.
+fn server_kind(code: u16) -> DbErrorKind {
+    match code {
+        // ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
+        // ER_COLUMNACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR,
+        // ER_PROCACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR (MySQL).
+        1044 | 1045 | 1142 | 1143 | 1227 | 1370 | 1698 => DbErrorKind::AccessDenied,
+        // ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR.
+        1049 | 1146 | 1054 => DbErrorKind::UnknownObject,
+        // ER_CON_COUNT_ERROR, ER_SERVER_SHUTDOWN, ER_CONNECTION_KILLED (MariaDB).
+        1040 | 1053 | 1927 => DbErrorKind::Unreachable,
+        // ER_LOCK_WAIT_TIMEOUT, ER_STATEMENT_TIMEOUT (MariaDB), ER_QUERY_TIMEOUT (MySQL).
+        LOCK_WAIT_TIMEOUT | 1969 | 3024 => DbErrorKind::TimedOut,
+        _ => DbErrorKind::Other,
+    }
+}
+
+impl DbCause for mysql::Error {
+    fn kind(&self) -> DbErrorKind {
+        use mysql::DriverError as D;
+        match self {
+            mysql::Error::MySqlError(e) => server_kind(e.code),
+            mysql::Error::IoError(e) => DbErrorKind::of_io(e.kind()),
+            // The codec's own type is not re-exported; its source is the I/O error.
+            mysql::Error::CodecError(c) => std::error::Error::source(c)
+                .and_then(|s| s.downcast_ref::<std::io::Error>())
+                .map_or(DbErrorKind::Other, |e| DbErrorKind::of_io(e.kind())),
+            mysql::Error::DriverError(D::ConnectTimeout | D::Timeout) => DbErrorKind::TimedOut,
+            mysql::Error::DriverError(D::CouldNotConnect(Some((_, _, kind)))) => {
+                DbErrorKind::of_io(*kind)
+            }
+            mysql::Error::DriverError(D::CouldNotConnect(None)) => DbErrorKind::Unreachable,
+            _ => DbErrorKind::Other,
+        }
+    }
+}
+
+/// A server error as selfheal words it: `message (error code)`.
+#[derive(Debug, thiserror::Error)]
+#[error("{} (error {})", .0.message, .0.code)]
+struct ServerError(mysql::MySqlError);
+
+impl DbCause for ServerError {
+    fn kind(&self) -> DbErrorKind {
+        server_kind(self.0.code)
     }
 }
 
@@ -231,14 +288,14 @@ impl Store for MysqlStore {
             .exec_first("SELECT NOW(), UNIX_TIMESTAMP()", ())
             .map_err(|e| self.err("reading the clock", e))?;
         let Some((now, epoch)) = row else {
-            return Err(self.err("reading the clock", "no row"));
+            return Err(self.odd("reading the clock", "no row"));
         };
         match from_value(now) {
             SqlValue::DateTime(now_naive) => Ok(DbClock {
                 now_naive,
                 now_epoch: epoch,
             }),
-            other => Err(self.err("reading the clock", format!("NOW() returned {other}"))),
+            other => Err(self.odd("reading the clock", format!("NOW() returned {other}"))),
         }
     }
 
@@ -263,12 +320,14 @@ impl Store for MysqlStore {
             };
             return Err(Error::Schema {
                 watch: w.name.clone(),
-                message: match db {
-                    Some(db) => format!("table {} does not exist in database {db}", w.table),
-                    None => format!(
-                        "table {}: no database selected; name it in the URL (mysql://user@host/DB) or write the table as db.table",
-                        w.table
-                    ),
+                problem: match db {
+                    Some(db) => SchemaProblem::NoTable {
+                        table: w.table.to_string(),
+                        place: format!("database {db}"),
+                    },
+                    None => SchemaProblem::NoDatabase {
+                        table: w.table.to_string(),
+                    },
                 },
             });
         }
@@ -281,15 +340,16 @@ impl Store for MysqlStore {
         }
         for (key, col) in super::named_columns(w) {
             if !types.contains_key(&col.name().to_ascii_lowercase()) {
-                let mut known: Vec<&str> = types.keys().map(String::as_str).collect();
+                let mut known: Vec<String> = types.keys().cloned().collect();
                 known.sort_unstable();
                 return Err(Error::Schema {
                     watch: w.name.clone(),
-                    message: format!(
-                        "{key}: column {col} does not exist in table {} (columns: {})",
-                        w.table,
-                        known.join(", ")
-                    ),
+                    problem: SchemaProblem::NoColumn {
+                        key,
+                        column: col.to_string(),
+                        table: w.table.to_string(),
+                        columns: known,
+                    },
                 });
             }
         }
@@ -305,7 +365,12 @@ impl Store for MysqlStore {
                 if !TEXT_TYPES.contains(&ty(c).as_str()) {
                     return Err(Error::Schema {
                         watch: w.name.clone(),
-                        message: format!("message_column: {c} is {}, not a text column", ty(c)),
+                        problem: SchemaProblem::WrongType {
+                            key: "message_column",
+                            column: c.to_string(),
+                            declared: ty(c),
+                            wanted: "a text column",
+                        },
                     });
                 }
                 lengths
@@ -402,7 +467,7 @@ impl Store for MysqlStore {
             .iter()
             .find(|r| text(r, "table").as_deref() == Some(table))
             .or(rows.first())
-            .ok_or_else(|| self.err("EXPLAIN of the running-rows query", "no plan"))?;
+            .ok_or_else(|| self.odd("EXPLAIN of the running-rows query", "no plan"))?;
         // `ALL` reads the table, `index` the whole of an index (e.g. PRIMARY for the ORDER
         // BY): both are full scans whatever `key` says.
         let access = text(row, "type").unwrap_or_default();
@@ -438,7 +503,7 @@ impl Store for MysqlStore {
             )
             .map_err(|e| self.err("reading the session time zone", e))?;
         let Some((session, system, offset)) = row else {
-            return Err(self.err("reading the session time zone", "no row"));
+            return Err(self.odd("reading the session time zone", "no row"));
         };
         let offset = if offset.starts_with('-') {
             offset
@@ -498,14 +563,11 @@ impl Store for MysqlStore {
                 let _ = self.conn.query_drop(format!(
                     "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
                 ));
-                Err(self.err("writing", format!("{} (error {})", e.message, e.code)))
+                Err(self.err("writing", ServerError(e)))
             }
             // The server refused this statement (lock wait timeout, strict mode, …): this
             // row's write failed (the statement alone is undone), the connection is fine.
-            Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(format!(
-                "{} (error {})",
-                e.message, e.code
-            ))),
+            Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(ServerError(e).to_string())),
             Err(e) => Err(self.err("writing", e)),
         }
     }
@@ -659,6 +721,59 @@ impl Store for MysqlStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mysql_failures_have_kinds() {
+        let server = |code| {
+            mysql::Error::MySqlError(mysql::MySqlError {
+                state: "HY000".into(),
+                message: String::new(),
+                code,
+            })
+            .kind()
+        };
+        for code in [1044, 1045, 1698] {
+            assert_eq!(server(code), DbErrorKind::AccessDenied, "{code}");
+        }
+        for code in [1049, 1146, 1054] {
+            assert_eq!(server(code), DbErrorKind::UnknownObject, "{code}");
+        }
+        assert_eq!(server(1205), DbErrorKind::TimedOut);
+        assert_eq!(server(1213), DbErrorKind::Other);
+        let connect = |kind| {
+            mysql::Error::DriverError(mysql::DriverError::CouldNotConnect(Some((
+                "/run/mysqld/mysqld.sock".into(),
+                String::new(),
+                kind,
+            ))))
+            .kind()
+        };
+        assert_eq!(
+            connect(std::io::ErrorKind::NotFound),
+            DbErrorKind::Unreachable
+        );
+        assert_eq!(
+            connect(std::io::ErrorKind::ConnectionRefused),
+            DbErrorKind::Unreachable
+        );
+        assert_eq!(
+            mysql::Error::DriverError(mysql::DriverError::ConnectTimeout).kind(),
+            DbErrorKind::TimedOut
+        );
+        assert_eq!(
+            mysql::Error::IoError(std::io::ErrorKind::UnexpectedEof.into()).kind(),
+            DbErrorKind::Unreachable
+        );
+        assert_eq!(
+            ServerError(mysql::MySqlError {
+                state: "40001".into(),
+                message: "Deadlock found".into(),
+                code: 1213,
+            })
+            .to_string(),
+            "Deadlock found (error 1213)"
+        );
+    }
 
     #[test]
     fn advisory_names_fit() {

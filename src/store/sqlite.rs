@@ -18,7 +18,7 @@ use super::{
 };
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::Watch;
-use crate::error::{Error, Result};
+use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
 
 pub struct SqliteStore {
     conn: Connection,
@@ -35,8 +35,9 @@ impl SqliteStore {
             base | OpenFlags::SQLITE_OPEN_READ_WRITE
         };
         if !path.exists() {
-            return Err(Error::database(
+            return Err(Error::database_kind(
                 format!("sqlite://{}", path.display()),
+                DbErrorKind::Unreachable,
                 "no such database file (selfheal never creates one)",
             ));
         }
@@ -76,6 +77,36 @@ impl SqliteStore {
             .map_err(|e| Error::database(self.ctx("reading the schema"), e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(|e| Error::database(self.ctx("reading the schema"), e))
+    }
+}
+
+impl DbCause for rusqlite::Error {
+    fn kind(&self) -> DbErrorKind {
+        use rusqlite::ErrorCode as C;
+        let (code, msg) = match self {
+            rusqlite::Error::SqliteFailure(e, msg) => (e.code, msg.as_deref()),
+            // A statement that does not prepare, with the offending token's position.
+            rusqlite::Error::SqlInputError { error, msg, .. } => (error.code, Some(msg.as_str())),
+            _ => return DbErrorKind::Other,
+        };
+        match code {
+            C::PermissionDenied | C::AuthorizationForStatementDenied | C::ReadOnly => {
+                DbErrorKind::AccessDenied
+            }
+            C::CannotOpen => DbErrorKind::Unreachable,
+            // After the busy timeout.
+            C::DatabaseBusy | C::DatabaseLocked => DbErrorKind::TimedOut,
+            // SQLite reports a missing table or column as the generic SQLITE_ERROR; only
+            // its message tells them apart.
+            C::Unknown
+                if msg.is_some_and(|m| {
+                    m.starts_with("no such table") || m.starts_with("no such column")
+                }) =>
+            {
+                DbErrorKind::UnknownObject
+            }
+            _ => DbErrorKind::Other,
+        }
     }
 }
 
@@ -157,7 +188,9 @@ impl Store for SqliteStore {
             )
             .map_err(|e| Error::database(self.ctx("reading the clock"), e))?;
         let now_naive = chrono::NaiveDateTime::parse_from_str(&naive, "%Y-%m-%d %H:%M:%S")
-            .map_err(|e| Error::database(self.ctx("reading the clock"), e))?;
+            .map_err(|e| {
+                Error::database_kind(self.ctx("reading the clock"), DbErrorKind::Other, e)
+            })?;
         Ok(DbClock {
             now_naive,
             now_epoch: epoch,
@@ -169,11 +202,10 @@ impl Store for SqliteStore {
         if info.is_empty() {
             return Err(Error::Schema {
                 watch: w.name.clone(),
-                message: format!(
-                    "table {} does not exist in {}",
-                    w.table,
-                    self.path.display()
-                ),
+                problem: SchemaProblem::NoTable {
+                    table: w.table.to_string(),
+                    place: self.path.display().to_string(),
+                },
             });
         }
         let primary: Vec<&String> = info
@@ -189,20 +221,16 @@ impl Store for SqliteStore {
             .collect();
         for (key, col) in super::named_columns(w) {
             if !types.contains_key(&col.name().to_ascii_lowercase()) {
-                let mut known: Vec<&String> = types.keys().collect();
+                let mut known: Vec<String> = types.keys().cloned().collect();
                 known.sort();
                 return Err(Error::Schema {
                     watch: w.name.clone(),
-                    message: format!(
-                        "{key}: column {} does not exist in table {} (columns: {})",
-                        col,
-                        w.table,
-                        known
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+                    problem: SchemaProblem::NoColumn {
+                        key,
+                        column: col.to_string(),
+                        table: w.table.to_string(),
+                        columns: known,
+                    },
                 });
             }
         }
@@ -456,6 +484,38 @@ mod tests {
             plan_of(&["SEARCH t USING INTEGER PRIMARY KEY (rowid=?)".into()]).index,
             None
         );
+    }
+
+    #[test]
+    fn sqlite_failures_have_kinds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = Connection::open(dir.path().join("t.db")).expect("open");
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+            .expect("create");
+        let kind = |sql: &str| {
+            conn.execute_batch(sql)
+                .map_err(|e| e.kind())
+                .expect_err(sql)
+        };
+        assert_eq!(kind("SELECT * FROM nosuch"), DbErrorKind::UnknownObject);
+        assert_eq!(kind("SELECT nosuch FROM t"), DbErrorKind::UnknownObject);
+        assert_eq!(kind("SELEKT 1"), DbErrorKind::Other);
+        let missing = SqliteStore::open(&dir.path().join("missing.db"), None, true)
+            .err()
+            .and_then(|e| e.db_kind());
+        assert_eq!(missing, Some(DbErrorKind::Unreachable));
+        // A file that is no database at all.
+        std::fs::write(dir.path().join("junk.db"), vec![b'x'; 4096]).expect("write");
+        let junk = Connection::open(dir.path().join("junk.db")).expect("open");
+        let e = junk
+            .execute_batch("SELECT * FROM sqlite_master")
+            .expect_err("not a database");
+        assert_eq!(e.kind(), DbErrorKind::Other);
+        // Another connection holds the write lock past the busy timeout.
+        let holder = Connection::open(dir.path().join("t.db")).expect("open");
+        holder.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        conn.busy_timeout(Duration::ZERO).expect("timeout");
+        assert_eq!(kind("INSERT INTO t (id) VALUES (1)"), DbErrorKind::TimedOut);
     }
 
     #[test]
