@@ -9,6 +9,7 @@
 
 pub mod credentials;
 pub mod mysql;
+pub mod sql;
 pub mod sqlite;
 
 use std::collections::HashMap;
@@ -284,6 +285,8 @@ pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
     }
 }
 
+pub use sql::{Dialect, Placeholder, Statement};
+
 /// How a database reads the running rows of a watch.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ScanPlan {
@@ -295,45 +298,6 @@ pub struct ScanPlan {
     pub rows: Option<u64>,
     /// The plan in the database's own words.
     pub detail: String,
-}
-
-/// The `SELECT` of running rows both adapters run (and `doctor` explains): quoting and
-/// the placeholder differ per database.
-pub(crate) fn running_sql(w: &Watch, q: char, placeholder: &str) -> String {
-    format!(
-        "SELECT {} FROM {} WHERE {} = {placeholder} ORDER BY {}",
-        select_columns(w)
-            .iter()
-            .map(|c| c.quoted(q))
-            .collect::<Vec<_>>()
-            .join(", "),
-        w.table.quoted(q),
-        w.status_column.quoted(q),
-        w.id_column.quoted(q),
-    )
-}
-
-/// The `SELECT` of one row by id for [`Store::current_row`]: status, start, message.
-pub(crate) fn current_sql(w: &Watch, q: char, placeholder: &str) -> String {
-    format!(
-        "SELECT {}, {}, {} FROM {} WHERE {} = {placeholder}",
-        w.status_column.quoted(q),
-        w.started_column.quoted(q),
-        w.message_column
-            .as_ref()
-            .map_or("NULL".to_string(), |m| m.quoted(q)),
-        w.table.quoted(q),
-        w.id_column.quoted(q),
-    )
-}
-
-/// The column list every adapter selects, in order.
-pub(crate) fn select_columns(w: &Watch) -> Vec<&crate::config::Ident> {
-    let mut cols = vec![&w.id_column, &w.started_column];
-    cols.extend(w.heartbeat_column.as_ref());
-    cols.extend(w.owner_column.as_ref());
-    cols.extend(w.retry.as_ref().map(|r| &r.attempts_column));
-    cols
 }
 
 /// Every column a watch names, with the key that names it (for schema errors).
@@ -357,56 +321,6 @@ pub(crate) fn named_columns(w: &Watch) -> Vec<(&'static str, &crate::config::Ide
     v
 }
 
-/// The `SELECT` of finished rows both adapters run: columns id, start, end, status and the
-/// message when it carries selfheal's prefix (`NULL` otherwise).
-pub(crate) struct FinishedSql {
-    pub sql: String,
-    /// Bind the running value after the prefix pattern (the `WHERE` of [`History::All`]).
-    pub binds_running: bool,
-}
-
-/// [`History::All`] filters in the database and streams. [`History::Latest`] reads the
-/// latest rows through the id's index with no `WHERE` at all, and the caller keeps the
-/// finished ones ([`is_finished`]): a `WHERE … ORDER BY id DESC LIMIT n` would scan the
-/// whole table when few rows match, and a derived table is materialised (measured: ~15 ms
-/// against ~1 ms for 1000 rows of a 1,000,000-row MariaDB table).
-pub(crate) fn finished_sql(w: &Watch, scope: History, q: char) -> Result<FinishedSql> {
-    let Some(ended) = &w.ended_column else {
-        return Err(crate::error::Error::Schema {
-            watch: w.name.clone(),
-            problem: crate::error::SchemaProblem::NotSet {
-                key: "ended_column",
-                why: "runtimes cannot be measured",
-            },
-        });
-    };
-    let (id, st, s, e) = (
-        w.id_column.quoted(q),
-        w.status_column.quoted(q),
-        w.started_column.quoted(q),
-        ended.quoted(q),
-    );
-    let msg = match &w.message_column {
-        Some(m) => format!("CASE WHEN {} LIKE ? THEN {} END", m.quoted(q), m.quoted(q)),
-        // Keeps the parameters the same either way.
-        None => "CASE WHEN ? IS NULL THEN NULL END".into(),
-    };
-    let select = format!(
-        "SELECT {id}, {s}, {e}, {st}, {msg} FROM {}",
-        w.table.quoted(q)
-    );
-    Ok(match scope {
-        History::All => FinishedSql {
-            sql: format!("{select} WHERE {st} <> ? AND {s} IS NOT NULL AND {e} IS NOT NULL"),
-            binds_running: true,
-        },
-        History::Latest(n) => FinishedSql {
-            sql: format!("{select} ORDER BY {id} DESC LIMIT {n}"),
-            binds_running: false,
-        },
-    })
-}
-
 /// True for a row that is finished: not running, start and end both set.
 pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
     r.status != w.running_value && !r.started.raw.is_null() && !r.ended.raw.is_null()
@@ -415,74 +329,6 @@ pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
 /// The `LIKE` pattern for selfheal's message prefix.
 pub(crate) fn marked_pattern() -> String {
     format!("{}%", crate::report::MESSAGE_PREFIX)
-}
-
-/// The `UPDATE` both adapters run, differing only in quoting, the null-safe equality
-/// operator and the end-time expression.
-pub(crate) struct CasSql {
-    pub sql: String,
-}
-
-pub(crate) fn cas_sql(
-    w: &Watch,
-    c: &Change<'_>,
-    q: char,
-    null_safe_eq: &str,
-    ended_expr: Option<&str>,
-    index_hint: &str,
-) -> CasSql {
-    let mut set = vec![format!("{} = ?", w.status_column.quoted(q))];
-    if let (Some(col), Some(expr)) = (&w.ended_column, ended_expr) {
-        set.push(format!("{} = {expr}", col.quoted(q)));
-    }
-    if let (Some(col), Some(_)) = (&w.message_column, &c.message) {
-        set.push(format!("{} = ?", col.quoted(q)));
-    }
-    if let (Some(r), true) = (&w.retry, c.bump_attempts) {
-        let a = r.attempts_column.quoted(q);
-        set.push(format!("{a} = COALESCE({a}, 0) + 1"));
-    }
-    let mut cond = vec![
-        format!("{} = ?", w.id_column.quoted(q)),
-        format!("{} = ?", w.status_column.quoted(q)),
-        format!("{} {null_safe_eq} ?", w.started_column.quoted(q)),
-    ];
-    if let Some(hb) = &w.heartbeat_column {
-        cond.push(format!("{} {null_safe_eq} ?", hb.quoted(q)));
-    }
-    CasSql {
-        sql: format!(
-            "UPDATE {}{index_hint} SET {} WHERE {}",
-            w.table.quoted(q),
-            set.join(", "),
-            cond.join(" AND ")
-        ),
-    }
-}
-
-/// Bound parameters for [`cas_sql`], in order: SET values (status, ended offset, message),
-/// then WHERE values (id, running status, observed start, observed heartbeat).
-pub(crate) fn cas_params(
-    w: &Watch,
-    c: &Change<'_>,
-    ended_param: Option<SqlValue>,
-) -> Vec<SqlValue> {
-    let mut p = vec![SqlValue::Text(c.new_status.to_string())];
-    if w.ended_column.is_some()
-        && let Some(v) = ended_param
-    {
-        p.push(v);
-    }
-    if let (Some(_), Some(m)) = (&w.message_column, &c.message) {
-        p.push(SqlValue::Text(m.clone()));
-    }
-    p.push(c.row.id.clone());
-    p.push(SqlValue::Text(w.running_value.clone()));
-    p.push(c.row.started.raw.clone());
-    if let Some(hb) = &c.row.heartbeat {
-        p.push(hb.raw.clone());
-    }
-    p
 }
 
 /// Offset in seconds of `tz` from UTC right now, for writing naive local end times.

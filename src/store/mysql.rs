@@ -14,6 +14,7 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, Value};
 
 use super::credentials::{self, Credentials, Inputs};
+use super::sql::{self, Dialect, Placeholder};
 use super::{
     CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
     Session, SqlValue, Store, TimeValue,
@@ -21,6 +22,20 @@ use super::{
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::{Database, DbUrl, Watch, redact_url};
 use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
+
+/// MySQL's and MariaDB's SQL: `` ` `` quotes, `?` placeholders, `<=>` for null-safe
+/// equality, the session's `NOW()`, and the primary key forced for the compare-and-set.
+pub const DIALECT: Dialect = Dialect {
+    quote: '`',
+    placeholder: Placeholder::Question,
+    null_safe_eq: "<=>",
+    now: "NOW()",
+    epoch_now: "UNIX_TIMESTAMP()",
+    zone_now: ("UTC_TIMESTAMP() + INTERVAL ", " SECOND"),
+    zone_offset: SqlValue::Int,
+    force_primary: " FORCE INDEX (PRIMARY)",
+    enforces_types: true,
+};
 
 pub struct MysqlStore {
     conn: Conn,
@@ -145,6 +160,11 @@ impl DbCause for ServerError {
     fn kind(&self) -> DbErrorKind {
         server_kind(self.0.code)
     }
+}
+
+/// A statement's bound values, as the driver takes them.
+fn values(st: &sql::Statement) -> Vec<Value> {
+    st.params.iter().map(to_value).collect()
 }
 
 fn to_value(v: &SqlValue) -> Value {
@@ -414,15 +434,12 @@ impl Store for MysqlStore {
         w: &Watch,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
-        let sql = super::running_sql(w, '`', "?");
+        let st = sql::running_sql(&DIALECT, w);
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading running rows of {}", w.table), e)
         };
-        let result = self
-            .conn
-            .exec_iter(&sql, (w.running_value.as_str(),))
-            .map_err(ctx)?;
+        let result = self.conn.exec_iter(&st.sql, values(&st)).map_err(ctx)?;
         for row in result {
             let row = row.map_err(ctx)?;
             let mut cells = Cells::new(row);
@@ -451,10 +468,10 @@ impl Store for MysqlStore {
     }
 
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
-        let sql = format!("EXPLAIN {}", super::running_sql(w, '`', "?"));
+        let st = sql::running_sql(&DIALECT, w);
         let rows: Vec<mysql::Row> = self
             .conn
-            .exec(&sql, (w.running_value.as_str(),))
+            .exec(format!("EXPLAIN {}", st.sql), values(&st))
             .map_err(|e| self.err("EXPLAIN of the running-rows query", e))?;
         let text = |r: &mysql::Row, col: &str| -> Option<String> {
             match r.get_opt::<Value, _>(col)?.ok()? {
@@ -523,25 +540,8 @@ impl Store for MysqlStore {
         schema: &Schema,
         c: &Change<'_>,
     ) -> Result<CasOutcome> {
-        let (expr, param) = match schema.ended {
-            None | Some(Ended::DbNow) => ("NOW()", None),
-            Some(Ended::Epoch) => ("UNIX_TIMESTAMP()", None),
-            Some(Ended::Zone(tz)) => (
-                "UTC_TIMESTAMP() + INTERVAL ? SECOND",
-                Some(SqlValue::Int(super::zone_offset_now(tz))),
-            ),
-        };
-        let hint = if schema.id_is_primary {
-            " FORCE INDEX (PRIMARY)"
-        } else {
-            ""
-        };
-        let sql = super::cas_sql(w, c, '`', "<=>", Some(expr), hint);
-        let params: Vec<Value> = super::cas_params(w, c, param)
-            .iter()
-            .map(to_value)
-            .collect();
-        match self.conn.exec_drop(&sql.sql, params) {
+        let st = sql::cas_sql(&DIALECT, w, schema, c);
+        match self.conn.exec_drop(&st.sql, values(&st)) {
             Ok(()) => match self.conn.affected_rows() {
                 1 => Ok(CasOutcome::Applied),
                 0 => Ok(CasOutcome::LostRace),
@@ -578,17 +578,13 @@ impl Store for MysqlStore {
         scope: History,
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
-        let q = super::finished_sql(w, scope, '`')?;
+        let st = sql::finished_sql(&DIALECT, w, scope)?;
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading finished rows of {}", w.table), e)
         };
         // exec_iter reads the result set from the socket row by row: nothing is buffered.
-        let mut params = vec![Value::from(super::marked_pattern())];
-        if q.binds_running {
-            params.push(Value::from(w.running_value.as_str()));
-        }
-        let result = self.conn.exec_iter(&q.sql, params).map_err(ctx)?;
+        let result = self.conn.exec_iter(&st.sql, values(&st)).map_err(ctx)?;
         for row in result {
             let row = row.map_err(ctx)?;
             let mut cells = Cells::new(row);
@@ -637,11 +633,11 @@ impl Store for MysqlStore {
     }
 
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
-        let sql = super::current_sql(w, '`', "?");
+        let st = sql::current_sql(&DIALECT, w, id);
         let label = self.label.clone();
         let ctx =
             |e: mysql::Error| Error::database(format!("{label}: reading a row of {}", w.table), e);
-        let row: Option<mysql::Row> = self.conn.exec_first(&sql, (to_value(id),)).map_err(ctx)?;
+        let row: Option<mysql::Row> = self.conn.exec_first(&st.sql, values(&st)).map_err(ctx)?;
         Ok(row.map(|r| {
             let mut vals = r.unwrap().into_iter().map(from_value);
             let mut next = || vals.next().unwrap_or(SqlValue::Null);

@@ -12,6 +12,7 @@ use std::time::Duration;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
+use super::sql::{self, Dialect, Placeholder};
 use super::{
     CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
     SqlValue, Store, TimeValue,
@@ -19,6 +20,25 @@ use super::{
 use crate::clock::{DbClock, Stamp, parse_text_stamp};
 use crate::config::Watch;
 use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
+
+/// SQLite's SQL: `"` quotes, numbered placeholders, `IS` for null-safe equality, times
+/// from `'now'` (UTC).
+pub const DIALECT: Dialect = Dialect {
+    quote: '"',
+    placeholder: Placeholder::Numbered,
+    null_safe_eq: "IS",
+    now: "datetime('now')",
+    epoch_now: "CAST(strftime('%s', 'now') AS INTEGER)",
+    zone_now: ("datetime('now', ", ")"),
+    zone_offset: zone_modifier,
+    force_primary: "",
+    enforces_types: false,
+};
+
+/// The `datetime()` modifier that shifts UTC by `secs`.
+fn zone_modifier(secs: i64) -> SqlValue {
+    SqlValue::Text(format!("{secs:+} seconds"))
+}
 
 pub struct SqliteStore {
     conn: Connection,
@@ -262,14 +282,14 @@ impl Store for SqliteStore {
         w: &Watch,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
-        let sql = super::running_sql(w, '"', "?1");
+        let st = sql::running_sql(&DIALECT, w);
         let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
         let mut stmt = self
             .conn
-            .prepare(&sql)
+            .prepare(&st.sql)
             .map_err(|e| Error::database(ctx(), e))?;
         let mut rows = stmt
-            .query([&w.running_value])
+            .query(params_from_iter(st.params.iter().map(to_sql)))
             .map_err(|e| Error::database(ctx(), e))?;
         while let Some(r) = rows.next().map_err(|e| Error::database(ctx(), e))? {
             let mut i = 0;
@@ -304,14 +324,16 @@ impl Store for SqliteStore {
     }
 
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
-        let sql = format!("EXPLAIN QUERY PLAN {}", super::running_sql(w, '"', "?1"));
+        let st = sql::running_sql(&DIALECT, w);
         let ctx = || self.ctx("EXPLAIN QUERY PLAN of the running-rows query");
         let mut stmt = self
             .conn
-            .prepare(&sql)
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", st.sql))
             .map_err(|e| Error::database(ctx(), e))?;
         let details: Vec<String> = stmt
-            .query_map([&w.running_value], |r| r.get::<_, String>(3))
+            .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
+                r.get::<_, String>(3)
+            })
             .and_then(|rows| rows.collect())
             .map_err(|e| Error::database(ctx(), e))?;
         Ok(plan_of(&details))
@@ -327,20 +349,11 @@ impl Store for SqliteStore {
         schema: &Schema,
         c: &Change<'_>,
     ) -> Result<CasOutcome> {
-        let (expr, param) = match schema.ended {
-            None | Some(Ended::DbNow) => ("datetime('now')", None),
-            Some(Ended::Epoch) => ("CAST(strftime('%s', 'now') AS INTEGER)", None),
-            Some(Ended::Zone(tz)) => (
-                "datetime('now', ?)",
-                Some(SqlValue::Text(format!(
-                    "{:+} seconds",
-                    super::zone_offset_now(tz)
-                ))),
-            ),
-        };
-        let sql = super::cas_sql(w, c, '"', "IS", Some(expr), "");
-        let params: Vec<Value> = super::cas_params(w, c, param).iter().map(to_sql).collect();
-        match self.conn.execute(&sql.sql, params_from_iter(params)) {
+        let st = sql::cas_sql(&DIALECT, w, schema, c);
+        match self
+            .conn
+            .execute(&st.sql, params_from_iter(st.params.iter().map(to_sql)))
+        {
             Ok(1) => Ok(CasOutcome::Applied),
             Ok(0) => Ok(CasOutcome::LostRace),
             Ok(n) => Ok(CasOutcome::Failed(format!(
@@ -368,18 +381,14 @@ impl Store for SqliteStore {
         scope: History,
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
-        let q = super::finished_sql(w, scope, '"')?;
+        let st = sql::finished_sql(&DIALECT, w, scope)?;
         let ctx = self.ctx(&format!("reading finished rows of {}", w.table));
         let mut stmt = self
             .conn
-            .prepare(&q.sql)
+            .prepare(&st.sql)
             .map_err(|e| Error::database(&ctx, e))?;
-        let mut params = vec![super::marked_pattern()];
-        if q.binds_running {
-            params.push(w.running_value.clone());
-        }
         let mut rows = stmt
-            .query(rusqlite::params_from_iter(params))
+            .query(params_from_iter(st.params.iter().map(to_sql)))
             .map_err(|e| Error::database(&ctx, e))?;
         while let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? {
             let get = |i| {
@@ -427,14 +436,14 @@ impl Store for SqliteStore {
     }
 
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
-        let sql = super::current_sql(w, '"', "?1");
+        let st = sql::current_sql(&DIALECT, w, id);
         let ctx = self.ctx(&format!("reading a row of {}", w.table));
         let mut stmt = self
             .conn
-            .prepare(&sql)
+            .prepare(&st.sql)
             .map_err(|e| Error::database(&ctx, e))?;
         let mut rows = stmt
-            .query([to_sql(id)])
+            .query(params_from_iter(st.params.iter().map(to_sql)))
             .map_err(|e| Error::database(&ctx, e))?;
         let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? else {
             return Ok(None);
