@@ -339,102 +339,19 @@ fn watch_database_checks(
     ));
 }
 
-/// What a column may hold, by the key that names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Status,
-    Time,
-    Text,
-    Count,
-    Any,
-}
-
-/// Whether a column's declared type can do its job. MySQL types are exact; SQLite's are
-/// declarations, loose by design, so only a BLOB declaration is refused there.
-fn type_problem(role: Role, ty: &str) -> Option<&'static str> {
-    let t = ty.to_ascii_lowercase();
-    let base = t.split(['(', ' ']).next().unwrap_or("");
-    let ints = [
-        "tinyint",
-        "smallint",
-        "mediumint",
-        "int",
-        "integer",
-        "bigint",
-    ];
-    let texts = [
-        "char",
-        "varchar",
-        "tinytext",
-        "text",
-        "mediumtext",
-        "longtext",
-        "enum",
-        "character",
-        "nvarchar",
-        "nchar",
-        "clob",
-        "",
-    ];
-    let times = ["datetime", "timestamp"];
-    match role {
-        _ if base == "blob"
-            || base.ends_with("blob")
-            || base == "binary"
-            || base == "varbinary" =>
-        {
-            Some("a binary type")
-        }
-        Role::Time if base == "date" => Some("a DATE has no time of day"),
-        Role::Time if base == "time" || base == "year" => Some("not a point in time"),
-        Role::Time
-            if times.contains(&base)
-                || ints.contains(&base)
-                || texts.contains(&base)
-                || ["decimal", "numeric", "real", "double", "float"].contains(&base) =>
-        {
-            None
-        }
-        Role::Time => Some("not a date-time, unix seconds or text"),
-        Role::Status | Role::Text if texts.contains(&base) || ints.contains(&base) => None,
-        Role::Status | Role::Text => Some("not a text column"),
-        Role::Count if ints.contains(&base) || ["decimal", "numeric", ""].contains(&base) => None,
-        Role::Count => Some("not an integer column"),
-        Role::Any => None,
-    }
-}
-
 fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
-    let mut roles = vec![
-        ("id_column", &w.id_column, Role::Any),
-        ("status_column", &w.status_column, Role::Status),
-        ("started_column", &w.started_column, Role::Time),
-    ];
-    let opt = [
-        ("heartbeat_column", w.heartbeat_column.as_ref(), Role::Time),
-        ("ended_column", w.ended_column.as_ref(), Role::Time),
-        ("message_column", w.message_column.as_ref(), Role::Text),
-        ("owner_column", w.owner_column.as_ref(), Role::Text),
-        (
-            "attempts_column",
-            w.retry.as_ref().map(|r| &r.attempts_column),
-            Role::Count,
-        ),
-    ];
-    roles.extend(opt.into_iter().filter_map(|(k, c, r)| c.map(|c| (k, c, r))));
     let mut seen = Vec::new();
     let mut bad = Vec::new();
-    for (key, col, role) in roles {
-        let ty = schema
-            .types
-            .get(&col.name().to_ascii_lowercase())
-            .cloned()
-            .unwrap_or_default();
+    for (key, col, role) in store::types::named_columns(w) {
+        let Some(c) = schema.columns.get(&col.name().to_ascii_lowercase()) else {
+            continue;
+        };
+        let ty = &c.declared;
         seen.push(format!(
             "{col} {}",
-            if ty.is_empty() { "(untyped)" } else { &ty }
+            if ty.is_empty() { "(untyped)" } else { ty }
         ));
-        if let Some(why) = type_problem(role, &ty) {
+        if let Some(why) = c.ty.problem(role) {
             bad.push(format!("{key} {col} is {ty}: {why}"));
         }
     }
@@ -1054,27 +971,6 @@ fn metrics_finding(file: &Path) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn column_types() {
-        assert_eq!(type_problem(Role::Time, "datetime"), None);
-        assert_eq!(type_problem(Role::Time, "timestamp"), None);
-        assert_eq!(type_problem(Role::Time, "int"), None);
-        assert_eq!(type_problem(Role::Time, "bigint"), None);
-        assert_eq!(type_problem(Role::Time, "text"), None);
-        assert_eq!(type_problem(Role::Time, ""), None, "SQLite: untyped");
-        assert!(type_problem(Role::Time, "date").is_some());
-        assert!(type_problem(Role::Time, "time").is_some());
-        assert!(type_problem(Role::Time, "blob").is_some());
-        assert!(type_problem(Role::Time, "json").is_some());
-        assert_eq!(type_problem(Role::Status, "varchar(16)"), None);
-        assert_eq!(type_problem(Role::Status, "enum"), None);
-        assert_eq!(type_problem(Role::Status, "tinyint"), None);
-        assert!(type_problem(Role::Status, "datetime").is_some());
-        assert_eq!(type_problem(Role::Count, "int"), None);
-        assert!(type_problem(Role::Count, "varchar").is_some());
-        assert!(type_problem(Role::Text, "longblob").is_some());
-    }
 
     #[test]
     fn template_directories() {

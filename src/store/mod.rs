@@ -11,6 +11,7 @@ pub mod credentials;
 pub mod mysql;
 pub mod sql;
 pub mod sqlite;
+pub mod types;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -142,8 +143,8 @@ pub struct Schema {
     /// Longest message the message column accepts, in characters.
     pub message_max: Option<usize>,
     pub ended: Option<Ended>,
-    /// Column name → lowercase declared/data type.
-    pub types: HashMap<String, String>,
+    /// Every column of the table, by lowercase name.
+    pub columns: HashMap<String, Column>,
     /// The id column alone is the primary key: the compare-and-set is forced through it,
     /// so it locks the row the way the worker's own `UPDATE … WHERE id = ?` does and the
     /// two can never deadlock through the status index.
@@ -286,6 +287,7 @@ pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
 }
 
 pub use sql::{Dialect, Placeholder, Statement};
+pub use types::{Column, ColumnType, Role};
 
 /// How a database reads the running rows of a watch.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -298,27 +300,6 @@ pub struct ScanPlan {
     pub rows: Option<u64>,
     /// The plan in the database's own words.
     pub detail: String,
-}
-
-/// Every column a watch names, with the key that names it (for schema errors).
-pub(crate) fn named_columns(w: &Watch) -> Vec<(&'static str, &crate::config::Ident)> {
-    let mut v = vec![
-        ("id_column", &w.id_column),
-        ("status_column", &w.status_column),
-        ("started_column", &w.started_column),
-    ];
-    let opt = [
-        ("heartbeat_column", w.heartbeat_column.as_ref()),
-        ("ended_column", w.ended_column.as_ref()),
-        ("message_column", w.message_column.as_ref()),
-        ("owner_column", w.owner_column.as_ref()),
-        (
-            "attempts_column",
-            w.retry.as_ref().map(|r| &r.attempts_column),
-        ),
-    ];
-    v.extend(opt.into_iter().filter_map(|(k, c)| c.map(|c| (k, c))));
-    v
 }
 
 /// True for a row that is finished: not running, start and end both set.

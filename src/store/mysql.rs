@@ -6,7 +6,6 @@
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
 //! The per-watch advisory lock is `GET_LOCK`, released when the connection closes.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use mysql::consts::{CapabilityFlags, ColumnType};
@@ -15,11 +14,12 @@ use mysql::{Conn, Value};
 
 use super::credentials::{self, Credentials, Inputs};
 use super::sql::{self, Dialect, Placeholder};
+use super::types::{self, Column};
 use super::{
-    CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
-    Session, SqlValue, Store, TimeValue,
+    CasOutcome, Change, CurrentRow, FinishedRow, History, RunningRow, ScanPlan, Schema, Session,
+    SqlValue, Store, TimeValue,
 };
-use crate::clock::{DbClock, Stamp, parse_text_stamp};
+use crate::clock::DbClock;
 use crate::config::{Database, DbUrl, Watch, redact_url};
 use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
 
@@ -235,23 +235,19 @@ fn from_value(v: Value) -> SqlValue {
     }
 }
 
-fn time_value(raw: SqlValue, ty: ColumnType) -> TimeValue {
-    let stamp = match &raw {
-        SqlValue::Null => Ok(None),
-        SqlValue::DateTime(d) if ty == ColumnType::MYSQL_TYPE_TIMESTAMP => {
-            Ok(Some(Stamp::Session(*d)))
+/// A time cell, understood by its wire type: the server sends a TIMESTAMP already in the
+/// session's time zone.
+fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
+    let ty = match wire {
+        ColumnType::MYSQL_TYPE_TIMESTAMP | ColumnType::MYSQL_TYPE_TIMESTAMP2 => {
+            Some(types::ColumnType::Timestamp)
         }
-        SqlValue::DateTime(d) => Ok(Some(Stamp::Naive(*d))),
-        SqlValue::Int(i) => Ok(Some(Stamp::Epoch(*i))),
-        SqlValue::UInt(u) => i64::try_from(*u)
-            .map(|i| Some(Stamp::Epoch(i)))
-            .map_err(|_| format!("{u} is not a unix timestamp")),
-        SqlValue::Float(f) => Ok(Some(Stamp::Epoch(f.trunc() as i64))),
-        SqlValue::Text(s) if s.starts_with("0000-00-00") => Err(format!("{s:?} is a zero date")),
-        SqlValue::Text(s) => parse_text_stamp(s).map(Some),
-        other => Err(format!("{other} is not a date-time or unix timestamp")),
+        ColumnType::MYSQL_TYPE_DATETIME | ColumnType::MYSQL_TYPE_DATETIME2 => {
+            Some(types::ColumnType::DateTime)
+        }
+        _ => None,
     };
-    TimeValue { raw, stamp }
+    types::time_value(raw, ty.as_ref())
 }
 
 /// A `GET_LOCK` name at most 64 characters long, the same on every host for one watch.
@@ -267,16 +263,6 @@ fn advisory_name(db: &str, watch: &str) -> String {
     }
     format!("{}#{h:016x}", &name[..64 - 17])
 }
-
-const INT_TYPES: [&str; 5] = ["tinyint", "smallint", "mediumint", "int", "bigint"];
-const TEXT_TYPES: [&str; 6] = [
-    "char",
-    "varchar",
-    "tinytext",
-    "text",
-    "mediumtext",
-    "longtext",
-];
 
 impl Store for MysqlStore {
     fn describe_server(&mut self) -> Result<String> {
@@ -320,10 +306,10 @@ impl Store for MysqlStore {
     }
 
     fn schema(&mut self, w: &Watch) -> Result<Schema> {
-        let rows: Vec<(String, String, Option<u64>)> = self
+        let rows: Vec<(String, String, String, Option<u64>)> = self
             .conn
             .exec(
-                "SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH \
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_MAXIMUM_LENGTH \
                  FROM information_schema.COLUMNS \
                  WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
                 (w.table.schema(), w.table.name()),
@@ -351,65 +337,15 @@ impl Store for MysqlStore {
                 },
             });
         }
-        let mut types = HashMap::new();
-        let mut lengths = HashMap::new();
-        for (name, ty, len) in rows {
-            let name = name.to_ascii_lowercase();
-            lengths.insert(name.clone(), len);
-            types.insert(name, ty.to_ascii_lowercase());
-        }
-        for (key, col) in super::named_columns(w) {
-            if !types.contains_key(&col.name().to_ascii_lowercase()) {
-                let mut known: Vec<String> = types.keys().cloned().collect();
-                known.sort_unstable();
-                return Err(Error::Schema {
-                    watch: w.name.clone(),
-                    problem: SchemaProblem::NoColumn {
-                        key,
-                        column: col.to_string(),
-                        table: w.table.to_string(),
-                        columns: known,
-                    },
-                });
-            }
-        }
-        let ty = |c: &crate::config::Ident| {
-            types
-                .get(&c.name().to_ascii_lowercase())
-                .cloned()
-                .unwrap_or_default()
-        };
-        let message_max = match &w.message_column {
-            None => None,
-            Some(c) => {
-                if !TEXT_TYPES.contains(&ty(c).as_str()) {
-                    return Err(Error::Schema {
-                        watch: w.name.clone(),
-                        problem: SchemaProblem::WrongType {
-                            key: "message_column",
-                            column: c.to_string(),
-                            declared: ty(c),
-                            wanted: "a text column",
-                        },
-                    });
-                }
-                lengths
-                    .get(&c.name().to_ascii_lowercase())
-                    .copied()
-                    .flatten()
-                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
-            }
-        };
-        let ended = w.ended_column.as_ref().map(|c| {
-            let t = ty(c);
-            if INT_TYPES.contains(&t.as_str()) {
-                Ended::Epoch
-            } else if let (Some(tz), "datetime") = (self.tz, t.as_str()) {
-                Ended::Zone(tz)
-            } else {
-                Ended::DbNow
-            }
-        });
+        let columns = rows
+            .iter()
+            .map(|(name, data_type, column_type, len)| {
+                (
+                    name.to_ascii_lowercase(),
+                    Column::mysql(data_type, column_type, *len),
+                )
+            })
+            .collect();
         let primary: Vec<String> = self
             .conn
             .exec(
@@ -421,12 +357,7 @@ impl Store for MysqlStore {
             .map_err(|e| self.err("reading the primary key", e))?;
         let id_is_primary =
             primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
-        Ok(Schema {
-            message_max,
-            ended,
-            types,
-            id_is_primary,
-        })
+        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
     }
 
     fn each_running_row(

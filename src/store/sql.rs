@@ -286,7 +286,7 @@ mod tests {
         Schema {
             message_max: None,
             ended,
-            types: HashMap::new(),
+            columns: HashMap::new(),
             id_is_primary,
         }
     }

@@ -5,7 +5,6 @@
 //! database. "The database clock" is SQLite's `now`, which is the host clock in UTC; naive
 //! text timestamps are read as UTC unless `timezone` says how they were written.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,11 +12,12 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
 use super::sql::{self, Dialect, Placeholder};
+use super::types::{self, Column};
 use super::{
-    CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
-    SqlValue, Store, TimeValue,
+    CasOutcome, Change, CurrentRow, FinishedRow, History, RunningRow, ScanPlan, Schema, SqlValue,
+    Store, TimeValue,
 };
-use crate::clock::{DbClock, Stamp, parse_text_stamp};
+use crate::clock::DbClock;
 use crate::config::Watch;
 use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
 
@@ -153,14 +153,7 @@ fn from_sql(v: ValueRef<'_>) -> SqlValue {
 }
 
 fn time_value(raw: SqlValue) -> TimeValue {
-    let stamp = match &raw {
-        SqlValue::Null => Ok(None),
-        SqlValue::Int(i) => Ok(Some(Stamp::Epoch(*i))),
-        SqlValue::Float(f) => Ok(Some(Stamp::Epoch(f.trunc() as i64))),
-        SqlValue::Text(s) => parse_text_stamp(s).map(Some),
-        other => Err(format!("{other} is not a date-time or unix timestamp")),
-    };
-    TimeValue { raw, stamp }
+    types::time_value(raw, None)
 }
 
 /// Reads `EXPLAIN QUERY PLAN` details: `SEARCH t USING INDEX i (status=?)` finds running
@@ -180,13 +173,6 @@ fn plan_of(details: &[String]) -> ScanPlan {
         rows: None,
         detail: format!("EXPLAIN QUERY PLAN: {}", details.join("; ")),
     }
-}
-
-/// `VARCHAR(255)` → 255 (SQLite does not enforce it, but the application may rely on it).
-fn declared_length(ty: &str) -> Option<usize> {
-    let open = ty.find('(')?;
-    let close = ty[open..].find(')')? + open;
-    ty[open + 1..close].split(',').next()?.trim().parse().ok()
 }
 
 impl Store for SqliteStore {
@@ -235,46 +221,11 @@ impl Store for SqliteStore {
             .collect();
         let id_is_primary =
             primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
-        let types: HashMap<String, String> = info
-            .into_iter()
-            .map(|(n, t, _)| (n.to_ascii_lowercase(), t.to_ascii_lowercase()))
+        let columns = info
+            .iter()
+            .map(|(n, t, _)| (n.to_ascii_lowercase(), Column::declared(t)))
             .collect();
-        for (key, col) in super::named_columns(w) {
-            if !types.contains_key(&col.name().to_ascii_lowercase()) {
-                let mut known: Vec<String> = types.keys().cloned().collect();
-                known.sort();
-                return Err(Error::Schema {
-                    watch: w.name.clone(),
-                    problem: SchemaProblem::NoColumn {
-                        key,
-                        column: col.to_string(),
-                        table: w.table.to_string(),
-                        columns: known,
-                    },
-                });
-            }
-        }
-        let ty = |c: &crate::config::Ident| {
-            types
-                .get(&c.name().to_ascii_lowercase())
-                .cloned()
-                .unwrap_or_default()
-        };
-        let message_max = w
-            .message_column
-            .as_ref()
-            .and_then(|c| declared_length(&ty(c)));
-        let ended = w.ended_column.as_ref().map(|c| match self.tz {
-            _ if ty(c).contains("int") => Ended::Epoch,
-            Some(tz) => Ended::Zone(tz),
-            None => Ended::DbNow,
-        });
-        Ok(Schema {
-            message_max,
-            ended,
-            types,
-            id_is_primary,
-        })
+        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
     }
 
     fn each_running_row(
@@ -471,14 +422,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn declared_lengths() {
-        assert_eq!(declared_length("varchar(255)"), Some(255));
-        assert_eq!(declared_length("character varying( 64 )"), Some(64));
-        assert_eq!(declared_length("decimal(10,2)"), Some(10));
-        assert_eq!(declared_length("text"), None);
-    }
-
-    #[test]
     fn query_plans() {
         let p = plan_of(&["SEARCH sync_log USING INDEX sync_log_status (status=?)".into()]);
         assert_eq!(p.index.as_deref(), Some("sync_log_status"));
@@ -525,16 +468,5 @@ mod tests {
         holder.execute_batch("BEGIN IMMEDIATE").expect("lock");
         conn.busy_timeout(Duration::ZERO).expect("timeout");
         assert_eq!(kind("INSERT INTO t (id) VALUES (1)"), DbErrorKind::TimedOut);
-    }
-
-    #[test]
-    fn time_values() {
-        assert_eq!(time_value(SqlValue::Null).stamp, Ok(None));
-        assert_eq!(
-            time_value(SqlValue::Int(5)).stamp,
-            Ok(Some(Stamp::Epoch(5)))
-        );
-        assert!(time_value(SqlValue::Text("soon".into())).stamp.is_err());
-        assert!(time_value(SqlValue::Bytes(vec![1])).stamp.is_err());
     }
 }
