@@ -25,7 +25,7 @@ use crate::error::{DbErrorKind, Error, SchemaProblem, Usage, exit};
 use crate::probe::{Host, LockTable};
 use crate::report::{human, message};
 use crate::stats::Recent;
-use crate::store::{self, ScanPlan, Schema, Store};
+use crate::store::{self, Introspect, ScanPlan, Schema, Store};
 
 /// How one check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,18 +189,18 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
     let mut store = match store::open(db, true) {
         Ok(s) => s,
         Err(e) => {
+            // By the kind of failure the driver's error code says; a file database is
+            // always the file.
             let fix = match (&db.url, e.db_kind()) {
                 (config::DbUrl::Sqlite(_), _) => {
                     "check [database] url: the file must exist and be readable by this user"
                 }
-                (config::DbUrl::Mysql(_), Some(DbErrorKind::AccessDenied)) => {
+                (_, Some(DbErrorKind::AccessDenied)) => {
                     "the server refused the user named here: give it the right password \
                      (password_file, $SELFHEAL_DB_PASSWORD, defaults_file or ~/.my.cnf), or \
                      run selfheal as a user the server trusts over its socket"
                 }
-                (config::DbUrl::Mysql(_), _) => {
-                    "is the server running, and are the host, port or socket right?"
-                }
+                _ => "is the server running, and are the host, port or socket right?",
             };
             rep.add(Finding::fail("database", e.to_string(), fix));
             return Err(());
@@ -244,7 +244,7 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
     Ok(())
 }
 
-fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Store) -> Finding {
+fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Introspect) -> Finding {
     let tol = cfg.run.clock_tolerance.as_secs();
     let skew = check::clock_skew(&clocks.db, SystemTime::now());
     let zone = store

@@ -1,11 +1,36 @@
-//! The job table, behind one small trait with one implementation per database, chosen by
-//! the URL's scheme. Adapters read running rows, describe the schema, and apply one
-//! compare-and-set per row; they never print and never decide.
+//! The database behind selfheal: one implementation per database, chosen by the URL's
+//! scheme. Adapters read running rows, describe the schema, and apply one compare-and-set
+//! per row; they never print and never decide.
 //!
-//! Guarantee shared by every adapter: [`Store::compare_and_set`] changes at most one row,
-//! and only if it still has the running status, the start value and the heartbeat-column
-//! value selfheal observed (SPEC §6). Values are always bound parameters; identifiers are
-//! validated [`Ident`](crate::config::Ident)s.
+//! Three traits, one per concern, bundled for callers as [`Store`] (what [`open`] returns;
+//! every method is callable on a `&mut dyn Store` with only `Store` in scope):
+//! - [`JobTable`]: running rows, the compare-and-set, finished rows, a row as it is now,
+//!   groups of writes, the database clock (`check`, recovery, `stats`);
+//! - [`Introspect`]: the server, how it was reached, the schema, the plan of the running-rows
+//!   query, the session's time zone (`doctor`; `check` reads the schema);
+//! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
+//!
+//! What every adapter shares: the SQL, built by [`sql`] from the adapter's [`Dialect`];
+//! what a column's type means and the schema checks, in [`types`]; the error kinds doctor
+//! matches on, from [`DbCause`](crate::error::DbCause).
+//!
+//! A new database backend goes in exactly these places, nothing else:
+//! 1. a new file `store/<name>.rs` (with `pub mod <name>;` here): its `DIALECT` const; its
+//!    store type implementing [`JobTable`], [`Introspect`] and [`Coordination`]; its
+//!    columns read into [`types::Column`] and handed to [`types::schema`]; `impl DbCause`
+//!    for its driver's error type, the kind from the driver's error codes;
+//! 2. its URL scheme: a variant of [`DbUrl`] and its parsing in `DbUrl::parse` (config);
+//! 3. its dispatch: an arm in [`open`];
+//! 4. its driver: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17: SPEC
+//!    §11).
+//!
+//! Guarantee shared by every adapter: [`JobTable::compare_and_set`] changes at most one
+//! row, and only if it still has the running status, the start value and the
+//! heartbeat-column value selfheal observed (SPEC §6). Values are always bound parameters;
+//! identifiers are validated [`Ident`](crate::config::Ident)s.
+//!
+//! I/O: the adapters talk to their database (and `credentials` reads password and option
+//! files); this module, [`sql`] and [`types`] do none.
 
 pub mod credentials;
 pub mod mysql;
@@ -187,25 +212,17 @@ pub enum CasOutcome {
     LostRace,
     /// The statement failed for this row (e.g. a lock wait timeout); the run goes on.
     Failed(String),
-    /// Only inside a group of writes ([`Store::begin_writes`]): another transaction holds
+    /// Only inside a group of writes ([`JobTable::begin_writes`]): another transaction holds
     /// the row, and selfheal does not wait while it holds the group's rows. Nothing was
     /// done; the caller commits the group and tries the row on its own.
     Busy,
 }
 
-pub trait Store {
-    /// `"mysql"`/`"mariadb"`/`"sqlite"` and a version.
-    fn describe_server(&mut self) -> Result<String>;
-    /// What was connected to and how (never a password), for `doctor` and messages.
-    fn connection(&self) -> String;
-    /// Things an operator should know about the connection (an option file skipped, …).
-    fn notes(&self) -> Vec<String> {
-        Vec::new()
-    }
+/// The job table: reading running and finished rows, the compare-and-set, a row as it is
+/// now, groups of writes, and the database clock. What `check`, recovery and `stats` use.
+pub trait JobTable {
     /// The database clock, read once per run.
     fn clock(&mut self) -> Result<DbClock>;
-    /// Checks that the table and every configured column exist.
-    fn schema(&mut self, w: &Watch) -> Result<Schema>;
     /// Streams every row in the running state, ordered by id, to `each`, one at a time as
     /// it comes off the wire: the adapter holds no more than one row. An error from `each`
     /// stops the stream and is returned.
@@ -223,11 +240,6 @@ pub trait Store {
         })?;
         Ok(out)
     }
-    /// How the database finds running rows: the plan of the very `SELECT` that
-    /// [`Store::running_rows`] runs (for `doctor`).
-    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
-    /// The session's time zone, in words (for `doctor`).
-    fn session_time_zone(&mut self) -> Result<String>;
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;
@@ -249,7 +261,7 @@ pub trait Store {
     fn begin_writes(&mut self) -> Result<bool> {
         Ok(false)
     }
-    /// Commits the group [`Store::begin_writes`] opened; afterwards each compare-and-set
+    /// Commits the group [`JobTable::begin_writes`] opened; afterwards each compare-and-set
     /// commits on its own again, waiting for row locks as usual. `Err`: nothing of the
     /// group was applied.
     fn commit_writes(&mut self) -> Result<()> {
@@ -257,6 +269,33 @@ pub trait Store {
     }
     /// The row with this id as it is now (`None`: no such row).
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>>;
+}
+
+/// What selfheal learns about the database and a watch's table: the server, how it was
+/// reached, the schema, the plan of the running-rows query, the session's time zone.
+/// `doctor` uses all of it; `check` reads the schema.
+pub trait Introspect {
+    /// `"mysql"`/`"mariadb"`/`"sqlite"` and a version.
+    fn describe_server(&mut self) -> Result<String>;
+    /// What was connected to and how (never a password), for `doctor` and messages.
+    fn connection(&self) -> String;
+    /// Things an operator should know about the connection (an option file skipped, …).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Checks that the table and every configured column exist, and what their types mean
+    /// ([`types::schema`]).
+    fn schema(&mut self, w: &Watch) -> Result<Schema>;
+    /// How the database finds running rows: the plan of the very `SELECT` that
+    /// [`JobTable::running_rows`] runs (for `doctor`).
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
+    /// The session's time zone, in words (for `doctor`).
+    fn session_time_zone(&mut self) -> Result<String>;
+}
+
+/// What keeps runs from acting on the same rows at once: across hosts (the per-watch
+/// advisory lock) and across a stopped run and the next (its server session).
+pub trait Coordination {
     /// This connection on the server, recorded with a run's intents: a stopped run's last
     /// statement may still be running there.
     fn session(&mut self) -> Option<Session> {
@@ -272,6 +311,13 @@ pub trait Store {
     /// at once (`GET_LOCK` on MySQL). `false`: another run holds it.
     fn try_watch_lock(&mut self, w: &Watch) -> Result<bool>;
 }
+
+/// One database, every concern: what [`open`] returns and callers hold. Implemented for
+/// every type that implements the three parts; methods of all three are called on a
+/// `&mut dyn Store` with only `Store` in scope.
+pub trait Store: JobTable + Introspect + Coordination {}
+
+impl<T: JobTable + Introspect + Coordination + ?Sized> Store for T {}
 
 /// Opens the store a URL names. `read_only` is a promise that nothing will be written
 /// (dry runs); adapters may open accordingly.

@@ -16,8 +16,8 @@ use super::credentials::{self, Credentials, Inputs};
 use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
-    CasOutcome, Change, CurrentRow, FinishedRow, History, RunningRow, ScanPlan, Schema, Session,
-    SqlValue, Store, TimeValue,
+    CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
+    RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
 use crate::config::{Database, DbUrl, Watch, redact_url};
@@ -43,7 +43,7 @@ pub struct MysqlStore {
     label: String,
     creds: Credentials,
     tz: Option<chrono_tz::Tz>,
-    /// Inside a group of writes ([`Store::begin_writes`]).
+    /// Inside a group of writes ([`JobTable::begin_writes`]).
     in_group: bool,
 }
 
@@ -264,29 +264,7 @@ fn advisory_name(db: &str, watch: &str) -> String {
     format!("{}#{h:016x}", &name[..64 - 17])
 }
 
-impl Store for MysqlStore {
-    fn describe_server(&mut self) -> Result<String> {
-        let v: Option<String> = self
-            .conn
-            .query_first("SELECT VERSION()")
-            .map_err(|e| self.err("reading the version", e))?;
-        let v = v.unwrap_or_default();
-        let kind = if v.to_ascii_lowercase().contains("mariadb") {
-            "mariadb"
-        } else {
-            "mysql"
-        };
-        Ok(format!("{kind} {v}"))
-    }
-
-    fn connection(&self) -> String {
-        format!("{} ({})", self.label, self.creds.describe())
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.creds.notes.clone()
-    }
-
+impl JobTable for MysqlStore {
     fn clock(&mut self) -> Result<DbClock> {
         // The binary protocol (exec) returns typed values; the text protocol would not.
         let row: Option<(Value, i64)> = self
@@ -303,61 +281,6 @@ impl Store for MysqlStore {
             }),
             other => Err(self.odd("reading the clock", format!("NOW() returned {other}"))),
         }
-    }
-
-    fn schema(&mut self, w: &Watch) -> Result<Schema> {
-        let rows: Vec<(String, String, String, Option<u64>)> = self
-            .conn
-            .exec(
-                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_MAXIMUM_LENGTH \
-                 FROM information_schema.COLUMNS \
-                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
-                (w.table.schema(), w.table.name()),
-            )
-            .map_err(|e| self.err("reading the schema", e))?;
-        if rows.is_empty() {
-            let db: Option<String> = if w.table.schema().is_none() {
-                self.conn
-                    .query_first::<Option<String>, _>("SELECT DATABASE()")
-                    .map_err(|e| self.err("reading the schema", e))?
-                    .flatten()
-            } else {
-                w.table.schema().map(str::to_string)
-            };
-            return Err(Error::Schema {
-                watch: w.name.clone(),
-                problem: match db {
-                    Some(db) => SchemaProblem::NoTable {
-                        table: w.table.to_string(),
-                        place: format!("database {db}"),
-                    },
-                    None => SchemaProblem::NoDatabase {
-                        table: w.table.to_string(),
-                    },
-                },
-            });
-        }
-        let columns = rows
-            .iter()
-            .map(|(name, data_type, column_type, len)| {
-                (
-                    name.to_ascii_lowercase(),
-                    Column::mysql(data_type, column_type, *len),
-                )
-            })
-            .collect();
-        let primary: Vec<String> = self
-            .conn
-            .exec(
-                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
-                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
-                 AND CONSTRAINT_NAME = 'PRIMARY'",
-                (w.table.schema(), w.table.name()),
-            )
-            .map_err(|e| self.err("reading the primary key", e))?;
-        let id_is_primary =
-            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
-        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
     }
 
     fn each_running_row(
@@ -396,73 +319,6 @@ impl Store for MysqlStore {
             })?;
         }
         Ok(())
-    }
-
-    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
-        let st = sql::running_sql(&DIALECT, w);
-        let rows: Vec<mysql::Row> = self
-            .conn
-            .exec(format!("EXPLAIN {}", st.sql), values(&st))
-            .map_err(|e| self.err("EXPLAIN of the running-rows query", e))?;
-        let text = |r: &mysql::Row, col: &str| -> Option<String> {
-            match r.get_opt::<Value, _>(col)?.ok()? {
-                Value::NULL => None,
-                v => Some(from_value(v).to_string()),
-            }
-        };
-        let table = w.table.name();
-        let row = rows
-            .iter()
-            .find(|r| text(r, "table").as_deref() == Some(table))
-            .or(rows.first())
-            .ok_or_else(|| self.odd("EXPLAIN of the running-rows query", "no plan"))?;
-        // `ALL` reads the table, `index` the whole of an index (e.g. PRIMARY for the ORDER
-        // BY): both are full scans whatever `key` says.
-        let access = text(row, "type").unwrap_or_default();
-        let full_scan = access.eq_ignore_ascii_case("ALL") || access.eq_ignore_ascii_case("index");
-        let index = text(row, "key").filter(|_| !full_scan);
-        let candidates = text(row, "possible_keys")
-            .map(|k| k.split(',').map(|s| s.trim().to_string()).collect())
-            .unwrap_or_default();
-        let rows_estimate = text(row, "rows").and_then(|r| r.parse().ok());
-        let detail = format!(
-            "EXPLAIN: type {access}, key {}, rows {}{}",
-            text(row, "key").as_deref().unwrap_or("NULL"),
-            rows_estimate.map_or("?".into(), |r: u64| r.to_string()),
-            text(row, "Extra")
-                .filter(|e| !e.is_empty())
-                .map(|e| format!(", {e}"))
-                .unwrap_or_default()
-        );
-        Ok(ScanPlan {
-            index,
-            candidates,
-            rows: rows_estimate,
-            detail,
-        })
-    }
-
-    fn session_time_zone(&mut self) -> Result<String> {
-        let row: Option<(String, String, String)> = self
-            .conn
-            .query_first(
-                "SELECT @@session.time_zone, @@system_time_zone, \
-                 TIME_FORMAT(TIMEDIFF(NOW(), UTC_TIMESTAMP()), '%H:%i')",
-            )
-            .map_err(|e| self.err("reading the session time zone", e))?;
-        let Some((session, system, offset)) = row else {
-            return Err(self.odd("reading the session time zone", "no row"));
-        };
-        let offset = if offset.starts_with('-') {
-            offset
-        } else {
-            format!("+{offset}")
-        };
-        Ok(if session.eq_ignore_ascii_case("SYSTEM") {
-            format!("SYSTEM (the server's {system}), UTC{offset} now")
-        } else {
-            format!("{session}, UTC{offset} now")
-        })
     }
 
     fn compare_and_set(
@@ -582,7 +438,155 @@ impl Store for MysqlStore {
             }
         }))
     }
+}
 
+impl Introspect for MysqlStore {
+    fn describe_server(&mut self) -> Result<String> {
+        let v: Option<String> = self
+            .conn
+            .query_first("SELECT VERSION()")
+            .map_err(|e| self.err("reading the version", e))?;
+        let v = v.unwrap_or_default();
+        let kind = if v.to_ascii_lowercase().contains("mariadb") {
+            "mariadb"
+        } else {
+            "mysql"
+        };
+        Ok(format!("{kind} {v}"))
+    }
+
+    fn connection(&self) -> String {
+        format!("{} ({})", self.label, self.creds.describe())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.creds.notes.clone()
+    }
+
+    fn schema(&mut self, w: &Watch) -> Result<Schema> {
+        let rows: Vec<(String, String, String, Option<u64>)> = self
+            .conn
+            .exec(
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_MAXIMUM_LENGTH \
+                 FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
+                (w.table.schema(), w.table.name()),
+            )
+            .map_err(|e| self.err("reading the schema", e))?;
+        if rows.is_empty() {
+            let db: Option<String> = if w.table.schema().is_none() {
+                self.conn
+                    .query_first::<Option<String>, _>("SELECT DATABASE()")
+                    .map_err(|e| self.err("reading the schema", e))?
+                    .flatten()
+            } else {
+                w.table.schema().map(str::to_string)
+            };
+            return Err(Error::Schema {
+                watch: w.name.clone(),
+                problem: match db {
+                    Some(db) => SchemaProblem::NoTable {
+                        table: w.table.to_string(),
+                        place: format!("database {db}"),
+                    },
+                    None => SchemaProblem::NoDatabase {
+                        table: w.table.to_string(),
+                    },
+                },
+            });
+        }
+        let columns = rows
+            .iter()
+            .map(|(name, data_type, column_type, len)| {
+                (
+                    name.to_ascii_lowercase(),
+                    Column::mysql(data_type, column_type, *len),
+                )
+            })
+            .collect();
+        let primary: Vec<String> = self
+            .conn
+            .exec(
+                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
+                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
+                 AND CONSTRAINT_NAME = 'PRIMARY'",
+                (w.table.schema(), w.table.name()),
+            )
+            .map_err(|e| self.err("reading the primary key", e))?;
+        let id_is_primary =
+            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
+        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
+    }
+
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
+        let st = sql::running_sql(&DIALECT, w);
+        let rows: Vec<mysql::Row> = self
+            .conn
+            .exec(format!("EXPLAIN {}", st.sql), values(&st))
+            .map_err(|e| self.err("EXPLAIN of the running-rows query", e))?;
+        let text = |r: &mysql::Row, col: &str| -> Option<String> {
+            match r.get_opt::<Value, _>(col)?.ok()? {
+                Value::NULL => None,
+                v => Some(from_value(v).to_string()),
+            }
+        };
+        let table = w.table.name();
+        let row = rows
+            .iter()
+            .find(|r| text(r, "table").as_deref() == Some(table))
+            .or(rows.first())
+            .ok_or_else(|| self.odd("EXPLAIN of the running-rows query", "no plan"))?;
+        // `ALL` reads the table, `index` the whole of an index (e.g. PRIMARY for the ORDER
+        // BY): both are full scans whatever `key` says.
+        let access = text(row, "type").unwrap_or_default();
+        let full_scan = access.eq_ignore_ascii_case("ALL") || access.eq_ignore_ascii_case("index");
+        let index = text(row, "key").filter(|_| !full_scan);
+        let candidates = text(row, "possible_keys")
+            .map(|k| k.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default();
+        let rows_estimate = text(row, "rows").and_then(|r| r.parse().ok());
+        let detail = format!(
+            "EXPLAIN: type {access}, key {}, rows {}{}",
+            text(row, "key").as_deref().unwrap_or("NULL"),
+            rows_estimate.map_or("?".into(), |r: u64| r.to_string()),
+            text(row, "Extra")
+                .filter(|e| !e.is_empty())
+                .map(|e| format!(", {e}"))
+                .unwrap_or_default()
+        );
+        Ok(ScanPlan {
+            index,
+            candidates,
+            rows: rows_estimate,
+            detail,
+        })
+    }
+
+    fn session_time_zone(&mut self) -> Result<String> {
+        let row: Option<(String, String, String)> = self
+            .conn
+            .query_first(
+                "SELECT @@session.time_zone, @@system_time_zone, \
+                 TIME_FORMAT(TIMEDIFF(NOW(), UTC_TIMESTAMP()), '%H:%i')",
+            )
+            .map_err(|e| self.err("reading the session time zone", e))?;
+        let Some((session, system, offset)) = row else {
+            return Err(self.odd("reading the session time zone", "no row"));
+        };
+        let offset = if offset.starts_with('-') {
+            offset
+        } else {
+            format!("+{offset}")
+        };
+        Ok(if session.eq_ignore_ascii_case("SYSTEM") {
+            format!("SYSTEM (the server's {system}), UTC{offset} now")
+        } else {
+            format!("{session}, UTC{offset} now")
+        })
+    }
+}
+
+impl Coordination for MysqlStore {
     fn session(&mut self) -> Option<Session> {
         Some(Session {
             connection: u64::from(self.conn.connection_id()),

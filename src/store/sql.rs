@@ -146,7 +146,7 @@ pub fn current_sql(d: &Dialect, w: &Watch, id: &SqlValue) -> Statement {
 ///
 /// [`History::All`] filters in the database and streams. [`History::Latest`] reads the
 /// latest rows through the id's index with no `WHERE` at all, and the caller keeps the
-/// finished ones ([`super::is_finished`]): a `WHERE … ORDER BY id DESC LIMIT n` would scan
+/// finished ones (`store::is_finished`): a `WHERE … ORDER BY id DESC LIMIT n` would scan
 /// the whole table when few rows match, and a derived table is materialised (measured:
 /// ~15 ms against ~1 ms for 1000 rows of a 1,000,000-row MariaDB table).
 pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement> {

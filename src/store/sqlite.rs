@@ -14,8 +14,8 @@ use rusqlite::{Connection, OpenFlags, params_from_iter};
 use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
-    CasOutcome, Change, CurrentRow, FinishedRow, History, RunningRow, ScanPlan, Schema, SqlValue,
-    Store, TimeValue,
+    CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
+    RunningRow, ScanPlan, Schema, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
 use crate::config::Watch;
@@ -175,15 +175,7 @@ fn plan_of(details: &[String]) -> ScanPlan {
     }
 }
 
-impl Store for SqliteStore {
-    fn describe_server(&mut self) -> Result<String> {
-        Ok(format!("sqlite {}", rusqlite::version()))
-    }
-
-    fn connection(&self) -> String {
-        format!("sqlite://{}", self.path.display())
-    }
-
+impl JobTable for SqliteStore {
     fn clock(&mut self) -> Result<DbClock> {
         let (naive, epoch): (String, i64) = self
             .conn
@@ -201,31 +193,6 @@ impl Store for SqliteStore {
             now_naive,
             now_epoch: epoch,
         })
-    }
-
-    fn schema(&mut self, w: &Watch) -> Result<Schema> {
-        let info = self.table_info(w)?;
-        if info.is_empty() {
-            return Err(Error::Schema {
-                watch: w.name.clone(),
-                problem: SchemaProblem::NoTable {
-                    table: w.table.to_string(),
-                    place: self.path.display().to_string(),
-                },
-            });
-        }
-        let primary: Vec<&String> = info
-            .iter()
-            .filter(|(_, _, pk)| *pk > 0)
-            .map(|(n, _, _)| n)
-            .collect();
-        let id_is_primary =
-            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
-        let columns = info
-            .iter()
-            .map(|(n, t, _)| (n.to_ascii_lowercase(), Column::declared(t)))
-            .collect();
-        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
     }
 
     fn each_running_row(
@@ -272,26 +239,6 @@ impl Store for SqliteStore {
             })?;
         }
         Ok(())
-    }
-
-    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
-        let st = sql::running_sql(&DIALECT, w);
-        let ctx = || self.ctx("EXPLAIN QUERY PLAN of the running-rows query");
-        let mut stmt = self
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", st.sql))
-            .map_err(|e| Error::database(ctx(), e))?;
-        let details: Vec<String> = stmt
-            .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
-                r.get::<_, String>(3)
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(|e| Error::database(ctx(), e))?;
-        Ok(plan_of(&details))
-    }
-
-    fn session_time_zone(&mut self) -> Result<String> {
-        Ok("UTC (SQLite's 'now')".into())
     }
 
     fn compare_and_set(
@@ -410,7 +357,64 @@ impl Store for SqliteStore {
             message: w.message_column.as_ref().map(|_| get(2)).transpose()?,
         }))
     }
+}
 
+impl Introspect for SqliteStore {
+    fn describe_server(&mut self) -> Result<String> {
+        Ok(format!("sqlite {}", rusqlite::version()))
+    }
+
+    fn connection(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+
+    fn schema(&mut self, w: &Watch) -> Result<Schema> {
+        let info = self.table_info(w)?;
+        if info.is_empty() {
+            return Err(Error::Schema {
+                watch: w.name.clone(),
+                problem: SchemaProblem::NoTable {
+                    table: w.table.to_string(),
+                    place: self.path.display().to_string(),
+                },
+            });
+        }
+        let primary: Vec<&String> = info
+            .iter()
+            .filter(|(_, _, pk)| *pk > 0)
+            .map(|(n, _, _)| n)
+            .collect();
+        let id_is_primary =
+            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
+        let columns = info
+            .iter()
+            .map(|(n, t, _)| (n.to_ascii_lowercase(), Column::declared(t)))
+            .collect();
+        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
+    }
+
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
+        let st = sql::running_sql(&DIALECT, w);
+        let ctx = || self.ctx("EXPLAIN QUERY PLAN of the running-rows query");
+        let mut stmt = self
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", st.sql))
+            .map_err(|e| Error::database(ctx(), e))?;
+        let details: Vec<String> = stmt
+            .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
+                r.get::<_, String>(3)
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| Error::database(ctx(), e))?;
+        Ok(plan_of(&details))
+    }
+
+    fn session_time_zone(&mut self) -> Result<String> {
+        Ok("UTC (SQLite's 'now')".into())
+    }
+}
+
+impl Coordination for SqliteStore {
     fn try_watch_lock(&mut self, _w: &Watch) -> Result<bool> {
         // A SQLite database lives on one host; selfheal's run lock already serialises runs.
         Ok(true)

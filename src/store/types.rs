@@ -239,7 +239,7 @@ pub fn time_value(raw: SqlValue, ty: Option<&ColumnType>) -> TimeValue {
 /// (lowercase name → column): every column the watch names exists; the message column
 /// holds text where the database enforces types, and its length; how the end time is
 /// written.
-pub(crate) fn schema(
+pub fn schema(
     w: &Watch,
     d: &Dialect,
     tz: Option<chrono_tz::Tz>,
