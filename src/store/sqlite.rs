@@ -443,6 +443,44 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_read_keeps_the_drivers_error_as_its_source() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("app.db");
+        Connection::open(&db)
+            .and_then(|c| c.execute_batch("CREATE TABLE other (id INTEGER PRIMARY KEY)"))
+            .expect("create");
+        let text = format!(
+            "[database]\nurl = \"sqlite://{}\"\n\n[[watch]]\nname = \"sync\"\n\
+             table = \"sync_log\"\nstarted_column = \"start_time\"\n\
+             heartbeat_file = \"/run/app/{{id}}.hb\"\nstale_after = \"5m\"\nmax_age = \"6h\"\n",
+            db.display()
+        );
+        let cfg = crate::config::from_str(
+            &text,
+            Path::new("/etc/selfheal/selfheal.toml"),
+            &crate::config::Overrides::default(),
+            &[],
+        )
+        .expect("config");
+        let mut store = SqliteStore::open(&db, None, true).expect("open");
+        let e = store
+            .running_rows(&cfg.watches[0])
+            .expect_err("no such table");
+        assert_eq!(e.db_kind(), Some(DbErrorKind::UnknownObject));
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.downcast_ref::<rusqlite::Error>().is_some(), "{e}");
+        assert!(e.to_string().contains("no such table: sync_log"), "{e}");
+        // The schema check says the same structurally.
+        match store.schema(&cfg.watches[0]) {
+            Err(Error::Schema {
+                problem: SchemaProblem::NoTable { table, .. },
+                ..
+            }) => assert_eq!(table, "sync_log"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn sqlite_failures_have_kinds() {
         let dir = tempfile::tempdir().expect("tempdir");
         let conn = Connection::open(dir.path().join("t.db")).expect("open");
