@@ -33,13 +33,7 @@ pub fn run(cli: Cli) -> u8 {
 
 /// Prints an error and its causes on stderr.
 pub fn report_error(e: &Error) {
-    let mut msg = format!("selfheal: error: {e}");
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        msg.push_str(&format!(": {s}"));
-        src = s.source();
-    }
-    let _ = writeln!(std::io::stderr(), "{msg}");
+    let _ = writeln!(std::io::stderr(), "selfheal: error: {}", e.full_message());
 }
 
 /// The watch flags as a raw watch to overlay onto the file.

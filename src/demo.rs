@@ -247,10 +247,9 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
                     .map(|mut r| r.next().is_some())
                     .unwrap_or(true)
             {
-                return Err(Error::Usage(format!(
-                    "--keep {}: the directory must be new or empty",
-                    d.display()
-                )));
+                return Err(Error::Usage(
+                    format!("--keep {}: the directory must be new or empty", d.display()).into(),
+                ));
             }
             std::fs::create_dir_all(d).map_err(io_err(d, "creating the sandbox"))?;
             d.canonicalize()

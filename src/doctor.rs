@@ -21,11 +21,11 @@ use crate::check::{self, Clocks};
 use crate::clock::{age_on_db_clock, plausible_age};
 use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
 use crate::decide::{self, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
-use crate::error::{Error, exit};
+use crate::error::{DbErrorKind, Error, SchemaProblem, Usage, exit};
 use crate::probe::{Host, LockTable};
 use crate::report::{human, message};
 use crate::stats::Recent;
-use crate::store::{self, ScanPlan, Schema, Store};
+use crate::store::{self, Introspect, ScanPlan, Schema, Store};
 
 /// How one check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +121,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
         Ok(c) => c,
         Err(e) => {
             let fix = match &e {
-                Error::Usage(_) => "give --config FILE or set SELFHEAL_CONFIG".to_string(),
+                Error::Usage(Usage::NoConfig { .. }) => {
+                    "give --config FILE or set SELFHEAL_CONFIG".to_string()
+                }
                 _ => "correct it, then run selfheal doctor again".to_string(),
             };
             rep.add(Finding::fail("configuration", e.to_string(), fix));
@@ -187,17 +189,20 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
     let mut store = match store::open(db, true) {
         Ok(s) => s,
         Err(e) => {
-            let text = e.to_string();
-            let fix = if text.contains("Access denied") {
-                "the server refused the user named here: give it the right password \
-                 (password_file, $SELFHEAL_DB_PASSWORD, defaults_file or ~/.my.cnf), or run \
-                 selfheal as a user the server trusts over its socket"
-            } else if matches!(db.url, config::DbUrl::Sqlite(_)) {
-                "check [database] url: the file must exist and be readable by this user"
-            } else {
-                "is the server running, and are the host, port or socket right?"
+            // By the kind of failure the driver's error code says; a file database is
+            // always the file.
+            let fix = match (&db.url, e.db_kind()) {
+                (config::DbUrl::Sqlite(_), _) => {
+                    "check [database] url: the file must exist and be readable by this user"
+                }
+                (_, Some(DbErrorKind::AccessDenied)) => {
+                    "the server refused the user named here: give it the right password \
+                     (password_file, $SELFHEAL_DB_PASSWORD, defaults_file or ~/.my.cnf), or \
+                     run selfheal as a user the server trusts over its socket"
+                }
+                _ => "is the server running, and are the host, port or socket right?",
             };
-            rep.add(Finding::fail("database", text, fix));
+            rep.add(Finding::fail("database", e.to_string(), fix));
             return Err(());
         }
     };
@@ -239,7 +244,7 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
     Ok(())
 }
 
-fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Store) -> Finding {
+fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Introspect) -> Finding {
     let tol = cfg.run.clock_tolerance.as_secs();
     let skew = check::clock_skew(&clocks.db, SystemTime::now());
     let zone = store
@@ -287,10 +292,14 @@ fn watch_database_checks(
         Ok(s) => s,
         Err(e) => {
             let text = match &e {
-                Error::Schema { message, .. } => message.clone(),
+                Error::Schema { problem, .. } => problem.to_string(),
                 other => other.to_string(),
             };
-            let fix = if text.contains("does not exist in table") {
+            let fix = if let Error::Schema {
+                problem: SchemaProblem::NoColumn { .. },
+                ..
+            } = &e
+            {
                 format!(
                     "name an existing column in watch '{}' of {} (or add the column)",
                     w.name,
@@ -330,102 +339,19 @@ fn watch_database_checks(
     ));
 }
 
-/// What a column may hold, by the key that names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Status,
-    Time,
-    Text,
-    Count,
-    Any,
-}
-
-/// Whether a column's declared type can do its job. MySQL types are exact; SQLite's are
-/// declarations, loose by design, so only a BLOB declaration is refused there.
-fn type_problem(role: Role, ty: &str) -> Option<&'static str> {
-    let t = ty.to_ascii_lowercase();
-    let base = t.split(['(', ' ']).next().unwrap_or("");
-    let ints = [
-        "tinyint",
-        "smallint",
-        "mediumint",
-        "int",
-        "integer",
-        "bigint",
-    ];
-    let texts = [
-        "char",
-        "varchar",
-        "tinytext",
-        "text",
-        "mediumtext",
-        "longtext",
-        "enum",
-        "character",
-        "nvarchar",
-        "nchar",
-        "clob",
-        "",
-    ];
-    let times = ["datetime", "timestamp"];
-    match role {
-        _ if base == "blob"
-            || base.ends_with("blob")
-            || base == "binary"
-            || base == "varbinary" =>
-        {
-            Some("a binary type")
-        }
-        Role::Time if base == "date" => Some("a DATE has no time of day"),
-        Role::Time if base == "time" || base == "year" => Some("not a point in time"),
-        Role::Time
-            if times.contains(&base)
-                || ints.contains(&base)
-                || texts.contains(&base)
-                || ["decimal", "numeric", "real", "double", "float"].contains(&base) =>
-        {
-            None
-        }
-        Role::Time => Some("not a date-time, unix seconds or text"),
-        Role::Status | Role::Text if texts.contains(&base) || ints.contains(&base) => None,
-        Role::Status | Role::Text => Some("not a text column"),
-        Role::Count if ints.contains(&base) || ["decimal", "numeric", ""].contains(&base) => None,
-        Role::Count => Some("not an integer column"),
-        Role::Any => None,
-    }
-}
-
 fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
-    let mut roles = vec![
-        ("id_column", &w.id_column, Role::Any),
-        ("status_column", &w.status_column, Role::Status),
-        ("started_column", &w.started_column, Role::Time),
-    ];
-    let opt = [
-        ("heartbeat_column", w.heartbeat_column.as_ref(), Role::Time),
-        ("ended_column", w.ended_column.as_ref(), Role::Time),
-        ("message_column", w.message_column.as_ref(), Role::Text),
-        ("owner_column", w.owner_column.as_ref(), Role::Text),
-        (
-            "attempts_column",
-            w.retry.as_ref().map(|r| &r.attempts_column),
-            Role::Count,
-        ),
-    ];
-    roles.extend(opt.into_iter().filter_map(|(k, c, r)| c.map(|c| (k, c, r))));
     let mut seen = Vec::new();
     let mut bad = Vec::new();
-    for (key, col, role) in roles {
-        let ty = schema
-            .types
-            .get(&col.name().to_ascii_lowercase())
-            .cloned()
-            .unwrap_or_default();
+    for (key, col, role) in store::types::named_columns(w) {
+        let Some(c) = schema.columns.get(&col.name().to_ascii_lowercase()) else {
+            continue;
+        };
+        let ty = &c.declared;
         seen.push(format!(
             "{col} {}",
-            if ty.is_empty() { "(untyped)" } else { &ty }
+            if ty.is_empty() { "(untyped)" } else { ty }
         ));
-        if let Some(why) = type_problem(role, &ty) {
+        if let Some(why) = c.ty.problem(role) {
             bad.push(format!("{key} {col} is {ty}: {why}"));
         }
     }
@@ -1045,27 +971,6 @@ fn metrics_finding(file: &Path) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn column_types() {
-        assert_eq!(type_problem(Role::Time, "datetime"), None);
-        assert_eq!(type_problem(Role::Time, "timestamp"), None);
-        assert_eq!(type_problem(Role::Time, "int"), None);
-        assert_eq!(type_problem(Role::Time, "bigint"), None);
-        assert_eq!(type_problem(Role::Time, "text"), None);
-        assert_eq!(type_problem(Role::Time, ""), None, "SQLite: untyped");
-        assert!(type_problem(Role::Time, "date").is_some());
-        assert!(type_problem(Role::Time, "time").is_some());
-        assert!(type_problem(Role::Time, "blob").is_some());
-        assert!(type_problem(Role::Time, "json").is_some());
-        assert_eq!(type_problem(Role::Status, "varchar(16)"), None);
-        assert_eq!(type_problem(Role::Status, "enum"), None);
-        assert_eq!(type_problem(Role::Status, "tinyint"), None);
-        assert!(type_problem(Role::Status, "datetime").is_some());
-        assert_eq!(type_problem(Role::Count, "int"), None);
-        assert!(type_problem(Role::Count, "varchar").is_some());
-        assert!(type_problem(Role::Text, "longblob").is_some());
-    }
 
     #[test]
     fn template_directories() {

@@ -4,6 +4,13 @@
 //! recorded in the row's report and raises the run's exit status to 1. These variants are
 //! the failures that stop a run: bad input (exit 2, nothing touched), the database or the
 //! file system failing (exit 3), or another run holding the run lock (exit 75).
+//!
+//! Errors keep what callers match on as data, never only as text: a database failure
+//! keeps the driver's error as its source and a [`DbErrorKind`] derived from the driver's
+//! error codes (each store implements [`DbCause`] for its driver's error type); a schema
+//! failure names the watch, the key and the column ([`SchemaProblem`]); a usage error says
+//! which one it is ([`Usage`]). `doctor` picks its fixes by these, never by message text.
+//! Pure: no I/O.
 
 use std::path::PathBuf;
 
@@ -42,6 +49,166 @@ impl std::fmt::Display for Origin {
     }
 }
 
+/// What kind of database failure an [`Error::Database`] is, from the driver's error codes
+/// (MySQL server error numbers, I/O error kinds, SQLite result codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbErrorKind {
+    /// The server refused the account or its password, or a privilege is missing (MySQL
+    /// 1044, 1045, 1142, 1143, 1227, 1370, 1698; SQLite `SQLITE_PERM`, `SQLITE_AUTH`,
+    /// `SQLITE_READONLY`).
+    AccessDenied,
+    /// The database, table or column named does not exist (MySQL 1049, 1146, 1054; SQLite
+    /// "no such table/column").
+    UnknownObject,
+    /// Nothing answers where the database should be: connection refused, no such socket,
+    /// the connection lost, the server shutting down or out of connections, a SQLite file
+    /// that cannot be opened.
+    Unreachable,
+    /// A bounded wait ran out: connecting, a socket read or write, a row lock (MySQL
+    /// 1205), a statement's time limit, a busy SQLite database.
+    TimedOut,
+    /// Anything else.
+    Other,
+}
+
+impl DbErrorKind {
+    /// The kind of an I/O failure on the way to or from a database server.
+    pub fn of_io(kind: std::io::ErrorKind) -> DbErrorKind {
+        use std::io::ErrorKind as K;
+        match kind {
+            // A socket this user may not open is as unreachable as a missing one: the
+            // server never saw the account, so it is no password problem.
+            K::NotFound
+            | K::PermissionDenied
+            | K::ConnectionRefused
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::NotConnected
+            | K::AddrNotAvailable
+            | K::BrokenPipe
+            | K::UnexpectedEof
+            | K::HostUnreachable
+            | K::NetworkUnreachable
+            | K::NetworkDown => DbErrorKind::Unreachable,
+            // A socket read timeout surfaces as EAGAIN (WouldBlock) on Linux.
+            K::TimedOut | K::WouldBlock => DbErrorKind::TimedOut,
+            _ => DbErrorKind::Other,
+        }
+    }
+}
+
+/// A database driver's error type: the source of an [`Error::Database`], and the kind of
+/// failure it is. Each store implements it for its driver's errors, in its own file.
+pub trait DbCause: std::error::Error + Send + Sync + 'static {
+    fn kind(&self) -> DbErrorKind;
+}
+
+/// The boxed source of an [`Error::Database`]: the driver's error, or selfheal's own words.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What is wrong with a watch's table. Each names the configuration key (and the column)
+/// involved, so that callers can point at it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaProblem {
+    /// The table does not exist where it was looked for (`place`: a database, a file).
+    #[error("table {table} does not exist in {place}")]
+    NoTable { table: String, place: String },
+    /// A MySQL table named without a database, on a connection without one.
+    #[error(
+        "table {table}: no database selected; name it in the URL (mysql://user@host/DB) or write the table as db.table"
+    )]
+    NoDatabase { table: String },
+    /// A column the watch names does not exist; `columns` are the ones that do.
+    #[error("{key}: column {column} does not exist in table {table} (columns: {})", columns.join(", "))]
+    NoColumn {
+        key: &'static str,
+        column: String,
+        table: String,
+        columns: Vec<String>,
+    },
+    /// A column's type cannot do its job (`declared`: its type as the database says).
+    #[error("{key}: {column} is {declared}, not {wanted}")]
+    WrongType {
+        key: &'static str,
+        column: String,
+        declared: String,
+        wanted: &'static str,
+    },
+    /// A key the operation needs is not set.
+    #[error("{key} is not set: {why}")]
+    NotSet {
+        key: &'static str,
+        why: &'static str,
+    },
+}
+
+impl SchemaProblem {
+    /// The configuration key involved, if any.
+    pub fn key(&self) -> Option<&'static str> {
+        match self {
+            SchemaProblem::NoColumn { key, .. }
+            | SchemaProblem::WrongType { key, .. }
+            | SchemaProblem::NotSet { key, .. } => Some(key),
+            SchemaProblem::NoTable { .. } | SchemaProblem::NoDatabase { .. } => None,
+        }
+    }
+
+    /// The column involved, if any.
+    pub fn column(&self) -> Option<&str> {
+        match self {
+            SchemaProblem::NoColumn { column, .. } | SchemaProblem::WrongType { column, .. } => {
+                Some(column)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Which usage error: the cases a caller tells apart, and the rest in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Usage {
+    /// No configuration file where the default one is looked for, and no watch described
+    /// by flags.
+    #[error(
+        "no configuration: {} does not exist; give --config FILE, set SELFHEAL_CONFIG, or describe one watch with --db, --table, --started-column, --heartbeat-file, --stale-after and --max-age",
+        path.display()
+    )]
+    NoConfig { path: PathBuf },
+    /// `--watch NAME` names no watch of the configuration (`known`: the ones it has).
+    #[error(
+        "--watch {name}: no such watch in {origin} (known: {})",
+        names_or_none(known)
+    )]
+    UnknownWatch {
+        name: String,
+        origin: Origin,
+        known: Vec<String>,
+    },
+    /// Anything else the command line asks for that cannot be done.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn names_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+impl From<String> for Usage {
+    fn from(s: String) -> Usage {
+        Usage::Other(s)
+    }
+}
+
+impl From<&str> for Usage {
+    fn from(s: &str) -> Usage {
+        Usage::Other(s.to_string())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A configuration value is wrong: names where, which key, and what is expected.
@@ -54,15 +221,23 @@ pub enum Error {
 
     /// The command line asks for something impossible.
     #[error("{0}")]
-    Usage(String),
+    Usage(Usage),
 
     /// The database cannot be reached, refuses us, or fails mid-run.
-    #[error("database: {context}: {message}")]
-    Database { context: String, message: String },
+    #[error("database: {context}: {source}")]
+    Database {
+        context: String,
+        kind: DbErrorKind,
+        #[source]
+        source: BoxError,
+    },
 
     /// The table or a column a watch names does not exist, or has an unusable type.
-    #[error("watch '{watch}': {message}")]
-    Schema { watch: String, message: String },
+    #[error("watch '{watch}': {problem}")]
+    Schema {
+        watch: String,
+        problem: SchemaProblem,
+    },
 
     /// A file selfheal itself needs (run lock, journal, state) cannot be used.
     #[error("{}: {action}: {source}", path.display())]
@@ -100,15 +275,30 @@ impl Error {
         }
     }
 
-    /// The message with every cause, on one line (what is printed on stderr).
+    /// The message with every cause, on one line (what is printed on stderr). A cause the
+    /// message already ends with (every variant shows its direct source) is not repeated,
+    /// and ends the walk: the error that shows it chose how much of its own chain to show.
     pub fn full_message(&self) -> String {
         let mut msg = self.to_string();
         let mut src = std::error::Error::source(self);
         while let Some(s) = src {
-            msg.push_str(&format!(": {s}"));
+            let text = s.to_string();
+            if msg.ends_with(&text) {
+                break;
+            }
+            msg.push_str(": ");
+            msg.push_str(&text);
             src = s.source();
         }
         msg
+    }
+
+    /// The kind of a database failure; `None` for every other error.
+    pub fn db_kind(&self) -> Option<DbErrorKind> {
+        match self {
+            Error::Database { kind, .. } => Some(*kind),
+            _ => None,
+        }
     }
 
     pub fn config(origin: &Origin, key: impl Into<String>, message: impl Into<String>) -> Self {
@@ -119,10 +309,27 @@ impl Error {
         }
     }
 
-    pub fn database(context: impl Into<String>, message: impl std::fmt::Display) -> Self {
+    /// A database failure with the driver's error as its source, of the kind the driver's
+    /// error code says.
+    pub fn database(context: impl Into<String>, cause: impl DbCause) -> Self {
         Error::Database {
             context: context.into(),
-            message: message.to_string(),
+            kind: cause.kind(),
+            source: Box::new(cause),
+        }
+    }
+
+    /// A database failure of a known kind: `cause` is another error, or selfheal's own
+    /// words (a `&str` or `String`).
+    pub fn database_kind(
+        context: impl Into<String>,
+        kind: DbErrorKind,
+        cause: impl Into<BoxError>,
+    ) -> Self {
+        Error::Database {
+            context: context.into(),
+            kind,
+            source: cause.into(),
         }
     }
 
@@ -136,3 +343,112 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_error_shows_its_cause_once_and_keeps_it_as_source() {
+        let e = Error::database_kind(
+            "mysql://app@db/appdb: reading the clock",
+            DbErrorKind::TimedOut,
+            "no row",
+        );
+        assert_eq!(
+            e.to_string(),
+            "database: mysql://app@db/appdb: reading the clock: no row"
+        );
+        assert_eq!(e.full_message(), e.to_string());
+        assert_eq!(
+            std::error::Error::source(&e).map(ToString::to_string),
+            Some("no row".to_string())
+        );
+        assert_eq!(e.db_kind(), Some(DbErrorKind::TimedOut));
+        assert_eq!(e.exit_code(), exit::FAILURE);
+    }
+
+    #[test]
+    fn an_io_error_is_printed_with_its_cause_once() {
+        let e = Error::io(
+            "/var/lib/selfheal",
+            "creating the state directory",
+            std::io::Error::from_raw_os_error(20),
+        );
+        assert_eq!(
+            e.full_message(),
+            "/var/lib/selfheal: creating the state directory: Not a directory (os error 20)"
+        );
+    }
+
+    #[test]
+    fn a_shown_cause_ends_the_walk() {
+        // As rusqlite's SqliteFailure shows SQLite's message and keeps the result code as
+        // its own source: what the driver chose not to show stays out of the line.
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let e = Error::database_kind(
+            "x",
+            DbErrorKind::Other,
+            Outer(std::io::Error::other("inner")),
+        );
+        assert_eq!(e.full_message(), "database: x: outer");
+    }
+
+    #[test]
+    fn io_kinds_on_the_way_to_a_server() {
+        use std::io::ErrorKind as K;
+        assert_eq!(DbErrorKind::of_io(K::NotFound), DbErrorKind::Unreachable);
+        assert_eq!(
+            DbErrorKind::of_io(K::ConnectionRefused),
+            DbErrorKind::Unreachable
+        );
+        assert_eq!(
+            DbErrorKind::of_io(K::UnexpectedEof),
+            DbErrorKind::Unreachable
+        );
+        assert_eq!(DbErrorKind::of_io(K::TimedOut), DbErrorKind::TimedOut);
+        assert_eq!(DbErrorKind::of_io(K::WouldBlock), DbErrorKind::TimedOut);
+        assert_eq!(DbErrorKind::of_io(K::InvalidData), DbErrorKind::Other);
+    }
+
+    #[test]
+    fn schema_problems_name_the_key_and_the_column() {
+        let p = SchemaProblem::NoColumn {
+            key: "heartbeat_column",
+            column: "beat_at".into(),
+            table: "sync_log".into(),
+            columns: vec!["heartbeat_at".into(), "id".into()],
+        };
+        assert_eq!(p.key(), Some("heartbeat_column"));
+        assert_eq!(p.column(), Some("beat_at"));
+        let e = Error::Schema {
+            watch: "full-sync".into(),
+            problem: p,
+        };
+        assert_eq!(
+            e.to_string(),
+            "watch 'full-sync': heartbeat_column: column beat_at does not exist in table \
+             sync_log (columns: heartbeat_at, id)"
+        );
+    }
+
+    #[test]
+    fn usage_errors_read_as_before() {
+        let e = Error::Usage(Usage::UnknownWatch {
+            name: "nope".into(),
+            origin: Origin::File("/etc/selfheal/selfheal.toml".into()),
+            known: vec!["full-sync".into(), "report".into()],
+        });
+        assert_eq!(
+            e.to_string(),
+            "--watch nope: no such watch in /etc/selfheal/selfheal.toml (known: full-sync, report)"
+        );
+        assert_eq!(e.exit_code(), exit::USAGE);
+        assert_eq!(
+            Error::Usage("no [database] configured".into()).to_string(),
+            "no [database] configured"
+        );
+    }
+}

@@ -49,13 +49,14 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut JournalWriter) -> Re
         && !store.end_session(&session)?
     {
         let conn = session.connection;
-        return Err(Error::Database {
-            context: format!("{pending_path}: settling a stopped run's changes"),
-            message: format!(
+        return Err(Error::database_kind(
+            format!("{pending_path}: settling a stopped run's changes"),
+            crate::error::DbErrorKind::TimedOut,
+            format!(
                 "its session (connection {conn}) is still running a statement on the server; \
                  the next run tries again"
             ),
-        });
+        ));
     }
     let offset = left
         .header

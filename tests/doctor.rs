@@ -296,3 +296,61 @@ fn a_bad_configuration_is_exit_2_and_an_unreachable_database_exit_3() {
     line(&l, "watch full-sync: heartbeat_file");
     line(&l, "state_dir");
 }
+
+/// `url` logging in as `user` (no password in the URL).
+fn as_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("scheme");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{user}@{host}")
+}
+
+#[test]
+fn the_database_fix_follows_the_servers_error_code() {
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    let user = db.create_user("the-right-password");
+    let sb = Sandbox::new();
+
+    // A refused login (ER_ACCESS_DENIED_ERROR): the password fix.
+    let cfg = sb.config(&as_user(&db.url, &user), &sb.watch(""));
+    let o = selfheal()
+        .args(["doctor", "--config"])
+        .arg(&cfg)
+        .env("SELFHEAL_DB_PASSWORD", "a-wrong-password")
+        .output()
+        .expect("run selfheal");
+    assert_exit(&o, 3);
+    let l = lines(&o);
+    let d = line(&l, "database");
+    assert!(
+        d.starts_with("✗ ")
+            && d.contains("Access denied")
+            && d.contains("fix: the server refused the user named here"),
+        "{d}"
+    );
+    // `check` prints the server's words once: the driver's error is the message's source
+    // and is not repeated after it.
+    let o = selfheal()
+        .args(["check", "--config"])
+        .arg(&cfg)
+        .env("SELFHEAL_DB_PASSWORD", "a-wrong-password")
+        .output()
+        .expect("run selfheal");
+    assert_exit(&o, 3);
+    let err = stderr(&o);
+    assert_eq!(err.matches("Access denied").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // Logged in, but the database in the URL does not exist (ER_BAD_DB_ERROR): no
+    // password problem.
+    let missing = format!("{}_missing", db.name);
+    let cfg = sb.config(&with_database(&db.url, &missing), &sb.watch(""));
+    let o = doctor(&cfg);
+    assert_exit(&o, 3);
+    let l = lines(&o);
+    let d = line(&l, "database");
+    assert!(
+        d.starts_with("✗ ") && d.contains(&missing) && d.contains("fix: is the server running"),
+        "{d}"
+    );
+}

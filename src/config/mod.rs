@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::error::{Error, Origin, Result};
+use crate::error::{Error, Origin, Result, Usage};
 
 /// Where the configuration is looked for when neither `--config` nor `$SELFHEAL_CONFIG`
 /// names one.
@@ -247,12 +247,7 @@ pub fn load(path: &ConfigPath, overrides: &Overrides, only: &[String]) -> Result
             ),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if overrides.watch.is_empty() {
-                    return Err(Error::Usage(format!(
-                        "no configuration: {} does not exist; give --config FILE, set \
-                         SELFHEAL_CONFIG, or describe one watch with --db, --table, \
-                         --started-column, --heartbeat-file, --stale-after and --max-age",
-                        p.display()
-                    )));
+                    return Err(Error::Usage(Usage::NoConfig { path: p.clone() }));
                 }
                 (RawConfig::default(), Origin::CommandLine, None)
             }
@@ -359,10 +354,11 @@ fn build(
                 if watches.is_empty() && overrides.watch.text("name") == Some(name) {
                     continue;
                 }
-                return Err(Error::Usage(format!(
-                    "--watch {name}: no such watch in {origin} (known: {})",
-                    list_names(&watches)
-                )));
+                return Err(Error::Usage(Usage::UnknownWatch {
+                    name: name.clone(),
+                    origin: origin.clone(),
+                    known: watches.iter().filter_map(|(w, _)| w.name.clone()).collect(),
+                }));
             }
         }
         watches.retain(|(w, _)| only.iter().any(|n| w.text("name") == Some(n)));
@@ -384,12 +380,15 @@ fn build(
             }
             1 => from_flags[0] = watches[0].0.overlay(&overrides.watch),
             _ => {
-                return Err(Error::Usage(format!(
-                    "watch flags (--table, --stale-after, …) apply to one watch, but {} are \
-                     selected ({}); pick one with --watch NAME",
-                    watches.len(),
-                    list_names(&watches)
-                )));
+                return Err(Error::Usage(
+                    format!(
+                        "watch flags (--table, --stale-after, …) apply to one watch, but {} are \
+                         selected ({}); pick one with --watch NAME",
+                        watches.len(),
+                        list_names(&watches)
+                    )
+                    .into(),
+                ));
             }
         }
     }

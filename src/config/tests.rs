@@ -368,7 +368,7 @@ fn selecting_watches() {
         &Overrides::default(),
         &["nope".into()],
     ) {
-        Err(Error::Usage(m)) => assert!(m.contains("full-sync, report"), "{m}"),
+        Err(Error::Usage(m)) => assert!(m.to_string().contains("full-sync, report"), "{m}"),
         other => panic!("{other:?}"),
     }
     // Flags with two watches selected: ambiguous.

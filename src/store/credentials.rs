@@ -24,7 +24,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::config::{Database, DbUrl, with_host};
-use crate::error::{Error, Origin, Result};
+use crate::error::{DbErrorKind, Error, Origin, Result};
 use crate::mycnf;
 
 /// Server sockets the mysql client of the usual distributions is built to use when the host
@@ -167,9 +167,10 @@ impl Credentials {
     /// with the resolved settings on top.
     pub fn builder(&self) -> Result<mysql::OptsBuilder> {
         let opts = mysql::Opts::from_url(&self.url).map_err(|e| {
-            Error::database(
-                crate::config::redact_url(&self.url),
-                format!("bad URL: {e}"),
+            Error::database_kind(
+                format!("{}: bad URL", crate::config::redact_url(&self.url)),
+                DbErrorKind::Other,
+                e,
             )
         })?;
         Ok(mysql::OptsBuilder::from_opts(opts)
@@ -193,7 +194,7 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
     let (url, host_given) = with_host(raw);
     let label = crate::config::redact_url(raw);
     let opts = mysql::Opts::from_url(&url)
-        .map_err(|e| Error::database(&label, format!("bad URL: {e}")))?;
+        .map_err(|e| Error::database_kind(format!("{label}: bad URL"), DbErrorKind::Other, e))?;
     let port_given = url::Url::parse(&url).ok().and_then(|u| u.port()).is_some();
 
     let url_user = opts

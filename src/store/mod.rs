@@ -1,15 +1,42 @@
-//! The job table, behind one small trait with one implementation per database, chosen by
-//! the URL's scheme. Adapters read running rows, describe the schema, and apply one
-//! compare-and-set per row; they never print and never decide.
+//! The database behind selfheal: one implementation per database, chosen by the URL's
+//! scheme. Adapters read running rows, describe the schema, and apply one compare-and-set
+//! per row; they never print and never decide.
 //!
-//! Guarantee shared by every adapter: [`Store::compare_and_set`] changes at most one row,
-//! and only if it still has the running status, the start value and the heartbeat-column
-//! value selfheal observed (SPEC §6). Values are always bound parameters; identifiers are
-//! validated [`Ident`](crate::config::Ident)s.
+//! Three traits, one per concern, bundled for callers as [`Store`] (what [`open`] returns;
+//! every method is callable on a `&mut dyn Store` with only `Store` in scope):
+//! - [`JobTable`]: running rows, the compare-and-set, finished rows, a row as it is now,
+//!   groups of writes, the database clock (`check`, recovery, `stats`);
+//! - [`Introspect`]: the server, how it was reached, the schema, the plan of the running-rows
+//!   query, the session's time zone (`doctor`; `check` reads the schema);
+//! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
+//!
+//! What every adapter shares: the SQL, built by [`sql`] from the adapter's [`Dialect`];
+//! what a column's type means and the schema checks, in [`types`]; the error kinds doctor
+//! matches on, from [`DbCause`](crate::error::DbCause).
+//!
+//! A new database backend goes in exactly these places, nothing else:
+//! 1. a new file `store/<name>.rs` (with `pub mod <name>;` here): its `DIALECT` const; its
+//!    store type implementing [`JobTable`], [`Introspect`] and [`Coordination`]; its
+//!    columns read into [`types::Column`] and handed to [`types::schema`]; `impl DbCause`
+//!    for its driver's error type, the kind from the driver's error codes;
+//! 2. its URL scheme: a variant of [`DbUrl`] and its parsing in `DbUrl::parse` (config);
+//! 3. its dispatch: an arm in [`open`];
+//! 4. its driver: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17: SPEC
+//!    §11).
+//!
+//! Guarantee shared by every adapter: [`JobTable::compare_and_set`] changes at most one
+//! row, and only if it still has the running status, the start value and the
+//! heartbeat-column value selfheal observed (SPEC §6). Values are always bound parameters;
+//! identifiers are validated [`Ident`](crate::config::Ident)s.
+//!
+//! I/O: the adapters talk to their database (and `credentials` reads password and option
+//! files); this module, [`sql`] and [`types`] do none.
 
 pub mod credentials;
 pub mod mysql;
+pub mod sql;
 pub mod sqlite;
+pub mod types;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -141,8 +168,8 @@ pub struct Schema {
     /// Longest message the message column accepts, in characters.
     pub message_max: Option<usize>,
     pub ended: Option<Ended>,
-    /// Column name → lowercase declared/data type.
-    pub types: HashMap<String, String>,
+    /// Every column of the table, by lowercase name.
+    pub columns: HashMap<String, Column>,
     /// The id column alone is the primary key: the compare-and-set is forced through it,
     /// so it locks the row the way the worker's own `UPDATE … WHERE id = ?` does and the
     /// two can never deadlock through the status index.
@@ -185,25 +212,17 @@ pub enum CasOutcome {
     LostRace,
     /// The statement failed for this row (e.g. a lock wait timeout); the run goes on.
     Failed(String),
-    /// Only inside a group of writes ([`Store::begin_writes`]): another transaction holds
+    /// Only inside a group of writes ([`JobTable::begin_writes`]): another transaction holds
     /// the row, and selfheal does not wait while it holds the group's rows. Nothing was
     /// done; the caller commits the group and tries the row on its own.
     Busy,
 }
 
-pub trait Store {
-    /// `"mysql"`/`"mariadb"`/`"sqlite"` and a version.
-    fn describe_server(&mut self) -> Result<String>;
-    /// What was connected to and how (never a password), for `doctor` and messages.
-    fn connection(&self) -> String;
-    /// Things an operator should know about the connection (an option file skipped, …).
-    fn notes(&self) -> Vec<String> {
-        Vec::new()
-    }
+/// The job table: reading running and finished rows, the compare-and-set, a row as it is
+/// now, groups of writes, and the database clock. What `check`, recovery and `stats` use.
+pub trait JobTable {
     /// The database clock, read once per run.
     fn clock(&mut self) -> Result<DbClock>;
-    /// Checks that the table and every configured column exist.
-    fn schema(&mut self, w: &Watch) -> Result<Schema>;
     /// Streams every row in the running state, ordered by id, to `each`, one at a time as
     /// it comes off the wire: the adapter holds no more than one row. An error from `each`
     /// stops the stream and is returned.
@@ -221,11 +240,6 @@ pub trait Store {
         })?;
         Ok(out)
     }
-    /// How the database finds running rows: the plan of the very `SELECT` that
-    /// [`Store::running_rows`] runs (for `doctor`).
-    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
-    /// The session's time zone, in words (for `doctor`).
-    fn session_time_zone(&mut self) -> Result<String>;
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;
@@ -247,7 +261,7 @@ pub trait Store {
     fn begin_writes(&mut self) -> Result<bool> {
         Ok(false)
     }
-    /// Commits the group [`Store::begin_writes`] opened; afterwards each compare-and-set
+    /// Commits the group [`JobTable::begin_writes`] opened; afterwards each compare-and-set
     /// commits on its own again, waiting for row locks as usual. `Err`: nothing of the
     /// group was applied.
     fn commit_writes(&mut self) -> Result<()> {
@@ -255,6 +269,33 @@ pub trait Store {
     }
     /// The row with this id as it is now (`None`: no such row).
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>>;
+}
+
+/// What selfheal learns about the database and a watch's table: the server, how it was
+/// reached, the schema, the plan of the running-rows query, the session's time zone.
+/// `doctor` uses all of it; `check` reads the schema.
+pub trait Introspect {
+    /// `"mysql"`/`"mariadb"`/`"sqlite"` and a version.
+    fn describe_server(&mut self) -> Result<String>;
+    /// What was connected to and how (never a password), for `doctor` and messages.
+    fn connection(&self) -> String;
+    /// Things an operator should know about the connection (an option file skipped, …).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Checks that the table and every configured column exist, and what their types mean
+    /// ([`types::schema`]).
+    fn schema(&mut self, w: &Watch) -> Result<Schema>;
+    /// How the database finds running rows: the plan of the very `SELECT` that
+    /// [`JobTable::running_rows`] runs (for `doctor`).
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
+    /// The session's time zone, in words (for `doctor`).
+    fn session_time_zone(&mut self) -> Result<String>;
+}
+
+/// What keeps runs from acting on the same rows at once: across hosts (the per-watch
+/// advisory lock) and across a stopped run and the next (its server session).
+pub trait Coordination {
     /// This connection on the server, recorded with a run's intents: a stopped run's last
     /// statement may still be running there.
     fn session(&mut self) -> Option<Session> {
@@ -271,6 +312,13 @@ pub trait Store {
     fn try_watch_lock(&mut self, w: &Watch) -> Result<bool>;
 }
 
+/// One database, every concern: what [`open`] returns and callers hold. Implemented for
+/// every type that implements the three parts; methods of all three are called on a
+/// `&mut dyn Store` with only `Store` in scope.
+pub trait Store: JobTable + Introspect + Coordination {}
+
+impl<T: JobTable + Introspect + Coordination + ?Sized> Store for T {}
+
 /// Opens the store a URL names. `read_only` is a promise that nothing will be written
 /// (dry runs); adapters may open accordingly.
 pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
@@ -283,6 +331,9 @@ pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
         DbUrl::Mysql(_) => Ok(Box::new(mysql::MysqlStore::connect(db)?)),
     }
 }
+
+pub use sql::{Dialect, Placeholder, Statement};
+pub use types::{Column, ColumnType, Role};
 
 /// How a database reads the running rows of a watch.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -297,113 +348,6 @@ pub struct ScanPlan {
     pub detail: String,
 }
 
-/// The `SELECT` of running rows both adapters run (and `doctor` explains): quoting and
-/// the placeholder differ per database.
-pub(crate) fn running_sql(w: &Watch, q: char, placeholder: &str) -> String {
-    format!(
-        "SELECT {} FROM {} WHERE {} = {placeholder} ORDER BY {}",
-        select_columns(w)
-            .iter()
-            .map(|c| c.quoted(q))
-            .collect::<Vec<_>>()
-            .join(", "),
-        w.table.quoted(q),
-        w.status_column.quoted(q),
-        w.id_column.quoted(q),
-    )
-}
-
-/// The `SELECT` of one row by id for [`Store::current_row`]: status, start, message.
-pub(crate) fn current_sql(w: &Watch, q: char, placeholder: &str) -> String {
-    format!(
-        "SELECT {}, {}, {} FROM {} WHERE {} = {placeholder}",
-        w.status_column.quoted(q),
-        w.started_column.quoted(q),
-        w.message_column
-            .as_ref()
-            .map_or("NULL".to_string(), |m| m.quoted(q)),
-        w.table.quoted(q),
-        w.id_column.quoted(q),
-    )
-}
-
-/// The column list every adapter selects, in order.
-pub(crate) fn select_columns(w: &Watch) -> Vec<&crate::config::Ident> {
-    let mut cols = vec![&w.id_column, &w.started_column];
-    cols.extend(w.heartbeat_column.as_ref());
-    cols.extend(w.owner_column.as_ref());
-    cols.extend(w.retry.as_ref().map(|r| &r.attempts_column));
-    cols
-}
-
-/// Every column a watch names, with the key that names it (for schema errors).
-pub(crate) fn named_columns(w: &Watch) -> Vec<(&'static str, &crate::config::Ident)> {
-    let mut v = vec![
-        ("id_column", &w.id_column),
-        ("status_column", &w.status_column),
-        ("started_column", &w.started_column),
-    ];
-    let opt = [
-        ("heartbeat_column", w.heartbeat_column.as_ref()),
-        ("ended_column", w.ended_column.as_ref()),
-        ("message_column", w.message_column.as_ref()),
-        ("owner_column", w.owner_column.as_ref()),
-        (
-            "attempts_column",
-            w.retry.as_ref().map(|r| &r.attempts_column),
-        ),
-    ];
-    v.extend(opt.into_iter().filter_map(|(k, c)| c.map(|c| (k, c))));
-    v
-}
-
-/// The `SELECT` of finished rows both adapters run: columns id, start, end, status and the
-/// message when it carries selfheal's prefix (`NULL` otherwise).
-pub(crate) struct FinishedSql {
-    pub sql: String,
-    /// Bind the running value after the prefix pattern (the `WHERE` of [`History::All`]).
-    pub binds_running: bool,
-}
-
-/// [`History::All`] filters in the database and streams. [`History::Latest`] reads the
-/// latest rows through the id's index with no `WHERE` at all, and the caller keeps the
-/// finished ones ([`is_finished`]): a `WHERE … ORDER BY id DESC LIMIT n` would scan the
-/// whole table when few rows match, and a derived table is materialised (measured: ~15 ms
-/// against ~1 ms for 1000 rows of a 1,000,000-row MariaDB table).
-pub(crate) fn finished_sql(w: &Watch, scope: History, q: char) -> Result<FinishedSql> {
-    let Some(ended) = &w.ended_column else {
-        return Err(crate::error::Error::Schema {
-            watch: w.name.clone(),
-            message: "ended_column is not set: runtimes cannot be measured".into(),
-        });
-    };
-    let (id, st, s, e) = (
-        w.id_column.quoted(q),
-        w.status_column.quoted(q),
-        w.started_column.quoted(q),
-        ended.quoted(q),
-    );
-    let msg = match &w.message_column {
-        Some(m) => format!("CASE WHEN {} LIKE ? THEN {} END", m.quoted(q), m.quoted(q)),
-        // Keeps the parameters the same either way.
-        None => "CASE WHEN ? IS NULL THEN NULL END".into(),
-    };
-    let select = format!(
-        "SELECT {id}, {s}, {e}, {st}, {msg} FROM {}",
-        w.table.quoted(q)
-    );
-    Ok(match scope {
-        History::All => FinishedSql {
-            sql: format!("{select} WHERE {st} <> ? AND {s} IS NOT NULL AND {e} IS NOT NULL"),
-            binds_running: true,
-        },
-        History::Latest(n) => FinishedSql {
-            sql: format!("{select} ORDER BY {id} DESC LIMIT {n}"),
-            binds_running: false,
-        },
-    })
-}
-
 /// True for a row that is finished: not running, start and end both set.
 pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
     r.status != w.running_value && !r.started.raw.is_null() && !r.ended.raw.is_null()
@@ -412,74 +356,6 @@ pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
 /// The `LIKE` pattern for selfheal's message prefix.
 pub(crate) fn marked_pattern() -> String {
     format!("{}%", crate::report::MESSAGE_PREFIX)
-}
-
-/// The `UPDATE` both adapters run, differing only in quoting, the null-safe equality
-/// operator and the end-time expression.
-pub(crate) struct CasSql {
-    pub sql: String,
-}
-
-pub(crate) fn cas_sql(
-    w: &Watch,
-    c: &Change<'_>,
-    q: char,
-    null_safe_eq: &str,
-    ended_expr: Option<&str>,
-    index_hint: &str,
-) -> CasSql {
-    let mut set = vec![format!("{} = ?", w.status_column.quoted(q))];
-    if let (Some(col), Some(expr)) = (&w.ended_column, ended_expr) {
-        set.push(format!("{} = {expr}", col.quoted(q)));
-    }
-    if let (Some(col), Some(_)) = (&w.message_column, &c.message) {
-        set.push(format!("{} = ?", col.quoted(q)));
-    }
-    if let (Some(r), true) = (&w.retry, c.bump_attempts) {
-        let a = r.attempts_column.quoted(q);
-        set.push(format!("{a} = COALESCE({a}, 0) + 1"));
-    }
-    let mut cond = vec![
-        format!("{} = ?", w.id_column.quoted(q)),
-        format!("{} = ?", w.status_column.quoted(q)),
-        format!("{} {null_safe_eq} ?", w.started_column.quoted(q)),
-    ];
-    if let Some(hb) = &w.heartbeat_column {
-        cond.push(format!("{} {null_safe_eq} ?", hb.quoted(q)));
-    }
-    CasSql {
-        sql: format!(
-            "UPDATE {}{index_hint} SET {} WHERE {}",
-            w.table.quoted(q),
-            set.join(", "),
-            cond.join(" AND ")
-        ),
-    }
-}
-
-/// Bound parameters for [`cas_sql`], in order: SET values (status, ended offset, message),
-/// then WHERE values (id, running status, observed start, observed heartbeat).
-pub(crate) fn cas_params(
-    w: &Watch,
-    c: &Change<'_>,
-    ended_param: Option<SqlValue>,
-) -> Vec<SqlValue> {
-    let mut p = vec![SqlValue::Text(c.new_status.to_string())];
-    if w.ended_column.is_some()
-        && let Some(v) = ended_param
-    {
-        p.push(v);
-    }
-    if let (Some(_), Some(m)) = (&w.message_column, &c.message) {
-        p.push(SqlValue::Text(m.clone()));
-    }
-    p.push(c.row.id.clone());
-    p.push(SqlValue::Text(w.running_value.clone()));
-    p.push(c.row.started.raw.clone());
-    if let Some(hb) = &c.row.heartbeat {
-        p.push(hb.raw.clone());
-    }
-    p
 }
 
 /// Offset in seconds of `tz` from UTC right now, for writing naive local end times.

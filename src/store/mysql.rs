@@ -6,7 +6,6 @@
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
 //! The per-watch advisory lock is `GET_LOCK`, released when the connection closes.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use mysql::consts::{CapabilityFlags, ColumnType};
@@ -14,13 +13,29 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, Value};
 
 use super::credentials::{self, Credentials, Inputs};
+use super::sql::{self, Dialect, Placeholder};
+use super::types::{self, Column};
 use super::{
-    CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
-    Session, SqlValue, Store, TimeValue,
+    CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
+    RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
 };
-use crate::clock::{DbClock, Stamp, parse_text_stamp};
+use crate::clock::DbClock;
 use crate::config::{Database, DbUrl, Watch, redact_url};
-use crate::error::{Error, Result};
+use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
+
+/// MySQL's and MariaDB's SQL: `` ` `` quotes, `?` placeholders, `<=>` for null-safe
+/// equality, the session's `NOW()`, and the primary key forced for the compare-and-set.
+pub const DIALECT: Dialect = Dialect {
+    quote: '`',
+    placeholder: Placeholder::Question,
+    null_safe_eq: "<=>",
+    now: "NOW()",
+    epoch_now: "UNIX_TIMESTAMP()",
+    zone_now: ("UTC_TIMESTAMP() + INTERVAL ", " SECOND"),
+    zone_offset: SqlValue::Int,
+    force_primary: " FORCE INDEX (PRIMARY)",
+    enforces_types: true,
+};
 
 pub struct MysqlStore {
     conn: Conn,
@@ -28,7 +43,7 @@ pub struct MysqlStore {
     label: String,
     creds: Credentials,
     tz: Option<chrono_tz::Tz>,
-    /// Inside a group of writes ([`Store::begin_writes`]).
+    /// Inside a group of writes ([`JobTable::begin_writes`]).
     in_group: bool,
 }
 
@@ -85,9 +100,71 @@ impl MysqlStore {
         Ok(now.unwrap_or(0) - up.map_or(0, |u| u.1))
     }
 
-    fn err(&self, what: &str, e: impl std::fmt::Display) -> Error {
+    fn err(&self, what: &str, e: impl DbCause) -> Error {
         Error::database(format!("{}: {what}", self.label), e)
     }
+
+    /// A failure in selfheal's own words (an answer that makes no sense).
+    fn odd(&self, what: &str, message: impl Into<String>) -> Error {
+        Error::database_kind(
+            format!("{}: {what}", self.label),
+            DbErrorKind::Other,
+            message.into(),
+        )
+    }
+}
+
+/// The kind of a server error, by its number.
+fn server_kind(code: u16) -> DbErrorKind {
+    match code {
+        // ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
+        // ER_COLUMNACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR,
+        // ER_PROCACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR (MySQL).
+        1044 | 1045 | 1142 | 1143 | 1227 | 1370 | 1698 => DbErrorKind::AccessDenied,
+        // ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR.
+        1049 | 1146 | 1054 => DbErrorKind::UnknownObject,
+        // ER_CON_COUNT_ERROR, ER_SERVER_SHUTDOWN, ER_CONNECTION_KILLED (MariaDB).
+        1040 | 1053 | 1927 => DbErrorKind::Unreachable,
+        // ER_LOCK_WAIT_TIMEOUT, ER_STATEMENT_TIMEOUT (MariaDB), ER_QUERY_TIMEOUT (MySQL).
+        LOCK_WAIT_TIMEOUT | 1969 | 3024 => DbErrorKind::TimedOut,
+        _ => DbErrorKind::Other,
+    }
+}
+
+impl DbCause for mysql::Error {
+    fn kind(&self) -> DbErrorKind {
+        use mysql::DriverError as D;
+        match self {
+            mysql::Error::MySqlError(e) => server_kind(e.code),
+            mysql::Error::IoError(e) => DbErrorKind::of_io(e.kind()),
+            // The codec's own type is not re-exported; its source is the I/O error.
+            mysql::Error::CodecError(c) => std::error::Error::source(c)
+                .and_then(|s| s.downcast_ref::<std::io::Error>())
+                .map_or(DbErrorKind::Other, |e| DbErrorKind::of_io(e.kind())),
+            mysql::Error::DriverError(D::ConnectTimeout | D::Timeout) => DbErrorKind::TimedOut,
+            mysql::Error::DriverError(D::CouldNotConnect(Some((_, _, kind)))) => {
+                DbErrorKind::of_io(*kind)
+            }
+            mysql::Error::DriverError(D::CouldNotConnect(None)) => DbErrorKind::Unreachable,
+            _ => DbErrorKind::Other,
+        }
+    }
+}
+
+/// A server error as selfheal words it: `message (error code)`.
+#[derive(Debug, thiserror::Error)]
+#[error("{} (error {})", .0.message, .0.code)]
+struct ServerError(mysql::MySqlError);
+
+impl DbCause for ServerError {
+    fn kind(&self) -> DbErrorKind {
+        server_kind(self.0.code)
+    }
+}
+
+/// A statement's bound values, as the driver takes them.
+fn values(st: &sql::Statement) -> Vec<Value> {
+    st.params.iter().map(to_value).collect()
 }
 
 fn to_value(v: &SqlValue) -> Value {
@@ -158,23 +235,19 @@ fn from_value(v: Value) -> SqlValue {
     }
 }
 
-fn time_value(raw: SqlValue, ty: ColumnType) -> TimeValue {
-    let stamp = match &raw {
-        SqlValue::Null => Ok(None),
-        SqlValue::DateTime(d) if ty == ColumnType::MYSQL_TYPE_TIMESTAMP => {
-            Ok(Some(Stamp::Session(*d)))
+/// A time cell, understood by its wire type: the server sends a TIMESTAMP already in the
+/// session's time zone.
+fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
+    let ty = match wire {
+        ColumnType::MYSQL_TYPE_TIMESTAMP | ColumnType::MYSQL_TYPE_TIMESTAMP2 => {
+            Some(types::ColumnType::Timestamp)
         }
-        SqlValue::DateTime(d) => Ok(Some(Stamp::Naive(*d))),
-        SqlValue::Int(i) => Ok(Some(Stamp::Epoch(*i))),
-        SqlValue::UInt(u) => i64::try_from(*u)
-            .map(|i| Some(Stamp::Epoch(i)))
-            .map_err(|_| format!("{u} is not a unix timestamp")),
-        SqlValue::Float(f) => Ok(Some(Stamp::Epoch(f.trunc() as i64))),
-        SqlValue::Text(s) if s.starts_with("0000-00-00") => Err(format!("{s:?} is a zero date")),
-        SqlValue::Text(s) => parse_text_stamp(s).map(Some),
-        other => Err(format!("{other} is not a date-time or unix timestamp")),
+        ColumnType::MYSQL_TYPE_DATETIME | ColumnType::MYSQL_TYPE_DATETIME2 => {
+            Some(types::ColumnType::DateTime)
+        }
+        _ => None,
     };
-    TimeValue { raw, stamp }
+    types::time_value(raw, ty.as_ref())
 }
 
 /// A `GET_LOCK` name at most 64 characters long, the same on every host for one watch.
@@ -191,39 +264,7 @@ fn advisory_name(db: &str, watch: &str) -> String {
     format!("{}#{h:016x}", &name[..64 - 17])
 }
 
-const INT_TYPES: [&str; 5] = ["tinyint", "smallint", "mediumint", "int", "bigint"];
-const TEXT_TYPES: [&str; 6] = [
-    "char",
-    "varchar",
-    "tinytext",
-    "text",
-    "mediumtext",
-    "longtext",
-];
-
-impl Store for MysqlStore {
-    fn describe_server(&mut self) -> Result<String> {
-        let v: Option<String> = self
-            .conn
-            .query_first("SELECT VERSION()")
-            .map_err(|e| self.err("reading the version", e))?;
-        let v = v.unwrap_or_default();
-        let kind = if v.to_ascii_lowercase().contains("mariadb") {
-            "mariadb"
-        } else {
-            "mysql"
-        };
-        Ok(format!("{kind} {v}"))
-    }
-
-    fn connection(&self) -> String {
-        format!("{} ({})", self.label, self.creds.describe())
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.creds.notes.clone()
-    }
-
+impl JobTable for MysqlStore {
     fn clock(&mut self) -> Result<DbClock> {
         // The binary protocol (exec) returns typed values; the text protocol would not.
         let row: Option<(Value, i64)> = self
@@ -231,117 +272,15 @@ impl Store for MysqlStore {
             .exec_first("SELECT NOW(), UNIX_TIMESTAMP()", ())
             .map_err(|e| self.err("reading the clock", e))?;
         let Some((now, epoch)) = row else {
-            return Err(self.err("reading the clock", "no row"));
+            return Err(self.odd("reading the clock", "no row"));
         };
         match from_value(now) {
             SqlValue::DateTime(now_naive) => Ok(DbClock {
                 now_naive,
                 now_epoch: epoch,
             }),
-            other => Err(self.err("reading the clock", format!("NOW() returned {other}"))),
+            other => Err(self.odd("reading the clock", format!("NOW() returned {other}"))),
         }
-    }
-
-    fn schema(&mut self, w: &Watch) -> Result<Schema> {
-        let rows: Vec<(String, String, Option<u64>)> = self
-            .conn
-            .exec(
-                "SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH \
-                 FROM information_schema.COLUMNS \
-                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
-                (w.table.schema(), w.table.name()),
-            )
-            .map_err(|e| self.err("reading the schema", e))?;
-        if rows.is_empty() {
-            let db: Option<String> = if w.table.schema().is_none() {
-                self.conn
-                    .query_first::<Option<String>, _>("SELECT DATABASE()")
-                    .map_err(|e| self.err("reading the schema", e))?
-                    .flatten()
-            } else {
-                w.table.schema().map(str::to_string)
-            };
-            return Err(Error::Schema {
-                watch: w.name.clone(),
-                message: match db {
-                    Some(db) => format!("table {} does not exist in database {db}", w.table),
-                    None => format!(
-                        "table {}: no database selected; name it in the URL (mysql://user@host/DB) or write the table as db.table",
-                        w.table
-                    ),
-                },
-            });
-        }
-        let mut types = HashMap::new();
-        let mut lengths = HashMap::new();
-        for (name, ty, len) in rows {
-            let name = name.to_ascii_lowercase();
-            lengths.insert(name.clone(), len);
-            types.insert(name, ty.to_ascii_lowercase());
-        }
-        for (key, col) in super::named_columns(w) {
-            if !types.contains_key(&col.name().to_ascii_lowercase()) {
-                let mut known: Vec<&str> = types.keys().map(String::as_str).collect();
-                known.sort_unstable();
-                return Err(Error::Schema {
-                    watch: w.name.clone(),
-                    message: format!(
-                        "{key}: column {col} does not exist in table {} (columns: {})",
-                        w.table,
-                        known.join(", ")
-                    ),
-                });
-            }
-        }
-        let ty = |c: &crate::config::Ident| {
-            types
-                .get(&c.name().to_ascii_lowercase())
-                .cloned()
-                .unwrap_or_default()
-        };
-        let message_max = match &w.message_column {
-            None => None,
-            Some(c) => {
-                if !TEXT_TYPES.contains(&ty(c).as_str()) {
-                    return Err(Error::Schema {
-                        watch: w.name.clone(),
-                        message: format!("message_column: {c} is {}, not a text column", ty(c)),
-                    });
-                }
-                lengths
-                    .get(&c.name().to_ascii_lowercase())
-                    .copied()
-                    .flatten()
-                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
-            }
-        };
-        let ended = w.ended_column.as_ref().map(|c| {
-            let t = ty(c);
-            if INT_TYPES.contains(&t.as_str()) {
-                Ended::Epoch
-            } else if let (Some(tz), "datetime") = (self.tz, t.as_str()) {
-                Ended::Zone(tz)
-            } else {
-                Ended::DbNow
-            }
-        });
-        let primary: Vec<String> = self
-            .conn
-            .exec(
-                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
-                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
-                 AND CONSTRAINT_NAME = 'PRIMARY'",
-                (w.table.schema(), w.table.name()),
-            )
-            .map_err(|e| self.err("reading the primary key", e))?;
-        let id_is_primary =
-            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
-        Ok(Schema {
-            message_max,
-            ended,
-            types,
-            id_is_primary,
-        })
     }
 
     fn each_running_row(
@@ -349,15 +288,12 @@ impl Store for MysqlStore {
         w: &Watch,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
-        let sql = super::running_sql(w, '`', "?");
+        let st = sql::running_sql(&DIALECT, w);
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading running rows of {}", w.table), e)
         };
-        let result = self
-            .conn
-            .exec_iter(&sql, (w.running_value.as_str(),))
-            .map_err(ctx)?;
+        let result = self.conn.exec_iter(&st.sql, values(&st)).map_err(ctx)?;
         for row in result {
             let row = row.map_err(ctx)?;
             let mut cells = Cells::new(row);
@@ -385,98 +321,14 @@ impl Store for MysqlStore {
         Ok(())
     }
 
-    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
-        let sql = format!("EXPLAIN {}", super::running_sql(w, '`', "?"));
-        let rows: Vec<mysql::Row> = self
-            .conn
-            .exec(&sql, (w.running_value.as_str(),))
-            .map_err(|e| self.err("EXPLAIN of the running-rows query", e))?;
-        let text = |r: &mysql::Row, col: &str| -> Option<String> {
-            match r.get_opt::<Value, _>(col)?.ok()? {
-                Value::NULL => None,
-                v => Some(from_value(v).to_string()),
-            }
-        };
-        let table = w.table.name();
-        let row = rows
-            .iter()
-            .find(|r| text(r, "table").as_deref() == Some(table))
-            .or(rows.first())
-            .ok_or_else(|| self.err("EXPLAIN of the running-rows query", "no plan"))?;
-        // `ALL` reads the table, `index` the whole of an index (e.g. PRIMARY for the ORDER
-        // BY): both are full scans whatever `key` says.
-        let access = text(row, "type").unwrap_or_default();
-        let full_scan = access.eq_ignore_ascii_case("ALL") || access.eq_ignore_ascii_case("index");
-        let index = text(row, "key").filter(|_| !full_scan);
-        let candidates = text(row, "possible_keys")
-            .map(|k| k.split(',').map(|s| s.trim().to_string()).collect())
-            .unwrap_or_default();
-        let rows_estimate = text(row, "rows").and_then(|r| r.parse().ok());
-        let detail = format!(
-            "EXPLAIN: type {access}, key {}, rows {}{}",
-            text(row, "key").as_deref().unwrap_or("NULL"),
-            rows_estimate.map_or("?".into(), |r: u64| r.to_string()),
-            text(row, "Extra")
-                .filter(|e| !e.is_empty())
-                .map(|e| format!(", {e}"))
-                .unwrap_or_default()
-        );
-        Ok(ScanPlan {
-            index,
-            candidates,
-            rows: rows_estimate,
-            detail,
-        })
-    }
-
-    fn session_time_zone(&mut self) -> Result<String> {
-        let row: Option<(String, String, String)> = self
-            .conn
-            .query_first(
-                "SELECT @@session.time_zone, @@system_time_zone, \
-                 TIME_FORMAT(TIMEDIFF(NOW(), UTC_TIMESTAMP()), '%H:%i')",
-            )
-            .map_err(|e| self.err("reading the session time zone", e))?;
-        let Some((session, system, offset)) = row else {
-            return Err(self.err("reading the session time zone", "no row"));
-        };
-        let offset = if offset.starts_with('-') {
-            offset
-        } else {
-            format!("+{offset}")
-        };
-        Ok(if session.eq_ignore_ascii_case("SYSTEM") {
-            format!("SYSTEM (the server's {system}), UTC{offset} now")
-        } else {
-            format!("{session}, UTC{offset} now")
-        })
-    }
-
     fn compare_and_set(
         &mut self,
         w: &Watch,
         schema: &Schema,
         c: &Change<'_>,
     ) -> Result<CasOutcome> {
-        let (expr, param) = match schema.ended {
-            None | Some(Ended::DbNow) => ("NOW()", None),
-            Some(Ended::Epoch) => ("UNIX_TIMESTAMP()", None),
-            Some(Ended::Zone(tz)) => (
-                "UTC_TIMESTAMP() + INTERVAL ? SECOND",
-                Some(SqlValue::Int(super::zone_offset_now(tz))),
-            ),
-        };
-        let hint = if schema.id_is_primary {
-            " FORCE INDEX (PRIMARY)"
-        } else {
-            ""
-        };
-        let sql = super::cas_sql(w, c, '`', "<=>", Some(expr), hint);
-        let params: Vec<Value> = super::cas_params(w, c, param)
-            .iter()
-            .map(to_value)
-            .collect();
-        match self.conn.exec_drop(&sql.sql, params) {
+        let st = sql::cas_sql(&DIALECT, w, schema, c);
+        match self.conn.exec_drop(&st.sql, values(&st)) {
             Ok(()) => match self.conn.affected_rows() {
                 1 => Ok(CasOutcome::Applied),
                 0 => Ok(CasOutcome::LostRace),
@@ -498,14 +350,11 @@ impl Store for MysqlStore {
                 let _ = self.conn.query_drop(format!(
                     "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
                 ));
-                Err(self.err("writing", format!("{} (error {})", e.message, e.code)))
+                Err(self.err("writing", ServerError(e)))
             }
             // The server refused this statement (lock wait timeout, strict mode, …): this
             // row's write failed (the statement alone is undone), the connection is fine.
-            Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(format!(
-                "{} (error {})",
-                e.message, e.code
-            ))),
+            Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(ServerError(e).to_string())),
             Err(e) => Err(self.err("writing", e)),
         }
     }
@@ -516,17 +365,13 @@ impl Store for MysqlStore {
         scope: History,
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
-        let q = super::finished_sql(w, scope, '`')?;
+        let st = sql::finished_sql(&DIALECT, w, scope)?;
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("{label}: reading finished rows of {}", w.table), e)
         };
         // exec_iter reads the result set from the socket row by row: nothing is buffered.
-        let mut params = vec![Value::from(super::marked_pattern())];
-        if q.binds_running {
-            params.push(Value::from(w.running_value.as_str()));
-        }
-        let result = self.conn.exec_iter(&q.sql, params).map_err(ctx)?;
+        let result = self.conn.exec_iter(&st.sql, values(&st)).map_err(ctx)?;
         for row in result {
             let row = row.map_err(ctx)?;
             let mut cells = Cells::new(row);
@@ -575,11 +420,11 @@ impl Store for MysqlStore {
     }
 
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
-        let sql = super::current_sql(w, '`', "?");
+        let st = sql::current_sql(&DIALECT, w, id);
         let label = self.label.clone();
         let ctx =
             |e: mysql::Error| Error::database(format!("{label}: reading a row of {}", w.table), e);
-        let row: Option<mysql::Row> = self.conn.exec_first(&sql, (to_value(id),)).map_err(ctx)?;
+        let row: Option<mysql::Row> = self.conn.exec_first(&st.sql, values(&st)).map_err(ctx)?;
         Ok(row.map(|r| {
             let mut vals = r.unwrap().into_iter().map(from_value);
             let mut next = || vals.next().unwrap_or(SqlValue::Null);
@@ -593,7 +438,155 @@ impl Store for MysqlStore {
             }
         }))
     }
+}
 
+impl Introspect for MysqlStore {
+    fn describe_server(&mut self) -> Result<String> {
+        let v: Option<String> = self
+            .conn
+            .query_first("SELECT VERSION()")
+            .map_err(|e| self.err("reading the version", e))?;
+        let v = v.unwrap_or_default();
+        let kind = if v.to_ascii_lowercase().contains("mariadb") {
+            "mariadb"
+        } else {
+            "mysql"
+        };
+        Ok(format!("{kind} {v}"))
+    }
+
+    fn connection(&self) -> String {
+        format!("{} ({})", self.label, self.creds.describe())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.creds.notes.clone()
+    }
+
+    fn schema(&mut self, w: &Watch) -> Result<Schema> {
+        let rows: Vec<(String, String, String, Option<u64>)> = self
+            .conn
+            .exec(
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_MAXIMUM_LENGTH \
+                 FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
+                (w.table.schema(), w.table.name()),
+            )
+            .map_err(|e| self.err("reading the schema", e))?;
+        if rows.is_empty() {
+            let db: Option<String> = if w.table.schema().is_none() {
+                self.conn
+                    .query_first::<Option<String>, _>("SELECT DATABASE()")
+                    .map_err(|e| self.err("reading the schema", e))?
+                    .flatten()
+            } else {
+                w.table.schema().map(str::to_string)
+            };
+            return Err(Error::Schema {
+                watch: w.name.clone(),
+                problem: match db {
+                    Some(db) => SchemaProblem::NoTable {
+                        table: w.table.to_string(),
+                        place: format!("database {db}"),
+                    },
+                    None => SchemaProblem::NoDatabase {
+                        table: w.table.to_string(),
+                    },
+                },
+            });
+        }
+        let columns = rows
+            .iter()
+            .map(|(name, data_type, column_type, len)| {
+                (
+                    name.to_ascii_lowercase(),
+                    Column::mysql(data_type, column_type, *len),
+                )
+            })
+            .collect();
+        let primary: Vec<String> = self
+            .conn
+            .exec(
+                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
+                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
+                 AND CONSTRAINT_NAME = 'PRIMARY'",
+                (w.table.schema(), w.table.name()),
+            )
+            .map_err(|e| self.err("reading the primary key", e))?;
+        let id_is_primary =
+            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
+        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
+    }
+
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
+        let st = sql::running_sql(&DIALECT, w);
+        let rows: Vec<mysql::Row> = self
+            .conn
+            .exec(format!("EXPLAIN {}", st.sql), values(&st))
+            .map_err(|e| self.err("EXPLAIN of the running-rows query", e))?;
+        let text = |r: &mysql::Row, col: &str| -> Option<String> {
+            match r.get_opt::<Value, _>(col)?.ok()? {
+                Value::NULL => None,
+                v => Some(from_value(v).to_string()),
+            }
+        };
+        let table = w.table.name();
+        let row = rows
+            .iter()
+            .find(|r| text(r, "table").as_deref() == Some(table))
+            .or(rows.first())
+            .ok_or_else(|| self.odd("EXPLAIN of the running-rows query", "no plan"))?;
+        // `ALL` reads the table, `index` the whole of an index (e.g. PRIMARY for the ORDER
+        // BY): both are full scans whatever `key` says.
+        let access = text(row, "type").unwrap_or_default();
+        let full_scan = access.eq_ignore_ascii_case("ALL") || access.eq_ignore_ascii_case("index");
+        let index = text(row, "key").filter(|_| !full_scan);
+        let candidates = text(row, "possible_keys")
+            .map(|k| k.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default();
+        let rows_estimate = text(row, "rows").and_then(|r| r.parse().ok());
+        let detail = format!(
+            "EXPLAIN: type {access}, key {}, rows {}{}",
+            text(row, "key").as_deref().unwrap_or("NULL"),
+            rows_estimate.map_or("?".into(), |r: u64| r.to_string()),
+            text(row, "Extra")
+                .filter(|e| !e.is_empty())
+                .map(|e| format!(", {e}"))
+                .unwrap_or_default()
+        );
+        Ok(ScanPlan {
+            index,
+            candidates,
+            rows: rows_estimate,
+            detail,
+        })
+    }
+
+    fn session_time_zone(&mut self) -> Result<String> {
+        let row: Option<(String, String, String)> = self
+            .conn
+            .query_first(
+                "SELECT @@session.time_zone, @@system_time_zone, \
+                 TIME_FORMAT(TIMEDIFF(NOW(), UTC_TIMESTAMP()), '%H:%i')",
+            )
+            .map_err(|e| self.err("reading the session time zone", e))?;
+        let Some((session, system, offset)) = row else {
+            return Err(self.odd("reading the session time zone", "no row"));
+        };
+        let offset = if offset.starts_with('-') {
+            offset
+        } else {
+            format!("+{offset}")
+        };
+        Ok(if session.eq_ignore_ascii_case("SYSTEM") {
+            format!("SYSTEM (the server's {system}), UTC{offset} now")
+        } else {
+            format!("{session}, UTC{offset} now")
+        })
+    }
+}
+
+impl Coordination for MysqlStore {
     fn session(&mut self) -> Option<Session> {
         Some(Session {
             connection: u64::from(self.conn.connection_id()),
@@ -659,6 +652,59 @@ impl Store for MysqlStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mysql_failures_have_kinds() {
+        let server = |code| {
+            mysql::Error::MySqlError(mysql::MySqlError {
+                state: "HY000".into(),
+                message: String::new(),
+                code,
+            })
+            .kind()
+        };
+        for code in [1044, 1045, 1698] {
+            assert_eq!(server(code), DbErrorKind::AccessDenied, "{code}");
+        }
+        for code in [1049, 1146, 1054] {
+            assert_eq!(server(code), DbErrorKind::UnknownObject, "{code}");
+        }
+        assert_eq!(server(1205), DbErrorKind::TimedOut);
+        assert_eq!(server(1213), DbErrorKind::Other);
+        let connect = |kind| {
+            mysql::Error::DriverError(mysql::DriverError::CouldNotConnect(Some((
+                "/run/mysqld/mysqld.sock".into(),
+                String::new(),
+                kind,
+            ))))
+            .kind()
+        };
+        assert_eq!(
+            connect(std::io::ErrorKind::NotFound),
+            DbErrorKind::Unreachable
+        );
+        assert_eq!(
+            connect(std::io::ErrorKind::ConnectionRefused),
+            DbErrorKind::Unreachable
+        );
+        assert_eq!(
+            mysql::Error::DriverError(mysql::DriverError::ConnectTimeout).kind(),
+            DbErrorKind::TimedOut
+        );
+        assert_eq!(
+            mysql::Error::IoError(std::io::ErrorKind::UnexpectedEof.into()).kind(),
+            DbErrorKind::Unreachable
+        );
+        assert_eq!(
+            ServerError(mysql::MySqlError {
+                state: "40001".into(),
+                message: "Deadlock found".into(),
+                code: 1213,
+            })
+            .to_string(),
+            "Deadlock found (error 1213)"
+        );
+    }
 
     #[test]
     fn advisory_names_fit() {

@@ -5,20 +5,40 @@
 //! database. "The database clock" is SQLite's `now`, which is the host clock in UTC; naive
 //! text timestamps are read as UTC unless `timezone` says how they were written.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
+use super::sql::{self, Dialect, Placeholder};
+use super::types::{self, Column};
 use super::{
-    CasOutcome, Change, CurrentRow, Ended, FinishedRow, History, RunningRow, ScanPlan, Schema,
-    SqlValue, Store, TimeValue,
+    CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
+    RunningRow, ScanPlan, Schema, SqlValue, TimeValue,
 };
-use crate::clock::{DbClock, Stamp, parse_text_stamp};
+use crate::clock::DbClock;
 use crate::config::Watch;
-use crate::error::{Error, Result};
+use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
+
+/// SQLite's SQL: `"` quotes, numbered placeholders, `IS` for null-safe equality, times
+/// from `'now'` (UTC).
+pub const DIALECT: Dialect = Dialect {
+    quote: '"',
+    placeholder: Placeholder::Numbered,
+    null_safe_eq: "IS",
+    now: "datetime('now')",
+    epoch_now: "CAST(strftime('%s', 'now') AS INTEGER)",
+    zone_now: ("datetime('now', ", ")"),
+    zone_offset: zone_modifier,
+    force_primary: "",
+    enforces_types: false,
+};
+
+/// The `datetime()` modifier that shifts UTC by `secs`.
+fn zone_modifier(secs: i64) -> SqlValue {
+    SqlValue::Text(format!("{secs:+} seconds"))
+}
 
 pub struct SqliteStore {
     conn: Connection,
@@ -35,8 +55,9 @@ impl SqliteStore {
             base | OpenFlags::SQLITE_OPEN_READ_WRITE
         };
         if !path.exists() {
-            return Err(Error::database(
+            return Err(Error::database_kind(
                 format!("sqlite://{}", path.display()),
+                DbErrorKind::Unreachable,
                 "no such database file (selfheal never creates one)",
             ));
         }
@@ -79,6 +100,36 @@ impl SqliteStore {
     }
 }
 
+impl DbCause for rusqlite::Error {
+    fn kind(&self) -> DbErrorKind {
+        use rusqlite::ErrorCode as C;
+        let (code, msg) = match self {
+            rusqlite::Error::SqliteFailure(e, msg) => (e.code, msg.as_deref()),
+            // A statement that does not prepare, with the offending token's position.
+            rusqlite::Error::SqlInputError { error, msg, .. } => (error.code, Some(msg.as_str())),
+            _ => return DbErrorKind::Other,
+        };
+        match code {
+            C::PermissionDenied | C::AuthorizationForStatementDenied | C::ReadOnly => {
+                DbErrorKind::AccessDenied
+            }
+            C::CannotOpen => DbErrorKind::Unreachable,
+            // After the busy timeout.
+            C::DatabaseBusy | C::DatabaseLocked => DbErrorKind::TimedOut,
+            // SQLite reports a missing table or column as the generic SQLITE_ERROR; only
+            // its message tells them apart.
+            C::Unknown
+                if msg.is_some_and(|m| {
+                    m.starts_with("no such table") || m.starts_with("no such column")
+                }) =>
+            {
+                DbErrorKind::UnknownObject
+            }
+            _ => DbErrorKind::Other,
+        }
+    }
+}
+
 fn to_sql(v: &SqlValue) -> Value {
     match v {
         SqlValue::Null => Value::Null,
@@ -102,14 +153,7 @@ fn from_sql(v: ValueRef<'_>) -> SqlValue {
 }
 
 fn time_value(raw: SqlValue) -> TimeValue {
-    let stamp = match &raw {
-        SqlValue::Null => Ok(None),
-        SqlValue::Int(i) => Ok(Some(Stamp::Epoch(*i))),
-        SqlValue::Float(f) => Ok(Some(Stamp::Epoch(f.trunc() as i64))),
-        SqlValue::Text(s) => parse_text_stamp(s).map(Some),
-        other => Err(format!("{other} is not a date-time or unix timestamp")),
-    };
-    TimeValue { raw, stamp }
+    types::time_value(raw, None)
 }
 
 /// Reads `EXPLAIN QUERY PLAN` details: `SEARCH t USING INDEX i (status=?)` finds running
@@ -131,22 +175,7 @@ fn plan_of(details: &[String]) -> ScanPlan {
     }
 }
 
-/// `VARCHAR(255)` → 255 (SQLite does not enforce it, but the application may rely on it).
-fn declared_length(ty: &str) -> Option<usize> {
-    let open = ty.find('(')?;
-    let close = ty[open..].find(')')? + open;
-    ty[open + 1..close].split(',').next()?.trim().parse().ok()
-}
-
-impl Store for SqliteStore {
-    fn describe_server(&mut self) -> Result<String> {
-        Ok(format!("sqlite {}", rusqlite::version()))
-    }
-
-    fn connection(&self) -> String {
-        format!("sqlite://{}", self.path.display())
-    }
-
+impl JobTable for SqliteStore {
     fn clock(&mut self) -> Result<DbClock> {
         let (naive, epoch): (String, i64) = self
             .conn
@@ -157,75 +186,12 @@ impl Store for SqliteStore {
             )
             .map_err(|e| Error::database(self.ctx("reading the clock"), e))?;
         let now_naive = chrono::NaiveDateTime::parse_from_str(&naive, "%Y-%m-%d %H:%M:%S")
-            .map_err(|e| Error::database(self.ctx("reading the clock"), e))?;
+            .map_err(|e| {
+                Error::database_kind(self.ctx("reading the clock"), DbErrorKind::Other, e)
+            })?;
         Ok(DbClock {
             now_naive,
             now_epoch: epoch,
-        })
-    }
-
-    fn schema(&mut self, w: &Watch) -> Result<Schema> {
-        let info = self.table_info(w)?;
-        if info.is_empty() {
-            return Err(Error::Schema {
-                watch: w.name.clone(),
-                message: format!(
-                    "table {} does not exist in {}",
-                    w.table,
-                    self.path.display()
-                ),
-            });
-        }
-        let primary: Vec<&String> = info
-            .iter()
-            .filter(|(_, _, pk)| *pk > 0)
-            .map(|(n, _, _)| n)
-            .collect();
-        let id_is_primary =
-            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
-        let types: HashMap<String, String> = info
-            .into_iter()
-            .map(|(n, t, _)| (n.to_ascii_lowercase(), t.to_ascii_lowercase()))
-            .collect();
-        for (key, col) in super::named_columns(w) {
-            if !types.contains_key(&col.name().to_ascii_lowercase()) {
-                let mut known: Vec<&String> = types.keys().collect();
-                known.sort();
-                return Err(Error::Schema {
-                    watch: w.name.clone(),
-                    message: format!(
-                        "{key}: column {} does not exist in table {} (columns: {})",
-                        col,
-                        w.table,
-                        known
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                });
-            }
-        }
-        let ty = |c: &crate::config::Ident| {
-            types
-                .get(&c.name().to_ascii_lowercase())
-                .cloned()
-                .unwrap_or_default()
-        };
-        let message_max = w
-            .message_column
-            .as_ref()
-            .and_then(|c| declared_length(&ty(c)));
-        let ended = w.ended_column.as_ref().map(|c| match self.tz {
-            _ if ty(c).contains("int") => Ended::Epoch,
-            Some(tz) => Ended::Zone(tz),
-            None => Ended::DbNow,
-        });
-        Ok(Schema {
-            message_max,
-            ended,
-            types,
-            id_is_primary,
         })
     }
 
@@ -234,14 +200,14 @@ impl Store for SqliteStore {
         w: &Watch,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
-        let sql = super::running_sql(w, '"', "?1");
+        let st = sql::running_sql(&DIALECT, w);
         let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
         let mut stmt = self
             .conn
-            .prepare(&sql)
+            .prepare(&st.sql)
             .map_err(|e| Error::database(ctx(), e))?;
         let mut rows = stmt
-            .query([&w.running_value])
+            .query(params_from_iter(st.params.iter().map(to_sql)))
             .map_err(|e| Error::database(ctx(), e))?;
         while let Some(r) = rows.next().map_err(|e| Error::database(ctx(), e))? {
             let mut i = 0;
@@ -275,44 +241,17 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
-        let sql = format!("EXPLAIN QUERY PLAN {}", super::running_sql(w, '"', "?1"));
-        let ctx = || self.ctx("EXPLAIN QUERY PLAN of the running-rows query");
-        let mut stmt = self
-            .conn
-            .prepare(&sql)
-            .map_err(|e| Error::database(ctx(), e))?;
-        let details: Vec<String> = stmt
-            .query_map([&w.running_value], |r| r.get::<_, String>(3))
-            .and_then(|rows| rows.collect())
-            .map_err(|e| Error::database(ctx(), e))?;
-        Ok(plan_of(&details))
-    }
-
-    fn session_time_zone(&mut self) -> Result<String> {
-        Ok("UTC (SQLite's 'now')".into())
-    }
-
     fn compare_and_set(
         &mut self,
         w: &Watch,
         schema: &Schema,
         c: &Change<'_>,
     ) -> Result<CasOutcome> {
-        let (expr, param) = match schema.ended {
-            None | Some(Ended::DbNow) => ("datetime('now')", None),
-            Some(Ended::Epoch) => ("CAST(strftime('%s', 'now') AS INTEGER)", None),
-            Some(Ended::Zone(tz)) => (
-                "datetime('now', ?)",
-                Some(SqlValue::Text(format!(
-                    "{:+} seconds",
-                    super::zone_offset_now(tz)
-                ))),
-            ),
-        };
-        let sql = super::cas_sql(w, c, '"', "IS", Some(expr), "");
-        let params: Vec<Value> = super::cas_params(w, c, param).iter().map(to_sql).collect();
-        match self.conn.execute(&sql.sql, params_from_iter(params)) {
+        let st = sql::cas_sql(&DIALECT, w, schema, c);
+        match self
+            .conn
+            .execute(&st.sql, params_from_iter(st.params.iter().map(to_sql)))
+        {
             Ok(1) => Ok(CasOutcome::Applied),
             Ok(0) => Ok(CasOutcome::LostRace),
             Ok(n) => Ok(CasOutcome::Failed(format!(
@@ -340,18 +279,14 @@ impl Store for SqliteStore {
         scope: History,
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
-        let q = super::finished_sql(w, scope, '"')?;
+        let st = sql::finished_sql(&DIALECT, w, scope)?;
         let ctx = self.ctx(&format!("reading finished rows of {}", w.table));
         let mut stmt = self
             .conn
-            .prepare(&q.sql)
+            .prepare(&st.sql)
             .map_err(|e| Error::database(&ctx, e))?;
-        let mut params = vec![super::marked_pattern()];
-        if q.binds_running {
-            params.push(w.running_value.clone());
-        }
         let mut rows = stmt
-            .query(rusqlite::params_from_iter(params))
+            .query(params_from_iter(st.params.iter().map(to_sql)))
             .map_err(|e| Error::database(&ctx, e))?;
         while let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? {
             let get = |i| {
@@ -399,14 +334,14 @@ impl Store for SqliteStore {
     }
 
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
-        let sql = super::current_sql(w, '"', "?1");
+        let st = sql::current_sql(&DIALECT, w, id);
         let ctx = self.ctx(&format!("reading a row of {}", w.table));
         let mut stmt = self
             .conn
-            .prepare(&sql)
+            .prepare(&st.sql)
             .map_err(|e| Error::database(&ctx, e))?;
         let mut rows = stmt
-            .query([to_sql(id)])
+            .query(params_from_iter(st.params.iter().map(to_sql)))
             .map_err(|e| Error::database(&ctx, e))?;
         let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? else {
             return Ok(None);
@@ -422,7 +357,64 @@ impl Store for SqliteStore {
             message: w.message_column.as_ref().map(|_| get(2)).transpose()?,
         }))
     }
+}
 
+impl Introspect for SqliteStore {
+    fn describe_server(&mut self) -> Result<String> {
+        Ok(format!("sqlite {}", rusqlite::version()))
+    }
+
+    fn connection(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+
+    fn schema(&mut self, w: &Watch) -> Result<Schema> {
+        let info = self.table_info(w)?;
+        if info.is_empty() {
+            return Err(Error::Schema {
+                watch: w.name.clone(),
+                problem: SchemaProblem::NoTable {
+                    table: w.table.to_string(),
+                    place: self.path.display().to_string(),
+                },
+            });
+        }
+        let primary: Vec<&String> = info
+            .iter()
+            .filter(|(_, _, pk)| *pk > 0)
+            .map(|(n, _, _)| n)
+            .collect();
+        let id_is_primary =
+            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
+        let columns = info
+            .iter()
+            .map(|(n, t, _)| (n.to_ascii_lowercase(), Column::declared(t)))
+            .collect();
+        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
+    }
+
+    fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
+        let st = sql::running_sql(&DIALECT, w);
+        let ctx = || self.ctx("EXPLAIN QUERY PLAN of the running-rows query");
+        let mut stmt = self
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", st.sql))
+            .map_err(|e| Error::database(ctx(), e))?;
+        let details: Vec<String> = stmt
+            .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
+                r.get::<_, String>(3)
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| Error::database(ctx(), e))?;
+        Ok(plan_of(&details))
+    }
+
+    fn session_time_zone(&mut self) -> Result<String> {
+        Ok("UTC (SQLite's 'now')".into())
+    }
+}
+
+impl Coordination for SqliteStore {
     fn try_watch_lock(&mut self, _w: &Watch) -> Result<bool> {
         // A SQLite database lives on one host; selfheal's run lock already serialises runs.
         Ok(true)
@@ -432,14 +424,6 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn declared_lengths() {
-        assert_eq!(declared_length("varchar(255)"), Some(255));
-        assert_eq!(declared_length("character varying( 64 )"), Some(64));
-        assert_eq!(declared_length("decimal(10,2)"), Some(10));
-        assert_eq!(declared_length("text"), None);
-    }
 
     #[test]
     fn query_plans() {
@@ -459,13 +443,72 @@ mod tests {
     }
 
     #[test]
-    fn time_values() {
-        assert_eq!(time_value(SqlValue::Null).stamp, Ok(None));
-        assert_eq!(
-            time_value(SqlValue::Int(5)).stamp,
-            Ok(Some(Stamp::Epoch(5)))
+    fn a_failed_read_keeps_the_drivers_error_as_its_source() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("app.db");
+        Connection::open(&db)
+            .and_then(|c| c.execute_batch("CREATE TABLE other (id INTEGER PRIMARY KEY)"))
+            .expect("create");
+        let text = format!(
+            "[database]\nurl = \"sqlite://{}\"\n\n[[watch]]\nname = \"sync\"\n\
+             table = \"sync_log\"\nstarted_column = \"start_time\"\n\
+             heartbeat_file = \"/run/app/{{id}}.hb\"\nstale_after = \"5m\"\nmax_age = \"6h\"\n",
+            db.display()
         );
-        assert!(time_value(SqlValue::Text("soon".into())).stamp.is_err());
-        assert!(time_value(SqlValue::Bytes(vec![1])).stamp.is_err());
+        let cfg = crate::config::from_str(
+            &text,
+            Path::new("/etc/selfheal/selfheal.toml"),
+            &crate::config::Overrides::default(),
+            &[],
+        )
+        .expect("config");
+        let mut store = SqliteStore::open(&db, None, true).expect("open");
+        let e = store
+            .running_rows(&cfg.watches[0])
+            .expect_err("no such table");
+        assert_eq!(e.db_kind(), Some(DbErrorKind::UnknownObject));
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.downcast_ref::<rusqlite::Error>().is_some(), "{e}");
+        assert!(e.to_string().contains("no such table: sync_log"), "{e}");
+        // The schema check says the same structurally.
+        match store.schema(&cfg.watches[0]) {
+            Err(Error::Schema {
+                problem: SchemaProblem::NoTable { table, .. },
+                ..
+            }) => assert_eq!(table, "sync_log"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn sqlite_failures_have_kinds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = Connection::open(dir.path().join("t.db")).expect("open");
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+            .expect("create");
+        let kind = |sql: &str| {
+            conn.execute_batch(sql)
+                .map_err(|e| e.kind())
+                .expect_err(sql)
+        };
+        assert_eq!(kind("SELECT * FROM nosuch"), DbErrorKind::UnknownObject);
+        assert_eq!(kind("SELECT nosuch FROM t"), DbErrorKind::UnknownObject);
+        assert_eq!(kind("SELEKT 1"), DbErrorKind::Other);
+        let missing = SqliteStore::open(&dir.path().join("missing.db"), None, true)
+            .err()
+            .and_then(|e| e.db_kind());
+        assert_eq!(missing, Some(DbErrorKind::Unreachable));
+        // A file that is no database at all.
+        std::fs::write(dir.path().join("junk.db"), vec![b'x'; 4096]).expect("write");
+        let junk = Connection::open(dir.path().join("junk.db")).expect("open");
+        let e = junk
+            .execute_batch("SELECT * FROM sqlite_master")
+            .expect_err("not a database");
+        assert_eq!(e.kind(), DbErrorKind::Other);
+        // Another connection holds the write lock past the busy timeout.
+        let holder = Connection::open(dir.path().join("t.db")).expect("open");
+        holder.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        conn.busy_timeout(Duration::ZERO).expect("timeout");
+        assert_eq!(kind("INSERT INTO t (id) VALUES (1)"), DbErrorKind::TimedOut);
     }
 }

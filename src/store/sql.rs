@@ -1,0 +1,502 @@
+//! The SQL selfheal runs, built once for every database from a [`Dialect`]: the `SELECT` of
+//! running rows, of one row by id, of finished rows, and the compare-and-set `UPDATE`.
+//!
+//! Each builder returns a [`Statement`]: the text and its bound values in order, so the
+//! two can never drift apart. Identifiers are validated [`Ident`]s quoted with the
+//! dialect's quote character (validation admits no quote characters); every value is a
+//! bound parameter. Pure: no I/O, except that a compare-and-set that writes the end time
+//! in a configured zone reads the zone's offset from the host clock.
+
+use crate::config::{Ident, Watch};
+use crate::error::{Error, Result, SchemaProblem};
+
+use super::{Change, Ended, History, Schema, SqlValue};
+
+/// How placeholders for bound values are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placeholder {
+    /// `?` for every value (MySQL).
+    Question,
+    /// `?1`, `?2`, … in order (SQLite; the numbered form names each value).
+    Numbered,
+}
+
+/// What differs between databases in the SQL selfheal runs. One `const` per backend,
+/// next to its adapter.
+#[derive(Debug, Clone, Copy)]
+pub struct Dialect {
+    /// Quotes identifiers.
+    pub quote: char,
+    pub placeholder: Placeholder,
+    /// Equality that holds for two NULLs (`<=>`, `IS`): a start or heartbeat observed as
+    /// NULL must still match NULL.
+    pub null_safe_eq: &'static str,
+    /// The database's current time, for an end column written as [`Ended::DbNow`].
+    pub now: &'static str,
+    /// The current unix seconds, for [`Ended::Epoch`].
+    pub epoch_now: &'static str,
+    /// The current UTC time shifted by a bound offset, for [`Ended::Zone`]: written as
+    /// `zone_now.0`, the placeholder, `zone_now.1`.
+    pub zone_now: (&'static str, &'static str),
+    /// The bound value of that offset, from seconds east of UTC.
+    pub zone_offset: fn(i64) -> SqlValue,
+    /// After the table name in the `UPDATE` when the id alone is the primary key, so the
+    /// compare-and-set locks the row through it as the worker's own `UPDATE … WHERE id = ?`
+    /// does ("" when the database needs no hint).
+    pub force_primary: &'static str,
+    /// The database enforces declared column types (MySQL); SQLite's are declarations only.
+    pub enforces_types: bool,
+}
+
+impl Dialect {
+    /// `id` quoted for this database.
+    pub fn quote(&self, id: &Ident) -> String {
+        id.quoted(self.quote)
+    }
+}
+
+/// A statement and its bound values, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    pub sql: String,
+    pub params: Vec<SqlValue>,
+}
+
+/// Placeholders numbered as they are handed out.
+struct Binds<'d> {
+    d: &'d Dialect,
+    params: Vec<SqlValue>,
+}
+
+impl<'d> Binds<'d> {
+    fn new(d: &'d Dialect) -> Self {
+        Binds {
+            d,
+            params: Vec::new(),
+        }
+    }
+
+    /// The placeholder for `v`, bound next.
+    fn bind(&mut self, v: SqlValue) -> String {
+        self.params.push(v);
+        match self.d.placeholder {
+            Placeholder::Question => "?".into(),
+            Placeholder::Numbered => format!("?{}", self.params.len()),
+        }
+    }
+
+    fn finish(self, sql: String) -> Statement {
+        Statement {
+            sql,
+            params: self.params,
+        }
+    }
+}
+
+/// The column list every adapter selects for a running row, in order: id, start, then
+/// the heartbeat, owner and attempts columns the watch has.
+pub(crate) fn select_columns(w: &Watch) -> Vec<&Ident> {
+    let mut cols = vec![&w.id_column, &w.started_column];
+    cols.extend(w.heartbeat_column.as_ref());
+    cols.extend(w.owner_column.as_ref());
+    cols.extend(w.retry.as_ref().map(|r| &r.attempts_column));
+    cols
+}
+
+/// The `SELECT` of running rows, ordered by id (and what `doctor` explains).
+pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
+    let mut b = Binds::new(d);
+    let cols = select_columns(w)
+        .iter()
+        .map(|c| d.quote(c))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let running = b.bind(SqlValue::Text(w.running_value.clone()));
+    let sql = format!(
+        "SELECT {cols} FROM {} WHERE {} = {running} ORDER BY {}",
+        d.quote(&w.table),
+        d.quote(&w.status_column),
+        d.quote(&w.id_column),
+    );
+    b.finish(sql)
+}
+
+/// The `SELECT` of one row by id: status, start, message (`NULL` without a message
+/// column).
+pub fn current_sql(d: &Dialect, w: &Watch, id: &SqlValue) -> Statement {
+    let mut b = Binds::new(d);
+    let message = w
+        .message_column
+        .as_ref()
+        .map_or("NULL".to_string(), |m| d.quote(m));
+    let id = b.bind(id.clone());
+    let sql = format!(
+        "SELECT {}, {}, {message} FROM {} WHERE {} = {id}",
+        d.quote(&w.status_column),
+        d.quote(&w.started_column),
+        d.quote(&w.table),
+        d.quote(&w.id_column),
+    );
+    b.finish(sql)
+}
+
+/// The `SELECT` of finished rows: id, start, end, status, and the message when it
+/// carries selfheal's prefix (`NULL` otherwise, so ordinary messages never cross the
+/// wire). Needs `ended_column`.
+///
+/// [`History::All`] filters in the database and streams. [`History::Latest`] reads the
+/// latest rows through the id's index with no `WHERE` at all, and the caller keeps the
+/// finished ones (`store::is_finished`): a `WHERE … ORDER BY id DESC LIMIT n` would scan
+/// the whole table when few rows match, and a derived table is materialised (measured:
+/// ~15 ms against ~1 ms for 1000 rows of a 1,000,000-row MariaDB table).
+pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement> {
+    let Some(ended) = &w.ended_column else {
+        return Err(Error::Schema {
+            watch: w.name.clone(),
+            problem: SchemaProblem::NotSet {
+                key: "ended_column",
+                why: "runtimes cannot be measured",
+            },
+        });
+    };
+    let mut b = Binds::new(d);
+    let (id, st, s, e) = (
+        d.quote(&w.id_column),
+        d.quote(&w.status_column),
+        d.quote(&w.started_column),
+        d.quote(ended),
+    );
+    let pattern = b.bind(SqlValue::Text(super::marked_pattern()));
+    let msg = match &w.message_column {
+        Some(m) => format!(
+            "CASE WHEN {} LIKE {pattern} THEN {} END",
+            d.quote(m),
+            d.quote(m)
+        ),
+        // Keeps the parameters the same either way.
+        None => format!("CASE WHEN {pattern} IS NULL THEN NULL END"),
+    };
+    let select = format!(
+        "SELECT {id}, {s}, {e}, {st}, {msg} FROM {}",
+        d.quote(&w.table)
+    );
+    let sql = match scope {
+        History::All => {
+            let running = b.bind(SqlValue::Text(w.running_value.clone()));
+            format!("{select} WHERE {st} <> {running} AND {s} IS NOT NULL AND {e} IS NOT NULL")
+        }
+        History::Latest(n) => format!("{select} ORDER BY {id} DESC LIMIT {n}"),
+    };
+    Ok(b.finish(sql))
+}
+
+/// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time, the
+/// message and the attempts the watch has; matches the row only while it still has the
+/// id, the running status, and the start and heartbeat values selfheal observed.
+pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> Statement {
+    let mut b = Binds::new(d);
+    let mut set = vec![format!(
+        "{} = {}",
+        d.quote(&w.status_column),
+        b.bind(SqlValue::Text(c.new_status.to_string()))
+    )];
+    if let Some(col) = &w.ended_column {
+        let expr = match schema.ended {
+            None | Some(Ended::DbNow) => d.now.to_string(),
+            Some(Ended::Epoch) => d.epoch_now.to_string(),
+            Some(Ended::Zone(tz)) => {
+                let offset = b.bind((d.zone_offset)(super::zone_offset_now(tz)));
+                format!("{}{offset}{}", d.zone_now.0, d.zone_now.1)
+            }
+        };
+        set.push(format!("{} = {expr}", d.quote(col)));
+    }
+    if let (Some(col), Some(m)) = (&w.message_column, &c.message) {
+        set.push(format!(
+            "{} = {}",
+            d.quote(col),
+            b.bind(SqlValue::Text(m.clone()))
+        ));
+    }
+    if let (Some(r), true) = (&w.retry, c.bump_attempts) {
+        let a = d.quote(&r.attempts_column);
+        set.push(format!("{a} = COALESCE({a}, 0) + 1"));
+    }
+    let eq = d.null_safe_eq;
+    let mut cond = vec![
+        format!("{} = {}", d.quote(&w.id_column), b.bind(c.row.id.clone())),
+        format!(
+            "{} = {}",
+            d.quote(&w.status_column),
+            b.bind(SqlValue::Text(w.running_value.clone()))
+        ),
+        format!(
+            "{} {eq} {}",
+            d.quote(&w.started_column),
+            b.bind(c.row.started.raw.clone())
+        ),
+    ];
+    if let (Some(col), Some(hb)) = (&w.heartbeat_column, &c.row.heartbeat) {
+        cond.push(format!("{} {eq} {}", d.quote(col), b.bind(hb.raw.clone())));
+    }
+    let hint = if schema.id_is_primary {
+        d.force_primary
+    } else {
+        ""
+    };
+    let sql = format!(
+        "UPDATE {}{hint} SET {} WHERE {}",
+        d.quote(&w.table),
+        set.join(", "),
+        cond.join(" AND ")
+    );
+    b.finish(sql)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{Overrides, from_str};
+    use crate::store::{RunningRow, TimeValue, mysql, sqlite};
+
+    const MYSQL: &Dialect = &mysql::DIALECT;
+    const SQLITE: &Dialect = &sqlite::DIALECT;
+
+    fn watch(extra: &str) -> Watch {
+        let text = format!(
+            "[database]\nurl = \"sqlite:///tmp/app.db\"\n\n[[watch]]\nname = \"sync\"\n\
+             table = \"app.sync_log\"\nstarted_column = \"start_time\"\n\
+             heartbeat_file = \"/run/app/{{id}}.hb\"\nstale_after = \"5m\"\nmax_age = \"6h\"\n\
+             {extra}\n"
+        );
+        let cfg = from_str(
+            &text,
+            Path::new("/etc/selfheal/selfheal.toml"),
+            &Overrides::default(),
+            &[],
+        )
+        .expect("valid watch");
+        cfg.watches.into_iter().next().expect("one watch")
+    }
+
+    fn schema(ended: Option<Ended>, id_is_primary: bool) -> Schema {
+        Schema {
+            message_max: None,
+            ended,
+            columns: HashMap::new(),
+            id_is_primary,
+        }
+    }
+
+    fn row(heartbeat: Option<SqlValue>) -> RunningRow {
+        let tv = |raw| TimeValue {
+            raw,
+            stamp: Ok(None),
+        };
+        RunningRow {
+            id: SqlValue::Int(7),
+            started: tv(SqlValue::Text("2026-11-29 10:00:00".into())),
+            heartbeat: heartbeat.map(tv),
+            owner: None,
+            attempts: None,
+        }
+    }
+
+    fn text(s: &str) -> SqlValue {
+        SqlValue::Text(s.into())
+    }
+
+    #[test]
+    fn running_rows() {
+        let w = watch("heartbeat_column = \"beat\"\nowner_column = \"worker\"");
+        assert_eq!(
+            running_sql(MYSQL, &w),
+            Statement {
+                sql: "SELECT `id`, `start_time`, `beat`, `worker` FROM `app`.`sync_log` \
+                      WHERE `status` = ? ORDER BY `id`"
+                    .into(),
+                params: vec![text("running")],
+            }
+        );
+        assert_eq!(
+            running_sql(SQLITE, &w).sql,
+            "SELECT \"id\", \"start_time\", \"beat\", \"worker\" FROM \"app\".\"sync_log\" \
+             WHERE \"status\" = ?1 ORDER BY \"id\""
+        );
+    }
+
+    #[test]
+    fn one_row_by_id() {
+        let w = watch("");
+        assert_eq!(
+            current_sql(MYSQL, &w, &SqlValue::Int(7)),
+            Statement {
+                sql: "SELECT `status`, `start_time`, NULL FROM `app`.`sync_log` WHERE `id` = ?"
+                    .into(),
+                params: vec![SqlValue::Int(7)],
+            }
+        );
+        let w = watch("message_column = \"error_msg\"");
+        assert_eq!(
+            current_sql(SQLITE, &w, &SqlValue::Int(7)).sql,
+            "SELECT \"status\", \"start_time\", \"error_msg\" FROM \"app\".\"sync_log\" \
+             WHERE \"id\" = ?1"
+        );
+    }
+
+    #[test]
+    fn finished_rows() {
+        let w = watch("ended_column = \"end_time\"\nmessage_column = \"error_msg\"");
+        assert_eq!(
+            finished_sql(MYSQL, &w, History::All).expect("sql"),
+            Statement {
+                sql: "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN `error_msg` \
+                      LIKE ? THEN `error_msg` END FROM `app`.`sync_log` WHERE `status` <> ? \
+                      AND `start_time` IS NOT NULL AND `end_time` IS NOT NULL"
+                    .into(),
+                params: vec![text("self-heal:%"), text("running")],
+            }
+        );
+        assert_eq!(
+            finished_sql(SQLITE, &w, History::All).expect("sql").sql,
+            "SELECT \"id\", \"start_time\", \"end_time\", \"status\", CASE WHEN \"error_msg\" \
+             LIKE ?1 THEN \"error_msg\" END FROM \"app\".\"sync_log\" WHERE \"status\" <> ?2 \
+             AND \"start_time\" IS NOT NULL AND \"end_time\" IS NOT NULL"
+        );
+        let w = watch("ended_column = \"end_time\"");
+        assert_eq!(
+            finished_sql(SQLITE, &w, History::Latest(1000)).expect("sql"),
+            Statement {
+                sql: "SELECT \"id\", \"start_time\", \"end_time\", \"status\", CASE WHEN ?1 IS \
+                      NULL THEN NULL END FROM \"app\".\"sync_log\" ORDER BY \"id\" DESC LIMIT \
+                      1000"
+                    .into(),
+                params: vec![text("self-heal:%")],
+            }
+        );
+        assert_eq!(
+            finished_sql(MYSQL, &w, History::Latest(5))
+                .expect("sql")
+                .sql,
+            "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN ? IS NULL THEN NULL \
+             END FROM `app`.`sync_log` ORDER BY `id` DESC LIMIT 5"
+        );
+        let e = finished_sql(MYSQL, &watch(""), History::All).expect_err("no ended_column");
+        assert_eq!(
+            e.to_string(),
+            "watch 'sync': ended_column is not set: runtimes cannot be measured"
+        );
+    }
+
+    #[test]
+    fn compare_and_set_with_everything() {
+        let w = watch(
+            "heartbeat_column = \"beat\"\nended_column = \"end_time\"\n\
+             message_column = \"error_msg\"\nretry_value = \"queued\"\n\
+             attempts_column = \"attempts\"\nmax_attempts = 3",
+        );
+        let r = row(Some(SqlValue::Null));
+        let c = Change {
+            row: &r,
+            new_status: "queued",
+            message: Some("self-heal: dead".into()),
+            bump_attempts: true,
+        };
+        let params = vec![
+            text("queued"),
+            text("self-heal: dead"),
+            SqlValue::Int(7),
+            text("running"),
+            text("2026-11-29 10:00:00"),
+            SqlValue::Null,
+        ];
+        assert_eq!(
+            cas_sql(MYSQL, &w, &schema(Some(Ended::DbNow), true), &c),
+            Statement {
+                sql: "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = ?, \
+                      `end_time` = NOW(), `error_msg` = ?, `attempts` = COALESCE(`attempts`, 0) \
+                      + 1 WHERE `id` = ? AND `status` = ? AND `start_time` <=> ? AND `beat` <=> ?"
+                    .into(),
+                params: params.clone(),
+            }
+        );
+        assert_eq!(
+            cas_sql(SQLITE, &w, &schema(Some(Ended::DbNow), true), &c),
+            Statement {
+                sql: "UPDATE \"app\".\"sync_log\" SET \"status\" = ?1, \"end_time\" = \
+                      datetime('now'), \"error_msg\" = ?2, \"attempts\" = \
+                      COALESCE(\"attempts\", 0) + 1 WHERE \"id\" = ?3 AND \"status\" = ?4 AND \
+                      \"start_time\" IS ?5 AND \"beat\" IS ?6"
+                    .into(),
+                params,
+            }
+        );
+    }
+
+    #[test]
+    fn compare_and_set_end_times() {
+        let w = watch("ended_column = \"end_time\"");
+        let r = row(None);
+        let c = Change {
+            row: &r,
+            new_status: "error",
+            message: None,
+            bump_attempts: false,
+        };
+        let epoch = schema(Some(Ended::Epoch), false);
+        assert_eq!(
+            cas_sql(MYSQL, &w, &epoch, &c).sql,
+            "UPDATE `app`.`sync_log` SET `status` = ?, `end_time` = UNIX_TIMESTAMP() WHERE \
+             `id` = ? AND `status` = ? AND `start_time` <=> ?"
+        );
+        assert_eq!(
+            cas_sql(SQLITE, &w, &epoch, &c).sql,
+            "UPDATE \"app\".\"sync_log\" SET \"status\" = ?1, \"end_time\" = \
+             CAST(strftime('%s', 'now') AS INTEGER) WHERE \"id\" = ?2 AND \"status\" = ?3 AND \
+             \"start_time\" IS ?4"
+        );
+        // UTC: an offset of 0 whatever the date.
+        let zone = schema(Some(Ended::Zone(chrono_tz::UTC)), false);
+        assert_eq!(
+            cas_sql(MYSQL, &w, &zone, &c),
+            Statement {
+                sql: "UPDATE `app`.`sync_log` SET `status` = ?, `end_time` = UTC_TIMESTAMP() + \
+                      INTERVAL ? SECOND WHERE `id` = ? AND `status` = ? AND `start_time` <=> ?"
+                    .into(),
+                params: vec![
+                    text("error"),
+                    SqlValue::Int(0),
+                    SqlValue::Int(7),
+                    text("running"),
+                    text("2026-11-29 10:00:00"),
+                ],
+            }
+        );
+        assert_eq!(
+            cas_sql(SQLITE, &w, &zone, &c),
+            Statement {
+                sql: "UPDATE \"app\".\"sync_log\" SET \"status\" = ?1, \"end_time\" = \
+                      datetime('now', ?2) WHERE \"id\" = ?3 AND \"status\" = ?4 AND \
+                      \"start_time\" IS ?5"
+                    .into(),
+                params: vec![
+                    text("error"),
+                    text("+0 seconds"),
+                    SqlValue::Int(7),
+                    text("running"),
+                    text("2026-11-29 10:00:00"),
+                ],
+            }
+        );
+        // No end column: nothing but the status is set.
+        let w = watch("");
+        assert_eq!(
+            cas_sql(MYSQL, &w, &schema(None, true), &c).sql,
+            "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = ? WHERE `id` = ? AND \
+             `status` = ? AND `start_time` <=> ?"
+        );
+    }
+}
