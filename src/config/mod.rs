@@ -357,7 +357,10 @@ fn build(
                 return Err(Error::Usage(Usage::UnknownWatch {
                     name: name.clone(),
                     origin: origin.clone(),
-                    known: watches.iter().filter_map(|(w, _)| w.name.clone()).collect(),
+                    known: watches
+                        .iter()
+                        .filter_map(|(w, _)| w.text("name").map(str::to_string))
+                        .collect(),
                 }));
             }
         }
@@ -373,7 +376,7 @@ fn build(
                 // check, when there is no table either).
                 if w.get("name").is_none() {
                     let table = w.text("table").unwrap_or_default().to_string();
-                    w.set("name", table).map_err(Error::Usage)?;
+                    w.set("name", table).map_err(|m| Error::Usage(m.into()))?;
                 }
                 watches.push((w, 0));
                 from_flags.push(set);
