@@ -20,8 +20,9 @@ use crate::decide::{
     Verdict,
 };
 use crate::error::{Error, Result, exit};
+use crate::host::Host;
 use crate::journal::{Journal, Pending};
-use crate::probe::{self, Host, LockTable};
+use crate::probe::{self, LockTable};
 use crate::release::{self, Release};
 use crate::report::{
     Reporter, RowReport, Summary, WatchInfo, WatchRun, cut, message, row_json, summary_json,

@@ -18,6 +18,7 @@ pub mod demo;
 pub mod doctor;
 pub mod error;
 pub mod eventlog;
+pub mod host;
 pub mod journal;
 pub mod metrics;
 pub mod mycnf;

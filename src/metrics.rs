@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use crate::config::Config;
 use crate::decide::{Action, Verdict};
 use crate::error::{Error, Result};
-use crate::probe::Host;
+use crate::host::Host;
 use crate::report::Summary;
 
 /// What one run contributes.

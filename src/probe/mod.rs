@@ -10,4 +10,4 @@ pub mod owner;
 
 pub use heartbeat::file_heartbeat;
 pub use lock::{LockTable, probe_lock};
-pub use owner::{Host, probe_owner};
+pub use owner::probe_owner;
