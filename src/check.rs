@@ -13,20 +13,17 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::json;
 
-use crate::clock::{DbClock, age_on_db_clock, plausible_age};
+use crate::clock::{Clocks, clock_skew, now_rfc3339, skew_text};
 use crate::config::{Config, ReleaseLock, Watch};
-use crate::decide::{
-    self, Action, ActionPolicy, Decision, Evidence, Heartbeat, Hold, Lock, Owner, Plan, Thresholds,
-    Verdict,
-};
+use crate::decide::{self, Action, ActionPolicy, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::{Error, Result, exit};
+use crate::evidence::{gather, row_message, thresholds};
 use crate::host::Host;
 use crate::journal::{Journal, Pending};
-use crate::probe::{self, LockTable};
+use crate::message::cut;
+use crate::probe::LockTable;
 use crate::release::{self, Release};
-use crate::report::{
-    Reporter, RowReport, Summary, WatchInfo, WatchRun, cut, message, row_json, summary_json,
-};
+use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchRun, row_json, summary_json};
 use crate::store::{self, CasOutcome, Change, RunningRow, Schema, Store};
 
 /// How a check runs.
@@ -49,118 +46,12 @@ pub fn exit_code(s: &Summary) -> u8 {
     }
 }
 
-pub fn thresholds(w: &Watch) -> Thresholds {
-    Thresholds {
-        stale_after: w.stale_after.as_secs(),
-        max_age: w.max_age.as_secs(),
-    }
-}
-
 pub fn action_policy(w: &Watch) -> ActionPolicy<'_> {
     ActionPolicy {
         dead_value: &w.dead_value,
         manual_value: w.manual_value.as_deref(),
         retry: w.retry.as_ref().map(|r| (r.value.as_str(), r.max_attempts)),
         overtime: w.overtime,
-    }
-}
-
-/// The clocks a run measures against, read once.
-#[derive(Debug, Clone, Copy)]
-pub struct Clocks {
-    pub db: DbClock,
-    pub tz: Option<chrono_tz::Tz>,
-}
-
-/// The current time for the journal: UTC, to the second.
-pub(crate) fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// Seconds since the epoch of a host time (negative before 1970).
-fn epoch(t: SystemTime) -> i64 {
-    match t.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
-    }
-}
-
-/// The database clock minus the host clock, in seconds (one measurement, shared by
-/// `check` and `doctor`).
-pub fn clock_skew(db: &DbClock, host_now: SystemTime) -> i64 {
-    db.now_epoch - epoch(host_now)
-}
-
-/// "the database clock is 5s ahead of the host clock (tolerance 60s)".
-pub fn skew_text(skew: i64, tolerance_s: u64) -> String {
-    format!(
-        "the database clock is {}s {} the host clock (tolerance {tolerance_s}s)",
-        skew.abs(),
-        if skew >= 0 { "ahead of" } else { "behind" },
-    )
-}
-
-/// Gathers the evidence for one row. `locks` is a snapshot of `/proc/locks` (or `None`
-/// for the try-lock fallback); `host_now` is the host clock for file mtimes.
-pub fn gather(
-    w: &Watch,
-    row: &RunningRow,
-    clocks: &Clocks,
-    host: &Host,
-    host_now: SystemTime,
-    locks: Option<&LockTable>,
-) -> Evidence {
-    let total_age = match &row.started.stamp {
-        Err(e) => Err(format!("{} = {}: {e}", w.started_column, row.started.raw)),
-        Ok(None) => Err(format!("{} is NULL", w.started_column)),
-        Ok(Some(s)) => age_on_db_clock(*s, &clocks.db, clocks.tz)
-            .and_then(|a| plausible_age(a, &format!("{} ({})", w.started_column, row.started.raw))),
-    };
-    let id = row.id.to_string();
-    let from_file = w.heartbeat_file.as_ref().map(|t| match t.render(&id) {
-        Ok(p) => probe::file_heartbeat(&p, host_now),
-        Err(why) => Heartbeat::Unreadable(format!("heartbeat_file: {why}")),
-    });
-    let from_column = row.heartbeat.as_ref().map(|tv| match &tv.stamp {
-        Ok(None) => Heartbeat::Missing,
-        Ok(Some(s)) => match age_on_db_clock(*s, &clocks.db, clocks.tz)
-            .and_then(|a| plausible_age(a, &format!("heartbeat column ({})", tv.raw)))
-        {
-            Ok(a) => Heartbeat::Age(a),
-            Err(why) => Heartbeat::Unreadable(why),
-        },
-        Err(why) => Heartbeat::Unreadable(format!("heartbeat column: {why}")),
-    });
-    let heartbeat = match (from_file, from_column) {
-        (Some(a), Some(b)) => probe::heartbeat::combine(a, b),
-        (Some(a), None) | (None, Some(a)) => a,
-        (None, None) => Heartbeat::Missing,
-    };
-    let lock = match &w.lock_file {
-        None => Lock::NotConfigured,
-        Some(t) => match t.render(&id) {
-            // A legacy existence lock is never kernel-locked: "free" is its normal state.
-            Ok(p) => match probe::probe_lock(&p, locks) {
-                Lock::Free if w.release_lock == ReleaseLock::IfFree => Lock::Present,
-                l => l,
-            },
-            Err(why) => Lock::Unreadable(format!("lock_file: {why}")),
-        },
-    };
-    let owner = match &w.owner_column {
-        None => Owner::NotConfigured,
-        Some(_) => {
-            // The row's start on the host timeline: host now minus the row's age, so a
-            // skewed database clock does not make a worker look younger than its row.
-            let started = epoch(host_now) - total_age.as_ref().map_or(0, |a| *a as i64);
-            probe::probe_owner(host, row.owner.as_deref(), started)
-        }
-    };
-    Evidence {
-        total_age,
-        heartbeat,
-        lock,
-        owner,
     }
 }
 
@@ -192,7 +83,7 @@ struct Judged {
 /// The report of a judged row, before any write.
 fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
     let t = thresholds(w);
-    let reason = message(&j.decision, &j.evidence, t);
+    let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
     let lock_file = release_planned
         .then_some(w.lock_file.as_ref())

@@ -17,14 +17,13 @@ use std::time::{Duration, SystemTime};
 
 use nix::unistd::{AccessFlags, access};
 
-use crate::check::{self, Clocks};
-use crate::clock::{age_on_db_clock, plausible_age};
+use crate::clock::{Clocks, age_on_db_clock, clock_skew, human, plausible_age, skew_text};
 use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
 use crate::decide::{self, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
 use crate::error::{Error, exit};
+use crate::evidence::{self, row_message};
 use crate::host::Host;
 use crate::probe::LockTable;
-use crate::report::{human, message};
 use crate::stats::Recent;
 use crate::store::{self, ScanPlan, Schema, Store};
 
@@ -242,7 +241,7 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
 
 fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Store) -> Finding {
     let tol = cfg.run.clock_tolerance.as_secs();
-    let skew = check::clock_skew(&clocks.db, SystemTime::now());
+    let skew = clock_skew(&clocks.db, SystemTime::now());
     let zone = store
         .session_time_zone()
         .unwrap_or_else(|e| format!("unknown ({e})"));
@@ -253,10 +252,7 @@ fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Store) -> Findin
         ),
         None => "; naive DATETIME values are read on the database's own clock".into(),
     };
-    let detail = format!(
-        "{}; session time zone {zone}{naive}",
-        check::skew_text(skew, tol)
-    );
+    let detail = format!("{}; session time zone {zone}{naive}", skew_text(skew, tol));
     if skew.unsigned_abs() > tol {
         Finding::fail(
             "clock",
@@ -494,7 +490,7 @@ fn index_finding(w: &Watch, plan: &ScanPlan) -> Finding {
 
 /// The longest reason this watch can write (before cutting).
 fn longest_message(w: &Watch) -> usize {
-    let t = check::thresholds(w);
+    let t = evidence::thresholds(w);
     let big = t.max_age.saturating_mul(100);
     let ev = Evidence {
         total_age: Ok(big),
@@ -514,7 +510,7 @@ fn longest_message(w: &Watch) -> usize {
         verdict: Verdict::Overtime,
         basis: Basis::MaxAge,
     };
-    message(&d, &ev, t).chars().count()
+    row_message(&d, &ev, t).chars().count()
 }
 
 fn message_finding(w: &Watch, schema: &Schema) -> Finding {
@@ -604,13 +600,13 @@ fn rows_findings(
     if !here {
         return out;
     }
-    let t = check::thresholds(w);
+    let t = evidence::thresholds(w);
     let host_now = SystemTime::now();
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
     for r in rows {
-        let ev = check::gather(w, r, clocks, host, host_now, locks.as_ref());
+        let ev = evidence::gather(w, r, clocks, host, host_now, locks.as_ref());
         let d = decide::decide(&ev, t);
         if d.verdict == Verdict::Unknown && unknown.is_none() {
             unknown = Some(format!("row {}: {}", r.id, d.basis.describe()));

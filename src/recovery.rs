@@ -90,7 +90,7 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut JournalWriter) -> Re
         if applied(store, w, &id, &intent)? {
             let mut entry = intent.clone();
             entry.insert("recovered".into(), json!(true));
-            entry.insert("time".into(), json!(crate::check::now_rfc3339()));
+            entry.insert("time".into(), json!(crate::clock::now_rfc3339()));
             jw.journal.append(&Value::Object(entry))?;
             journaled.insert(change.to_string());
             recovered += 1;

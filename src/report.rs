@@ -7,9 +7,8 @@ use std::io::Write;
 use serde_json::json;
 
 use crate::config::fmt_duration;
-use crate::decide::{
-    Action, Decision, Evidence, Heartbeat, Lock, Owner, Plan, Thresholds, Verdict,
-};
+use crate::decide::{Action, Decision, Evidence, Plan, Thresholds, Verdict};
+use crate::evidence;
 use crate::release::Release;
 use crate::store::SqlValue;
 
@@ -202,107 +201,6 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
     })
 }
 
-/// Compact human duration: `47m`, `2h10m`, `20s`.
-pub fn human(secs: u64) -> String {
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    match (h, m, s) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, 0) => format!("{m}m"),
-        (0, m, s) => format!("{m}m{s}s"),
-        (h, _, _) if h >= 48 => format!("{}d{}h", h / 24, h % 24),
-        (h, m, _) => format!("{h}h{m}m"),
-    }
-}
-
-pub fn lock_str(l: &Lock) -> String {
-    match l {
-        Lock::NotConfigured => "none".into(),
-        Lock::Held { pid: Some(p) } => format!("held:{p}"),
-        Lock::Held { pid: None } => "held".into(),
-        Lock::Free => "free".into(),
-        Lock::Present => "present".into(),
-        Lock::Absent => "absent".into(),
-        Lock::Unreadable(_) => "unreadable".into(),
-    }
-}
-
-pub fn owner_str(o: &Owner) -> String {
-    match o {
-        Owner::NotConfigured => "none".into(),
-        Owner::Empty => "empty".into(),
-        Owner::Alive { pid } => format!("alive:{pid}"),
-        Owner::Dead { pid } => format!("dead:{pid}"),
-        Owner::Reused { pid } => format!("reused:{pid}"),
-        Owner::NotLocal { host } => format!("not_local:{host}"),
-        Owner::Invalid(_) => "invalid".into(),
-        Owner::Unreadable(_) => "unreadable".into(),
-    }
-}
-
-fn lock_state(l: &Lock) -> (&'static str, Option<u32>) {
-    match l {
-        Lock::NotConfigured => ("none", None),
-        Lock::Held { pid } => ("held", *pid),
-        Lock::Free => ("free", None),
-        Lock::Present => ("present", None),
-        Lock::Absent => ("absent", None),
-        Lock::Unreadable(_) => ("unreadable", None),
-    }
-}
-
-fn owner_state(o: &Owner) -> (&'static str, Option<u32>) {
-    match o {
-        Owner::NotConfigured => ("none", None),
-        Owner::Empty => ("empty", None),
-        Owner::Alive { pid } => ("alive", Some(*pid)),
-        Owner::Dead { pid } => ("dead", Some(*pid)),
-        Owner::Reused { pid } => ("reused", Some(*pid)),
-        Owner::NotLocal { .. } => ("not_local", None),
-        Owner::Invalid(_) => ("invalid", None),
-        Owner::Unreadable(_) => ("unreadable", None),
-    }
-}
-
-fn heartbeat_s(h: &Heartbeat) -> String {
-    match h {
-        Heartbeat::Age(a) => format!("{a}s"),
-        Heartbeat::Missing => "missing".into(),
-        Heartbeat::Unreadable(_) => "unreadable".into(),
-    }
-}
-
-/// How every message selfheal writes begins: how `stats` recognises the rows it marked.
-pub const MESSAGE_PREFIX: &str = "self-heal:";
-
-/// The row message of SPEC §6, before it is cut to the column's length.
-pub fn message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
-    let total = match &e.total_age {
-        Ok(a) => format!("{a}s"),
-        Err(_) => "unknown".into(),
-    };
-    let mut m = format!(
-        "{MESSAGE_PREFIX} {}: heartbeat_age={} stale_after={}s total_age={} max_age={}s lock={}",
-        d.verdict.as_str(),
-        heartbeat_s(&e.heartbeat),
-        t.stale_after,
-        total,
-        t.max_age,
-        lock_str(&e.lock),
-    );
-    if e.owner != Owner::NotConfigured {
-        m.push_str(&format!(" owner={}", owner_str(&e.owner)));
-    }
-    m
-}
-
-/// Cuts a message to at most `max` characters (strict SQL modes reject longer values).
-pub fn cut(msg: &str, max: Option<usize>) -> String {
-    match max {
-        Some(n) if msg.chars().count() > n => msg.chars().take(n).collect(),
-        _ => msg.to_string(),
-    }
-}
-
 /// Renders a run. Text mode is silent unless something changed or needs a person.
 pub trait Reporter {
     fn watch(&mut self, w: &WatchInfo);
@@ -359,22 +257,12 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
     fn row(&mut self, r: &RowReport) {
         let e = &r.evidence;
         if self.explain {
-            let total = match &e.total_age {
-                Ok(a) => human(*a),
-                Err(_) => "unknown".into(),
-            };
-            let hb = match &e.heartbeat {
-                Heartbeat::Age(a) => format!("{} ago", human(*a)),
-                Heartbeat::Missing => "missing".into(),
-                Heartbeat::Unreadable(_) => "unreadable".into(),
-            };
             let _ = writeln!(
                 self.out,
-                "  id={:<4} {:<9} running {total}, heartbeat {hb}, lock {}, owner {}",
+                "  id={:<4} {:<9} {}",
                 r.id.to_string(),
                 r.decision.verdict.as_str(),
-                lock_str(&e.lock),
-                owner_str(&e.owner),
+                evidence::render(e, r.thresholds).explain(),
             );
             let _ = writeln!(self.out, "      because {}", r.decision.basis.describe());
             let _ = writeln!(self.out, "      a real run would {}", what_a_run_does(r));
@@ -483,28 +371,13 @@ pub struct JsonReporter<W: Write> {
 }
 
 pub fn row_json(r: &RowReport) -> serde_json::Value {
-    let e = &r.evidence;
-    let (lock, lock_pid) = lock_state(&e.lock);
-    let (owner, owner_pid) = owner_state(&e.owner);
-    let detail = |x: &str| -> serde_json::Value { x.into() };
-    json!({
+    let mut row = json!({
         "watch": r.watch,
         "id": r.id.to_json(),
         "verdict": r.decision.verdict,
         "action": r.action,
         "applied": r.applied,
         "reason": r.reason,
-        "total_age_s": e.total_age.as_ref().ok(),
-        "heartbeat_age_s": match e.heartbeat { Heartbeat::Age(a) => Some(a), _ => None },
-        "heartbeat": match &e.heartbeat {
-            Heartbeat::Age(_) => detail("present"),
-            Heartbeat::Missing => detail("missing"),
-            Heartbeat::Unreadable(w) => detail(&format!("unreadable: {w}")),
-        },
-        "lock": lock,
-        "lock_pid": lock_pid,
-        "owner": owner,
-        "owner_pid": owner_pid,
         "basis": r.decision.basis.describe(),
         "conclusive": r.decision.conclusive(),
         "target": r.target,
@@ -516,7 +389,14 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         "lock_release_detail": r.lock_release.as_ref().and_then(Release::detail),
         "stale_after_s": r.thresholds.stale_after,
         "max_age_s": r.thresholds.max_age,
-    })
+    });
+    if let (Some(o), Ok(serde_json::Value::Object(ev))) = (
+        row.as_object_mut(),
+        serde_json::to_value(evidence::render(&r.evidence, r.thresholds).record),
+    ) {
+        o.extend(ev);
+    }
+    row
 }
 
 impl<W: Write> Reporter for JsonReporter<W> {
@@ -539,30 +419,5 @@ impl<W: Write> Reporter for JsonReporter<W> {
         let mut warnings = self.warnings.clone();
         warnings.extend(s.warnings.iter().cloned());
         let _ = writeln!(self.out, "{}", summary_json(s, &warnings));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human(20), "20s");
-        assert_eq!(human(2_820), "47m");
-        assert_eq!(human(3_000), "50m");
-        assert_eq!(human(7_800), "2h10m");
-        assert_eq!(human(14_400), "4h0m");
-        assert_eq!(human(90), "1m30s");
-        assert_eq!(human(200_000), "2d7h");
-    }
-
-    #[test]
-    fn messages_are_cut_by_characters() {
-        assert_eq!(cut("abcdef", Some(3)), "abc");
-        assert_eq!(cut("abc", Some(3)), "abc");
-        assert_eq!(cut("ééé", Some(2)), "éé");
-        assert_eq!(cut("abc", None), "abc");
-        assert_eq!(cut("abc", Some(0)), "");
     }
 }

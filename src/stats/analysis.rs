@@ -15,8 +15,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use super::histogram::Histogram;
+use crate::clock::human;
 use crate::config::fmt_duration;
-use crate::report::{MESSAGE_PREFIX, human};
+use crate::message;
 
 /// A runtime may exceed the age selfheal saw by clock noise before the message rule calls
 /// it a later run.
@@ -81,40 +82,6 @@ impl Mark {
 
 /// Every journaled change of one watch, by row id.
 pub type Marks = HashMap<String, Vec<Mark>>;
-
-/// What selfheal's message in a row says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ParsedMessage {
-    pub verdict: String,
-    pub heartbeat_age_s: Option<u64>,
-    pub total_age_s: Option<u64>,
-    /// The owner or lock decided it (conclusive), as far as the message shows.
-    pub conclusive: bool,
-}
-
-/// Parses `self-heal: <verdict>: heartbeat_age=…s stale_after=…s total_age=…s …` (perhaps
-/// cut to the column's length). `None` without the prefix.
-pub fn parse_message(msg: &str) -> Option<ParsedMessage> {
-    let rest = msg.strip_prefix(MESSAGE_PREFIX)?.trim_start();
-    let (verdict, tail) = rest.split_once(':').unwrap_or((rest, ""));
-    let mut p = ParsedMessage {
-        verdict: verdict.trim().to_string(),
-        ..ParsedMessage::default()
-    };
-    let secs = |v: &str| v.strip_suffix('s').and_then(|n| n.parse::<u64>().ok());
-    for tok in tail.split_whitespace() {
-        match tok.split_once('=') {
-            Some(("heartbeat_age", v)) => p.heartbeat_age_s = secs(v),
-            Some(("total_age", v)) => p.total_age_s = secs(v),
-            Some(("lock", "free")) => p.conclusive = true,
-            Some(("owner", v)) if v.starts_with("dead:") || v.starts_with("reused:") => {
-                p.conclusive = true;
-            }
-            _ => {}
-        }
-    }
-    Some(p)
-}
 
 /// Where a false positive was recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -202,7 +169,7 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
             (None, false) => Judgement::Plain,
         };
     }
-    let Some(p) = r.marked.and_then(parse_message) else {
+    let Some(p) = r.marked.and_then(message::parse) else {
         return Judgement::Plain;
     };
     if !r.success {

@@ -17,13 +17,11 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::check::Clocks;
 use crate::cli::{Format, StatsArgs};
-use crate::clock::seconds_between;
+use crate::clock::{Clocks, human, seconds_between};
 use crate::config::{self, Config, ConfigPath, Overrides, Watch, fmt_duration};
 use crate::error::{Error, Result, exit};
 use crate::journal::{self, JOURNAL_FILE};
-use crate::report::human;
 use crate::store::{self, FinishedRow, History, Schema, Store};
 
 use analysis::{

@@ -411,7 +411,7 @@ pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
 
 /// The `LIKE` pattern for selfheal's message prefix.
 pub(crate) fn marked_pattern() -> String {
-    format!("{}%", crate::report::MESSAGE_PREFIX)
+    format!("{}%", crate::message::MESSAGE_PREFIX)
 }
 
 /// The `UPDATE` both adapters run, differing only in quoting, the null-safe equality

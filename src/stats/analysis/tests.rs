@@ -37,27 +37,6 @@ fn view<'a>(
 }
 
 #[test]
-fn messages_are_parsed_even_when_cut() {
-    let p = parse_message(MSG).expect("prefix");
-    assert_eq!(p.verdict, "dead");
-    assert_eq!(p.heartbeat_age_s, Some(2820));
-    assert_eq!(p.total_age_s, Some(3000));
-    assert!(!p.conclusive);
-    let cut = parse_message("self-heal: overtime: heartbeat_age=missing stale_af").expect("p");
-    assert_eq!(cut.verdict, "overtime");
-    assert_eq!((cut.heartbeat_age_s, cut.total_age_s), (None, None));
-    let owner = parse_message("self-heal: dead: heartbeat_age=10s lock=none owner=dead:4242");
-    assert!(owner.expect("p").conclusive);
-    assert!(
-        parse_message("self-heal: dead: lock=free")
-            .expect("p")
-            .conclusive
-    );
-    assert_eq!(parse_message("sync failed: timeout"), None);
-    assert_eq!(parse_message(""), None);
-}
-
-#[test]
 fn false_positives_and_reruns_are_told_apart() {
     let id = json!(7);
     let same = [mark(Some("2026-11-29 09:10:00"), "error", "dead")];
