@@ -72,7 +72,9 @@ pub fn parse(msg: &str) -> Option<ParsedMessage> {
 mod tests {
     use super::*;
 
-    fn pairs(v: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    type Pairs = Vec<(&'static str, String)>;
+
+    fn pairs(v: &[(&'static str, &str)]) -> Pairs {
         v.iter().map(|(k, v)| (*k, v.to_string())).collect()
     }
 
@@ -97,7 +99,7 @@ mod tests {
 
     #[test]
     fn what_is_built_parses_back_whole_and_cut() {
-        let cases: Vec<(Verdict, Vec<(&'static str, String)>, ParsedMessage)> = vec![
+        let cases: Vec<(Verdict, Pairs, ParsedMessage)> = vec![
             (
                 Verdict::Dead,
                 pairs(&[
