@@ -303,7 +303,7 @@ fn run_watches(
         };
         // The configuration of the seed incident: a cap below the runs it must let live.
         // Bounded to the latest rows by primary key, so it costs the same on any table.
-        match crate::stats::recent_max_age_check(store.as_mut(), w, &schema, &clocks) {
+        match crate::history::recent_max_age_check(store.as_mut(), w, &schema, &clocks) {
             Ok(Some(warn)) => {
                 let msg = warn.message();
                 summary.warnings.push(msg.clone());

@@ -22,9 +22,9 @@ use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fm
 use crate::decide::{self, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
 use crate::error::{Error, exit};
 use crate::evidence::{self, row_message};
+use crate::history::{self, Recent};
 use crate::host::Host;
 use crate::probe::LockTable;
-use crate::stats::Recent;
 use crate::store::{self, ScanPlan, Schema, Store};
 
 /// How one check came out.
@@ -323,7 +323,7 @@ fn watch_database_checks(
     }
     rep.add(history_finding(
         w,
-        crate::stats::recent_runs(store, w, &schema, clocks),
+        history::recent_runs(store, w, &schema, clocks),
     ));
 }
 

@@ -19,6 +19,7 @@ pub mod doctor;
 pub mod error;
 pub mod eventlog;
 pub mod evidence;
+pub mod history;
 pub mod host;
 pub mod journal;
 pub mod message;

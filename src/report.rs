@@ -156,7 +156,7 @@ pub struct Summary {
     /// Per watch, in configuration order.
     pub per_watch: Vec<WatchRun>,
     /// Watches whose `max_age` is below 1.5× a recent run that ended well.
-    pub max_age_too_low: Vec<crate::stats::MaxAgeWarning>,
+    pub max_age_too_low: Vec<crate::history::MaxAgeWarning>,
 }
 
 /// The summary object of SPEC §7 (also the body of `last-run.json`). `warnings` are the

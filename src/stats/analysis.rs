@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::histogram::Histogram;
 use crate::clock::human;
 use crate::config::fmt_duration;
+use crate::history::{friendly_ceil, id_key, max_age_too_low};
 use crate::message;
 
 /// A runtime may exceed the age selfheal saw by clock noise before the message rule calls
@@ -31,14 +32,6 @@ pub const MAX_STATUSES: usize = 20;
 
 /// The name the statuses beyond [`MAX_STATUSES`] are counted under.
 pub const OTHER_STATUSES: &str = "(other)";
-
-/// The key a row id is matched by: numbers as digits, strings as they are.
-pub fn id_key(id: &Value) -> String {
-    match id {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
 
 /// One change selfheal journaled for a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,30 +272,6 @@ impl WatchStats {
             self.unreadable_example = Some(format!("id={}: {why}", id_key(id)));
         }
     }
-}
-
-/// Rounds up to a value an operator would write: whole minutes up to 10 minutes, then
-/// 5 minutes up to an hour, 15 minutes up to 6 hours, 30 minutes up to a day, then hours.
-pub fn friendly_ceil(secs: u64) -> u64 {
-    let step = match secs {
-        0..=600 => 60,
-        601..=3_600 => 300,
-        3_601..=21_600 => 900,
-        21_601..=86_400 => 1_800,
-        _ => 3_600,
-    };
-    secs.max(1).div_ceil(step) * step
-}
-
-/// The rule of SPEC §9: a cap below 1.5× the longest run that ended well kills legitimate
-/// runs — the incident this tool exists to prevent.
-pub fn max_age_too_low(max_age_s: u64, longest_s: u64) -> bool {
-    u128::from(max_age_s) * 2 < u128::from(longest_s) * 3
-}
-
-/// The smallest `max_age` the rule accepts for this longest run, rounded up.
-pub fn max_age_floor(longest_s: u64) -> u64 {
-    friendly_ceil((longest_s.saturating_mul(3)).div_ceil(2))
 }
 
 /// A suggested value and why.

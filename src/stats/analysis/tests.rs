@@ -220,39 +220,6 @@ fn counts_follow_the_judgements() {
 }
 
 #[test]
-fn friendly_rounding() {
-    for (secs, want) in [
-        (0, 60),
-        (1, 60),
-        (60, 60),
-        (61, 120),
-        (600, 600),
-        (601, 900),
-        (3_600, 3_600),
-        (3_601, 4_500),
-        (10_800, 10_800),
-        (10_801, 11_700),
-        (21_601, 23_400),
-        (86_401, 90_000),
-    ] {
-        assert_eq!(friendly_ceil(secs), want, "{secs}");
-    }
-}
-
-#[test]
-fn the_max_age_rule_and_its_floor() {
-    // The seed incident: a 30-minute cap against 2-hour runs.
-    assert!(max_age_too_low(1_800, 7_200));
-    assert!(max_age_too_low(10_799, 7_200));
-    assert!(!max_age_too_low(10_800, 7_200), "exactly 1.5x is enough");
-    assert!(!max_age_too_low(14_400, 7_200));
-    assert!(!max_age_too_low(60, 0));
-    assert!(max_age_too_low(u64::MAX / 2, u64::MAX / 2), "no overflow");
-    assert_eq!(max_age_floor(7_200), 10_800);
-    assert_eq!(max_age_floor(7_801), 12_600);
-}
-
-#[test]
 fn suggestions_explain_themselves() {
     let mut s = WatchStats::default();
     assert_eq!(suggest_max_age(&s.runtimes, 1_800), None);
