@@ -131,13 +131,19 @@ impl Sandbox {
 
     /// Creates (or touches) row `id`'s heartbeat file with an mtime `age` ago.
     pub fn heartbeat(&self, id: i64, age: Duration) -> PathBuf {
+        self.heartbeat_at(id, SystemTime::now() - age)
+    }
+
+    /// Creates (or touches) row `id`'s heartbeat file with the mtime `at` (for a binary run
+    /// under [`frozen_clock`]: an instant relative to [`frozen_now`]).
+    pub fn heartbeat_at(&self, id: i64, at: SystemTime) -> PathBuf {
         let p = self.path(&format!("hb-{id}"));
         let f = File::options()
             .create(true)
             .append(true)
             .open(&p)
             .expect("heartbeat file");
-        f.set_modified(SystemTime::now() - age).expect("set mtime");
+        f.set_modified(at).expect("set mtime");
         p
     }
 
@@ -275,10 +281,33 @@ pub struct SqliteDb {
 
 impl SqliteDb {
     pub fn new(sb: &Sandbox) -> SqliteDb {
+        SqliteDb::with_schema(sb, SQLITE_SCHEMA)
+    }
+
+    /// `app.db` in the sandbox, made with `schema` (e.g. [`SQLITE_SCHEMA`] altered).
+    pub fn with_schema(sb: &Sandbox, schema: &str) -> SqliteDb {
         let path = sb.path("app.db");
         let c = rusqlite::Connection::open(&path).expect("sqlite");
-        c.execute_batch(SQLITE_SCHEMA).expect("schema");
+        c.execute_batch(schema).expect("schema");
         SqliteDb { path }
+    }
+
+    /// Runs statements (fixtures).
+    pub fn exec(&self, sql: &str) {
+        self.conn()
+            .execute_batch(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// Inserts a row with the given status that started at `start` (written as SQLite's
+    /// `datetime()` writes it, UTC); for runs under [`frozen_clock`].
+    pub fn insert_at(&self, id: i64, status: &str, start: SystemTime) {
+        self.conn()
+            .execute(
+                "INSERT INTO sync_log (id, status, start_time) VALUES (?1, ?2, ?3)",
+                rusqlite::params![id, status, sql_datetime(start)],
+            )
+            .expect("insert");
     }
 
     pub fn url(&self) -> String {
@@ -923,4 +952,107 @@ pub fn python_holder(path: &Path, how: &str) -> Proc {
         lock_holders(path).contains(&pid)
     });
     p
+}
+
+// ---------------------------------------------------------------------------------------
+// A frozen host clock (libfaketime), for output that must not drift by a second
+
+/// The instant a [`frozen_clock`] shows, UTC. Far ahead of the real clock on purpose: the
+/// owner probe compares a live pid's real start time (from /proc) with the row's start on
+/// the host timeline (frozen now minus the row's age), so every process that runs now
+/// looks started before any row of the last years, as a real worker is.
+pub const FROZEN_AT: &str = "2035-03-14 15:09:26";
+
+/// [`FROZEN_AT`] as a `SystemTime`. Fails once the real clock comes within a day of it
+/// (move `FROZEN_AT` forward then).
+pub fn frozen_now() -> SystemTime {
+    let at = chrono::NaiveDateTime::parse_from_str(FROZEN_AT, "%Y-%m-%d %H:%M:%S")
+        .expect("FROZEN_AT")
+        .and_utc()
+        .timestamp();
+    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(at as u64);
+    assert!(
+        SystemTime::now() + Duration::from_secs(86_400) < t,
+        "the real clock has caught up with FROZEN_AT ({FROZEN_AT}): move it forward"
+    );
+    t
+}
+
+/// `t` as SQLite's `datetime()` writes it: `YYYY-MM-DD HH:MM:SS`, UTC.
+pub fn sql_datetime(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+/// The libfaketime library faketime(1) preloads (`None` without faketime).
+fn libfaketime() -> Option<&'static str> {
+    static LIB: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        let o = Command::new("faketime")
+            .args(["-f", "+0", "sh", "-c", "printf %s \"$LD_PRELOAD\""])
+            .output()
+            .ok()?;
+        let lib = String::from_utf8(o.stdout).ok()?;
+        (o.status.success() && lib.contains("faketime")).then_some(lib)
+    })
+    .as_deref()
+}
+
+/// The environment that freezes a process's host clock at [`FROZEN_AT`]: libfaketime
+/// preloaded with an absolute date, which stops the clock rather than starting it there.
+/// Bundled SQLite's `now` follows it; file times stay real (the test sets mtimes relative
+/// to [`frozen_now`]) and so do monotonic timers. `None` when the test should return early
+/// (no faketime outside CI; in CI that fails the test).
+fn frozen_env() -> Option<[(&'static str, &'static str); 5]> {
+    let Some(lib) = libfaketime() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and faketime (libfaketime) is missing (scripts/test installs it)"
+        );
+        eprintln!("SKIPPED: faketime (libfaketime) is missing (scripts/test installs it)");
+        return None;
+    };
+    Some([
+        ("LD_PRELOAD", lib),
+        ("FAKETIME", FROZEN_AT),
+        ("TZ", "UTC"),
+        ("NO_FAKE_STAT", "1"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ])
+}
+
+/// Freezes the host clock of the process `cmd` starts (see [`frozen_env`]), preloading
+/// libfaketime into that process itself, so that its pid is the binary's, not a wrapper's.
+/// False when the test should return early.
+pub fn frozen_clock(cmd: &mut Command) -> bool {
+    let Some(vars) = frozen_env() else {
+        return false;
+    };
+    cmd.envs(vars).env_remove("FAKETIME_SHARED");
+    true
+}
+
+/// [`as_nobody`] with the binary's clock frozen (see [`frozen_env`]). libfaketime is
+/// preloaded after the switch to nobody (through env(1)), never into the root process
+/// before it: one preloaded as root leaves shared memory nobody may open.
+pub fn as_nobody_frozen() -> Option<Command> {
+    as_nobody()?;
+    let vars = frozen_env()?;
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        "env",
+    ])
+    .args(vars.iter().map(|(k, v)| format!("{k}={v}")))
+    .arg(bin())
+    .env_remove("SELFHEAL_CONFIG")
+    .env_remove("SELFHEAL_DB_PASSWORD")
+    .env_remove("FAKETIME_SHARED")
+    .env("HOME", "/nonexistent")
+    .env("LC_ALL", "C");
+    Some(c)
 }

@@ -1,0 +1,997 @@
+//! Snapshots of everything a person reads: `check --explain`, the cron text of `check`
+//! (changes, rows that need a person, run-level warnings), `--dry-run`, `--format json`,
+//! `doctor`, `stats` and `demo`, each on a fixed fixture through the real binary. Every
+//! change of wording shows in review as a change of a file in `tests/snapshots/`.
+//!
+//! Determinism: the binary runs with its host clock frozen at [`FROZEN_AT`] (libfaketime;
+//! bundled SQLite's `now` follows it), and every row time and heartbeat mtime is set
+//! relative to that instant, so ages are exact however loaded the machine is. What
+//! legitimately varies from run to run — the sandbox's path, pids of real processes, the
+//! host name, the user, the SQLite version — is replaced by a `[NAME]`, by exact value and
+//! in context, never by pattern; ages, verdicts and reasons are never redacted.
+//!
+//! A snapshot that is missing or differs fails the test (in CI, with `CI` set, nothing is
+//! written; elsewhere insta writes `*.snap.new` beside it for review). Review and accept:
+//! `cargo insta review`, or `INSTA_UPDATE=always cargo test --test snapshots` and read the
+//! diff before committing.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime};
+
+use common::*;
+
+const MIN: u64 = 60;
+const HOUR: u64 = 3600;
+
+/// An instant `secs` before the frozen clock's now.
+fn ago(secs: u64) -> SystemTime {
+    frozen_now() - Duration::from_secs(secs)
+}
+
+// ---------------------------------------------------------------------------------------
+// Running the binary, redacting, snapshotting
+
+/// Values that differ from run to run, each replaced by a `[NAME]`. Replacements are
+/// exact strings (a pid only where it stands as a pid), applied in order.
+struct Redact(Vec<(String, String)>);
+
+impl Redact {
+    /// The sandbox's path, the SQLite version and this user (as `doctor` names it).
+    fn new(sb: &Sandbox) -> Redact {
+        let uid = nix::unistd::getuid();
+        let me = match nix::unistd::User::from_uid(uid).ok().flatten() {
+            Some(u) => format!("{} (uid {uid})", u.name),
+            None => format!("uid {uid}"),
+        };
+        Redact(vec![
+            (sb.dir.path().display().to_string(), "[SANDBOX]".into()),
+            (
+                format!("sqlite {}", rusqlite::version()),
+                "sqlite [VERSION]".into(),
+            ),
+            (me, "[USER]".into()),
+        ])
+    }
+
+    fn with(mut self, from: impl Into<String>, to: impl Into<String>) -> Redact {
+        self.0.push((from.into(), to.into()));
+        self
+    }
+
+    /// A pid, where the output shows one: `held:PID`, `alive:PID`, `dead:PID`,
+    /// `reused:PID` and the JSON `lock_pid`/`owner_pid` fields.
+    fn pid(mut self, pid: u32, name: &str) -> Redact {
+        for state in ["held", "alive", "dead", "reused"] {
+            self.0
+                .push((format!("{state}:{pid}"), format!("{state}:[{name}]")));
+        }
+        for field in ["lock_pid", "owner_pid"] {
+            self.0.push((
+                format!("\"{field}\": {pid}"),
+                format!("\"{field}\": [{name}]"),
+            ));
+        }
+        self
+    }
+
+    fn apply(&self, text: &str) -> String {
+        self.0
+            .iter()
+            .fold(text.to_string(), |t, (from, to)| t.replace(from, to))
+    }
+}
+
+/// The binary with its clock frozen (`None`: no faketime, test skipped outside CI).
+fn frozen_selfheal() -> Option<Command> {
+    let mut c = selfheal();
+    frozen_clock(&mut c).then_some(c)
+}
+
+/// Runs `selfheal ARGS --config CFG` under the frozen clock; the command line shown in
+/// the snapshot is `selfheal ARGS` (the config path is the same everywhere).
+fn run(cfg: &Path, args: &[&str]) -> Option<Output> {
+    let mut c = frozen_selfheal()?;
+    c.args(args).arg("--config").arg(cfg);
+    Some(c.output().expect("run selfheal"))
+}
+
+/// One run as a person sees it: the command, the exit status, stdout and stderr.
+fn transcript(args: &[&str], o: &Output, r: &Redact) -> String {
+    let section = |name: &str, bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes);
+        if text.is_empty() {
+            format!("--- {name}: (nothing)\n")
+        } else {
+            format!("--- {name}:\n{}", r.apply(&text))
+        }
+    };
+    format!(
+        "$ selfheal {}\nexit status {}\n{}{}",
+        args.join(" "),
+        o.status
+            .code()
+            .map_or_else(|| format!("{:?}", o.status), |c| c.to_string()),
+        section("stdout", &o.stdout),
+        section("stderr", &o.stderr),
+    )
+}
+
+/// `--format json` output with each object pretty-printed (one field a line, keys sorted
+/// as serde_json writes them), so a changed field is a one-line diff.
+fn json_transcript(args: &[&str], o: &Output, r: &Redact) -> String {
+    let mut out = String::new();
+    for line in stdout(o).lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        out.push_str(&serde_json::to_string_pretty(&v).expect("json"));
+        out.push('\n');
+    }
+    let pretty = Output {
+        status: o.status,
+        stdout: out.into_bytes(),
+        stderr: o.stderr.clone(),
+    };
+    transcript(args, &pretty, r)
+}
+
+/// A missing or different snapshot must fail in CI, never be written or passed: insta
+/// does that when `CI` is set, unless told otherwise through its environment or a
+/// configuration file.
+fn ci_cannot_accept_snapshots() {
+    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false"));
+    if !ci {
+        return;
+    }
+    let update = std::env::var("INSTA_UPDATE").unwrap_or_default();
+    assert!(
+        matches!(update.as_str(), "" | "no" | "auto" | "new"),
+        "CI is set: INSTA_UPDATE={update} would accept unreviewed snapshots"
+    );
+    let force = std::env::var("INSTA_FORCE_PASS").unwrap_or_default();
+    assert!(
+        matches!(force.as_str(), "" | "0"),
+        "CI is set: INSTA_FORCE_PASS={force} would pass differing snapshots"
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for f in ["insta.yaml", ".config/insta.yaml"] {
+        assert!(
+            !root.join(f).exists(),
+            "CI is set: {f} may change how insta treats snapshots"
+        );
+    }
+}
+
+/// Compares `text` with `tests/snapshots/NAME.snap`; `about` (the fixture, in a sentence
+/// or two) goes into the snapshot's header for the reviewer.
+fn snapshot(name: &str, about: &str, text: &str) {
+    ci_cannot_accept_snapshots();
+    let mut s = insta::Settings::clone_current();
+    s.set_prepend_module_to_snapshot(false);
+    s.set_omit_expression(true);
+    s.set_description(about);
+    s.bind(|| insta::assert_snapshot!(name, text));
+}
+
+/// `(id, status, end_time, error_msg)` of every row, one line each: what a person sees in
+/// the table after a run.
+fn table(db: &SqliteDb) -> String {
+    let c = db.conn();
+    let mut s = c
+        .prepare("SELECT id, status, end_time, error_msg FROM sync_log ORDER BY id")
+        .expect("prepare");
+    let rows: Vec<String> = s
+        .query_map([], |r| {
+            Ok(format!(
+                "{} {} end={} msg={:?}",
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?.as_deref().unwrap_or("NULL"),
+                r.get::<_, String>(3)?
+            ))
+        })
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    format!("--- sync_log:\n{}\n", rows.join("\n"))
+}
+
+// ---------------------------------------------------------------------------------------
+// The fixture with a row in every verdict
+
+/// A SQLite `sync_log` with one running row per verdict and basis, real heartbeat files,
+/// lock files (one held by a real `flock(1)`), and owners (a pid that exited, pid 1 — alive
+/// and started before every row but the 2020 one —, a value that is no pid). A second
+/// watch belongs to another host.
+struct EveryVerdict {
+    sb: Sandbox,
+    db: SqliteDb,
+    cfg: PathBuf,
+    /// Holds row 8's lock.
+    holder: Proc,
+    /// Row 6's worker, which has exited.
+    dead_pid: u32,
+}
+
+const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max_age 4h, \
+     heartbeat files, lock files, owner column), clock frozen at 2035-03-14 15:09:26 UTC: \
+     1 alive (2h10m, beat 20s ago), 2 starting (30s, no beat), 3 dead on a stale heartbeat \
+     (47m), 4 dead with no heartbeat (1h), 5 dead: lock file nobody holds, 6 dead: owner pid \
+     exited, 7 dead: owner pid 1 started after the row (2020), 8 hung: stale beat, lock held \
+     by flock(1), 9 hung: stale beat, owner pid 1 alive, 10 overtime (5h, beating), \
+     11 unknown: start 2h in the future, 12 unknown: owner 'web-3', 13 unknown: lock free \
+     but owner alive, 14 unknown: heartbeat file is a symlink loop; watch nightly runs on \
+     another host.";
+
+fn every_verdict() -> EveryVerdict {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let host = hostname();
+    let dead_pid = {
+        let mut c = Command::new("true").spawn().expect("true");
+        let pid = c.id();
+        c.wait().expect("wait");
+        pid
+    };
+    // (id, started, heartbeat, lock file: None / Some(held), owner)
+    type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
+    let rows: Vec<Row> = vec![
+        (1, ago(2 * HOUR + 10 * MIN), Some(20), None, None),
+        (2, ago(30), None, None, None),
+        (3, ago(50 * MIN), Some(47 * MIN), None, None),
+        (4, ago(HOUR), None, None, None),
+        (5, ago(20 * MIN), Some(100), Some(false), None),
+        (
+            6,
+            ago(15 * MIN),
+            Some(10),
+            None,
+            Some(format!("{host}:{dead_pid}")),
+        ),
+        (
+            7,
+            utc("2020-01-01 00:00:00"),
+            Some(10),
+            None,
+            Some("1".into()),
+        ),
+        (8, ago(40 * MIN), Some(25 * MIN), Some(true), None),
+        (
+            9,
+            ago(50 * MIN),
+            Some(30 * MIN),
+            None,
+            Some(format!("{host}:1")),
+        ),
+        (10, ago(5 * HOUR), Some(10), None, None),
+        (
+            11,
+            frozen_now() + Duration::from_secs(2 * HOUR),
+            Some(10),
+            None,
+            None,
+        ),
+        (12, ago(20 * MIN), Some(10), None, Some("web-3".into())),
+        (13, ago(30 * MIN), Some(20), Some(false), Some("1".into())),
+        (14, ago(30 * MIN), None, None, None),
+    ];
+    for (id, started, hb, lock, owner) in &rows {
+        db.insert_at(*id, "running", *started);
+        if let Some(a) = hb {
+            sb.heartbeat_at(*id, ago(*a));
+        }
+        if lock.is_some() {
+            std::fs::write(sb.lock_path(*id), "").expect("lock file");
+        }
+        if let Some(o) = owner {
+            db.conn()
+                .execute(
+                    "UPDATE sync_log SET worker = ?1 WHERE id = ?2",
+                    rusqlite::params![o, id],
+                )
+                .expect("owner");
+        }
+    }
+    // A heartbeat that cannot be read: stat(2) fails with ELOOP, not ENOENT.
+    std::os::unix::fs::symlink("hb-14", sb.path("hb-14")).expect("symlink");
+    let holder = flock1_holder(&sb.lock_path(8), false);
+    let watch = format!(
+        "{}\n[[watch]]\nname = \"nightly\"\nhost = \"batch-9.invalid\"\ntable = \"sync_log\"\n\
+         started_column = \"start_time\"\nheartbeat_file = \"/srv/nightly/{{id}}.beat\"\n\
+         stale_after = \"10m\"\nmax_age = \"12h\"\n",
+        sb.watch(&format!(
+            "lock_file = \"{}\"\nowner_column = \"worker\"\n",
+            sb.lock_template()
+        ))
+    );
+    let cfg = sb.config(&db.url(), &watch);
+    EveryVerdict {
+        sb,
+        db,
+        cfg,
+        holder,
+        dead_pid,
+    }
+}
+
+/// An absolute UTC time.
+fn utc(t: &str) -> SystemTime {
+    let s = chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S")
+        .expect("time")
+        .and_utc()
+        .timestamp();
+    SystemTime::UNIX_EPOCH + Duration::from_secs(s as u64)
+}
+
+impl EveryVerdict {
+    fn redact(&self) -> Redact {
+        Redact::new(&self.sb)
+            .pid(self.holder.pid(), "FLOCK_PID")
+            .pid(self.dead_pid, "EXITED_PID")
+            .with(format!("this is {}", hostname()), "this is [HOST]")
+    }
+}
+
+#[test]
+fn explain_every_verdict() {
+    let f = every_verdict();
+    let args = ["check", "--explain"];
+    let Some(o) = run(&f.cfg, &args) else { return };
+    snapshot(
+        "explain_every_verdict",
+        EVERY_VERDICT,
+        &transcript(&args, &o, &f.redact()),
+    );
+}
+
+#[test]
+fn cron_every_verdict() {
+    let f = every_verdict();
+    let args = ["check"];
+    let Some(o) = run(&f.cfg, &args) else { return };
+    let r = f.redact();
+    let text = transcript(&args, &o, &r) + &r.apply(&table(&f.db));
+    snapshot(
+        "cron_every_verdict",
+        &format!("The cron form (a real run) over: {EVERY_VERDICT} Then the table."),
+        &text,
+    );
+}
+
+#[test]
+fn dry_run_every_verdict() {
+    let f = every_verdict();
+    let args = ["check", "--dry-run"];
+    let Some(o) = run(&f.cfg, &args) else { return };
+    let r = f.redact();
+    let text = transcript(&args, &o, &r) + &r.apply(&table(&f.db));
+    snapshot(
+        "dry_run_every_verdict",
+        &format!("--dry-run over: {EVERY_VERDICT} Then the table, unchanged."),
+        &text,
+    );
+}
+
+#[test]
+fn json_every_verdict() {
+    let f = every_verdict();
+    let args = ["check", "--format", "json"];
+    let Some(o) = run(&f.cfg, &args) else { return };
+    snapshot(
+        "json_every_verdict",
+        &format!(
+            "--format json of a real run (each object pretty-printed here) over: {EVERY_VERDICT}"
+        ),
+        &json_transcript(&args, &o, &f.redact()),
+    );
+}
+
+#[test]
+fn explain_heartbeat_dir_unreadable() {
+    // As nobody, over a heartbeat directory of root's that nobody cannot enter.
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert_at(1, "running", ago(20 * MIN));
+    let (_private, cfg) = sb.private_heartbeat_config(&db, 0o755);
+    let Some(mut c) = as_nobody_frozen() else {
+        return;
+    };
+    let o = c
+        .args(["check", "--explain", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run selfheal");
+    snapshot(
+        "explain_heartbeat_dir_unreadable",
+        "check --explain run as nobody: one row running 20m whose heartbeat file is in a \
+         directory of root's (mode 700).",
+        &transcript(&["check", "--explain"], &o, &Redact::new(&sb)),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// A legacy existence lock, released after its row is marked
+
+/// `release_lock = "if_free"`: row 1 dead (stale heartbeat), its lock file naming a pid
+/// that exited; row 2 dead (no heartbeat), its lock file naming pid 1, alive; row 3 dead
+/// (stale heartbeat) with no lock file; row 4 alive, its lock file naming pid 1; rows 5
+/// and 6 alive.
+fn legacy_locks() -> (Sandbox, SqliteDb, PathBuf, Redact) {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let exited = {
+        let mut c = Command::new("true").spawn().expect("true");
+        let pid = c.id();
+        c.wait().expect("wait");
+        pid
+    };
+    db.insert_at(1, "running", ago(50 * MIN));
+    sb.heartbeat_at(1, ago(47 * MIN));
+    db.insert_at(2, "running", ago(HOUR));
+    db.insert_at(3, "running", ago(40 * MIN));
+    sb.heartbeat_at(3, ago(30 * MIN));
+    // Alive rows enough that three heartbeat-only deaths do not trip the breaker.
+    for (id, age) in [(4, 2 * HOUR), (5, 30 * MIN), (6, 30 * MIN)] {
+        db.insert_at(id, "running", ago(age));
+        sb.heartbeat_at(id, ago(20));
+    }
+    for (id, pid) in [(1, exited.to_string()), (2, "1".into()), (4, "1".into())] {
+        let p = sb.lock_path(id);
+        std::fs::write(&p, format!("{pid}\n")).expect("lock file");
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .and_then(|f| f.set_modified(ago(if id == 4 { 2 * HOUR } else { HOUR })))
+            .expect("lock mtime");
+    }
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!(
+            "lock_file = \"{}\"\nrelease_lock = \"if_free\"\n",
+            sb.lock_template()
+        )),
+    );
+    let r = Redact::new(&sb).with(
+        format!("pid {exited} in it is gone"),
+        "pid [EXITED_PID] in it is gone",
+    );
+    (sb, db, cfg, r)
+}
+
+const LEGACY_LOCKS: &str = "release_lock = \"if_free\": row 1 dead (heartbeat 47m old), its \
+     lock file naming a pid that exited; row 2 dead (no heartbeat), its lock file naming pid 1 \
+     (alive); row 3 dead (heartbeat 30m old), no lock file; row 4 alive, its lock file naming \
+     pid 1; rows 5 and 6 alive.";
+
+#[test]
+fn explain_legacy_lock_release() {
+    let (_sb, _db, cfg, r) = legacy_locks();
+    let args = ["check", "--explain"];
+    let Some(o) = run(&cfg, &args) else { return };
+    snapshot(
+        "explain_legacy_lock_release",
+        LEGACY_LOCKS,
+        &transcript(&args, &o, &r),
+    );
+}
+
+#[test]
+fn cron_legacy_lock_release() {
+    let (sb, db, cfg, r) = legacy_locks();
+    let args = ["check"];
+    let Some(o) = run(&cfg, &args) else { return };
+    let mut locks: Vec<String> = std::fs::read_dir(sb.dir.path())
+        .expect("sandbox")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("lock-"))
+        .collect();
+    locks.sort();
+    snapshot(
+        "cron_legacy_lock_release",
+        &format!("The cron form (a real run): {LEGACY_LOCKS} Then the table and the lock files."),
+        &(transcript(&args, &o, &r)
+            + &r.apply(&table(&db))
+            + &format!("--- lock files:\n{}\n", locks.join(" "))),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Run-level warnings of the cron form
+
+/// The cron form over the watch `watch` gives, after `setup`.
+fn cron_shot(
+    name: &str,
+    about: &str,
+    watch: impl FnOnce(&Sandbox) -> String,
+    setup: impl FnOnce(&Sandbox, &SqliteDb),
+) {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    setup(&sb, &db);
+    let cfg = sb.config(&db.url(), &watch(&sb));
+    let args = ["check"];
+    let Some(o) = run(&cfg, &args) else { return };
+    let r = Redact::new(&sb);
+    let text = transcript(&args, &o, &r) + &r.apply(&table(&db));
+    snapshot(name, about, &text);
+}
+
+#[test]
+fn cron_breaker_tripped() {
+    cron_shot(
+        "cron_breaker_tripped",
+        "Four rows 3h into a 4h cap, three of them with heartbeat files 2h old, one beating: \
+         three deaths on heartbeat alone out of four rows trip the breaker; nothing is marked.",
+        |sb| sb.watch(""),
+        |sb, db| {
+            for id in 1..=4 {
+                db.insert_at(id, "running", ago(3 * HOUR));
+                sb.heartbeat_at(id, ago(if id <= 3 { 2 * HOUR } else { 20 }));
+            }
+        },
+    );
+}
+
+#[test]
+fn cron_shared_heartbeat_file() {
+    cron_shot(
+        "cron_shared_heartbeat_file",
+        "heartbeat_file without {id}: two running rows (10m and 20m old) share one file that \
+         beat 30s ago; both alive, and a warning.",
+        |sb| {
+            sb.watch("").replace(
+                &sb.heartbeat_template(),
+                &sb.path("progress.json").display().to_string(),
+            )
+        },
+        |sb, db| {
+            db.insert_at(1, "running", ago(10 * MIN));
+            db.insert_at(2, "running", ago(20 * MIN));
+            std::fs::File::create(sb.path("progress.json"))
+                .and_then(|f| f.set_modified(ago(30)))
+                .expect("heartbeat file");
+        },
+    );
+}
+
+#[test]
+fn cron_max_age_below_recent_runs() {
+    cron_shot(
+        "cron_max_age_below_recent_runs",
+        "max_age 2h while a recent run that ended well (id 1) took 3h10m, another 1h; one \
+         row running 30m, beating.",
+        |sb| sb.watch("").replace("max_age = \"4h\"", "max_age = \"2h\""),
+        |sb, db| {
+            finished(db, 1, "done", ago(26 * HOUR), 3 * HOUR + 10 * MIN);
+            finished(db, 2, "done", ago(25 * HOUR), HOUR);
+            db.insert_at(3, "running", ago(30 * MIN));
+            sb.heartbeat_at(3, ago(10));
+        },
+    );
+}
+
+#[test]
+fn json_breaker_and_max_age_warnings() {
+    // Four rows 90m into a 2h cap, three of them with heartbeats 1h old (the breaker),
+    // and a run that ended well after 3h10m (max_age too low).
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for id in 1..=4 {
+        db.insert_at(id, "running", ago(90 * MIN));
+        sb.heartbeat_at(id, ago(if id <= 3 { HOUR } else { 20 }));
+    }
+    finished(&db, 5, "done", ago(26 * HOUR), 3 * HOUR + 10 * MIN);
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch("").replace("max_age = \"4h\"", "max_age = \"2h\""),
+    );
+    let args = ["check", "--format", "json"];
+    let Some(o) = run(&cfg, &args) else { return };
+    snapshot(
+        "json_breaker_and_max_age_warnings",
+        "--format json of a real run (each object pretty-printed here): four rows 90m into a \
+         2h cap, three with heartbeats 1h old (the breaker trips), one beating; a run that \
+         ended well after 3h10m (id 5) makes max_age too low.",
+        &json_transcript(&args, &o, &Redact::new(&sb)),
+    );
+}
+
+/// A finished row: started at `start`, ended `runtime` seconds later.
+fn finished(db: &SqliteDb, id: i64, status: &str, start: SystemTime, runtime: u64) {
+    db.insert_at(id, status, start);
+    db.conn()
+        .execute(
+            "UPDATE sync_log SET end_time = ?1 WHERE id = ?2",
+            rusqlite::params![sql_datetime(start + Duration::from_secs(runtime)), id],
+        )
+        .expect("end");
+}
+
+// ---------------------------------------------------------------------------------------
+// doctor
+
+/// A `doctor` fixture: the schema, the watch (from the standard one), and rows and files.
+struct DoctorCase {
+    schema: String,
+    watch: fn(&Sandbox) -> String,
+    setup: fn(&Sandbox, &SqliteDb),
+}
+
+/// The standard watch with the job's lock files and an owner column.
+fn full_watch(sb: &Sandbox) -> String {
+    sb.watch(&format!(
+        "lock_file = \"{}\"\nowner_column = \"worker\"\n",
+        sb.lock_template()
+    ))
+}
+
+/// Two runs that ended well (1h and 2h) and one row running 20 minutes, beating.
+fn healthy_rows(sb: &Sandbox, db: &SqliteDb) {
+    finished(db, 1, "done", ago(30 * HOUR), HOUR);
+    finished(db, 2, "done", ago(26 * HOUR), 2 * HOUR);
+    db.insert_at(3, "running", ago(20 * MIN));
+    sb.heartbeat_at(3, ago(10));
+}
+
+impl DoctorCase {
+    fn new(watch: fn(&Sandbox) -> String, setup: fn(&Sandbox, &SqliteDb)) -> DoctorCase {
+        DoctorCase {
+            schema: SQLITE_SCHEMA.to_string(),
+            watch,
+            setup,
+        }
+    }
+
+    fn schema(mut self, from: &str, to: &str) -> DoctorCase {
+        assert!(self.schema.contains(from), "{from} in the schema");
+        self.schema = self.schema.replace(from, to);
+        self
+    }
+
+    /// The sandbox, the database and the configuration (with a metrics file).
+    fn build(&self) -> (Sandbox, SqliteDb, PathBuf) {
+        let sb = Sandbox::new();
+        let db = SqliteDb::with_schema(&sb, &self.schema);
+        (self.setup)(&sb, &db);
+        std::fs::create_dir(sb.path("textfile")).expect("textfile dir");
+        let cfg = sb.config_with(
+            &format!("url = \"{}\"", db.url()),
+            &format!(
+                "metrics_file = \"{}\"",
+                sb.path("textfile/selfheal.prom").display()
+            ),
+            &(self.watch)(&sb),
+        );
+        (sb, db, cfg)
+    }
+
+    fn snapshot(&self, name: &str, about: &str) {
+        let (sb, _db, cfg) = self.build();
+        let args = ["doctor"];
+        let Some(o) = run(&cfg, &args) else { return };
+        snapshot(name, about, &transcript(&args, &o, &Redact::new(&sb)));
+    }
+}
+
+#[test]
+fn doctor_sqlite_healthy() {
+    DoctorCase::new(full_watch, healthy_rows).snapshot(
+        "doctor_sqlite_healthy",
+        "A healthy SQLite setup: the status index, a 255-character message column, heartbeat \
+         and lock directories, two runs that ended well (1h, 2h) under a 4h cap, one row \
+         running and beating, a metrics directory.",
+    );
+}
+
+#[test]
+fn doctor_sqlite_no_status_index() {
+    DoctorCase::new(full_watch, healthy_rows)
+        .schema("CREATE INDEX sync_log_status ON sync_log (status);", "")
+        .snapshot(
+            "doctor_sqlite_no_status_index",
+            "The healthy setup without the index on status.",
+        );
+}
+
+#[test]
+fn doctor_sqlite_column_typo() {
+    DoctorCase::new(
+        |sb| full_watch(sb).replace("\"start_time\"", "\"start_tme\""),
+        healthy_rows,
+    )
+    .snapshot(
+        "doctor_sqlite_column_typo",
+        "The healthy setup with started_column = \"start_tme\" (a typo).",
+    );
+}
+
+#[test]
+fn doctor_sqlite_message_column_too_short() {
+    DoctorCase::new(full_watch, healthy_rows)
+        .schema("error_msg VARCHAR(255)", "error_msg VARCHAR(60)")
+        .snapshot(
+            "doctor_sqlite_message_column_too_short",
+            "The healthy setup with error_msg VARCHAR(60).",
+        );
+}
+
+#[test]
+fn doctor_sqlite_max_age_below_runs() {
+    DoctorCase::new(
+        |sb| full_watch(sb).replace("max_age = \"4h\"", "max_age = \"2h\""),
+        |sb, db| {
+            healthy_rows(sb, db);
+            finished(db, 4, "done", ago(10 * HOUR), 3 * HOUR + 10 * MIN);
+        },
+    )
+    .snapshot(
+        "doctor_sqlite_max_age_below_runs",
+        "The healthy setup with max_age 2h and a run that ended well after 3h10m (id 4).",
+    );
+}
+
+#[test]
+fn doctor_sqlite_times_in_the_future() {
+    DoctorCase::new(full_watch, |sb, db| {
+        healthy_rows(sb, db);
+        db.insert_at(5, "running", frozen_now() + Duration::from_secs(2 * HOUR));
+        sb.heartbeat_at(5, ago(10));
+    })
+    .snapshot(
+        "doctor_sqlite_times_in_the_future",
+        "The healthy setup plus a running row whose start_time is 2h ahead of the database \
+         clock (naive times written in a zone 2h off).",
+    );
+}
+
+#[test]
+fn doctor_sqlite_heartbeat_dir_unreadable() {
+    // As nobody, over a heartbeat directory of root's that nobody cannot enter (the
+    // heartbeats of a job run by another user), in a sandbox nobody can read but not write.
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    healthy_rows(&sb, &db);
+    let (_private, cfg) = sb.private_heartbeat_config(&db, 0o755);
+    let Some(mut c) = as_nobody_frozen() else {
+        return;
+    };
+    let o = c
+        .args(["doctor", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run selfheal");
+    snapshot(
+        "doctor_sqlite_heartbeat_dir_unreadable",
+        "Run as nobody: the heartbeat files are in a directory of root's (mode 700), the \
+         sandbox is root's (mode 755); one row running.",
+        &transcript(&["doctor"], &o, &Redact::new(&sb)),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// stats
+
+const STATS: &str = "Runs that ended well: 20m, 35m, 50m, 1h10m, 1h25m ('done') and 5m ('failed', \
+     counted by default); row 6 marked dead by a real check on a 47m-old heartbeat, then \
+     finished 'done' after 1h10m (a false positive, from the journal); row 7 marked dead \
+     (no heartbeat) and stayed so; row 8 'done' after 40m carrying a selfheal message no \
+     journal knows (a false positive, from the message).";
+
+/// The stats fixture: a real `check` marks rows 6 and 7, then row 6's worker finishes.
+fn stats_fixture() -> Option<(Sandbox, PathBuf)> {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for (id, runtime) in [
+        (1, 20 * MIN),
+        (2, 35 * MIN),
+        (3, 50 * MIN),
+        (4, HOUR + 10 * MIN),
+        (5, HOUR + 25 * MIN),
+    ] {
+        finished(&db, id, "done", ago(id as u64 * 24 * HOUR), runtime);
+    }
+    finished(&db, 9, "failed", ago(8 * HOUR), 5 * MIN);
+    finished(&db, 8, "done", ago(7 * HOUR), 40 * MIN);
+    db.exec(
+        "UPDATE sync_log SET error_msg = 'self-heal: dead: heartbeat_age=400s stale_after=300s \
+         total_age=900s max_age=14400s lock=none' WHERE id = 8",
+    );
+    db.insert_at(6, "running", ago(50 * MIN));
+    sb.heartbeat_at(6, ago(47 * MIN));
+    db.insert_at(7, "running", ago(HOUR));
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = run(&cfg, &["check"])?;
+    assert_exit(&o, 0);
+    assert_eq!(
+        (db.status(6), db.status(7)),
+        ("error".into(), "error".into())
+    );
+    // The worker of row 6 was alive after all: it finishes and writes its own status.
+    db.conn()
+        .execute(
+            "UPDATE sync_log SET status = 'done', end_time = ?1 WHERE id = 6",
+            [sql_datetime(frozen_now() + Duration::from_secs(20 * MIN))],
+        )
+        .expect("finish row 6");
+    Some((sb, cfg))
+}
+
+#[test]
+fn stats_false_positives() {
+    let Some((sb, cfg)) = stats_fixture() else {
+        return;
+    };
+    let args = ["stats"];
+    let Some(o) = run(&cfg, &args) else { return };
+    snapshot(
+        "stats_false_positives",
+        STATS,
+        &transcript(&args, &o, &Redact::new(&sb)),
+    );
+}
+
+#[test]
+fn stats_false_positives_json() {
+    let Some((sb, cfg)) = stats_fixture() else {
+        return;
+    };
+    let args = ["stats", "--format", "json"];
+    let Some(o) = run(&cfg, &args) else { return };
+    snapshot(
+        "stats_false_positives_json",
+        &format!("stats --format json (each object pretty-printed here): {STATS}"),
+        &json_transcript(&args, &o, &Redact::new(&sb)),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// demo
+
+#[test]
+fn demo() {
+    // Built in the sandbox (--keep), so that its path is known; the demo process itself
+    // holds the live locks, so its pid is the holder's.
+    let sb = Sandbox::new();
+    let Some(mut c) = frozen_selfheal() else {
+        return;
+    };
+    let child = c
+        .args(["demo", "--keep"])
+        .arg(sb.path("demo"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run selfheal demo");
+    let pid = child.id();
+    let o = child.wait_with_output().expect("selfheal demo");
+    snapshot(
+        "demo",
+        "selfheal demo --keep DIR under the frozen clock.",
+        &transcript(
+            &["demo", "--keep", "[SANDBOX]/demo"],
+            &o,
+            &Redact::new(&sb).pid(pid, "DEMO_PID"),
+        ),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// doctor on MariaDB
+
+/// Replaces, in every line, what stands between `before` and `after` (both kept) with
+/// `name`: for values of the server's own configuration that no test controls.
+fn redact_between(text: &str, before: &str, after: &str, name: &str) -> String {
+    text.lines()
+        .map(|l| match l.split_once(before) {
+            Some((head, rest)) => match rest.split_once(after) {
+                Some((_, tail)) => format!("{head}{before}{name}{after}{tail}"),
+                None => l.to_string(),
+            },
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// `doctor` on the standard MariaDB table changed by `alter` (an `ALTER TABLE` body, or
+/// empty), with two runs that ended well (1h, 2h) and one row running 20m and beating,
+/// over the watch `watch` gives. The binary runs on the real clock, as the server does.
+fn doctor_mariadb(name: &str, about: &str, alter: &str, watch: fn(&Sandbox) -> String) {
+    if std::env::var_os("SELFHEAL_TEST_MYSQL_URL").is_some() {
+        // The snapshots are of the local MariaDB as scripts/test runs it; another server
+        // (MySQL, another socket) words some lines differently.
+        eprintln!("SKIPPED: SELFHEAL_TEST_MYSQL_URL names another server than the snapshots'");
+        return;
+    }
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    if !alter.is_empty() {
+        db.exec(&format!("ALTER TABLE sync_log {alter}"));
+    }
+    db.exec(
+        "INSERT INTO sync_log (id, status, start_time, end_time) VALUES \
+         (1, 'done', NOW() - INTERVAL 30 HOUR, NOW() - INTERVAL 29 HOUR), \
+         (2, 'done', NOW() - INTERVAL 26 HOUR, NOW() - INTERVAL 24 HOUR)",
+    );
+    db.exec(
+        "INSERT INTO sync_log (id, status, start_time, heartbeat_at) VALUES \
+         (3, 'running', NOW() - INTERVAL 20 MINUTE, NOW() - INTERVAL 10 SECOND)",
+    );
+    // Settled statistics: the row estimate EXPLAIN shows must not move between runs.
+    db.exec("ANALYZE TABLE sync_log");
+    let version: Vec<String> = db.query("SELECT VERSION()");
+    let sb = Sandbox::new();
+    sb.heartbeat(3, Duration::from_secs(5));
+    let cfg = sb.config(&db.url, &watch(&sb));
+    let o = selfheal()
+        .args(["doctor", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run selfheal");
+    let mut r = Redact::new(&sb)
+        .with(format!("mariadb {} at", version[0]), "mariadb [VERSION] at")
+        .with(db.name.clone(), "[DATABASE]");
+    // Two reads of two clocks a moment apart: a second either way is no skew.
+    for n in 0..=1 {
+        for dir in ["ahead of", "behind"] {
+            r = r.with(
+                format!("the database clock is {n}s {dir} the host clock"),
+                "the database clock is [0 or 1s off] the host clock",
+            );
+        }
+    }
+    let text = transcript(&["doctor"], &o, &r);
+    snapshot(
+        name,
+        &format!(
+            "{about} (Server version, database name, session time zone and a clock skew of \
+             at most a second redacted.)"
+        ),
+        &redact_between(&text, "session time zone ", "; naive", "[ZONE]"),
+    );
+}
+
+/// The standard watch with the heartbeat column, lock files and the owner column.
+fn mariadb_watch(sb: &Sandbox) -> String {
+    sb.watch(&format!(
+        "heartbeat_column = \"heartbeat_at\"\nlock_file = \"{}\"\nowner_column = \"worker\"\n",
+        sb.lock_template()
+    ))
+}
+
+#[test]
+fn doctor_mariadb_healthy() {
+    doctor_mariadb(
+        "doctor_mariadb_healthy",
+        "A healthy MariaDB table (DATETIME start, heartbeat column, idx_status, a \
+         255-character message column), two runs that ended well (1h, 2h) under a 4h cap, one \
+         row running 20m and beating.",
+        "",
+        mariadb_watch,
+    );
+}
+
+#[test]
+fn doctor_mariadb_neglected_table() {
+    doctor_mariadb(
+        "doctor_mariadb_neglected_table",
+        "The healthy MariaDB setup, but the table has no index on status and a 60-character \
+         message column, and max_age is 1h against a run of 2h.",
+        "DROP INDEX idx_status, MODIFY error_msg VARCHAR(60) NOT NULL DEFAULT ''",
+        |sb| mariadb_watch(sb).replace("max_age = \"4h\"", "max_age = \"1h\""),
+    );
+}
+
+#[test]
+fn doctor_mariadb_column_typo() {
+    doctor_mariadb(
+        "doctor_mariadb_column_typo",
+        "The healthy MariaDB setup with heartbeat_column = \"heartbeat\" (the column is \
+         heartbeat_at).",
+        "",
+        |sb| mariadb_watch(sb).replace("\"heartbeat_at\"", "\"heartbeat\""),
+    );
+}
