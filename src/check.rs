@@ -19,11 +19,11 @@ use crate::decide::{self, Action, ActionPolicy, Decision, Evidence, Hold, Plan, 
 use crate::error::{Error, Result, exit};
 use crate::evidence::{gather, row_message, thresholds};
 use crate::host::Host;
-use crate::journal::{Journal, Pending};
+use crate::journal::{IntentsHeader, Journal, JournalEntry, Pending, RowId, RunId, Writer};
 use crate::message::cut;
 use crate::probe::LockTable;
 use crate::release::{self, Release};
-use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchRun, row_json, summary_json};
+use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, CasOutcome, Change, RunningRow, Schema, Store};
 
 /// How a check runs.
@@ -105,21 +105,6 @@ fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
         lock_release: None,
         lock_file,
         plan: j.plan,
-    }
-}
-
-/// The journal and the intents file, opened before a run's first change.
-pub struct JournalWriter {
-    pub journal: Journal,
-    pub pending: Pending,
-}
-
-impl JournalWriter {
-    pub fn open(state_dir: &std::path::Path) -> Result<JournalWriter> {
-        Ok(JournalWriter {
-            journal: Journal::open(state_dir)?,
-            pending: Pending::open(state_dir)?,
-        })
     }
 }
 
@@ -254,9 +239,9 @@ fn run_watches(
     }
 
     let run = RunId::new(&host);
-    let mut writer: Option<JournalWriter> = None;
+    let mut writer: Option<Writer> = None;
     if !opts.dry_run && Pending::left_behind(&cfg.run.state_dir) {
-        let jw = writer.insert(JournalWriter::open(&cfg.run.state_dir)?);
+        let jw = writer.insert(Writer::open(&cfg.run.state_dir)?);
         for msg in crate::recovery::settle(cfg, store.as_mut(), jw)? {
             summary.warnings.push(msg.clone());
             rep.warning(&msg);
@@ -515,55 +500,48 @@ impl BatchEnd {
     }
 }
 
-/// This run's id, and the ids of its changes (`RUN/N`), which tie the journal's entries
-/// to the intents in `pending.jsonl`.
-pub struct RunId {
-    id: String,
-    next: std::cell::Cell<u64>,
-}
-
-impl RunId {
-    pub fn new(host: &Host) -> RunId {
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        RunId {
-            id: format!("{}:{}:{nanos}", host.name, std::process::id()),
-            next: std::cell::Cell::new(1),
-        }
-    }
-
-    fn change(&self) -> String {
-        let n = self.next.get();
-        self.next.set(n + 1);
-        format!("{}/{n}", self.id)
-    }
-}
-
 /// The journal entry of one change.
 fn journal_entry(
     ctx: &WriteCtx<'_>,
     row: &RunningRow,
-    report: &RowReport,
+    r: &RowReport,
     change: &str,
-) -> serde_json::Value {
-    let mut entry = row_json(report);
-    if let Some(obj) = entry.as_object_mut() {
-        obj.insert("time".into(), json!(now_rfc3339()));
-        obj.insert("change".into(), json!(change));
-        obj.insert("table".into(), json!(ctx.w.table.to_string()));
-        obj.insert("from".into(), json!(ctx.w.running_value));
-        obj.insert(
-            "to".into(),
-            json!(report.plan.target.clone().unwrap_or_default()),
-        );
+) -> JournalEntry {
+    JournalEntry {
+        change: change.to_string(),
+        time: now_rfc3339(),
+        host: ctx.host.name.clone(),
+        watch: r.watch.clone(),
+        table: ctx.w.table.to_string(),
+        id: RowId::from(&r.id),
         // What the compare-and-set matched: tells this run of the row from a later run of
         // the same id (stats, false positives, settling a stopped run's intents).
-        obj.insert("started".into(), json!(row.started.raw.to_string()));
-        obj.insert("attempts".into(), json!(row.attempts));
-        obj.insert("host".into(), json!(ctx.host.name));
+        started: Some(row.started.raw.to_string()),
+        attempts: row.attempts,
+        from: ctx.w.running_value.clone(),
+        to: r.plan.target.clone().unwrap_or_default(),
+        verdict: r.decision.verdict,
+        basis: r.decision.basis.describe(),
+        conclusive: r.decision.conclusive(),
+        action: r.action,
+        applied: r.applied,
+        attention: r.attention(),
+        held: r.plan.hold,
+        reason: r.reason.clone(),
+        note: r.note.clone(),
+        target: r.target.clone(),
+        stale_after_s: r.thresholds.stale_after,
+        max_age_s: r.thresholds.max_age,
+        evidence: crate::evidence::render(&r.evidence, r.thresholds).record,
+        lock_file: r.lock_file.clone(),
+        lock_release: r.lock_release.as_ref().map(|l| l.as_str().to_string()),
+        lock_release_detail: r
+            .lock_release
+            .as_ref()
+            .and_then(|l| l.detail())
+            .map(str::to_string),
+        recovered: false,
     }
-    entry
 }
 
 /// Writes one watch's rows: intents to `pending.jsonl` (on disk), then per row the
@@ -575,27 +553,28 @@ fn write_batch(
     rows: &mut [(RunningRow, RowReport)],
     writes: &[usize],
     store: &mut dyn Store,
-    writer: &mut Option<JournalWriter>,
+    writer: &mut Option<Writer>,
 ) -> Result<BatchEnd> {
     // The journal must be writable before the first change is made.
     let jw = match writer {
         Some(jw) => jw,
-        None => writer.insert(JournalWriter::open(&ctx.cfg.run.state_dir)?),
+        None => writer.insert(Writer::open(&ctx.cfg.run.state_dir)?),
     };
     let intents: Vec<(usize, String)> = writes.iter().map(|&i| (i, ctx.run.change())).collect();
-    let header = json!({
-        "run": ctx.run.id,
-        "journal_offset": jw.journal.end_offset()?,
-        "session": store.session(),
-        "time": now_rfc3339(),
-    });
+    let header = IntentsHeader {
+        run: ctx.run.as_str().to_string(),
+        journal_offset: jw.journal.end_offset()?,
+        session: store.session(),
+        time: now_rfc3339(),
+    };
     jw.pending.write(
         &header,
         &mut intents.iter().map(|(i, change)| {
             let (row, report) = &rows[*i];
-            let mut entry = journal_entry(ctx, row, report, change);
-            entry["applied"] = json!(true);
-            entry
+            JournalEntry {
+                applied: true,
+                ..journal_entry(ctx, row, report, change)
+            }
         }),
     )?;
 

@@ -18,6 +18,7 @@ use super::histogram::Histogram;
 use crate::clock::human;
 use crate::config::fmt_duration;
 use crate::history::{friendly_ceil, id_key, max_age_too_low};
+use crate::journal::JournalEntry;
 use crate::message;
 
 /// A runtime may exceed the age selfheal saw by clock noise before the message rule calls
@@ -50,24 +51,22 @@ pub struct Mark {
 
 impl Mark {
     /// The mark in a journal entry, with the watch it belongs to and the id key.
-    pub fn from_entry(e: &serde_json::Map<String, Value>) -> Option<(String, String, Mark)> {
-        let watch = e.get("watch")?.as_str()?.to_string();
-        let id = id_key(e.get("id")?);
-        let s = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
+    pub fn from_entry(e: &JournalEntry) -> Option<(String, String, Mark)> {
+        if e.watch.is_empty() {
+            return None;
+        }
+        let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
         Some((
-            watch,
-            id,
+            e.watch.clone(),
+            e.id.key(),
             Mark {
-                started: s("started"),
-                to: s("to").unwrap_or_default(),
-                verdict: s("verdict").unwrap_or_default(),
-                time: s("time"),
-                heartbeat_age_s: e.get("heartbeat_age_s").and_then(Value::as_u64),
-                conclusive: e
-                    .get("conclusive")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                basis: s("basis"),
+                started: e.started.clone(),
+                to: e.to.clone(),
+                verdict: e.verdict.as_str().to_string(),
+                time: text(&e.time),
+                heartbeat_age_s: e.evidence.heartbeat_age_s,
+                conclusive: e.conclusive,
+                basis: text(&e.basis),
             },
         ))
     }
