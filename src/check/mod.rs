@@ -49,7 +49,7 @@ pub struct CheckOptions {
 
 /// The exit status for a finished run (SPEC §7).
 pub fn exit_code(s: &Summary) -> u8 {
-    if s.attention > 0 {
+    if s.totals().attention > 0 {
         exit::ATTENTION
     } else if !s.busy_watches.is_empty() {
         exit::BUSY
@@ -402,30 +402,8 @@ fn write_and_report(
 
 /// Counts and reports one row.
 fn report_row(mut report: RowReport, dry_run: bool, out: &mut Out<'_>, counts: &mut WatchRun) {
-    let s = &mut *out.summary;
-    s.rows += 1;
-    if dry_run {
-        if report.plan.writes() {
-            s.changed += 1;
-        }
-    } else if !report.plan.writes() {
+    if !dry_run && !report.plan.writes() {
         report.action = Action::None;
-    } else {
-        if report.applied {
-            s.changed += 1;
-        }
-        if matches!(
-            report.lock_release,
-            Some(crate::release::Release::Removed(_))
-        ) {
-            s.locks_released += 1;
-        }
-        if report.action == Action::LostRace {
-            s.lost_race += 1;
-        }
-    }
-    if report.attention() {
-        s.attention += 1;
     }
     counts.count(&report, dry_run);
     out.rep.row(&report);
