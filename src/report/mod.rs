@@ -14,6 +14,14 @@ use crate::store::SqlValue;
 pub use json::{JsonReporter, row_json, summary_json};
 pub use text::TextReporter;
 
+/// The form of what a command prints: lines for a person, or JSON for a program.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
 /// Everything about one running row.
 #[derive(Debug, Clone)]
 pub struct RowReport {

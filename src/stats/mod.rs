@@ -14,15 +14,16 @@ pub mod histogram;
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::cli::{Format, StatsArgs};
 use crate::clock::{Clocks, human};
 use crate::config::{self, Config, ConfigPath, Overrides, Watch, fmt_duration};
 use crate::error::{Error, Result, exit};
 use crate::history::{id_key, max_age_too_low, runtime};
 use crate::journal::{self, JOURNAL_FILE};
+use crate::report::Format;
 use crate::store::{self, FinishedRow, History, Store};
 
 use analysis::{Judgement, Mark, Marks, RowView, Suggestion, WatchStats, classify};
@@ -178,9 +179,19 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
     Ok((journal_info, warnings))
 }
 
-/// `selfheal stats` from the command line: exit 0, or 1 when a watch has false positives
-/// or a `max_age` below 1.5× its longest run.
-pub fn run_command(args: &StatsArgs) -> Result<u8> {
+/// How `selfheal stats` runs (`app` fills this from the command line).
+#[derive(Debug, Clone, Default)]
+pub struct StatsOptions {
+    /// `--config`; `None`: `$SELFHEAL_CONFIG`, then the default path.
+    pub config: Option<PathBuf>,
+    /// Only these watches (all when empty).
+    pub watches: Vec<String>,
+    pub format: Format,
+}
+
+/// `selfheal stats`, printing to stdout: exit 0, or 1 when a watch has false positives or
+/// a `max_age` below 1.5× its longest run.
+pub fn run_command(args: &StatsOptions) -> Result<u8> {
     let path = ConfigPath::resolve(args.config.as_deref());
     let cfg = config::load(&path, &Overrides::default(), &args.watches)?;
     let mut out = std::io::stdout().lock();
