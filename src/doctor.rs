@@ -19,9 +19,9 @@ use nix::unistd::{AccessFlags, access};
 
 use crate::clock::{Clocks, age_on_db_clock, clock_skew, human, plausible_age, skew_text};
 use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
-use crate::decide::{self, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
+use crate::decide::{self, Heartbeat, Verdict};
 use crate::error::{Error, exit};
-use crate::evidence::{self, row_message};
+use crate::evidence;
 use crate::history::{self, Recent};
 use crate::host::Host;
 use crate::probe::LockTable;
@@ -488,31 +488,6 @@ fn index_finding(w: &Watch, plan: &ScanPlan) -> Finding {
     }
 }
 
-/// The longest reason this watch can write (before cutting).
-fn longest_message(w: &Watch) -> usize {
-    let t = evidence::thresholds(w);
-    let big = t.max_age.saturating_mul(100);
-    let ev = Evidence {
-        total_age: Ok(big),
-        heartbeat: Heartbeat::Age(big),
-        lock: match w.lock_file {
-            Some(_) => Lock::Held {
-                pid: Some(4_194_304),
-            },
-            None => Lock::NotConfigured,
-        },
-        owner: match w.owner_column {
-            Some(_) => Owner::Reused { pid: 4_194_304 },
-            None => Owner::NotConfigured,
-        },
-    };
-    let d = Decision {
-        verdict: Verdict::Overtime,
-        basis: Basis::MaxAge,
-    };
-    row_message(&d, &ev, t).chars().count()
-}
-
 fn message_finding(w: &Watch, schema: &Schema) -> Finding {
     let subject = format!("watch {}: message", w.name);
     let Some(col) = &w.message_column else {
@@ -521,7 +496,7 @@ fn message_finding(w: &Watch, schema: &Schema) -> Finding {
             "no message_column: the reason for a change goes to the journal only",
         );
     };
-    let need = longest_message(w);
+    let need = evidence::longest_message(w);
     match schema.message_max {
         None => Finding::pass(subject, format!("{col} holds any length")),
         Some(n) if n >= need => Finding::pass(

@@ -4,9 +4,10 @@
 //! them the text line, the event log and `stats`).
 //!
 //! A new evidence source is a new file in `probe/` (it only looks, never writes) plus
-//! three small edits: its field in [`crate::decide::Evidence`] (and its rule in
-//! `decide`), one line in [`gather`], and one block in [`render`] (with its field in
-//! [`Record`], which the JSON row and the journal carry as they are).
+//! three small edits: its field in [`crate::decide::Evidence`] (whose rules then say what
+//! it proves), one line in [`gather`], and its entry in the one rendering — a block in
+//! [`render`] with its field in [`Record`] (the JSON row and the journal carry that as it
+//! is), and its widest form in [`longest_message`], right below.
 //!
 //! I/O: [`gather`] reads what the watch's probes read (a heartbeat file's mtime, the job's
 //! lock, the owner's `/proc` entry); rendering is pure.
@@ -17,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clocks, age_on_db_clock, epoch, human, plausible_age};
 use crate::config::{ReleaseLock, Watch};
-use crate::decide::{Decision, Evidence, Heartbeat, Lock, Owner, Thresholds};
+use crate::decide::{Basis, Decision, Evidence, Heartbeat, Lock, Owner, Thresholds, Verdict};
 use crate::host::Host;
 use crate::probe::{self, LockTable};
 use crate::store::RunningRow;
@@ -269,6 +270,32 @@ impl Rendered {
     }
 }
 
+/// The longest row message this watch can write (before cutting), in characters: every
+/// figure at its widest, every source it names in its longest form.
+pub fn longest_message(w: &Watch) -> usize {
+    let t = thresholds(w);
+    let big = t.max_age.saturating_mul(100);
+    let ev = Evidence {
+        total_age: Ok(big),
+        heartbeat: Heartbeat::Age(big),
+        lock: match w.lock_file {
+            Some(_) => Lock::Held {
+                pid: Some(4_194_304),
+            },
+            None => Lock::NotConfigured,
+        },
+        owner: match w.owner_column {
+            Some(_) => Owner::Reused { pid: 4_194_304 },
+            None => Owner::NotConfigured,
+        },
+    };
+    let d = Decision {
+        verdict: Verdict::Overtime,
+        basis: Basis::MaxAge,
+    };
+    row_message(&d, &ev, t).chars().count()
+}
+
 /// The row message of SPEC §6 for a decision on this evidence, before it is cut.
 pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
     crate::message::build(d.verdict, &render(e, t).message_pairs())
@@ -277,7 +304,6 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::{Basis, Verdict};
     use crate::message;
 
     const T: Thresholds = Thresholds {

@@ -10,10 +10,10 @@
 //!
 //! Three rooms: this module is the run (its options and exit status, the run lock, the
 //! clocks, settling a stopped run, each watch in turn, `last-run.json` and the metrics);
-//! [`sweep`] turns a watch's rows into judged rows (nothing written); [`batch`] writes a
+//! `sweep.rs` turns a watch's rows into judged rows (nothing written); `batch.rs` writes a
 //! watch's condemned rows (intents, compare-and-set, release, journal). A new per-row
-//! verdict or hold belongs in `decide` and [`sweep`]; anything new that is written goes
-//! through [`batch`] and the journal.
+//! verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written goes
+//! through `batch.rs` and the journal.
 
 mod batch;
 mod sweep;
@@ -32,8 +32,6 @@ use crate::host::Host;
 use crate::journal::{Pending, RunId, Writer};
 use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, RunningRow, Schema, Store};
-
-pub use sweep::{action_policy, plans_release};
 
 use batch::{Batch, BatchEnd};
 use sweep::{SweepCtx, Swept, row_report};

@@ -22,7 +22,7 @@ use crate::probe::LockTable;
 use crate::report::RowReport;
 use crate::store::{RunningRow, Schema, Store};
 
-pub fn action_policy(w: &Watch) -> ActionPolicy<'_> {
+fn action_policy(w: &Watch) -> ActionPolicy<'_> {
     ActionPolicy {
         dead_value: &w.dead_value,
         manual_value: w.manual_value.as_deref(),
@@ -43,7 +43,7 @@ pub(super) fn plan_row(w: &Watch, d: &Decision, row: &RunningRow, hold: Option<H
 /// True when a real run removes the row's legacy lock file after marking it: only for
 /// `release_lock = "if_free"`, only for a dead worker (never `hung` or `overtime`: that
 /// worker may still run), only when the row is written.
-pub fn plans_release(w: &Watch, d: &Decision, p: &Plan) -> bool {
+fn plans_release(w: &Watch, d: &Decision, p: &Plan) -> bool {
     w.release_lock == ReleaseLock::IfFree && d.verdict == Verdict::Dead && p.writes()
 }
 

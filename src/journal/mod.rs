@@ -17,7 +17,7 @@
 //! line of its own, and [`read`] skips every line that is not one whole JSON object,
 //! reporting where, instead of failing or silently losing the rest.
 //!
-//! Every line is a [`JournalEntry`] ([`entry`]), and the journal is read back only as
+//! Every line is a [`JournalEntry`] (`entry.rs`), and the journal is read back only as
 //! such, so its format is fixed in one place and never follows `--format json` by accident.
 //! Files are opened through [`crate::state`].
 

@@ -1,6 +1,8 @@
 //! The judgement of `selfheal stats`, pure: which finished rows are selfheal's false
-//! positives, what the runtimes say about `max_age` and `stale_after`, and the one rule
-//! `check` and `doctor` warn on. Inputs are plain values; no I/O.
+//! positives, and what the runtimes say about `max_age` and `stale_after` (by the rule
+//! `check` and `doctor` warn on, in [`crate::history`]). Inputs are plain values (journal
+//! marks from [`crate::journal::JournalEntry`], row messages parsed by [`crate::message`]);
+//! no I/O.
 //!
 //! A false positive is a row selfheal changed (its journal says so, or its message prefix
 //! is still in the row) whose run then ended well anyway: the worker was alive. The journal
