@@ -1,14 +1,17 @@
 //! Snapshots of everything a person reads: `check --explain`, the cron text of `check`
 //! (changes, rows that need a person, run-level warnings), `--dry-run`, `--format json`,
-//! `doctor`, `stats` and `demo`, each on a fixed fixture through the real binary. Every
-//! change of wording shows in review as a change of a file in `tests/snapshots/`.
+//! `doctor`, `stats`, `demo`, `--help` and the errors a bad configuration gets, each on a
+//! fixed fixture through the real binary. Every change of wording shows in review as a
+//! change of a file in `tests/snapshots/`.
 //!
 //! Determinism: the binary runs with its host clock frozen at [`FROZEN_AT`] (libfaketime;
 //! bundled SQLite's `now` follows it), and every row time and heartbeat mtime is set
 //! relative to that instant, so ages are exact however loaded the machine is. What
 //! legitimately varies from run to run — the sandbox's path, pids of real processes, the
 //! host name, the user, the SQLite version — is replaced by a `[NAME]`, by exact value and
-//! in context, never by pattern; ages, verdicts and reasons are never redacted.
+//! in context, never by pattern; ages, verdicts and reasons are never redacted. The
+//! MariaDB `doctor` runs on the real clock (the server's is real): there the server's
+//! version and time zone and a clock skew of at most a second are redacted too.
 //!
 //! A snapshot that is missing or differs fails the test (in CI, with `CI` set, nothing is
 //! written; elsewhere insta writes `*.snap.new` beside it for review). Review and accept:
@@ -229,12 +232,7 @@ fn every_verdict() -> EveryVerdict {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     let host = hostname();
-    let dead_pid = {
-        let mut c = Command::new("true").spawn().expect("true");
-        let pid = c.id();
-        c.wait().expect("wait");
-        pid
-    };
+    let dead_pid = exited_pid();
     // (id, started, heartbeat, lock file: None / Some(held), owner)
     type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
     let rows: Vec<Row> = vec![
@@ -421,12 +419,7 @@ fn explain_heartbeat_dir_unreadable() {
 fn legacy_locks() -> (Sandbox, SqliteDb, PathBuf, Redact) {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
-    let exited = {
-        let mut c = Command::new("true").spawn().expect("true");
-        let pid = c.id();
-        c.wait().expect("wait");
-        pid
-    };
+    let exited = exited_pid();
     db.insert_at(1, "running", ago(50 * MIN));
     sb.heartbeat_at(1, ago(47 * MIN));
     db.insert_at(2, "running", ago(HOUR));
@@ -993,5 +986,115 @@ fn doctor_mariadb_column_typo() {
          heartbeat_at).",
         "",
         |sb| mariadb_watch(sb).replace("\"heartbeat_at\"", "\"heartbeat\""),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// --help and the errors a bad configuration gets
+
+#[test]
+fn help() {
+    for (name, args) in [
+        ("help_selfheal", &["--help"][..]),
+        ("help_check", &["check", "--help"]),
+        ("help_doctor", &["doctor", "--help"]),
+        ("help_stats", &["stats", "--help"]),
+        ("help_demo", &["demo", "--help"]),
+    ] {
+        // clap wraps help to $COLUMNS (else the terminal's width, else 100).
+        let o = selfheal()
+            .args(args)
+            .env("COLUMNS", "100")
+            .output()
+            .expect("run selfheal");
+        snapshot(
+            name,
+            &format!("selfheal {} at 100 columns.", args.join(" ")),
+            &transcript(args, &o, &Redact(Vec::new())),
+        );
+    }
+}
+
+#[test]
+fn configuration_errors() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let good = sb.watch("");
+    let cases: Vec<(&str, String, &[&str])> = vec![
+        ("a TOML syntax error", "name = \"full-sync\nx".into(), &[]),
+        (
+            "a key with a typo",
+            good.replace("stale_after", "stale_afer"),
+            &[],
+        ),
+        (
+            "a duration that is not one",
+            good.replace("\"5m\"", "\"5x\""),
+            &[],
+        ),
+        (
+            "a required key missing",
+            good.replace("table = \"sync_log\"\n", ""),
+            &[],
+        ),
+        (
+            "a table name that is no identifier",
+            good.replace("\"sync_log\"", "\"sync_log; DROP TABLE x\""),
+            &[],
+        ),
+        (
+            "overtime = manual without manual_value",
+            format!("{good}overtime = \"manual\"\n"),
+            &[],
+        ),
+        (
+            "an unknown release_lock",
+            format!("{good}release_lock = \"sometimes\"\n"),
+            &[],
+        ),
+        (
+            "dead_value equal to running_value",
+            format!("{good}dead_value = \"running\"\n"),
+            &[],
+        ),
+        (
+            "a flag with a bad value",
+            good.clone(),
+            &["--stale-after", "5x"],
+        ),
+        (
+            "a database file that does not exist",
+            good.clone(),
+            &["--db", "sqlite:///nonexistent/app.db"],
+        ),
+    ];
+    let r = Redact::new(&sb);
+    let mut text = String::new();
+    for (about, watch, flags) in cases {
+        let cfg = sb.config(&db.url(), &watch);
+        let o = selfheal()
+            .arg("check")
+            .args(flags)
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .expect("run selfheal");
+        let mut args = vec!["check"];
+        args.extend(flags);
+        text.push_str(&format!("# {about}\n{}\n", transcript(&args, &o, &r)));
+    }
+    let o = selfheal()
+        .args(["check", "--config", "/nonexistent/selfheal.toml"])
+        .output()
+        .expect("run selfheal");
+    text.push_str(&format!(
+        "# a configuration file that does not exist\n{}",
+        transcript(&["check", "--config", "/nonexistent/selfheal.toml"], &o, &r)
+    ));
+    snapshot(
+        "configuration_errors",
+        "check with a configuration (the standard watch over sync_log) broken one way at a \
+         time.",
+        &text,
     );
 }

@@ -195,12 +195,15 @@ fn marked_then_done(db: &mut MysqlDb, sb: &Sandbox, cfg: &Path) {
     assert_exit(&o, 0);
     assert_eq!(db.row(2).0, "error");
     assert_eq!(db.row(3).0, "error");
+    // Ends measured from the start, not from NOW(): a second that passes between the insert
+    // and this update must not change the runtimes.
     db.exec(
-        "UPDATE sync_log SET status = 'done', end_time = NOW() + INTERVAL 5 MINUTE WHERE id = 2",
+        "UPDATE sync_log SET status = 'done', end_time = start_time + INTERVAL 55 MINUTE \
+         WHERE id = 2",
     );
     db.exec(
-        "UPDATE sync_log SET status = 'done', end_time = NOW() + INTERVAL 9 MINUTE, error_msg = '' \
-         WHERE id = 3",
+        "UPDATE sync_log SET status = 'done', end_time = start_time + INTERVAL 59 MINUTE, \
+         error_msg = '' WHERE id = 3",
     );
     // Row 4 was never touched and ends normally.
     db.exec("UPDATE sync_log SET status = 'done', end_time = NOW() WHERE id = 4");

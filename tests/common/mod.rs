@@ -887,6 +887,14 @@ impl Drop for Proc {
     }
 }
 
+/// The pid of a process that ran, exited and was reaped: a worker that is gone.
+pub fn exited_pid() -> u32 {
+    let mut c = Command::new("true").spawn().expect("true");
+    let pid = c.id();
+    c.wait().expect("wait");
+    pid
+}
+
 /// `sleep 600`, a process that lives until killed.
 pub fn sleeper() -> Proc {
     Proc::spawn(Command::new("sleep").arg("600"))
