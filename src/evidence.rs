@@ -12,6 +12,7 @@
 //! I/O: [`gather`] reads what the watch's probes read (a heartbeat file's mtime, the job's
 //! lock, the owner's `/proc` entry); rendering is pure.
 
+use std::borrow::Cow;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -120,13 +121,49 @@ pub struct Record {
     pub total_age_s: Option<u64>,
     pub heartbeat_age_s: Option<u64>,
     /// `present`, `missing`, or `unreadable: why`.
-    pub heartbeat: String,
+    pub heartbeat: Cow<'static, str>,
     /// `none`, `held`, `free`, `present`, `absent`, `unreadable`.
-    pub lock: String,
+    pub lock: Cow<'static, str>,
     pub lock_pid: Option<u32>,
     /// `none`, `empty`, `alive`, `dead`, `reused`, `not_local`, `invalid`, `unreadable`.
-    pub owner: String,
+    pub owner: Cow<'static, str>,
     pub owner_pid: Option<u32>,
+}
+
+/// A value as the row message (and, mostly, `--explain`) writes it; formatted only where it
+/// is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// `missing`, `free`, `none`.
+    Word(&'static str),
+    /// Seconds: `2820s`.
+    Secs(u64),
+    /// A state and its pid: `held:4242`.
+    Pid(&'static str, u32),
+    /// A state and a name: `not_local:web2`.
+    Named(&'static str, String),
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Word(w) => f.write_str(w),
+            Value::Secs(s) => write!(f, "{s}s"),
+            Value::Pid(w, pid) => write!(f, "{w}:{pid}"),
+            Value::Named(w, name) => write!(f, "{w}:{name}"),
+        }
+    }
+}
+
+/// How `--explain` writes a value; formatted only when asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Human {
+    /// As in the row message.
+    Same,
+    /// A duration: `47m`.
+    Duration(u64),
+    /// A duration before now: `47m ago`.
+    Ago(u64),
 }
 
 /// One piece of evidence as people read it.
@@ -135,17 +172,28 @@ pub struct Item {
     /// Its name in the row message: `heartbeat_age`, `lock`.
     pub key: &'static str,
     /// Its value there: `2820s`, `held:4242`, `missing`.
-    pub value: String,
+    pub value: Value,
     /// The threshold it is judged against (name, seconds), written right after it in the
     /// row message.
-    pub limit: Option<(&'static str, u64)>,
+    pub limit: Option<(&'static str, Value)>,
     /// The row message shows it (an owner column that is not configured is left out).
     pub in_message: bool,
-    /// Its word in `--explain` (`heartbeat`), and its value there (`47m ago`).
+    /// Its word in `--explain` (`heartbeat`), and its value there.
     pub word: &'static str,
-    pub human: String,
+    pub human: Human,
     /// It opens the `--explain` line (the row's age: `running 47m`).
     pub leads: bool,
+}
+
+impl Item {
+    /// Its value in `--explain`: `47m ago`, `held:4242`.
+    pub fn human(&self) -> String {
+        match self.human {
+            Human::Same => self.value.to_string(),
+            Human::Duration(a) => human(a),
+            Human::Ago(a) => format!("{} ago", human(a)),
+        }
+    }
 }
 
 /// The one rendering of a row's evidence.
@@ -162,9 +210,9 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
     let mut record = Record::default();
 
     let (value, human_value) = match &e.heartbeat {
-        Heartbeat::Age(a) => (format!("{a}s"), format!("{} ago", human(*a))),
-        Heartbeat::Missing => ("missing".into(), "missing".into()),
-        Heartbeat::Unreadable(_) => ("unreadable".into(), "unreadable".into()),
+        Heartbeat::Age(a) => (Value::Secs(*a), Human::Ago(*a)),
+        Heartbeat::Missing => (Value::Word("missing"), Human::Same),
+        Heartbeat::Unreadable(_) => (Value::Word("unreadable"), Human::Same),
     };
     record.heartbeat_age_s = match e.heartbeat {
         Heartbeat::Age(a) => Some(a),
@@ -173,12 +221,12 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
     record.heartbeat = match &e.heartbeat {
         Heartbeat::Age(_) => "present".into(),
         Heartbeat::Missing => "missing".into(),
-        Heartbeat::Unreadable(why) => format!("unreadable: {why}"),
+        Heartbeat::Unreadable(why) => format!("unreadable: {why}").into(),
     };
     items.push(Item {
         key: "heartbeat_age",
         value,
-        limit: Some(("stale_after", t.stale_after)),
+        limit: Some(("stale_after", Value::Secs(t.stale_after))),
         in_message: true,
         word: "heartbeat",
         human: human_value,
@@ -186,58 +234,62 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
     });
 
     let (value, human_value) = match &e.total_age {
-        Ok(a) => (format!("{a}s"), human(*a)),
-        Err(_) => ("unknown".into(), "unknown".into()),
+        Ok(a) => (Value::Secs(*a), Human::Duration(*a)),
+        Err(_) => (Value::Word("unknown"), Human::Same),
     };
     record.total_age_s = e.total_age.as_ref().ok().copied();
     items.push(Item {
         key: "total_age",
         value,
-        limit: Some(("max_age", t.max_age)),
+        limit: Some(("max_age", Value::Secs(t.max_age))),
         in_message: true,
         word: "running",
         human: human_value,
         leads: true,
     });
 
-    let (state, pid, value) = match &e.lock {
-        Lock::NotConfigured => ("none", None, "none".to_string()),
-        Lock::Held { pid: Some(p) } => ("held", Some(*p), format!("held:{p}")),
-        Lock::Held { pid: None } => ("held", None, "held".into()),
-        Lock::Free => ("free", None, "free".into()),
-        Lock::Present => ("present", None, "present".into()),
-        Lock::Absent => ("absent", None, "absent".into()),
-        Lock::Unreadable(_) => ("unreadable", None, "unreadable".into()),
+    let (state, pid) = match &e.lock {
+        Lock::NotConfigured => ("none", None),
+        Lock::Held { pid } => ("held", *pid),
+        Lock::Free => ("free", None),
+        Lock::Present => ("present", None),
+        Lock::Absent => ("absent", None),
+        Lock::Unreadable(_) => ("unreadable", None),
     };
     (record.lock, record.lock_pid) = (state.into(), pid);
     items.push(Item {
         key: "lock",
-        human: value.clone(),
-        value,
+        value: pid.map_or(Value::Word(state), |p| Value::Pid(state, p)),
         limit: None,
         in_message: true,
         word: "lock",
+        human: Human::Same,
         leads: false,
     });
 
-    let (state, pid, value) = match &e.owner {
-        Owner::NotConfigured => ("none", None, "none".to_string()),
-        Owner::Empty => ("empty", None, "empty".into()),
-        Owner::Alive { pid } => ("alive", Some(*pid), format!("alive:{pid}")),
-        Owner::Dead { pid } => ("dead", Some(*pid), format!("dead:{pid}")),
-        Owner::Reused { pid } => ("reused", Some(*pid), format!("reused:{pid}")),
-        Owner::NotLocal { host } => ("not_local", None, format!("not_local:{host}")),
-        Owner::Invalid(_) => ("invalid", None, "invalid".into()),
-        Owner::Unreadable(_) => ("unreadable", None, "unreadable".into()),
+    let (state, pid) = match &e.owner {
+        Owner::NotConfigured => ("none", None),
+        Owner::Empty => ("empty", None),
+        Owner::Alive { pid } => ("alive", Some(*pid)),
+        Owner::Dead { pid } => ("dead", Some(*pid)),
+        Owner::Reused { pid } => ("reused", Some(*pid)),
+        Owner::NotLocal { .. } => ("not_local", None),
+        Owner::Invalid(_) => ("invalid", None),
+        Owner::Unreadable(_) => ("unreadable", None),
+    };
+    let value = match (&e.owner, pid) {
+        (Owner::NotLocal { host }, _) => Value::Named(state, host.clone()),
+        (_, Some(p)) => Value::Pid(state, p),
+        (_, None) => Value::Word(state),
     };
     (record.owner, record.owner_pid) = (state.into(), pid);
     items.push(Item {
         key: "owner",
-        human: value.clone(),
         value,
         limit: None,
         in_message: e.owner != Owner::NotConfigured,
         word: "owner",
+        human: Human::Same,
         leads: false,
     });
 
@@ -247,12 +299,12 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
 impl Rendered {
     /// The row message's name/value pairs: each piece shown there, followed by the
     /// threshold it is judged against.
-    pub fn message_pairs(&self) -> Vec<(&'static str, String)> {
+    pub fn message_pairs(&self) -> Vec<(&'static str, &Value)> {
         let mut pairs = Vec::with_capacity(self.items.len() + 2);
         for i in self.items.iter().filter(|i| i.in_message) {
-            pairs.push((i.key, i.value.clone()));
-            if let Some((name, secs)) = i.limit {
-                pairs.push((name, format!("{secs}s")));
+            pairs.push((i.key, &i.value));
+            if let Some((name, limit)) = &i.limit {
+                pairs.push((name, limit));
             }
         }
         pairs
@@ -264,7 +316,7 @@ impl Rendered {
         let lead = self.items.iter().filter(|i| i.leads);
         let rest = self.items.iter().filter(|i| !i.leads);
         lead.chain(rest)
-            .map(|i| format!("{} {}", i.word, i.human))
+            .map(|i| format!("{} {}", i.word, i.human()))
             .collect::<Vec<_>>()
             .join(", ")
     }

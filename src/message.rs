@@ -8,6 +8,8 @@
 //! (`evidence::Rendered::message_pairs`), so this module knows the shape of the message,
 //! not how each piece of evidence is written. Pure.
 
+use std::fmt::{Display, Write as _};
+
 use crate::decide::Verdict;
 
 /// How every message selfheal writes begins: how `stats` recognises the rows it marked.
@@ -15,13 +17,17 @@ pub const MESSAGE_PREFIX: &str = "self-heal:";
 
 /// The row message from a verdict and its evidence as name/value pairs, before it is cut
 /// to the column's length.
-pub fn build(verdict: Verdict, pairs: &[(&str, String)]) -> String {
-    let mut m = format!("{MESSAGE_PREFIX} {}:", verdict.as_str());
+pub fn build<V: Display>(verdict: Verdict, pairs: &[(&str, V)]) -> String {
+    let mut m = String::with_capacity(128);
+    m.push_str(MESSAGE_PREFIX);
+    m.push(' ');
+    m.push_str(verdict.as_str());
+    m.push(':');
     for (name, value) in pairs {
         m.push(' ');
         m.push_str(name);
         m.push('=');
-        m.push_str(value);
+        let _ = write!(m, "{value}");
     }
     m
 }

@@ -145,10 +145,10 @@ impl Default for JournalEntry {
 }
 
 /// One line of JSON: the keys in sorted order, as every release wrote them.
-pub(crate) fn to_line<T: Serialize>(v: &T) -> serde_json::Result<String> {
+pub(crate) fn to_line<T: Serialize>(v: &T) -> serde_json::Result<Vec<u8>> {
     // Through a `Value`, whose map sorts its keys; a struct would keep declaration order.
-    let mut line = serde_json::to_value(v)?.to_string();
-    line.push('\n');
+    let mut line = serde_json::to_vec(&serde_json::to_value(v)?)?;
+    line.push(b'\n');
     Ok(line)
 }
 
@@ -179,7 +179,7 @@ mod tests {
         assert!(e.conclusive && e.applied && !e.recovered);
         assert_eq!(e.evidence.heartbeat_age_s, Some(2820));
         assert_eq!(
-            (e.evidence.owner.as_str(), e.evidence.owner_pid),
+            (&*e.evidence.owner, e.evidence.owner_pid),
             ("dead", Some(99999999))
         );
         assert_eq!(e.time, "2026-03-05T12:00:00Z");
@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(e.evidence.lock, "present");
         assert_eq!(e.started.as_deref(), Some("1796042168"));
         for (line, e) in WRITTEN.iter().zip(&entries) {
-            assert_eq!(to_line(e).expect("line"), format!("{line}\n"));
+            assert_eq!(to_line(e).expect("line"), format!("{line}\n").into_bytes());
         }
     }
 

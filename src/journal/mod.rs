@@ -77,7 +77,7 @@ impl Journal {
     pub fn append(&mut self, entry: &JournalEntry) -> Result<()> {
         entry::to_line(entry)
             .map_err(std::io::Error::from)
-            .and_then(|line| self.file.write_all(line.as_bytes()))
+            .and_then(|line| self.file.write_all(&line))
             .map_err(|e| Error::io(&self.path, "writing the journal", e))
     }
 

@@ -105,9 +105,9 @@ impl Pending {
         self.file.set_len(0).map_err(&io)?;
         self.file.seek(SeekFrom::Start(0)).map_err(&io)?;
         let mut out = std::io::BufWriter::new(&self.file);
-        let line = |out: &mut std::io::BufWriter<&File>, l: serde_json::Result<String>| {
+        let line = |out: &mut std::io::BufWriter<&File>, l: serde_json::Result<Vec<u8>>| {
             l.map_err(std::io::Error::from)
-                .and_then(|l| out.write_all(l.as_bytes()))
+                .and_then(|l| out.write_all(&l))
         };
         line(&mut out, to_line(header)).map_err(&io)?;
         for i in intents {

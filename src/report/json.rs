@@ -4,9 +4,11 @@
 
 use std::io::Write;
 
+use serde::Serialize;
 use serde_json::json;
 
 use super::{Reporter, RowReport, Summary, WatchInfo};
+use crate::decide::{Action, Hold, Verdict};
 use crate::evidence;
 use crate::release::Release;
 
@@ -59,33 +61,53 @@ pub struct JsonReporter<W: Write> {
     pub warnings: Vec<String>,
 }
 
+/// One row of `--format json` (SPEC §7). Its keys are printed in sorted order.
+#[derive(Serialize)]
+struct RowJson<'a> {
+    watch: &'a str,
+    id: serde_json::Value,
+    verdict: Verdict,
+    action: Action,
+    applied: bool,
+    reason: &'a str,
+    basis: String,
+    conclusive: bool,
+    target: Option<&'a str>,
+    attention: bool,
+    held: Option<Hold>,
+    note: Option<&'a str>,
+    lock_file: Option<&'a str>,
+    lock_release: Option<&'static str>,
+    lock_release_detail: Option<&'a str>,
+    stale_after_s: u64,
+    max_age_s: u64,
+    #[serde(flatten)]
+    evidence: evidence::Record,
+}
+
 pub fn row_json(r: &RowReport) -> serde_json::Value {
-    let mut row = json!({
-        "watch": r.watch,
-        "id": r.id.to_json(),
-        "verdict": r.decision.verdict,
-        "action": r.action,
-        "applied": r.applied,
-        "reason": r.reason,
-        "basis": r.decision.basis.describe(),
-        "conclusive": r.decision.conclusive(),
-        "target": r.target,
-        "attention": r.attention(),
-        "held": r.plan.hold,
-        "note": r.note,
-        "lock_file": r.lock_file,
-        "lock_release": r.lock_release.as_ref().map(Release::as_str),
-        "lock_release_detail": r.lock_release.as_ref().and_then(Release::detail),
-        "stale_after_s": r.thresholds.stale_after,
-        "max_age_s": r.thresholds.max_age,
-    });
-    if let (Some(o), Ok(serde_json::Value::Object(ev))) = (
-        row.as_object_mut(),
-        serde_json::to_value(evidence::render(&r.evidence, r.thresholds).record),
-    ) {
-        o.extend(ev);
-    }
-    row
+    let row = RowJson {
+        watch: &r.watch,
+        id: r.id.to_json(),
+        verdict: r.decision.verdict,
+        action: r.action,
+        applied: r.applied,
+        reason: &r.reason,
+        basis: r.decision.basis.describe(),
+        conclusive: r.decision.conclusive(),
+        target: r.target.as_deref(),
+        attention: r.attention(),
+        held: r.plan.hold,
+        note: r.note.as_deref(),
+        lock_file: r.lock_file.as_deref(),
+        lock_release: r.lock_release.as_ref().map(Release::as_str),
+        lock_release_detail: r.lock_release.as_ref().and_then(Release::detail),
+        stale_after_s: r.thresholds.stale_after,
+        max_age_s: r.thresholds.max_age,
+        evidence: evidence::render(&r.evidence, r.thresholds).record,
+    };
+    // Through a `Value`, whose map sorts the keys as SPEC §7's examples show them.
+    serde_json::to_value(row).unwrap_or(serde_json::Value::Null)
 }
 
 impl<W: Write> Reporter for JsonReporter<W> {
@@ -97,7 +119,9 @@ impl<W: Write> Reporter for JsonReporter<W> {
     }
 
     fn row(&mut self, r: &RowReport) {
-        let _ = writeln!(self.out, "{}", row_json(r));
+        let mut line = serde_json::to_vec(&row_json(r)).unwrap_or_default();
+        line.push(b'\n');
+        let _ = self.out.write_all(&line);
     }
 
     fn warning(&mut self, msg: &str) {
