@@ -7,7 +7,7 @@
 //! three small edits: its field in [`crate::decide::Evidence`] (whose rules then say what
 //! it proves), one line in [`gather`], and its entry in the one rendering — a block in
 //! [`render`] with its field in [`Record`] (the JSON row and the journal carry that as it
-//! is), and its widest form in [`longest_message`], right below.
+//! is), and its widest form in [`longest_message`].
 //!
 //! I/O: [`gather`] reads what the watch's probes read (a heartbeat file's mtime, the job's
 //! lock, the owner's `/proc` entry); rendering is pure.

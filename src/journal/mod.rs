@@ -14,7 +14,7 @@
 //!
 //! A crash mid-write can leave a last line cut in half. Writers and readers both survive
 //! it: [`Journal::open`] ends such a line before appending, so the next entry starts on a
-//! line of its own, and [`read`] skips every line that is not one whole JSON object,
+//! line of its own, and [`read`] skips every line that is not one whole journal entry,
 //! reporting where, instead of failing or silently losing the rest.
 //!
 //! Every line is a [`JournalEntry`] (`entry.rs`), and the journal is read back only as
