@@ -19,7 +19,7 @@ pub fn run(cli: Cli) -> u8 {
             &mut std::io::stdout().lock(),
         )),
         Command::Demo(args) => crate::demo::run(args.keep.as_deref(), &mut std::io::stdout()),
-        Command::Stats(args) => crate::stats::run_command(&args),
+        Command::Stats(args) => crate::stats::run_command(&stats_options(args)),
         Command::Completions(args) => completions(args.shell, &mut std::io::stdout().lock()),
     };
     match result {
@@ -139,7 +139,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
     let Some(target) = args.log else {
         return check::run(&cfg, &opts, rep).map(|s| check::exit_code(&s));
     };
-    let mut log = EventLog::open(target);
+    let mut log = EventLog::open(log_target(target));
     let result = check::run(
         &cfg,
         &opts,
@@ -160,4 +160,24 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
         let _ = writeln!(std::io::stderr(), "selfheal: warning: {why}");
     }
     result.map(|s| check::exit_code(&s))
+}
+
+/// `--log`, as the library names it.
+fn log_target(t: crate::cli::LogTarget) -> eventlog::LogTarget {
+    match t {
+        crate::cli::LogTarget::Syslog => eventlog::LogTarget::Syslog,
+        crate::cli::LogTarget::Journald => eventlog::LogTarget::Journald,
+    }
+}
+
+/// `selfheal stats`' flags, as the library takes them.
+fn stats_options(args: crate::cli::StatsArgs) -> crate::stats::StatsOptions {
+    crate::stats::StatsOptions {
+        config: args.config,
+        watches: args.watches,
+        format: match args.format {
+            Format::Text => crate::report::Format::Text,
+            Format::Json => crate::report::Format::Json,
+        },
+    }
 }

@@ -2,7 +2,12 @@
 //!
 //! selfheal never subtracts a database timestamp from the host clock: a start or heartbeat
 //! column is compared with the database's own `NOW()` (read once per run), a heartbeat
-//! file's mtime with the host clock. Pure: the current times are passed in.
+//! file's mtime with the host clock. The clocks a run measures against ([`Clocks`]) are
+//! read once by the caller and passed in; the skew between the database and the host is
+//! measured here once, for `check` and `doctor` alike ([`clock_skew`], [`skew_text`]).
+//! Pure, except [`now_rfc3339`], which reads the host clock.
+
+use std::time::SystemTime;
 
 use chrono::{NaiveDateTime, TimeZone};
 
@@ -26,6 +31,54 @@ pub struct DbClock {
     pub now_naive: NaiveDateTime,
     /// `UNIX_TIMESTAMP()`.
     pub now_epoch: i64,
+}
+
+/// The clocks a run measures against, read once.
+#[derive(Debug, Clone, Copy)]
+pub struct Clocks {
+    pub db: DbClock,
+    /// The zone naive DATETIME values were written in (`[database] timezone`).
+    pub tz: Option<chrono_tz::Tz>,
+}
+
+/// Seconds since the epoch of a host time (negative before 1970).
+pub fn epoch(t: SystemTime) -> i64 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+/// The database clock minus the host clock, in seconds (one measurement, shared by
+/// `check` and `doctor`).
+pub fn clock_skew(db: &DbClock, host_now: SystemTime) -> i64 {
+    db.now_epoch - epoch(host_now)
+}
+
+/// "the database clock is 5s ahead of the host clock (tolerance 60s)".
+pub fn skew_text(skew: i64, tolerance_s: u64) -> String {
+    format!(
+        "the database clock is {}s {} the host clock (tolerance {tolerance_s}s)",
+        skew.abs(),
+        if skew >= 0 { "ahead of" } else { "behind" },
+    )
+}
+
+/// The current time for the journal and the intents file: UTC, to the second.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Compact human duration: `47m`, `2h10m`, `20s`.
+pub fn human(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    match (h, m, s) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, _, _) if h >= 48 => format!("{}d{}h", h / 24, h % 24),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
 }
 
 /// Tolerance for "in the future": beyond this, a timestamp is a clock or time-zone mismatch.
@@ -142,6 +195,39 @@ pub fn parse_text_stamp(s: &str) -> Result<Stamp, String> {
 mod tests {
     use super::*;
     use chrono::NaiveDate;
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(20), "20s");
+        assert_eq!(human(2_820), "47m");
+        assert_eq!(human(3_000), "50m");
+        assert_eq!(human(7_800), "2h10m");
+        assert_eq!(human(14_400), "4h0m");
+        assert_eq!(human(90), "1m30s");
+        assert_eq!(human(200_000), "2d7h");
+    }
+
+    #[test]
+    fn skew_is_the_database_clock_minus_the_host_clock() {
+        let host = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        let db = DbClock {
+            now_naive: dt(0, 0, 0),
+            now_epoch: 1_005,
+        };
+        assert_eq!(clock_skew(&db, host), 5);
+        assert_eq!(
+            skew_text(5, 60),
+            "the database clock is 5s ahead of the host clock (tolerance 60s)"
+        );
+        assert_eq!(
+            skew_text(-7, 60),
+            "the database clock is 7s behind the host clock (tolerance 60s)"
+        );
+        assert_eq!(
+            epoch(SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(3)),
+            -3
+        );
+    }
 
     fn dt(h: u32, m: u32, s: u32) -> NaiveDateTime {
         NaiveDate::from_ymd_opt(2026, 11, 29)

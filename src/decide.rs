@@ -15,7 +15,7 @@
 //!    (fresh), `hung` (stale, but the lock is held or the owner lives), `dead` (stale or
 //!    missing and nothing says the worker lives).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Overtime;
 
@@ -97,7 +97,7 @@ pub struct Thresholds {
     pub max_age: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Alive,
@@ -267,7 +267,7 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
 // Actions
 
 /// What a run does to a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     None,
@@ -291,7 +291,7 @@ impl Action {
 }
 
 /// Why an action a verdict calls for is not taken this run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Hold {
     /// More than half of the watch's rows (and at least 3) would die on heartbeat alone.

@@ -14,9 +14,10 @@ use std::time::{Duration, SystemTime};
 use rusqlite::Connection;
 
 use crate::check::{self, CheckOptions};
+use crate::clock::human;
 use crate::config::{self, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
-use crate::report::{TextReporter, human};
+use crate::report::TextReporter;
 
 struct DemoRow {
     id: i64,

@@ -17,14 +17,14 @@ use std::time::{Duration, SystemTime};
 
 use nix::unistd::{AccessFlags, access};
 
-use crate::check::{self, Clocks};
-use crate::clock::{age_on_db_clock, plausible_age};
+use crate::clock::{Clocks, age_on_db_clock, clock_skew, human, plausible_age, skew_text};
 use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
-use crate::decide::{self, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
+use crate::decide::{self, Heartbeat, Verdict};
 use crate::error::{DbErrorKind, Error, SchemaProblem, Usage, exit};
-use crate::probe::{Host, LockTable};
-use crate::report::{human, message};
-use crate::stats::Recent;
+use crate::evidence;
+use crate::history::{self, Recent};
+use crate::host::Host;
+use crate::probe::LockTable;
 use crate::store::{self, Introspect, ScanPlan, Schema, Store};
 
 /// How one check came out.
@@ -246,7 +246,7 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
 
 fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Introspect) -> Finding {
     let tol = cfg.run.clock_tolerance.as_secs();
-    let skew = check::clock_skew(&clocks.db, SystemTime::now());
+    let skew = clock_skew(&clocks.db, SystemTime::now());
     let zone = store
         .session_time_zone()
         .unwrap_or_else(|e| format!("unknown ({e})"));
@@ -257,10 +257,7 @@ fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Introspect) -> F
         ),
         None => "; naive DATETIME values are read on the database's own clock".into(),
     };
-    let detail = format!(
-        "{}; session time zone {zone}{naive}",
-        check::skew_text(skew, tol)
-    );
+    let detail = format!("{}; session time zone {zone}{naive}", skew_text(skew, tol));
     if skew.unsigned_abs() > tol {
         Finding::fail(
             "clock",
@@ -335,7 +332,7 @@ fn watch_database_checks(
     }
     rep.add(history_finding(
         w,
-        crate::stats::recent_runs(store, w, &schema, clocks),
+        history::recent_runs(store, w, &schema, clocks),
     ));
 }
 
@@ -417,31 +414,6 @@ fn index_finding(w: &Watch, plan: &ScanPlan) -> Finding {
     }
 }
 
-/// The longest reason this watch can write (before cutting).
-fn longest_message(w: &Watch) -> usize {
-    let t = check::thresholds(w);
-    let big = t.max_age.saturating_mul(100);
-    let ev = Evidence {
-        total_age: Ok(big),
-        heartbeat: Heartbeat::Age(big),
-        lock: match w.lock_file {
-            Some(_) => Lock::Held {
-                pid: Some(4_194_304),
-            },
-            None => Lock::NotConfigured,
-        },
-        owner: match w.owner_column {
-            Some(_) => Owner::Reused { pid: 4_194_304 },
-            None => Owner::NotConfigured,
-        },
-    };
-    let d = Decision {
-        verdict: Verdict::Overtime,
-        basis: Basis::MaxAge,
-    };
-    message(&d, &ev, t).chars().count()
-}
-
 fn message_finding(w: &Watch, schema: &Schema) -> Finding {
     let subject = format!("watch {}: message", w.name);
     let Some(col) = &w.message_column else {
@@ -450,7 +422,7 @@ fn message_finding(w: &Watch, schema: &Schema) -> Finding {
             "no message_column: the reason for a change goes to the journal only",
         );
     };
-    let need = longest_message(w);
+    let need = evidence::longest_message(w);
     match schema.message_max {
         None => Finding::pass(subject, format!("{col} holds any length")),
         Some(n) if n >= need => Finding::pass(
@@ -529,13 +501,13 @@ fn rows_findings(
     if !here {
         return out;
     }
-    let t = check::thresholds(w);
+    let t = evidence::thresholds(w);
     let host_now = SystemTime::now();
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
     for r in rows {
-        let ev = check::gather(w, r, clocks, host, host_now, locks.as_ref());
+        let ev = evidence::gather(w, r, clocks, host, host_now, locks.as_ref());
         let d = decide::decide(&ev, t);
         if d.verdict == Verdict::Unknown && unknown.is_none() {
             unknown = Some(format!("row {}: {}", r.id, d.basis.describe()));

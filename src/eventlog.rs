@@ -14,7 +14,6 @@
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
-use crate::cli::LogTarget;
 use crate::report::RowReport;
 
 pub const SYSLOG_SOCKET: &str = "/dev/log";
@@ -22,6 +21,15 @@ pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
 const IDENT: &str = "selfheal";
 /// LOG_DAEMON.
 const FACILITY: u8 = 3;
+
+/// Where `--log` sends events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogTarget {
+    /// The local syslog socket, `/dev/log` (journald reads it too).
+    Syslog,
+    /// The systemd journal's native socket, with structured fields.
+    Journald,
+}
 
 /// Syslog severities used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,12 +1,37 @@
 //! selfheal: a cron watchdog for job rows stuck in `running`.
 //!
-//! Data flow, one module each: command line ([`cli`]) → validated configuration
-//! ([`config`]) → evidence from the database ([`store`]) and the host ([`probe`]) →
-//! verdict and action ([`decide`], pure) → compare-and-set writes and journal ([`check`],
-//! [`journal`]) → output ([`report`], and `state_dir/last-run.json` via [`state`]).
-//! [`stats`] reads the history of finished rows and the journal back: runtimes, false
-//! positives, suggested thresholds. [`app`] wires a parsed command line to these and
-//! maps the outcome to an exit status.
+//! Data flow of `check`, one room each:
+//!
+//! 1. arguments: [`cli`] (clap, nothing else) → [`app`], which turns them into the
+//!    library's options ([`check::CheckOptions`], [`stats::StatsOptions`],
+//!    [`eventlog::LogTarget`]) and picks the reporter; no clap type goes further.
+//! 2. configuration: [`config`], validated before anything is touched.
+//! 3. evidence: [`evidence::gather`] asks the probes ([`probe`]: heartbeat file, the job's
+//!    lock, the owner pid on this [`host`]) and takes the row's times from the database
+//!    ([`store`]) on the database's clock ([`clock`]).
+//! 4. verdict: [`decide`], pure; per watch, the breaker and the holds ([`check`]'s sweep).
+//! 5. writes: [`check`]'s batch — intents and journal ([`journal`]), one compare-and-set per
+//!    row ([`store`]), the legacy lock release ([`release`]); a stopped run's intents are
+//!    settled by [`recovery`] (journal and store only).
+//! 6. report: [`report`] (cron text, `--explain`, JSON), `state_dir/last-run.json`
+//!    ([`state`]), [`metrics`], [`eventlog`].
+//!
+//! Shared pieces are named for what they hold: the row message ([`message`], built and
+//! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
+//! and `stats`), the state files ([`state`]). [`doctor`] and [`stats`] read through the same
+//! pieces and write nothing. No module uses one that uses it back.
+//!
+//! Where new things go:
+//! - a new evidence source: a new file in `probe/`, plus its field in
+//!   [`decide::Evidence`], a line in [`evidence::gather`] and its entry in the one rendering
+//!   ([`evidence::render`]); the row message, `--explain`, JSON and the journal follow;
+//! - a new database backend: a new file in `store/`, plus its URL scheme (in [`config`]),
+//!   its dispatch in [`store::open`] and its dependency (see [`store`]);
+//! - a new file for a later run to read: a [`state::StateFile`] and a serde type, through
+//!   [`state::write_typed`] / [`state::read_typed`] (every path-based write of state goes
+//!   through [`state`]);
+//! - a new journal field: a field of [`journal::JournalEntry`] (older lines read it as
+//!   empty).
 
 pub mod app;
 pub mod check;
@@ -18,8 +43,12 @@ pub mod demo;
 pub mod doctor;
 pub mod error;
 pub mod eventlog;
+pub mod evidence;
 pub mod fsafe;
+pub mod history;
+pub mod host;
 pub mod journal;
+pub mod message;
 pub mod metrics;
 pub mod mycnf;
 pub mod probe;

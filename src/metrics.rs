@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use crate::config::Config;
 use crate::decide::{Action, Verdict};
 use crate::error::{Error, Result};
-use crate::probe::Host;
+use crate::host::Host;
 use crate::report::Summary;
 
 /// What one run contributes.
@@ -281,7 +281,7 @@ pub fn samples(
             out.push(Sample::new(
                 "selfheal_attention_rows",
                 &[("watch", w)],
-                s.attention as f64,
+                s.totals.attention as f64,
             ));
         }
         for a in ACTIONS {
@@ -458,7 +458,6 @@ mod tests {
             name: name.into(),
             verdicts: vec![(Verdict::Alive, 2), (Verdict::Dead, 1)],
             actions: vec![(Action::MarkDead, 1)],
-            attention: 0,
             breaker_tripped: false,
             duration: Duration::from_millis(12),
             ..WatchRun::default()

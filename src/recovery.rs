@@ -18,19 +18,19 @@
 //! again.
 //!
 //! I/O: reads the intents file and the journal's tail, reads one row per unsettled intent,
-//! appends to the journal and flushes it, truncates the intents file.
+//! appends to the journal and flushes it, truncates the intents file. Uses the journal and
+//! the store only: intents and journal lines are [`JournalEntry`] values.
 
 use std::collections::HashSet;
 
-use serde_json::{Map, Value, json};
-
-use crate::check::JournalWriter;
-use crate::config::Config;
+use crate::clock::now_rfc3339;
+use crate::config::{Config, Watch};
 use crate::error::{Error, Result};
-use crate::store::{Session, SqlValue, Store};
+use crate::journal::{self, JournalEntry, Writer};
+use crate::store::{SqlValue, Store};
 
 /// Settles the intents a stopped run left; returns warnings for the operator.
-pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut JournalWriter) -> Result<Vec<String>> {
+pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
     let Some(left) = jw.pending.read()? else {
         return Ok(warnings);
@@ -42,11 +42,8 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut JournalWriter) -> Re
             left.damaged
         ));
     }
-    if let Some(session) = left
-        .header
-        .get("session")
-        .and_then(|v| serde_json::from_value::<Session>(v.clone()).ok())
-        && !store.end_session(&session)?
+    if let Some(session) = &left.header.session
+        && !store.end_session(session)?
     {
         let conn = session.connection;
         return Err(Error::database_kind(
@@ -58,42 +55,36 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut JournalWriter) -> Re
             ),
         ));
     }
-    let offset = left
-        .header
-        .get("journal_offset")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
     let mut journaled = HashSet::new();
-    crate::journal::read_from(jw.journal.path(), offset, &mut |m| {
-        if let Some(c) = m.get("change").and_then(Value::as_str) {
-            journaled.insert(c.to_string());
+    journal::read_from(jw.journal.path(), left.header.journal_offset, &mut |e| {
+        if !e.change.is_empty() {
+            journaled.insert(e.change);
         }
     })?;
     let mut recovered = 0usize;
     for intent in left.intents {
-        let Some(change) = intent.get("change").and_then(Value::as_str) else {
-            continue;
-        };
-        if journaled.contains(change) {
+        if intent.change.is_empty() || journaled.contains(&intent.change) {
             continue;
         }
-        let watch = intent.get("watch").and_then(Value::as_str).unwrap_or("");
-        let Some(w) = cfg.watches.iter().find(|w| w.name == watch) else {
+        let Some(w) = cfg.watches.iter().find(|w| w.name == intent.watch) else {
             warnings.push(format!(
-                "{pending_path}: change {change} of watch '{watch}', which is no longer \
-                 configured: cannot tell whether it was applied"
+                "{pending_path}: change {} of watch '{}', which is no longer \
+                 configured: cannot tell whether it was applied",
+                intent.change, intent.watch
             ));
             continue;
         };
-        let Some(id) = id_value(intent.get("id")) else {
+        let Some(id) = intent.id.to_sql() else {
             continue;
         };
         if applied(store, w, &id, &intent)? {
-            let mut entry = intent.clone();
-            entry.insert("recovered".into(), json!(true));
-            entry.insert("time".into(), json!(crate::check::now_rfc3339()));
-            jw.journal.append(&Value::Object(entry))?;
-            journaled.insert(change.to_string());
+            let entry = JournalEntry {
+                recovered: true,
+                time: now_rfc3339(),
+                ..intent
+            };
+            jw.journal.append(&entry)?;
+            journaled.insert(entry.change);
             recovered += 1;
         }
     }
@@ -109,34 +100,16 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut JournalWriter) -> Re
     Ok(warnings)
 }
 
-/// The id as the journal wrote it: a number or a string.
-fn id_value(v: Option<&Value>) -> Option<SqlValue> {
-    match v? {
-        Value::Number(n) => n
-            .as_i64()
-            .map(SqlValue::Int)
-            .or_else(|| n.as_u64().map(SqlValue::UInt)),
-        Value::String(s) => Some(SqlValue::Text(s.clone())),
-        _ => None,
-    }
-}
-
 /// True when the row shows exactly the intended change.
-fn applied(
-    store: &mut dyn Store,
-    w: &crate::config::Watch,
-    id: &SqlValue,
-    intent: &Map<String, Value>,
-) -> Result<bool> {
+fn applied(store: &mut dyn Store, w: &Watch, id: &SqlValue, intent: &JournalEntry) -> Result<bool> {
     let Some(now) = store.current_row(w, id)? else {
         return Ok(false);
     };
-    let text = |k: &str| intent.get(k).and_then(Value::as_str);
     let message_ok = match &now.message {
         None => true,
-        Some(m) => Some(m.to_string().as_str()) == text("reason"),
+        Some(m) => m.to_string() == intent.reason,
     };
-    Ok(Some(now.status.to_string().as_str()) == text("to")
-        && Some(now.started.to_string().as_str()) == text("started")
+    Ok(now.status.to_string() == intent.to
+        && Some(now.started.to_string()) == intent.started
         && message_ok)
 }

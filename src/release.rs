@@ -41,8 +41,9 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, fcntl};
 
 use crate::decide::Owner;
+use crate::host::Host;
+use crate::probe::LockTable;
 use crate::probe::owner::{judge_pid, parse_owner};
-use crate::probe::{Host, LockTable};
 
 /// What became of a job's lock file.
 #[derive(Debug, Clone, PartialEq, Eq)]

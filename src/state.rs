@@ -1,40 +1,139 @@
-//! `state_dir/last-run.json`: the summary of the last real (not dry) run, for monitoring
-//! and for the operator who asks "did it run, and what did it do?".
+//! `state_dir`: what one run leaves for the next and for the operator — the journal and
+//! the intents file ([`crate::journal`]), and `last-run.json`, the summary of the last real
+//! (not dry) run, for monitoring and for the operator who asks "did it run, and what did it
+//! do?".
 //!
-//! Written to a unique temporary file in the same directory, flushed, then renamed over the
-//! old report, so a reader sees the old report or the new one, never half of either. The
-//! directory is created (mode 0750) when missing, as the journal does.
+//! Every path-based touch of a state file goes through the three functions here: the
+//! directory is created by [`create_dir`] (mode 0750, when missing), an appended or
+//! rewritten-in-place file is opened by [`open`] (mode 0640; the caller then writes to the
+//! descriptor), and a file replaced whole is written by [`replace`]: to a unique temporary
+//! file in the same directory, flushed, then renamed over the old one, so a reader sees the
+//! old file or the new one, never half of either. A typed state file (one
+//! `#[derive(Serialize, Deserialize)]` value, read back only through that type) is
+//! [`write_typed`] and [`read_typed`]. A new state file is a new name and a type, nothing
+//! else.
 
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 
+/// A file in `state_dir`: its name, and how an error speaks of each thing done to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateFile {
+    pub name: &'static str,
+    /// "opening the journal".
+    pub opening: &'static str,
+    pub reading: &'static str,
+    pub writing: &'static str,
+    /// "creating a temporary file for last-run.json" (files replaced whole).
+    pub creating: &'static str,
+}
+
 pub const LAST_RUN_FILE: &str = "last-run.json";
 
-/// Replaces `state_dir/last-run.json` with `report` (pretty JSON, mode 0640).
-pub fn write_last_run(state_dir: &Path, report: &serde_json::Value) -> Result<PathBuf> {
-    crate::journal::create_state_dir(state_dir)?;
-    let path = state_dir.join(LAST_RUN_FILE);
+/// `last-run.json`.
+pub const LAST_RUN: StateFile = StateFile {
+    name: LAST_RUN_FILE,
+    opening: "opening last-run.json",
+    reading: "reading last-run.json",
+    writing: "writing last-run.json",
+    creating: "creating a temporary file for last-run.json",
+};
+
+/// Mode of every state file: the run's user writes, its group reads.
+const FILE_MODE: u32 = 0o640;
+
+/// Creates the state directory (mode 0750) if it does not exist.
+pub fn create_dir(state_dir: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o750)
+        .create(state_dir)
+        .map_err(|e| Error::io(state_dir, "creating the state directory (run.state_dir)", e))
+}
+
+/// How a state file is opened by [`open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read, and append at the end (the journal).
+    Append,
+    /// Read and rewrite in place, never truncated on open (the intents file).
+    ReadWrite,
+}
+
+/// Opens a state file, creating the directory and the file (mode 0640) when missing.
+pub fn open(state_dir: &Path, f: &StateFile, access: Access) -> Result<(File, PathBuf)> {
+    create_dir(state_dir)?;
+    let path = state_dir.join(f.name);
+    let mut o = OpenOptions::new();
+    o.read(true).create(true).mode(FILE_MODE);
+    match access {
+        Access::Append => o.append(true),
+        Access::ReadWrite => o.write(true).truncate(false),
+    };
+    let file = o.open(&path).map_err(|e| Error::io(&path, f.opening, e))?;
+    Ok((file, path))
+}
+
+/// Replaces a state file with `contents` (mode 0640): a unique temporary file beside it,
+/// flushed, renamed into place. Creates the directory when missing.
+pub fn replace(state_dir: &Path, f: &StateFile, contents: &[u8]) -> Result<PathBuf> {
+    create_dir(state_dir)?;
+    let path = state_dir.join(f.name);
     let io = |action: &'static str| move |e: std::io::Error| Error::io(state_dir, action, e);
+    let stem = f.name.split('.').next().unwrap_or(f.name);
     let mut tmp = tempfile::Builder::new()
-        .prefix(".last-run.")
+        .prefix(&format!(".{stem}."))
         .suffix(".tmp")
         .tempfile_in(state_dir)
-        .map_err(io("creating a temporary file for last-run.json"))?;
-    let mut text = serde_json::to_string_pretty(report).unwrap_or_else(|_| report.to_string());
-    text.push('\n');
-    tmp.write_all(text.as_bytes())
+        .map_err(io(f.creating))?;
+    tmp.write_all(contents)
         .and_then(|()| tmp.as_file().sync_data())
         .and_then(|()| {
             tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o640))
+                .set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
         })
-        .map_err(io("writing last-run.json"))?;
+        .map_err(io(f.writing))?;
     tmp.persist(&path)
         .map_err(|e| Error::io(&path, "renaming into place", e.error))?;
     Ok(path)
+}
+
+/// Replaces a state file with `value` as pretty JSON (see [`replace`]).
+pub fn write_typed<T: Serialize>(state_dir: &Path, f: &StateFile, value: &T) -> Result<PathBuf> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::io(state_dir.join(f.name), f.writing, std::io::Error::other(e)))?;
+    text.push('\n');
+    replace(state_dir, f, text.as_bytes())
+}
+
+/// Reads a state file as a `T`. `Ok(None)` when the file does not exist; a file that is
+/// not a `T` is an error naming it (the caller decides whether that is fatal).
+pub fn read_typed<T: DeserializeOwned>(state_dir: &Path, f: &StateFile) -> Result<Option<T>> {
+    let path = state_dir.join(f.name);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&path, f.reading, e)),
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        Error::io(
+            &path,
+            f.reading,
+            std::io::Error::new(ErrorKind::InvalidData, e),
+        )
+    })
+}
+
+/// Replaces `state_dir/last-run.json` with `report` (pretty JSON, mode 0640).
+pub fn write_last_run(state_dir: &Path, report: &serde_json::Value) -> Result<PathBuf> {
+    write_typed(state_dir, &LAST_RUN, report)
 }
 
 #[cfg(test)]
@@ -67,5 +166,54 @@ mod tests {
         let err = write_last_run(&file.join("state"), &serde_json::json!({}))
             .expect_err("not a directory");
         assert!(err.to_string().contains("a-file/state"), "{err}");
+    }
+
+    #[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+    struct Counts {
+        rows: Vec<(String, u32)>,
+    }
+
+    const COUNTS: StateFile = StateFile {
+        name: "c.json",
+        opening: "opening c.json",
+        reading: "reading c.json",
+        writing: "writing c.json",
+        creating: "creating a temporary file for c.json",
+    };
+
+    #[test]
+    fn a_typed_state_file_reads_back_as_its_type() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(
+            read_typed::<Counts>(dir.path(), &COUNTS).expect("read"),
+            None
+        );
+        let c = Counts {
+            rows: vec![("full-sync/7".into(), 2)],
+        };
+        write_typed(dir.path(), &COUNTS, &c).expect("write");
+        assert_eq!(read_typed(dir.path(), &COUNTS).expect("read"), Some(c));
+        std::fs::write(dir.path().join("c.json"), "{\"rows\": 3}").expect("damage");
+        let e = read_typed::<Counts>(dir.path(), &COUNTS).expect_err("damaged");
+        assert!(e.to_string().contains("c.json"), "{e}");
+    }
+
+    #[test]
+    fn state_files_are_opened_for_appending_or_in_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let (mut f, p) = open(&state, &COUNTS, Access::Append).expect("open");
+        f.write_all(b"a\n").expect("write");
+        let (mut f, _) = open(&state, &COUNTS, Access::Append).expect("reopen");
+        f.write_all(b"b\n").expect("write");
+        assert_eq!(std::fs::read_to_string(&p).expect("read"), "a\nb\n");
+        let (_f, _) = open(&state, &COUNTS, Access::ReadWrite).expect("in place");
+        assert_eq!(
+            std::fs::read_to_string(&p).expect("read"),
+            "a\nb\n",
+            "not truncated"
+        );
+        let mode = std::fs::metadata(&p).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o640);
     }
 }

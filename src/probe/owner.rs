@@ -11,69 +11,11 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
 use crate::decide::Owner;
+use crate::host::Host;
 
 /// A process that started more than this many seconds after its row cannot be the worker
 /// that claimed it (the row's start has one-second resolution).
 const START_SLACK_S: f64 = 2.0;
-
-/// Facts about this host needed to judge pids, read once per run.
-#[derive(Debug, Clone)]
-pub struct Host {
-    pub name: String,
-    /// Boot time, unix seconds (`btime` in /proc/stat).
-    boot_time: Option<i64>,
-    /// Clock ticks per second (for /proc/PID/stat start times).
-    ticks: i64,
-}
-
-impl Host {
-    pub fn current() -> Host {
-        let name = nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_default();
-        let boot_time = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("btime "))
-                .and_then(|v| v.trim().parse().ok())
-        });
-        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-            .ok()
-            .flatten()
-            .unwrap_or(100);
-        Host {
-            name,
-            boot_time,
-            ticks: i64::from(ticks as i32).max(1),
-        }
-    }
-
-    /// True when `other` names this host (full or short name, case-insensitive).
-    pub fn is_me(&self, other: &str) -> bool {
-        let short = |s: &str| s.split('.').next().unwrap_or(s).to_ascii_lowercase();
-        other.eq_ignore_ascii_case(&self.name) || short(other) == short(&self.name)
-    }
-
-    /// State letter and start time (unix seconds) of a process, from `/proc/PID/stat`.
-    fn process_stat(&self, pid: u32) -> Option<(char, Option<f64>)> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name may contain spaces and parentheses: fields resume after the
-        // last ')'. The state is field 3, starttime field 22.
-        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
-        let state = rest.next()?.chars().next()?;
-        let start = rest
-            .nth(18)
-            .and_then(|t| t.parse::<u64>().ok())
-            .and_then(|ticks| Some(self.boot_time? as f64 + ticks as f64 / self.ticks as f64));
-        Some((state, start))
-    }
-
-    /// Start time of a process in unix seconds, if /proc tells.
-    #[cfg(test)]
-    fn process_start(&self, pid: u32) -> Option<f64> {
-        self.process_stat(pid).and_then(|(_, start)| start)
-    }
-}
 
 /// Splits an owner value into its host (if any) and pid.
 pub fn parse_owner(v: &str) -> Option<(Option<&str>, u32)> {

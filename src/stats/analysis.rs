@@ -1,6 +1,8 @@
 //! The judgement of `selfheal stats`, pure: which finished rows are selfheal's false
-//! positives, what the runtimes say about `max_age` and `stale_after`, and the one rule
-//! `check` and `doctor` warn on. Inputs are plain values; no I/O.
+//! positives, and what the runtimes say about `max_age` and `stale_after` (by the rule
+//! `check` and `doctor` warn on, in [`crate::history`]). Inputs are plain values (journal
+//! marks from [`crate::journal::JournalEntry`], row messages parsed by [`crate::message`]);
+//! no I/O.
 //!
 //! A false positive is a row selfheal changed (its journal says so, or its message prefix
 //! is still in the row) whose run then ended well anyway: the worker was alive. The journal
@@ -15,8 +17,11 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use super::histogram::Histogram;
+use crate::clock::human;
 use crate::config::fmt_duration;
-use crate::report::{MESSAGE_PREFIX, human};
+use crate::history::{friendly_ceil, id_key, max_age_too_low};
+use crate::journal::JournalEntry;
+use crate::message;
 
 /// A runtime may exceed the age selfheal saw by clock noise before the message rule calls
 /// it a later run.
@@ -30,14 +35,6 @@ pub const MAX_STATUSES: usize = 20;
 
 /// The name the statuses beyond [`MAX_STATUSES`] are counted under.
 pub const OTHER_STATUSES: &str = "(other)";
-
-/// The key a row id is matched by: numbers as digits, strings as they are.
-pub fn id_key(id: &Value) -> String {
-    match id {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
 
 /// One change selfheal journaled for a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,24 +53,22 @@ pub struct Mark {
 
 impl Mark {
     /// The mark in a journal entry, with the watch it belongs to and the id key.
-    pub fn from_entry(e: &serde_json::Map<String, Value>) -> Option<(String, String, Mark)> {
-        let watch = e.get("watch")?.as_str()?.to_string();
-        let id = id_key(e.get("id")?);
-        let s = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
+    pub fn from_entry(e: &JournalEntry) -> Option<(String, String, Mark)> {
+        if e.watch.is_empty() {
+            return None;
+        }
+        let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
         Some((
-            watch,
-            id,
+            e.watch.clone(),
+            e.id.key(),
             Mark {
-                started: s("started"),
-                to: s("to").unwrap_or_default(),
-                verdict: s("verdict").unwrap_or_default(),
-                time: s("time"),
-                heartbeat_age_s: e.get("heartbeat_age_s").and_then(Value::as_u64),
-                conclusive: e
-                    .get("conclusive")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                basis: s("basis"),
+                started: e.started.clone(),
+                to: e.to.clone(),
+                verdict: e.verdict.as_str().to_string(),
+                time: text(&e.time),
+                heartbeat_age_s: e.evidence.heartbeat_age_s,
+                conclusive: e.conclusive,
+                basis: text(&e.basis),
             },
         ))
     }
@@ -81,40 +76,6 @@ impl Mark {
 
 /// Every journaled change of one watch, by row id.
 pub type Marks = HashMap<String, Vec<Mark>>;
-
-/// What selfheal's message in a row says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ParsedMessage {
-    pub verdict: String,
-    pub heartbeat_age_s: Option<u64>,
-    pub total_age_s: Option<u64>,
-    /// The owner or lock decided it (conclusive), as far as the message shows.
-    pub conclusive: bool,
-}
-
-/// Parses `self-heal: <verdict>: heartbeat_age=…s stale_after=…s total_age=…s …` (perhaps
-/// cut to the column's length). `None` without the prefix.
-pub fn parse_message(msg: &str) -> Option<ParsedMessage> {
-    let rest = msg.strip_prefix(MESSAGE_PREFIX)?.trim_start();
-    let (verdict, tail) = rest.split_once(':').unwrap_or((rest, ""));
-    let mut p = ParsedMessage {
-        verdict: verdict.trim().to_string(),
-        ..ParsedMessage::default()
-    };
-    let secs = |v: &str| v.strip_suffix('s').and_then(|n| n.parse::<u64>().ok());
-    for tok in tail.split_whitespace() {
-        match tok.split_once('=') {
-            Some(("heartbeat_age", v)) => p.heartbeat_age_s = secs(v),
-            Some(("total_age", v)) => p.total_age_s = secs(v),
-            Some(("lock", "free")) => p.conclusive = true,
-            Some(("owner", v)) if v.starts_with("dead:") || v.starts_with("reused:") => {
-                p.conclusive = true;
-            }
-            _ => {}
-        }
-    }
-    Some(p)
-}
 
 /// Where a false positive was recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -202,7 +163,7 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
             (None, false) => Judgement::Plain,
         };
     }
-    let Some(p) = r.marked.and_then(parse_message) else {
+    let Some(p) = r.marked.and_then(message::parse) else {
         return Judgement::Plain;
     };
     if !r.success {
@@ -312,30 +273,6 @@ impl WatchStats {
             self.unreadable_example = Some(format!("id={}: {why}", id_key(id)));
         }
     }
-}
-
-/// Rounds up to a value an operator would write: whole minutes up to 10 minutes, then
-/// 5 minutes up to an hour, 15 minutes up to 6 hours, 30 minutes up to a day, then hours.
-pub fn friendly_ceil(secs: u64) -> u64 {
-    let step = match secs {
-        0..=600 => 60,
-        601..=3_600 => 300,
-        3_601..=21_600 => 900,
-        21_601..=86_400 => 1_800,
-        _ => 3_600,
-    };
-    secs.max(1).div_ceil(step) * step
-}
-
-/// The rule of SPEC §9: a cap below 1.5× the longest run that ended well kills legitimate
-/// runs — the incident this tool exists to prevent.
-pub fn max_age_too_low(max_age_s: u64, longest_s: u64) -> bool {
-    u128::from(max_age_s) * 2 < u128::from(longest_s) * 3
-}
-
-/// The smallest `max_age` the rule accepts for this longest run, rounded up.
-pub fn max_age_floor(longest_s: u64) -> u64 {
-    friendly_ceil((longest_s.saturating_mul(3)).div_ceil(2))
 }
 
 /// A suggested value and why.

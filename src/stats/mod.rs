@@ -1,7 +1,7 @@
 //! `selfheal stats`: what the history says — runtimes of the runs that ended well, the rows
 //! selfheal marked that finished anyway (its false positives), and the `stale_after` and
-//! `max_age` that history supports (SPEC §9). Plus [`recent_max_age_check`], the cheap
-//! form of the same lesson that `check` (and `doctor`) run every time.
+//! `max_age` that history supports (SPEC §9). The cheap form of the same lesson that
+//! `check` and `doctor` draw every time lives in [`crate::history`].
 //!
 //! I/O: reads the configuration, the journal (`state_dir/journal.jsonl`, damaged lines
 //! skipped with a warning) and, per watch, the finished rows, streamed once through an
@@ -14,167 +14,19 @@ pub mod histogram;
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::check::Clocks;
-use crate::cli::{Format, StatsArgs};
-use crate::clock::seconds_between;
+use crate::clock::{Clocks, human};
 use crate::config::{self, Config, ConfigPath, Overrides, Watch, fmt_duration};
 use crate::error::{Error, Result, exit};
+use crate::history::{id_key, max_age_too_low, runtime};
 use crate::journal::{self, JOURNAL_FILE};
-use crate::report::human;
-use crate::store::{self, FinishedRow, History, Schema, Store};
+use crate::report::Format;
+use crate::store::{self, FinishedRow, History, Store};
 
-use analysis::{
-    Judgement, Mark, Marks, RowView, Suggestion, WatchStats, classify, id_key, max_age_floor,
-    max_age_too_low,
-};
-
-/// How many of the latest rows (by id) `check` looks at for the `max_age` warning: enough
-/// to see the recent longest runs, few enough to cost well under a millisecond.
-pub const RECENT_ROWS: u32 = 1000;
-
-// ---------------------------------------------------------------------------------------
-// The check every run makes.
-
-/// `max_age` below 1.5× the longest run that ended well among the latest rows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MaxAgeWarning {
-    pub watch: String,
-    pub max_age_s: u64,
-    pub longest_s: u64,
-    pub longest_id: Value,
-    /// Runs that ended well among the rows looked at.
-    pub runs_seen: u64,
-    /// The smallest cap the rule accepts, rounded up.
-    pub at_least_s: u64,
-}
-
-impl MaxAgeWarning {
-    pub fn message(&self) -> String {
-        format!(
-            "watch {}: max_age {} is below 1.5× the longest recent run that ended well ({}, \
-             id={}): this cap kills legitimate runs; set max_age to at least {} (see selfheal \
-             stats)",
-            self.watch,
-            fmt_duration(std::time::Duration::from_secs(self.max_age_s)),
-            human(self.longest_s),
-            id_key(&self.longest_id),
-            fmt_duration(std::time::Duration::from_secs(self.at_least_s)),
-        )
-    }
-
-    pub fn to_json(&self) -> Value {
-        json!({
-            "watch": self.watch,
-            "max_age_s": self.max_age_s,
-            "longest_run_s": self.longest_s,
-            "longest_run_id": self.longest_id,
-            "runs_seen": self.runs_seen,
-            "max_age_at_least_s": self.at_least_s,
-        })
-    }
-}
-
-/// The latest finished runs of a watch, as `check` and `doctor` see them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RecentRuns {
-    /// Runs that ended well among the rows looked at.
-    pub runs: u64,
-    /// The longest of them: seconds and row id.
-    pub longest: Option<(u64, Value)>,
-}
-
-/// What the latest finished rows say, or why they cannot be read cheaply.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Recent {
-    Runs(RecentRuns),
-    /// The watch has no `ended_column`: a run's length is unknown.
-    NoEndedColumn,
-    /// The id is not the primary key: "the latest rows" would cost a scan.
-    IdNotPrimary,
-}
-
-/// Reads the latest [`RECENT_ROWS`] rows of the watch (by id, through the primary key, so
-/// the cost does not grow with the table) and finds the longest run that ended well.
-pub fn recent_runs(
-    store: &mut dyn Store,
-    w: &Watch,
-    schema: &Schema,
-    clocks: &Clocks,
-) -> Result<Recent> {
-    if w.ended_column.is_none() {
-        return Ok(Recent::NoEndedColumn);
-    }
-    if !schema.id_is_primary {
-        return Ok(Recent::IdNotPrimary);
-    }
-    let mut longest: Option<(u64, Value)> = None;
-    let mut runs = 0u64;
-    store.finished_rows(w, History::Latest(RECENT_ROWS), &mut |r: FinishedRow| {
-        if !w.is_success(&r.status) {
-            return Ok(());
-        }
-        if let Some(secs) = runtime(&r, clocks).ok().and_then(|s| u64::try_from(s).ok()) {
-            runs += 1;
-            if longest.as_ref().is_none_or(|(l, _)| secs > *l) {
-                longest = Some((secs, r.id.to_json()));
-            }
-        }
-        Ok(())
-    })?;
-    Ok(Recent::Runs(RecentRuns { runs, longest }))
-}
-
-impl RecentRuns {
-    /// The warning of SPEC §9 when `max_age` is below 1.5× the longest run.
-    pub fn max_age_warning(&self, w: &Watch) -> Option<MaxAgeWarning> {
-        let max_age_s = w.max_age.as_secs();
-        match &self.longest {
-            Some((longest_s, longest_id)) if max_age_too_low(max_age_s, *longest_s) => {
-                Some(MaxAgeWarning {
-                    watch: w.name.clone(),
-                    max_age_s,
-                    longest_s: *longest_s,
-                    longest_id: longest_id.clone(),
-                    runs_seen: self.runs,
-                    at_least_s: max_age_floor(*longest_s),
-                })
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Warns when `max_age` is below 1.5× the longest recent run that ended well (see
-/// [`recent_runs`]). `None` when the cap is fine, or when it cannot be judged cheaply.
-pub fn recent_max_age_check(
-    store: &mut dyn Store,
-    w: &Watch,
-    schema: &Schema,
-    clocks: &Clocks,
-) -> Result<Option<MaxAgeWarning>> {
-    Ok(match recent_runs(store, w, schema, clocks)? {
-        Recent::Runs(r) => r.max_age_warning(w),
-        Recent::NoEndedColumn | Recent::IdNotPrimary => None,
-    })
-}
-
-/// End minus start of a finished row, in whole seconds.
-fn runtime(r: &FinishedRow, clocks: &Clocks) -> Result<i64, String> {
-    let start = match &r.started.stamp {
-        Ok(Some(s)) => *s,
-        Ok(None) => return Err("no start".into()),
-        Err(e) => return Err(format!("start {}: {e}", r.started.raw)),
-    };
-    let end = match &r.ended.stamp {
-        Ok(Some(s)) => *s,
-        Ok(None) => return Err("no end".into()),
-        Err(e) => return Err(format!("end {}: {e}", r.ended.raw)),
-    };
-    seconds_between(start, end, &clocks.db, clocks.tz)
-}
+use analysis::{Judgement, Mark, Marks, RowView, Suggestion, WatchStats, classify};
 
 // ---------------------------------------------------------------------------------------
 // `selfheal stats`
@@ -327,9 +179,19 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
     Ok((journal_info, warnings))
 }
 
-/// `selfheal stats` from the command line: exit 0, or 1 when a watch has false positives
-/// or a `max_age` below 1.5× its longest run.
-pub fn run_command(args: &StatsArgs) -> Result<u8> {
+/// How `selfheal stats` runs (`app` fills this from the command line).
+#[derive(Debug, Clone, Default)]
+pub struct StatsOptions {
+    /// `--config`; `None`: `$SELFHEAL_CONFIG`, then the default path.
+    pub config: Option<PathBuf>,
+    /// Only these watches (all when empty).
+    pub watches: Vec<String>,
+    pub format: Format,
+}
+
+/// `selfheal stats`, printing to stdout: exit 0, or 1 when a watch has false positives or
+/// a `max_age` below 1.5× its longest run.
+pub fn run_command(args: &StatsOptions) -> Result<u8> {
     let path = ConfigPath::resolve(args.config.as_deref());
     let cfg = config::load(&path, &Overrides::default(), &args.watches)?;
     let mut out = std::io::stdout().lock();

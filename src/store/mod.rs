@@ -355,7 +355,7 @@ pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
 
 /// The `LIKE` pattern for selfheal's message prefix.
 pub(crate) fn marked_pattern() -> String {
-    format!("{}%", crate::report::MESSAGE_PREFIX)
+    format!("{}%", crate::message::MESSAGE_PREFIX)
 }
 
 /// Offset in seconds of `tz` from UTC right now, for writing naive local end times.

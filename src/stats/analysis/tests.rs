@@ -37,27 +37,6 @@ fn view<'a>(
 }
 
 #[test]
-fn messages_are_parsed_even_when_cut() {
-    let p = parse_message(MSG).expect("prefix");
-    assert_eq!(p.verdict, "dead");
-    assert_eq!(p.heartbeat_age_s, Some(2820));
-    assert_eq!(p.total_age_s, Some(3000));
-    assert!(!p.conclusive);
-    let cut = parse_message("self-heal: overtime: heartbeat_age=missing stale_af").expect("p");
-    assert_eq!(cut.verdict, "overtime");
-    assert_eq!((cut.heartbeat_age_s, cut.total_age_s), (None, None));
-    let owner = parse_message("self-heal: dead: heartbeat_age=10s lock=none owner=dead:4242");
-    assert!(owner.expect("p").conclusive);
-    assert!(
-        parse_message("self-heal: dead: lock=free")
-            .expect("p")
-            .conclusive
-    );
-    assert_eq!(parse_message("sync failed: timeout"), None);
-    assert_eq!(parse_message(""), None);
-}
-
-#[test]
 fn false_positives_and_reruns_are_told_apart() {
     let id = json!(7);
     let same = [mark(Some("2026-11-29 09:10:00"), "error", "dead")];
@@ -238,39 +217,6 @@ fn counts_follow_the_judgements() {
     assert_eq!(many.by_status.len(), MAX_STATUSES + 1);
     assert_eq!(many.by_status.get(OTHER_STATUSES), Some(&5));
     assert_eq!(many.by_status.get("s0"), Some(&2));
-}
-
-#[test]
-fn friendly_rounding() {
-    for (secs, want) in [
-        (0, 60),
-        (1, 60),
-        (60, 60),
-        (61, 120),
-        (600, 600),
-        (601, 900),
-        (3_600, 3_600),
-        (3_601, 4_500),
-        (10_800, 10_800),
-        (10_801, 11_700),
-        (21_601, 23_400),
-        (86_401, 90_000),
-    ] {
-        assert_eq!(friendly_ceil(secs), want, "{secs}");
-    }
-}
-
-#[test]
-fn the_max_age_rule_and_its_floor() {
-    // The seed incident: a 30-minute cap against 2-hour runs.
-    assert!(max_age_too_low(1_800, 7_200));
-    assert!(max_age_too_low(10_799, 7_200));
-    assert!(!max_age_too_low(10_800, 7_200), "exactly 1.5x is enough");
-    assert!(!max_age_too_low(14_400, 7_200));
-    assert!(!max_age_too_low(60, 0));
-    assert!(max_age_too_low(u64::MAX / 2, u64::MAX / 2), "no overflow");
-    assert_eq!(max_age_floor(7_200), 10_800);
-    assert_eq!(max_age_floor(7_801), 12_600);
 }
 
 #[test]

@@ -14,19 +14,37 @@
 //!
 //! A crash mid-write can leave a last line cut in half. Writers and readers both survive
 //! it: [`Journal::open`] ends such a line before appending, so the next entry starts on a
-//! line of its own, and [`read`] skips every line that is not one whole JSON object,
+//! line of its own, and [`read`] skips every line that is not one whole journal entry,
 //! reporting where, instead of failing or silently losing the rest.
+//!
+//! Every line is a [`JournalEntry`] (`entry.rs`), and the journal is read back only as
+//! such, so its format is fixed in one place and never follows `--format json` by accident.
+//! Files are opened through [`crate::state`].
 
-use std::fs::{File, OpenOptions};
+mod entry;
+mod pending;
+
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+pub use entry::{JournalEntry, RowId};
+pub use pending::{IntentsHeader, Left, PENDING_FILE, Pending};
 
 use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::state::{self, Access, StateFile};
 
 pub const JOURNAL_FILE: &str = "journal.jsonl";
-/// Intents of the changes a run is about to make (empty between runs).
-pub const PENDING_FILE: &str = "pending.jsonl";
+
+const FILE: StateFile = StateFile {
+    name: JOURNAL_FILE,
+    opening: "opening the journal",
+    reading: "reading the journal",
+    writing: "writing the journal",
+    creating: "creating the journal",
+};
 
 /// Lines longer than this are not journal entries (an entry is well under 4 KiB); they are
 /// skipped without being held in memory.
@@ -38,28 +56,11 @@ pub struct Journal {
     path: PathBuf,
 }
 
-/// Creates the state directory (mode 0750) if it does not exist.
-pub fn create_state_dir(state_dir: &Path) -> Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o750)
-        .create(state_dir)
-        .map_err(|e| Error::io(state_dir, "creating the state directory (run.state_dir)", e))
-}
-
 impl Journal {
     /// Opens (creating the directory and file if needed) for appending. A last line cut
     /// by a crash is ended first, so it damages only itself.
     pub fn open(state_dir: &Path) -> Result<Journal> {
-        create_state_dir(state_dir)?;
-        let path = state_dir.join(JOURNAL_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o640)
-            .open(&path)
-            .map_err(|e| Error::io(&path, "opening the journal", e))?;
+        let (mut file, path) = state::open(state_dir, &FILE, Access::Append)?;
         let cut =
             ends_mid_line(&mut file).map_err(|e| Error::io(&path, "reading the journal", e))?;
         if cut {
@@ -73,11 +74,10 @@ impl Journal {
     /// Appends one entry as a single line, in one `write(2)`: a process killed after it
     /// returns has left the whole line (in the page cache). [`Journal::sync`] puts it on
     /// disk.
-    pub fn append(&mut self, entry: &serde_json::Value) -> Result<()> {
-        let mut line = entry.to_string();
-        line.push('\n');
-        self.file
-            .write_all(line.as_bytes())
+    pub fn append(&mut self, entry: &JournalEntry) -> Result<()> {
+        entry::to_line(entry)
+            .map_err(std::io::Error::from)
+            .and_then(|line| self.file.write_all(&line))
             .map_err(|e| Error::io(&self.path, "writing the journal", e))
     }
 
@@ -113,110 +113,9 @@ fn ends_mid_line(file: &mut File) -> std::io::Result<bool> {
     Ok(last[0] != b'\n')
 }
 
-/// `state_dir/pending.jsonl`: a header line, then one intent per change a run is about to
-/// try (the journal entry it would append, with its `change` id). Truncated, never deleted,
-/// so that writing it needs no directory flush.
-#[derive(Debug)]
-pub struct Pending {
-    file: File,
-    path: PathBuf,
-}
-
-/// What a previous run left in `pending.jsonl`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Left {
-    pub header: serde_json::Map<String, serde_json::Value>,
-    pub intents: Vec<serde_json::Map<String, serde_json::Value>>,
-    /// Lines that were not whole JSON objects (a crash while they were written).
-    pub damaged: usize,
-}
-
-impl Pending {
-    /// Opens `state_dir/pending.jsonl`, creating the directory and the file if needed.
-    pub fn open(state_dir: &Path) -> Result<Pending> {
-        create_state_dir(state_dir)?;
-        let path = state_dir.join(PENDING_FILE);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o640)
-            .open(&path)
-            .map_err(|e| Error::io(&path, "opening the pending-changes file", e))?;
-        Ok(Pending { file, path })
-    }
-
-    /// True when `state_dir/pending.jsonl` exists and is not empty: a run was stopped
-    /// before it settled its changes. Costs one `stat(2)`.
-    pub fn left_behind(state_dir: &Path) -> bool {
-        std::fs::metadata(state_dir.join(PENDING_FILE)).is_ok_and(|m| m.len() > 0)
-    }
-
-    /// Reads what is in the file; `None` when it is empty.
-    pub fn read(&mut self) -> Result<Option<Left>> {
-        let io = |e| Error::io(&self.path, "reading the pending-changes file", e);
-        self.file.seek(SeekFrom::Start(0)).map_err(io)?;
-        let mut text = String::new();
-        (&self.file).read_to_string(&mut text).map_err(io)?;
-        let mut left = Left::default();
-        let mut first = true;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            match serde_json::from_str::<serde_json::Value>(line) {
-                Ok(serde_json::Value::Object(m)) if first => left.header = m,
-                Ok(serde_json::Value::Object(m)) => left.intents.push(m),
-                _ => left.damaged += 1,
-            }
-            first = false;
-        }
-        Ok((!first).then_some(left))
-    }
-
-    /// Replaces the file's contents with `header` and `intents` (each serialised as it is
-    /// written, so that memory does not grow with their number), on disk before it returns.
-    pub fn write(
-        &mut self,
-        header: &serde_json::Value,
-        intents: &mut dyn Iterator<Item = serde_json::Value>,
-    ) -> Result<()> {
-        let path = self.path.clone();
-        let io = move |e| Error::io(&path, "writing the pending-changes file", e);
-        self.file.set_len(0).map_err(&io)?;
-        self.file.seek(SeekFrom::Start(0)).map_err(&io)?;
-        let mut out = std::io::BufWriter::new(&self.file);
-        let line = |out: &mut std::io::BufWriter<&File>, v: &serde_json::Value| {
-            serde_json::to_writer(&mut *out, v)
-                .map_err(std::io::Error::from)
-                .and_then(|()| out.write_all(b"\n"))
-        };
-        line(&mut out, header).map_err(&io)?;
-        for i in intents {
-            line(&mut out, &i).map_err(&io)?;
-        }
-        out.flush().map_err(&io)?;
-        drop(out);
-        self.file.sync_data().map_err(&io)
-    }
-
-    /// Empties the file: every intent in it is settled.
-    pub fn clear(&mut self) -> Result<()> {
-        self.file
-            .set_len(0)
-            .map_err(|e| Error::io(&self.path, "clearing the pending-changes file", e))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
 /// Reads the journal's entries from byte `offset` on (from the start when the file is now
-/// shorter than that: it was rotated), handing each whole JSON object to `each`.
-pub fn read_from(
-    path: &Path,
-    offset: u64,
-    each: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>),
-) -> Result<()> {
+/// shorter than that: it was rotated), handing each whole entry to `each`.
+pub fn read_from(path: &Path, offset: u64, each: &mut dyn FnMut(JournalEntry)) -> Result<()> {
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -238,8 +137,8 @@ pub fn read_from(
         if buf.is_empty() && !ended && !too_long {
             return Ok(());
         }
-        if !too_long && let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(&buf) {
-            each(m);
+        if !too_long && let Ok(e) = serde_json::from_slice::<JournalEntry>(&buf) {
+            each(e);
         }
         if !ended {
             return Ok(());
@@ -286,13 +185,10 @@ impl ReadReport {
     }
 }
 
-/// Reads the journal at `path` line by line, handing every whole JSON object to `each`.
-/// Damaged lines (cut by a crash, not JSON, not an object, not UTF-8, absurdly long) are
+/// Reads the journal at `path` line by line, handing every whole entry to `each`.
+/// Damaged lines (cut by a crash, not JSON, not an entry, not UTF-8, absurdly long) are
 /// skipped and listed in the report. A missing file is an empty journal.
-pub fn read(
-    path: &Path,
-    each: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>),
-) -> Result<ReadReport> {
+pub fn read(path: &Path, each: &mut dyn FnMut(JournalEntry)) -> Result<ReadReport> {
     let mut report = ReadReport::default();
     let file = match File::open(path) {
         Ok(f) => f,
@@ -328,10 +224,15 @@ pub fn read(
         }
         match serde_json::from_slice::<serde_json::Value>(&buf) {
             // Without a newline but whole: only the newline's write was cut. Take it.
-            Ok(serde_json::Value::Object(map)) => {
-                report.entries += 1;
-                each(map);
-            }
+            Ok(v @ serde_json::Value::Object(_)) => match serde_json::from_value(v) {
+                Ok(e) => {
+                    report.entries += 1;
+                    each(e);
+                }
+                Err(e) => report
+                    .damaged
+                    .push(damaged(format!("not a journal entry: {e}"))),
+            },
             Ok(_) => report.damaged.push(damaged("not a JSON object".into())),
             Err(e) if !ended || e.is_eof() => report
                 .damaged
@@ -373,13 +274,67 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<(bool, 
     }
 }
 
+/// The journal and the intents file, opened before a run's first change.
+pub struct Writer {
+    pub journal: Journal,
+    pub pending: Pending,
+}
+
+impl Writer {
+    pub fn open(state_dir: &Path) -> Result<Writer> {
+        Ok(Writer {
+            journal: Journal::open(state_dir)?,
+            pending: Pending::open(state_dir)?,
+        })
+    }
+}
+
+/// A run's id (`HOST:PID:NANOS`), and the ids of its changes (`RUN/N`), which tie the
+/// journal's entries to the intents in `pending.jsonl`.
+pub struct RunId {
+    id: String,
+    next: std::cell::Cell<u64>,
+}
+
+impl RunId {
+    pub fn new(host: &Host) -> RunId {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        RunId {
+            id: format!("{}:{}:{nanos}", host.name, std::process::id()),
+            next: std::cell::Cell::new(1),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.id
+    }
+
+    /// The id of the run's next change.
+    pub fn change(&self) -> String {
+        let n = self.next.get();
+        self.next.set(n + 1);
+        format!("{}/{n}", self.id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn read_all(path: &Path) -> (Vec<serde_json::Value>, ReadReport) {
+    fn entry(id: i64) -> JournalEntry {
+        JournalEntry {
+            watch: "w".into(),
+            id: RowId::Int(id),
+            reason: "self-heal: dead".into(),
+            ..JournalEntry::default()
+        }
+    }
+
+    fn read_all(path: &Path) -> (Vec<RowId>, ReadReport) {
         let mut v = Vec::new();
-        let rep = read(path, &mut |m| v.push(serde_json::Value::Object(m))).expect("read");
+        let rep = read(path, &mut |e| v.push(e.id)).expect("read");
         (v, rep)
     }
 
@@ -387,28 +342,24 @@ mod tests {
     fn a_line_cut_in_half_is_skipped_and_the_next_append_starts_a_new_line() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut j = Journal::open(dir.path()).expect("open");
-        j.append(&serde_json::json!({"id": 1})).expect("append");
-        j.append(&serde_json::json!({"id": 2, "reason": "self-heal: dead"}))
-            .expect("append");
+        j.append(&entry(1)).expect("append");
+        j.append(&entry(2)).expect("append");
         drop(j);
         let path = dir.path().join(JOURNAL_FILE);
         let text = std::fs::read_to_string(&path).expect("read");
         let cut = text.len() - 12;
         std::fs::write(&path, &text[..cut]).expect("cut");
         let (v, rep) = read_all(&path);
-        assert_eq!(v, vec![serde_json::json!({"id": 1})]);
+        assert_eq!(v, vec![RowId::Int(1)]);
         assert_eq!(rep.damaged.len(), 1);
         assert_eq!(rep.damaged[0].line, 2);
         assert!(rep.damaged[0].why.contains("cut short"), "{rep:?}");
 
         let mut j = Journal::open(dir.path()).expect("reopen");
-        j.append(&serde_json::json!({"id": 3})).expect("append");
+        j.append(&entry(3)).expect("append");
         drop(j);
         let (v, rep) = read_all(&path);
-        assert_eq!(
-            v,
-            vec![serde_json::json!({"id": 1}), serde_json::json!({"id": 3})]
-        );
+        assert_eq!(v, vec![RowId::Int(1), RowId::Int(3)]);
         assert_eq!(rep.entries, 2);
         assert_eq!(rep.damaged.len(), 1);
         assert!(
@@ -416,6 +367,10 @@ mod tests {
                 .is_some_and(|w| w.contains("skipped 1 damaged line (line 2")),
             "{rep:?}"
         );
+        // What is read back is what was written.
+        let mut all = Vec::new();
+        read(&path, &mut |e| all.push(e)).expect("read");
+        assert_eq!(all, vec![entry(1), entry(3)]);
     }
 
     #[test]
@@ -429,16 +384,22 @@ mod tests {
         bytes.extend_from_slice(b"\xff\xfe{\n");
         bytes.extend_from_slice(b"{\"id\": 2}{\"id\": 3}\n");
         bytes.extend(std::iter::repeat_n(b'x', MAX_LINE + 10));
-        bytes.extend_from_slice(b"\n{\"id\": 4}");
+        bytes.extend_from_slice(b"\n{\"id\": 5, \"verdict\": \"gone\"}\n");
+        bytes.extend_from_slice(b"{\"id\": 4}");
         std::fs::write(&path, &bytes).expect("write");
         let (v, rep) = read_all(&path);
-        assert_eq!(
-            v,
-            vec![serde_json::json!({"id": 1}), serde_json::json!({"id": 4})]
-        );
+        assert_eq!(v, vec![RowId::Int(1), RowId::Int(4)]);
         let lines: Vec<u64> = rep.damaged.iter().map(|d| d.line).collect();
-        assert_eq!(lines, vec![2, 4, 5, 6], "{rep:?}");
+        assert_eq!(lines, vec![2, 4, 5, 6, 7], "{rep:?}");
         assert!(rep.damaged[3].why.contains("longer than"), "{rep:?}");
+        assert!(
+            rep.damaged[4].why.contains("not a journal entry"),
+            "{rep:?}"
+        );
+        // Reading from an offset skips the same lines.
+        let mut from = Vec::new();
+        read_from(&path, 0, &mut |e| from.push(e.id)).expect("read_from");
+        assert_eq!(from, v);
     }
 
     #[test]

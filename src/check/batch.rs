@@ -1,0 +1,407 @@
+//! [`Batch`]: the writes of one watch's condemned rows, and everything that goes with a
+//! write — the intents on disk first, the evidence read again just before each row's
+//! compare-and-set, grouped commits where the store groups them, the legacy lock file
+//! released only after its row's change is committed, one journal line per applied change,
+//! one flush, and the intents cleared.
+//!
+//! Order, so that a run killed anywhere leaves something the next run can settle
+//! ([`crate::recovery`]): intents (flushed) → compare-and-set (→ commit) → release →
+//! journal line (one `write(2)`) … → one flush of the journal → intents cleared. A change
+//! not journaled keeps its intent and stops the run.
+//!
+//! I/O: `state_dir/pending.jsonl` and `state_dir/journal.jsonl` (opened on the first
+//! batch of a run), the heartbeat, lock and owner probes again, one compare-and-set per
+//! row, and the release of a legacy lock file ([`crate::release`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::sweep::plan_row;
+use crate::clock::{Clocks, now_rfc3339};
+use crate::config::Watch;
+use crate::decide::{self, Action, Hold};
+use crate::error::{Error, Result};
+use crate::evidence::{self, gather};
+use crate::host::Host;
+use crate::journal::{IntentsHeader, Journal, JournalEntry, RowId, RunId, Writer};
+use crate::probe::LockTable;
+use crate::release::{self, Release};
+use crate::report::RowReport;
+use crate::store::{CasOutcome, Change, RunningRow, Schema, Store};
+
+/// At most this many compare-and-sets commit together (where the store groups them): one
+/// commit, and one sync of the database, for up to this many rows, while the rows (or
+/// SQLite's write lock) are held for only a few milliseconds.
+const WRITE_GROUP: usize = 100;
+
+/// What writing a watch's rows needs to know.
+pub(super) struct Ctx<'a> {
+    pub w: &'a Watch,
+    pub schema: &'a Schema,
+    pub state_dir: &'a Path,
+    pub clocks: &'a Clocks,
+    pub host: &'a Host,
+    pub hold: Option<Hold>,
+    pub run: &'a RunId,
+    /// How many running rows name each lock file (`release_lock = "if_free"` only).
+    pub lock_users: &'a HashMap<PathBuf, usize>,
+}
+
+/// One watch's writes.
+pub(super) struct Batch<'a> {
+    pub ctx: Ctx<'a>,
+    pub store: &'a mut dyn Store,
+    /// The run's journal and intents file, opened by the run's first batch.
+    pub writer: &'a mut Option<Writer>,
+}
+
+/// How a watch's writes ended.
+#[derive(Default)]
+pub(super) struct BatchEnd {
+    /// The row whose compare-and-set failed with an error that stops the run.
+    pub stopped_at: Option<usize>,
+    /// The error to stop the run with, once the rows before it are reported.
+    pub error: Option<Error>,
+}
+
+impl BatchEnd {
+    fn stopped(at: usize, e: Error) -> BatchEnd {
+        BatchEnd {
+            stopped_at: Some(at),
+            error: Some(e),
+        }
+    }
+}
+
+impl Batch<'_> {
+    /// Writes the rows, each with the report made when it was judged: intents to
+    /// `pending.jsonl` (on disk), then per row the re-read of its evidence and its
+    /// compare-and-set, with one journal line per applied change (right after it, or after
+    /// the commit where the store groups the writes), one flush, and the intents cleared.
+    /// `Err`: nothing was changed.
+    pub fn write(&mut self, rows: &mut [(RunningRow, RowReport)]) -> Result<BatchEnd> {
+        let Batch { ctx, store, writer } = self;
+        // The journal must be writable before the first change is made.
+        let jw = match writer {
+            Some(jw) => jw,
+            None => writer.insert(Writer::open(ctx.state_dir)?),
+        };
+        let intents: Vec<(usize, String)> =
+            (0..rows.len()).map(|i| (i, ctx.run.change())).collect();
+        let header = IntentsHeader {
+            run: ctx.run.as_str().to_string(),
+            journal_offset: jw.journal.end_offset()?,
+            session: store.session(),
+            time: now_rfc3339(),
+        };
+        jw.pending.write(
+            &header,
+            &mut intents.iter().map(|(i, change)| {
+                let (row, report) = &rows[*i];
+                JournalEntry {
+                    applied: true,
+                    ..journal_entry(ctx, row, report, change)
+                }
+            }),
+        )?;
+        let mut pass = Pass {
+            ctx,
+            store: &mut **store,
+            jw,
+            rows,
+            intents,
+            k: 0,
+            end: BatchEnd::default(),
+            journaled: Ok(()),
+        };
+        while pass.k < pass.intents.len() && pass.end.error.is_none() && pass.journaled.is_ok() {
+            pass.group();
+        }
+        Ok(pass.finish())
+    }
+}
+
+/// The writes under way.
+struct Pass<'b, 'a> {
+    ctx: &'b Ctx<'a>,
+    store: &'b mut dyn Store,
+    jw: &'b mut Writer,
+    rows: &'b mut [(RunningRow, RowReport)],
+    /// Row index and change id, in writing order.
+    intents: Vec<(usize, String)>,
+    /// The next intent to write.
+    k: usize,
+    end: BatchEnd,
+    /// A change not journaled stops the writes.
+    journaled: Result<()>,
+}
+
+impl Pass<'_, '_> {
+    /// Writes the next group of rows (one row where a group does not pay or the store
+    /// does not group): a row locked by another transaction ends the group and is then
+    /// written on its own, where it may wait.
+    fn group(&mut self) {
+        // A group pays for itself from two rows on.
+        let begun = if self.intents.len() - self.k > 1 {
+            self.store.begin_writes()
+        } else {
+            Ok(false)
+        };
+        let grouped = match begun {
+            Ok(g) => g,
+            Err(e) => {
+                self.end = BatchEnd::stopped(self.intents[self.k].0, e);
+                return;
+            }
+        };
+        let first = self.k;
+        let busy = self.cas_rows(grouped);
+        if grouped && !self.commit(first) {
+            return;
+        }
+        if busy && self.end.error.is_none() && self.journaled.is_ok() {
+            let (i, change) = &self.intents[self.k];
+            let (row, report) = &mut self.rows[*i];
+            match cas_row(self.ctx, row, report, self.store) {
+                Err(e) => self.end = BatchEnd::stopped(*i, e),
+                Ok(_) => {
+                    self.k += 1;
+                    if report.applied {
+                        self.journaled =
+                            after_commit(self.ctx, &mut self.jw.journal, row, report, change);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One compare-and-set per row, up to a group's size; each change committed on its own
+    /// is journaled at once. True when a row was locked by someone else (never waited for
+    /// inside a group).
+    fn cas_rows(&mut self, grouped: bool) -> bool {
+        let first = self.k;
+        while self.k < self.intents.len() && (!grouped || self.k - first < WRITE_GROUP) {
+            let (i, change) = &self.intents[self.k];
+            let (row, report) = &mut self.rows[*i];
+            match cas_row(self.ctx, row, report, self.store) {
+                Err(e) => {
+                    self.end = BatchEnd::stopped(*i, e);
+                    return false;
+                }
+                Ok(false) => return true,
+                Ok(true) => {}
+            }
+            self.k += 1;
+            // One write(2), flushed in `finish`: a run killed after it leaves the line. A
+            // failed journal write stops the writes, so that no further change waits on
+            // its intent alone.
+            if !grouped && report.applied {
+                self.journaled = after_commit(self.ctx, &mut self.jw.journal, row, report, change);
+                if self.journaled.is_err() {
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    /// Commits the group begun at `first`, then releases what may be released and
+    /// journals its changes. False when the commit failed: nothing of the group is
+    /// applied, and its intents stay for the next run to check.
+    fn commit(&mut self, first: usize) -> bool {
+        if let Err(e) = self.store.commit_writes() {
+            for (i, _) in &self.intents[first..self.k] {
+                let report = &mut self.rows[*i].1;
+                if report.applied {
+                    report.applied = false;
+                    report.action = Action::None;
+                    report.note = Some(format!("write failed: {}", e.full_message()));
+                }
+            }
+            let next = self.intents.get(self.k).map(|x| x.0);
+            self.end.stopped_at = self.end.stopped_at.or(next);
+            self.end.error = Some(self.end.error.take().unwrap_or(e));
+            return false;
+        }
+        for (i, change) in &self.intents[first..self.k] {
+            let (row, report) = &mut self.rows[*i];
+            if !report.applied {
+                continue;
+            }
+            self.journaled = after_commit(self.ctx, &mut self.jw.journal, row, report, change);
+            if self.journaled.is_err() {
+                break;
+            }
+        }
+        true
+    }
+
+    /// Flushes the journal once, then clears the intents when every change is journaled
+    /// and no write failed the run (a failed write's outcome is unknown: its intent stays).
+    fn finish(mut self) -> BatchEnd {
+        if self.journaled.is_ok()
+            && let Some(first) = self.intents.iter().find(|(i, _)| self.rows[*i].1.applied)
+            && let Err(e) = self.jw.journal.sync()
+        {
+            let (row, report) = &self.rows[first.0];
+            self.journaled = Err(journal_error(e, self.ctx.w, row, report));
+        }
+        match self.journaled {
+            // A change not journaled: its intent stays, for the next run to settle; stop so
+            // that no further change goes unrecorded.
+            Err(e) => self.end.error = Some(self.end.error.unwrap_or(e)),
+            Ok(()) if self.end.error.is_none() => {
+                // Harmless if it fails: the next run finds these changes in the journal.
+                let _ = self.jw.pending.clear();
+            }
+            Ok(()) => {}
+        }
+        self.end
+    }
+}
+
+/// Re-reads the row's file evidence, then applies its compare-and-set. `Ok(false)`: in a
+/// group of writes, the row is locked by another transaction; nothing was done.
+fn cas_row(
+    ctx: &Ctx<'_>,
+    row: &RunningRow,
+    report: &mut RowReport,
+    store: &mut dyn Store,
+) -> Result<bool> {
+    let w = ctx.w;
+    // Just before the write: did the row beat, or the worker show up, in between?
+    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+    let again = gather(
+        w,
+        row,
+        ctx.clocks,
+        ctx.host,
+        SystemTime::now(),
+        locks.as_ref(),
+    );
+    let d2 = decide::decide(&again, report.thresholds);
+    let p2 = plan_row(w, &d2, row, ctx.hold);
+    if (p2.action, &p2.target) != (report.plan.action, &report.plan.target) {
+        report.action = Action::None;
+        report.note = Some(format!(
+            "left alone: the evidence changed before the write (now {}: {})",
+            d2.verdict.as_str(),
+            d2.basis.describe()
+        ));
+        return Ok(true);
+    }
+    let target = report.plan.target.clone().unwrap_or_default();
+    let change = Change {
+        row,
+        new_status: &target,
+        message: w.message_column.as_ref().map(|_| report.reason.clone()),
+        bump_attempts: report.plan.action == Action::MarkRetry,
+    };
+    match store.compare_and_set(w, ctx.schema, &change)? {
+        CasOutcome::Applied => report.applied = true,
+        CasOutcome::LostRace => {
+            report.action = Action::LostRace;
+            report.note =
+                Some("the row moved on between the read and the write; left as it is".into());
+        }
+        CasOutcome::Failed(why) => {
+            report.action = Action::None;
+            report.note = Some(format!("write failed: {why}"));
+        }
+        CasOutcome::Busy => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// A change just committed: releases what may be released (the legacy lock file), then
+/// appends its journal line.
+fn after_commit(
+    ctx: &Ctx<'_>,
+    journal: &mut Journal,
+    row: &RunningRow,
+    report: &mut RowReport,
+    change: &str,
+) -> Result<()> {
+    // Never before the commit: the row must be marked first. The outcome goes into the
+    // row's report and journal entry.
+    if report.applied && report.release_planned {
+        report.lock_release = Some(release_lock(ctx, row));
+    }
+    journal
+        .append(&journal_entry(ctx, row, report, change))
+        .map_err(|e| journal_error(e, ctx.w, row, report))
+}
+
+fn journal_error(e: Error, w: &Watch, row: &RunningRow, report: &RowReport) -> Error {
+    match e {
+        Error::Io { path, source, .. } => Error::Journal {
+            path,
+            row: format!(
+                "{} id={} (now '{}')",
+                w.name,
+                row.id,
+                report.plan.target.clone().unwrap_or_default()
+            ),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// Removes a marked row's legacy lock file when every condition of [`release`] holds.
+fn release_lock(ctx: &Ctx<'_>, row: &RunningRow) -> Release {
+    let Some(tpl) = &ctx.w.lock_file else {
+        return Release::Absent;
+    };
+    let path = match tpl.render(&row.id.to_string()) {
+        Ok(p) => p,
+        Err(why) => return Release::Failed(format!("lock_file: {why}")),
+    };
+    let users = ctx.lock_users.get(&path).copied().unwrap_or(1);
+    if users > 1 {
+        return Release::Kept(format!(
+            "it is named by {users} running rows; it may be another row's lock"
+        ));
+    }
+    release::release_if_free(&path, ctx.host)
+}
+
+/// The journal entry of one change.
+fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -> JournalEntry {
+    JournalEntry {
+        change: change.to_string(),
+        time: now_rfc3339(),
+        host: ctx.host.name.clone(),
+        watch: r.watch.clone(),
+        table: ctx.w.table.to_string(),
+        id: RowId::from(&r.id),
+        // What the compare-and-set matched: tells this run of the row from a later run of
+        // the same id (stats, false positives, settling a stopped run's intents).
+        started: Some(row.started.raw.to_string()),
+        attempts: row.attempts,
+        from: ctx.w.running_value.clone(),
+        to: r.plan.target.clone().unwrap_or_default(),
+        verdict: r.decision.verdict,
+        basis: r.decision.basis.describe(),
+        conclusive: r.decision.conclusive(),
+        action: r.action,
+        applied: r.applied,
+        attention: r.attention(),
+        held: r.plan.hold,
+        reason: r.reason.clone(),
+        note: r.note.clone(),
+        target: r.target.clone(),
+        stale_after_s: r.thresholds.stale_after,
+        max_age_s: r.thresholds.max_age,
+        evidence: evidence::render(&r.evidence, r.thresholds).record,
+        lock_file: r.lock_file.clone(),
+        lock_release: r.lock_release.as_ref().map(|l| l.as_str().to_string()),
+        lock_release_detail: r
+            .lock_release
+            .as_ref()
+            .and_then(|l| l.detail())
+            .map(str::to_string),
+        recovered: false,
+    }
+}

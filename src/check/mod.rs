@@ -1,0 +1,412 @@
+//! `selfheal check`: read each watch's running rows, gather the evidence, decide, and apply
+//! one compare-and-set per row that a verdict condemns.
+//!
+//! Order of work, so that bad input never causes a partial write: the configuration is
+//! already validated; then the run lock (not for dry runs), the database clock, every
+//! watch's schema; only then rows are judged and written. Just before each write the file
+//! evidence (heartbeat mtime, lock, owner pid) is read again, and a row whose evidence
+//! changed is left alone. The job's lock file is never deleted here, except by
+//! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::release`]).
+//!
+//! Three rooms: this module is the run (its options and exit status, the run lock, the
+//! clocks, settling a stopped run, each watch in turn, `last-run.json` and the metrics);
+//! `sweep.rs` turns a watch's rows into judged rows (nothing written); `batch.rs` writes a
+//! watch's condemned rows (intents, compare-and-set, release, journal). A new per-row
+//! verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written goes
+//! through `batch.rs` and the journal.
+//!
+//! I/O here: the run lock, the database connection (clock, schemas, the per-watch
+//! advisory lock, recent runtimes), `state_dir/last-run.json` and the metrics file, each
+//! only in a real run; the rest through `sweep.rs` and `batch.rs`.
+
+mod batch;
+mod sweep;
+
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime};
+
+use serde_json::json;
+
+use crate::clock::{Clocks, clock_skew, skew_text};
+use crate::config::{Config, Database, Watch};
+use crate::decide::{Action, Hold};
+use crate::error::{Error, Result, exit};
+use crate::evidence::thresholds;
+use crate::host::Host;
+use crate::journal::{Pending, RunId, Writer};
+use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
+use crate::store::{self, RunningRow, Schema, Store};
+
+use batch::{Batch, BatchEnd};
+use sweep::{SweepCtx, Swept, row_report};
+
+/// How a check runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckOptions {
+    /// Decide everything, write nothing (no rows, no journal, no lock, no advisory lock).
+    pub dry_run: bool,
+    /// Act even when the breaker trips or the clocks disagree.
+    pub force: bool,
+}
+
+/// The exit status for a finished run (SPEC §7).
+pub fn exit_code(s: &Summary) -> u8 {
+    if s.totals().attention > 0 {
+        exit::ATTENTION
+    } else if !s.busy_watches.is_empty() {
+        exit::BUSY
+    } else {
+        exit::OK
+    }
+}
+
+/// Where a run's findings go: the summary (JSON, `last-run.json`, metrics) and the
+/// reporter.
+struct Out<'a> {
+    rep: &'a mut dyn Reporter,
+    summary: &'a mut Summary,
+}
+
+impl Out<'_> {
+    fn warn(&mut self, msg: String) {
+        self.rep.warning(&msg);
+        self.summary.warnings.push(msg);
+    }
+}
+
+/// Runs a check over every watch of `cfg`.
+///
+/// A real run (not a dry run) holds selfheal's run lock throughout and, still holding it,
+/// leaves its reports behind — `state_dir/last-run.json` and, with `run.metrics_file`, the
+/// metrics — also after a failure, so that a stale "last success" tells on it. A run that
+/// did not get the run lock writes nothing at all; a dry run writes nothing either.
+pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<Summary> {
+    let mut summary = Summary {
+        dry_run: opts.dry_run,
+        ..Summary::default()
+    };
+    if cfg.watches.is_empty() {
+        rep.finish(&summary);
+        return Ok(summary);
+    }
+    let Some(db) = cfg.database.as_ref() else {
+        return Err(Error::Usage("no [database] configured".into()));
+    };
+    if opts.dry_run {
+        run_watches(
+            cfg,
+            db,
+            opts,
+            &mut Out {
+                rep,
+                summary: &mut summary,
+            },
+        )?;
+        rep.finish(&summary);
+        return Ok(summary);
+    }
+    let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
+    let started = SystemTime::now();
+    let began = Instant::now();
+    let mut out = Out {
+        rep,
+        summary: &mut summary,
+    };
+    let result = run_watches(cfg, db, opts, &mut out);
+    let status = match &result {
+        Ok(()) => exit_code(out.summary),
+        Err(e) => e.exit_code(),
+    };
+    write_last_run(cfg, &mut out, &result, status, started, began);
+    let metrics = cfg.run.metrics_file.as_ref().map(|path| {
+        let run = crate::metrics::Run {
+            summary: result.is_ok().then_some(&*out.summary),
+            exit_status: status,
+            started,
+            duration: began.elapsed(),
+        };
+        crate::metrics::update(path, cfg, &Host::current(), &run)
+    });
+    result?;
+    rep.finish(&summary);
+    // An unwritable metrics file fails the run (exit 3), after the rows were handled.
+    if let Some(m) = metrics {
+        m?;
+    }
+    Ok(summary)
+}
+
+/// Writes `state_dir/last-run.json`. Failing to is not worth failing a run whose rows
+/// were handled and journaled: it is a warning, which also tells the operator, before any
+/// row needs it, that the state directory (and so the journal) is unusable.
+fn write_last_run(
+    cfg: &Config,
+    out: &mut Out<'_>,
+    result: &Result<()>,
+    status: u8,
+    started: SystemTime,
+    began: Instant,
+) {
+    let mut body = summary_json(out.summary, &out.summary.warnings);
+    if let Some(o) = body.as_object_mut() {
+        o.remove("summary");
+        let time = chrono::DateTime::<chrono::Utc>::from(started)
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        o.insert("time".into(), json!(time));
+        let ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        o.insert("duration_ms".into(), json!(ms));
+        o.insert("exit_status".into(), json!(status));
+        let error = result.as_ref().err().map(Error::full_message);
+        o.insert("error".into(), json!(error));
+        o.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    }
+    if let Err(e) = crate::state::write_last_run(&cfg.run.state_dir, &body)
+        && result.is_ok()
+    {
+        out.warn(format!(
+            "cannot write the last-run report: {}; the journal needs this directory too, \
+             so the next change would fail: fix run.state_dir",
+            e.full_message()
+        ));
+    }
+}
+
+/// What every watch of a run shares.
+struct Run<'a> {
+    cfg: &'a Config,
+    opts: &'a CheckOptions,
+    host: Host,
+    clocks: Clocks,
+    /// Holds back everything not conclusive (the clocks disagree).
+    hold: Option<Hold>,
+    id: RunId,
+    /// Opened before the run's first change (or to settle a stopped run's intents).
+    writer: Option<Writer>,
+}
+
+/// Everything after the run lock: connect, read the clocks and every schema, settle what a
+/// stopped run left, then judge and handle each watch's rows.
+fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'_>) -> Result<()> {
+    let mut store = store::open(db, opts.dry_run)?;
+    for note in store.notes() {
+        out.warn(note);
+    }
+    let host = Host::current();
+    let clocks = Clocks {
+        db: store.clock()?,
+        tz: db.timezone,
+    };
+    let hold = compare_clocks(cfg, opts, &clocks, out);
+
+    // Every schema first: a missing column in the last watch must not leave the first
+    // watch's rows half-handled.
+    let mut schemas: HashMap<&str, Schema> = HashMap::new();
+    for w in &cfg.watches {
+        schemas.insert(&w.name, store.schema(w)?);
+    }
+
+    let mut run = Run {
+        cfg,
+        opts,
+        id: RunId::new(&host),
+        host,
+        clocks,
+        hold,
+        writer: None,
+    };
+    if !opts.dry_run && Pending::left_behind(&cfg.run.state_dir) {
+        let jw = run.writer.insert(Writer::open(&cfg.run.state_dir)?);
+        for msg in crate::recovery::settle(cfg, store.as_mut(), jw)? {
+            out.warn(msg);
+        }
+    }
+    for w in &cfg.watches {
+        let schema = schemas.remove(w.name.as_str());
+        check_watch(&mut run, w, schema, store.as_mut(), out)?;
+    }
+    Ok(())
+}
+
+/// Measures the database clock against the host's; beyond the tolerance, warns and (unless
+/// forced) holds back everything not conclusive.
+fn compare_clocks(
+    cfg: &Config,
+    opts: &CheckOptions,
+    clocks: &Clocks,
+    out: &mut Out<'_>,
+) -> Option<Hold> {
+    let skew = clock_skew(&clocks.db, SystemTime::now());
+    out.summary.clock_skew_s = Some(skew);
+    if skew.unsigned_abs() <= cfg.run.clock_tolerance.as_secs() {
+        return None;
+    }
+    out.summary.clock_skew_exceeded = true;
+    out.warn(format!(
+        "{}{}",
+        skew_text(skew, cfg.run.clock_tolerance.as_secs()),
+        if opts.force {
+            "; --force: acting on all evidence anyway"
+        } else {
+            "; acting only on conclusive evidence (owner pid gone, lock free)"
+        }
+    ));
+    (!opts.force).then_some(Hold::ClockSkew)
+}
+
+/// One watch: skipped (another host's, or another run holds its lock), or judged, written
+/// and reported.
+fn check_watch(
+    run: &mut Run<'_>,
+    w: &Watch,
+    schema: Option<Schema>,
+    store: &mut dyn Store,
+    out: &mut Out<'_>,
+) -> Result<()> {
+    let t = thresholds(w);
+    let mut info = WatchInfo {
+        name: w.name.clone(),
+        table: w.table.to_string(),
+        stale_after_s: t.stale_after,
+        max_age_s: t.max_age,
+        skipped: None,
+    };
+    let mut counts = WatchRun {
+        name: w.name.clone(),
+        ..WatchRun::default()
+    };
+    if let Some(h) = &w.host
+        && !run.host.is_me(h)
+    {
+        info.skipped = Some(format!("it runs on host {h}; this is {}", run.host.name));
+        counts.skipped = info.skipped.clone();
+        counts.other_host = true;
+        out.summary.per_watch.push(counts);
+        out.rep.watch(&info);
+        return Ok(());
+    }
+    let t0 = Instant::now();
+    if !run.opts.dry_run && !store.try_watch_lock(w)? {
+        info.skipped = Some("another selfheal run (on this or another host) is checking it".into());
+        counts.skipped = info.skipped.clone();
+        counts.duration = t0.elapsed();
+        out.summary.per_watch.push(counts);
+        out.summary.busy_watches.push(w.name.clone());
+        out.rep.watch(&info);
+        return Ok(());
+    }
+    out.rep.watch(&info);
+    out.summary.watches_checked += 1;
+    let Some(schema) = schema else {
+        return Ok(());
+    };
+    max_age_check(store, w, &schema, &run.clocks, out);
+    let ctx = SweepCtx {
+        clocks: &run.clocks,
+        host: &run.host,
+        run_hold: run.hold,
+        force: run.opts.force,
+    };
+    let swept = sweep::sweep(w, store, &ctx, &mut |m| out.warn(m))?;
+    if swept.breaker_tripped {
+        out.summary.breaker_tripped.push(w.name.clone());
+        counts.breaker_tripped = true;
+    }
+    let result = write_and_report(run, w, &schema, swept, store, out, &mut counts);
+    counts.duration = t0.elapsed();
+    out.summary.per_watch.push(counts);
+    result
+}
+
+/// The configuration of the seed incident: a cap below the runs it must let live. Bounded
+/// to the latest rows by primary key, so it costs the same on any table.
+fn max_age_check(
+    store: &mut dyn Store,
+    w: &Watch,
+    schema: &Schema,
+    clocks: &Clocks,
+    out: &mut Out<'_>,
+) {
+    match crate::history::recent_max_age_check(store, w, schema, clocks) {
+        Ok(Some(warn)) => {
+            out.warn(warn.message());
+            out.summary.max_age_too_low.push(warn);
+        }
+        Ok(None) => {}
+        Err(e) => out.warn(format!(
+            "watch {}: cannot read recent runtimes for the max_age check: {}",
+            w.name,
+            e.full_message()
+        )),
+    }
+}
+
+/// Writes the rows a real run changes, then reports every row in order. The row whose
+/// write failed the run, and the rows after it, are not reported.
+fn write_and_report(
+    run: &mut Run<'_>,
+    w: &Watch,
+    schema: &Schema,
+    swept: Swept,
+    store: &mut dyn Store,
+    out: &mut Out<'_>,
+    counts: &mut WatchRun,
+) -> Result<()> {
+    let dry_run = run.opts.dry_run;
+    let rows = swept.rows;
+    // Reports are made as rows are output; only the rows to write get theirs first.
+    let writes: Vec<usize> = (0..rows.len())
+        .filter(|&i| !dry_run && rows[i].plan.writes())
+        .collect();
+    let mut batch: Vec<(RunningRow, RowReport)> = writes
+        .iter()
+        .map(|&i| (rows[i].row.clone(), row_report(w, schema, rows[i].clone())))
+        .collect();
+    let end = if batch.is_empty() {
+        BatchEnd::default()
+    } else {
+        let ctx = batch::Ctx {
+            w,
+            schema,
+            state_dir: &run.cfg.run.state_dir,
+            clocks: &run.clocks,
+            host: &run.host,
+            hold: swept.hold,
+            run: &run.id,
+            lock_users: &swept.lock_users,
+        };
+        let mut b = Batch {
+            ctx,
+            store,
+            writer: &mut run.writer,
+        };
+        let end = b.write(&mut batch)?;
+        BatchEnd {
+            stopped_at: end.stopped_at.and_then(|k| writes.get(k).copied()),
+            error: end.error,
+        }
+    };
+    let mut written = writes
+        .into_iter()
+        .zip(batch.into_iter().map(|(_, r)| r))
+        .peekable();
+    for (i, j) in rows.into_iter().enumerate() {
+        if end.stopped_at.is_some_and(|s| i >= s) {
+            break;
+        }
+        let report = match written.next_if(|(k, _)| *k == i) {
+            Some((_, r)) => r,
+            None => row_report(w, schema, j),
+        };
+        report_row(report, dry_run, out, counts);
+    }
+    end.error.map_or(Ok(()), Err)
+}
+
+/// Counts and reports one row.
+fn report_row(mut report: RowReport, dry_run: bool, out: &mut Out<'_>, counts: &mut WatchRun) {
+    if !dry_run && !report.plan.writes() {
+        report.action = Action::None;
+    }
+    counts.count(&report, dry_run);
+    out.rep.row(&report);
+}

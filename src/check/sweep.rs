@@ -1,0 +1,204 @@
+//! One watch's running rows in, judged rows out: each row's evidence gathered
+//! ([`crate::evidence::gather`]) and judged ([`crate::decide`]) as it comes off the wire,
+//! then what concerns the watch as a whole — the shared-heartbeat warning, the breaker, a
+//! hold on everything not conclusive — and which legacy lock files several rows name.
+//! Nothing is written here.
+//!
+//! I/O: streams the watch's running rows from the store; reads `/proc/locks` once when the
+//! watch names a lock file; the probes of [`crate::evidence::gather`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use crate::clock::Clocks;
+use crate::config::{ReleaseLock, Watch};
+use crate::decide::{self, ActionPolicy, Decision, Evidence, Hold, Plan, Verdict};
+use crate::error::Result;
+use crate::evidence::{gather, row_message, thresholds};
+use crate::host::Host;
+use crate::message::cut;
+use crate::probe::LockTable;
+use crate::report::RowReport;
+use crate::store::{RunningRow, Schema, Store};
+
+fn action_policy(w: &Watch) -> ActionPolicy<'_> {
+    ActionPolicy {
+        dead_value: &w.dead_value,
+        manual_value: w.manual_value.as_deref(),
+        retry: w.retry.as_ref().map(|r| (r.value.as_str(), r.max_attempts)),
+        overtime: w.overtime,
+    }
+}
+
+/// The plan for one row under the watch's hold, if any.
+pub(super) fn plan_row(w: &Watch, d: &Decision, row: &RunningRow, hold: Option<Hold>) -> Plan {
+    let p = decide::plan(d, row.attempts, &action_policy(w));
+    match hold {
+        Some(h) => decide::hold(p, d, h),
+        None => p,
+    }
+}
+
+/// True when a real run removes the row's legacy lock file after marking it: only for
+/// `release_lock = "if_free"`, only for a dead worker (never `hung` or `overtime`: that
+/// worker may still run), only when the row is written.
+fn plans_release(w: &Watch, d: &Decision, p: &Plan) -> bool {
+    w.release_lock == ReleaseLock::IfFree && d.verdict == Verdict::Dead && p.writes()
+}
+
+/// One running row, judged.
+#[derive(Clone)]
+pub(super) struct Judged {
+    pub row: RunningRow,
+    pub evidence: Evidence,
+    pub decision: Decision,
+    pub plan: Plan,
+}
+
+/// A watch's rows, judged, and what the watch as a whole came to.
+pub(super) struct Swept {
+    pub rows: Vec<Judged>,
+    /// What holds back every row not proven dead: the run's (clock skew) or the breaker.
+    pub hold: Option<Hold>,
+    pub breaker_tripped: bool,
+    /// How many running rows name each lock file (`release_lock = "if_free"` only).
+    pub lock_users: HashMap<PathBuf, usize>,
+}
+
+/// What a sweep needs besides the watch and the store.
+pub(super) struct SweepCtx<'a> {
+    pub clocks: &'a Clocks,
+    pub host: &'a Host,
+    /// The run's hold (clock skew), if any.
+    pub run_hold: Option<Hold>,
+    pub force: bool,
+}
+
+/// Judges every running row of `w`; warnings go to `warn`.
+pub(super) fn sweep(
+    w: &Watch,
+    store: &mut dyn Store,
+    ctx: &SweepCtx<'_>,
+    warn: &mut dyn FnMut(String),
+) -> Result<Swept> {
+    let mut rows = judge_rows(w, store, ctx)?;
+    if let Some(tpl) = &w.heartbeat_file
+        && !tpl.has_id()
+        && rows.len() > 1
+    {
+        warn(format!(
+            "watch {}: {} running rows share one heartbeat file ({}): a dead row beside a \
+             live one looks alive; put {{id}} in heartbeat_file",
+            w.name,
+            rows.len(),
+            tpl.as_str()
+        ));
+    }
+    let breaker_tripped = breaker(w, &rows, ctx.force, warn);
+    let hold = match ctx.run_hold {
+        None if breaker_tripped && !ctx.force => Some(Hold::Breaker),
+        h => h,
+    };
+    if hold.is_some() {
+        for j in &mut rows {
+            j.plan = plan_row(w, &j.decision, &j.row, hold);
+        }
+    }
+    let lock_users = lock_users(w, &rows);
+    Ok(Swept {
+        rows,
+        hold,
+        breaker_tripped,
+        lock_users,
+    })
+}
+
+/// Each row is judged as it comes off the wire; what is kept is its evidence and verdict
+/// (the breaker needs every verdict of the watch before any write).
+fn judge_rows(w: &Watch, store: &mut dyn Store, ctx: &SweepCtx<'_>) -> Result<Vec<Judged>> {
+    let t = thresholds(w);
+    let host_now = SystemTime::now();
+    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+    let mut rows: Vec<Judged> = Vec::new();
+    store.each_running_row(w, &mut |row| {
+        let evidence = gather(w, &row, ctx.clocks, ctx.host, host_now, locks.as_ref());
+        let decision = decide::decide(&evidence, t);
+        let plan = plan_row(w, &decision, &row, None);
+        rows.push(Judged {
+            row,
+            evidence,
+            decision,
+            plan,
+        });
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+/// The breaker of SPEC §6: true when it trips (with its warning said).
+fn breaker(w: &Watch, rows: &[Judged], force: bool, warn: &mut dyn FnMut(String)) -> bool {
+    let deaths = rows
+        .iter()
+        .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
+        .count();
+    if !decide::breaker_trips(deaths, rows.len()) {
+        return false;
+    }
+    warn(format!(
+        "watch {}: breaker: {deaths} of {} running rows would be marked dead on heartbeat \
+         staleness alone{}",
+        w.name,
+        rows.len(),
+        if force {
+            "; --force: marking them anyway"
+        } else {
+            "; nothing is marked on heartbeat alone (check clocks, time zones, NFS; --force overrides)"
+        }
+    ));
+    true
+}
+
+/// A legacy lock file that several running rows name (no {id} in lock_file) may be a live
+/// row's: it is never released on behalf of another row.
+fn lock_users(w: &Watch, rows: &[Judged]) -> HashMap<PathBuf, usize> {
+    let mut users: HashMap<PathBuf, usize> = HashMap::new();
+    if w.release_lock == ReleaseLock::IfFree
+        && let Some(tpl) = &w.lock_file
+    {
+        for j in rows {
+            if let Ok(p) = tpl.render(&j.row.id.to_string()) {
+                *users.entry(p).or_default() += 1;
+            }
+        }
+    }
+    users
+}
+
+/// The report of a judged row, before any write.
+pub(super) fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
+    let t = thresholds(w);
+    let reason = row_message(&j.decision, &j.evidence, t);
+    let release_planned = plans_release(w, &j.decision, &j.plan);
+    let lock_file = release_planned
+        .then_some(w.lock_file.as_ref())
+        .flatten()
+        .and_then(|t| t.render(&j.row.id.to_string()).ok())
+        .map(|p| p.display().to_string());
+    RowReport {
+        watch: w.name.clone(),
+        id: j.row.id,
+        evidence: j.evidence,
+        thresholds: t,
+        decision: j.decision,
+        action: j.plan.action,
+        applied: false,
+        reason: cut(&reason, schema.message_max),
+        note: None,
+        target: j.plan.target.clone(),
+        release_planned,
+        lock_release: None,
+        lock_file,
+        plan: j.plan,
+    }
+}

@@ -1,0 +1,236 @@
+//! One journal line: [`JournalEntry`], the only form in which the journal and the intents
+//! file are written and read back (by crash recovery and `stats`). Its field names are the
+//! on-disk format: they are fixed here, apart from `--format json`, and a test reads lines
+//! exactly as earlier releases wrote them. Fields a line lacks (written by an older
+//! release) read as empty; fields this release does not know are ignored.
+//!
+//! A line is one JSON object with its keys in sorted order (as every release wrote them).
+
+use serde::{Deserialize, Serialize};
+
+use crate::decide::{Action, Hold, Verdict};
+use crate::evidence::Record;
+use crate::store::SqlValue;
+
+/// A row id as the journal holds it: a JSON number, or text for any other id type.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RowId {
+    Int(i64),
+    UInt(u64),
+    Text(String),
+    #[default]
+    Null,
+}
+
+impl From<&SqlValue> for RowId {
+    fn from(v: &SqlValue) -> RowId {
+        match v {
+            SqlValue::Int(i) => RowId::Int(*i),
+            SqlValue::UInt(u) => RowId::UInt(*u),
+            SqlValue::Null => RowId::Null,
+            other => RowId::Text(other.to_string()),
+        }
+    }
+}
+
+impl RowId {
+    /// The value to look the row up by.
+    pub fn to_sql(&self) -> Option<SqlValue> {
+        match self {
+            RowId::Int(i) => Some(SqlValue::Int(*i)),
+            RowId::UInt(u) => Some(SqlValue::UInt(*u)),
+            RowId::Text(s) => Some(SqlValue::Text(s.clone())),
+            RowId::Null => None,
+        }
+    }
+
+    /// The key a row id is matched by: numbers as digits, text as it is (the same key as
+    /// [`crate::history::id_key`] gives the id's JSON form).
+    pub fn key(&self) -> String {
+        match self {
+            RowId::Int(i) => i.to_string(),
+            RowId::UInt(u) => u.to_string(),
+            RowId::Text(s) => s.clone(),
+            RowId::Null => "null".into(),
+        }
+    }
+}
+
+/// One applied change (in the journal), or one change about to be tried (an intent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct JournalEntry {
+    // Which change, of which row.
+    /// `RUN/N`: ties an intent to its journal line.
+    pub change: String,
+    /// When it was journaled (UTC, RFC 3339).
+    pub time: String,
+    /// The host that made it.
+    pub host: String,
+    pub watch: String,
+    pub table: String,
+    pub id: RowId,
+    /// The start value the compare-and-set matched: tells this run of the row from a later
+    /// run of the same id.
+    pub started: Option<String>,
+    /// The attempts count when it was read.
+    pub attempts: Option<i64>,
+    /// The status the row had, and the one it was given.
+    pub from: String,
+    pub to: String,
+
+    // The judgement.
+    pub verdict: Verdict,
+    /// Which evidence decided, in words.
+    pub basis: String,
+    /// Death proven by the host (pid gone, lock free) rather than inferred.
+    pub conclusive: bool,
+    pub action: Action,
+    pub applied: bool,
+    pub attention: bool,
+    pub held: Option<Hold>,
+    /// The message written to the row.
+    pub reason: String,
+    pub note: Option<String>,
+    pub target: Option<String>,
+    pub stale_after_s: u64,
+    pub max_age_s: u64,
+    /// The evidence, under the names of its one rendering.
+    #[serde(flatten)]
+    pub evidence: Record,
+
+    // The legacy lock file (`release_lock = "if_free"`).
+    pub lock_file: Option<String>,
+    pub lock_release: Option<String>,
+    pub lock_release_detail: Option<String>,
+
+    /// Journaled by the next run, which found the change applied but not journaled.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub recovered: bool,
+}
+
+impl Default for JournalEntry {
+    fn default() -> JournalEntry {
+        JournalEntry {
+            change: String::new(),
+            time: String::new(),
+            host: String::new(),
+            watch: String::new(),
+            table: String::new(),
+            id: RowId::Null,
+            started: None,
+            attempts: None,
+            from: String::new(),
+            to: String::new(),
+            verdict: Verdict::Unknown,
+            basis: String::new(),
+            conclusive: false,
+            action: Action::None,
+            applied: false,
+            attention: false,
+            held: None,
+            reason: String::new(),
+            note: None,
+            target: None,
+            stale_after_s: 0,
+            max_age_s: 0,
+            evidence: Record::default(),
+            lock_file: None,
+            lock_release: None,
+            lock_release_detail: None,
+            recovered: false,
+        }
+    }
+}
+
+/// One line of JSON: the keys in sorted order, as every release wrote them.
+pub(crate) fn to_line<T: Serialize>(v: &T) -> serde_json::Result<Vec<u8>> {
+    // Through a `Value`, whose map sorts its keys; a struct would keep declaration order.
+    let mut line = serde_json::to_vec(&serde_json::to_value(v)?)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines exactly as the release before `JournalEntry` wrote them: a change, a change
+    /// the next run journaled (`recovered`), and a text id whose legacy lock was released.
+    const WRITTEN: [&str; 3] = [
+        r#"{"action":"mark_retry","applied":true,"attempts":0,"attention":false,"basis":"the owner pid no longer exists","change":"web1:28367:1772712000032254313/2","conclusive":true,"from":"running","heartbeat":"present","heartbeat_age_s":2820,"held":null,"host":"web1","id":2,"lock":"absent","lock_file":null,"lock_pid":null,"lock_release":null,"lock_release_detail":null,"max_age_s":14400,"note":null,"owner":"dead","owner_pid":99999999,"reason":"self-heal: dead: heartbeat_age=2820s stale_after=300s total_age=3000s max_age=14400s lock=absent owner=dead:99999999","stale_after_s":300,"started":"2026-03-05 11:10:00","table":"sync_log","target":"pending","time":"2026-03-05T12:00:00Z","to":"pending","total_age_s":3000,"verdict":"dead","watch":"full-sync"}"#,
+        r#"{"action":"mark_dead","applied":true,"attempts":1,"attention":false,"basis":"total age is beyond max_age","change":"web1:28367:1772712000032254313/3","conclusive":false,"from":"running","heartbeat":"present","heartbeat_age_s":2820,"held":null,"host":"web1","id":4,"lock":"held","lock_file":null,"lock_pid":4242,"lock_release":null,"lock_release_detail":null,"max_age_s":14400,"note":null,"owner":"empty","owner_pid":null,"reason":"self-heal: overtime: heartbeat_age=2820s stale_after=300s total_age=21600s max_age=14400s lock=held:4242 owner=empty","recovered":true,"stale_after_s":300,"started":"2026-03-05 06:00:00","table":"sync_log","target":"error","time":"2026-03-05T12:00:01Z","to":"error","total_age_s":21600,"verdict":"overtime","watch":"full-sync"}"#,
+        r#"{"action":"mark_dead","applied":true,"attempts":null,"attention":false,"basis":"the heartbeat is stale and nothing says the worker lives","change":"vm:11185:1796045168474878227/1","conclusive":false,"from":"running","heartbeat":"present","heartbeat_age_s":2820,"held":null,"host":"vm","id":"a-7","lock":"present","lock_file":"/tmp/i11fx.a2AR/locks/job-a-7.lock","lock_pid":null,"lock_release":"removed","lock_release_detail":"no kernel lock on it, pid 99999999 in it is gone, inode unchanged","max_age_s":3600,"note":null,"owner":"none","owner_pid":null,"reason":"self-heal: dead: heartbeat_age=2820s stale_after=60s total_age=3000s max_age=3600s lock=present","stale_after_s":60,"started":"1796042168","table":"jobs","target":"error","time":"2026-11-30T13:26:08Z","to":"error","total_age_s":3000,"verdict":"dead","watch":"w"}"#,
+    ];
+
+    #[test]
+    fn lines_written_by_the_current_release_read_back_and_write_the_same() {
+        let entries: Vec<JournalEntry> = WRITTEN
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("a journal entry"))
+            .collect();
+        let e = &entries[0];
+        assert_eq!(e.change, "web1:28367:1772712000032254313/2");
+        assert_eq!((e.watch.as_str(), &e.id), ("full-sync", &RowId::Int(2)));
+        assert_eq!(e.started.as_deref(), Some("2026-03-05 11:10:00"));
+        assert_eq!((e.from.as_str(), e.to.as_str()), ("running", "pending"));
+        assert_eq!((e.verdict, e.action), (Verdict::Dead, Action::MarkRetry));
+        assert!(e.conclusive && e.applied && !e.recovered);
+        assert_eq!(e.evidence.heartbeat_age_s, Some(2820));
+        assert_eq!(
+            (&*e.evidence.owner, e.evidence.owner_pid),
+            ("dead", Some(99999999))
+        );
+        assert_eq!(e.time, "2026-03-05T12:00:00Z");
+        assert!(e.reason.starts_with(crate::message::MESSAGE_PREFIX));
+        assert!(entries[1].recovered);
+        assert_eq!(entries[1].evidence.lock_pid, Some(4242));
+        let e = &entries[2];
+        assert_eq!(e.id, RowId::Text("a-7".into()));
+        assert_eq!((e.attempts, e.held), (None, None));
+        assert_eq!(e.lock_release.as_deref(), Some("removed"));
+        assert_eq!(e.evidence.lock, "present");
+        assert_eq!(e.started.as_deref(), Some("1796042168"));
+        for (line, e) in WRITTEN.iter().zip(&entries) {
+            assert_eq!(to_line(e).expect("line"), format!("{line}\n").into_bytes());
+        }
+    }
+
+    #[test]
+    fn older_and_newer_lines_still_read() {
+        // An entry from before the start value was journaled, and one with a key this
+        // release does not know.
+        let old: JournalEntry =
+            serde_json::from_str(r#"{"watch":"w","id":7,"to":"error","verdict":"overtime"}"#)
+                .expect("old");
+        assert_eq!((old.started, old.verdict), (None, Verdict::Overtime));
+        assert_eq!(old.time, "");
+        let newer: JournalEntry =
+            serde_json::from_str(r#"{"watch":"w","id":7,"database":{"scheme":"mysql"}}"#)
+                .expect("newer");
+        assert_eq!(newer.id.key(), "7");
+        // A value of the wrong type is not an entry.
+        assert!(serde_json::from_str::<JournalEntry>(r#"{"watch":"w","verdict":"gone"}"#).is_err());
+    }
+
+    #[test]
+    fn ids_keep_their_type_and_key() {
+        for (v, key) in [
+            (SqlValue::Int(-3), "-3"),
+            (SqlValue::UInt(u64::MAX), "18446744073709551615"),
+            (SqlValue::Text("a-7".into()), "a-7"),
+        ] {
+            let id = RowId::from(&v);
+            assert_eq!(id.key(), key);
+            assert_eq!(id.key(), crate::history::id_key(&v.to_json()));
+            assert_eq!(serde_json::to_value(&id).expect("json"), v.to_json());
+            assert_eq!(id.to_sql(), Some(v));
+        }
+        assert_eq!(RowId::from(&SqlValue::Null).to_sql(), None);
+        assert_eq!(
+            serde_json::to_value(RowId::Null).expect("json"),
+            serde_json::Value::Null
+        );
+    }
+}

@@ -1,0 +1,136 @@
+//! `--format json`: one object per row, then one summary object (SPEC §7); the summary
+//! object is also the body of `last-run.json`. The evidence fields are those of
+//! [`crate::evidence::Record`].
+
+use std::io::Write;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Reporter, RowReport, Summary, WatchInfo};
+use crate::decide::{Action, Hold, Verdict};
+use crate::evidence;
+use crate::release::Release;
+
+/// The summary object of SPEC §7 (also the body of `last-run.json`). `warnings` are the
+/// run's warnings, in order, without repeats.
+pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
+    let mut w: Vec<&String> = Vec::with_capacity(warnings.len());
+    for x in warnings {
+        if !w.contains(&x) {
+            w.push(x);
+        }
+    }
+    let per_watch: Vec<serde_json::Value> = s
+        .per_watch
+        .iter()
+        .map(|c| {
+            json!({
+                "watch": c.name,
+                "rows": c.totals.rows,
+                "changed": c.totals.changed,
+                "attention": c.totals.attention,
+                "lost_race": c.totals.lost_race,
+                "skipped": c.skipped,
+            })
+        })
+        .collect();
+    let t = s.totals();
+    json!({
+        "summary": true,
+        "rows": t.rows,
+        "changed": t.changed,
+        "attention": t.attention,
+        "lost_race": t.lost_race,
+        "dry_run": s.dry_run,
+        "watches": s.watches_checked,
+        "locks_released": t.locks_released,
+        "clock_skew_s": s.clock_skew_s,
+        "clock_skew_exceeded": s.clock_skew_exceeded,
+        "breaker_tripped": s.breaker_tripped,
+        "busy_watches": s.busy_watches,
+        "max_age_too_low": s.max_age_too_low.iter().map(|m| m.to_json()).collect::<Vec<_>>(),
+        "per_watch": per_watch,
+        "warnings": w,
+    })
+}
+
+/// One JSON object per row, then one summary object (SPEC §7).
+pub struct JsonReporter<W: Write> {
+    pub out: W,
+    pub warnings: Vec<String>,
+}
+
+/// One row of `--format json` (SPEC §7). Its keys are printed in sorted order.
+#[derive(Serialize)]
+struct RowJson<'a> {
+    watch: &'a str,
+    id: serde_json::Value,
+    verdict: Verdict,
+    action: Action,
+    applied: bool,
+    reason: &'a str,
+    basis: String,
+    conclusive: bool,
+    target: Option<&'a str>,
+    attention: bool,
+    held: Option<Hold>,
+    note: Option<&'a str>,
+    lock_file: Option<&'a str>,
+    lock_release: Option<&'static str>,
+    lock_release_detail: Option<&'a str>,
+    stale_after_s: u64,
+    max_age_s: u64,
+    #[serde(flatten)]
+    evidence: evidence::Record,
+}
+
+pub fn row_json(r: &RowReport) -> serde_json::Value {
+    let row = RowJson {
+        watch: &r.watch,
+        id: r.id.to_json(),
+        verdict: r.decision.verdict,
+        action: r.action,
+        applied: r.applied,
+        reason: &r.reason,
+        basis: r.decision.basis.describe(),
+        conclusive: r.decision.conclusive(),
+        target: r.target.as_deref(),
+        attention: r.attention(),
+        held: r.plan.hold,
+        note: r.note.as_deref(),
+        lock_file: r.lock_file.as_deref(),
+        lock_release: r.lock_release.as_ref().map(Release::as_str),
+        lock_release_detail: r.lock_release.as_ref().and_then(Release::detail),
+        stale_after_s: r.thresholds.stale_after,
+        max_age_s: r.thresholds.max_age,
+        evidence: evidence::render(&r.evidence, r.thresholds).record,
+    };
+    // Through a `Value`, whose map sorts the keys as SPEC §7's examples show them.
+    serde_json::to_value(row).unwrap_or(serde_json::Value::Null)
+}
+
+impl<W: Write> Reporter for JsonReporter<W> {
+    fn watch(&mut self, w: &WatchInfo) {
+        if let Some(why) = &w.skipped {
+            self.warnings
+                .push(format!("watch {}: skipped: {why}", w.name));
+        }
+    }
+
+    fn row(&mut self, r: &RowReport) {
+        let mut line = serde_json::to_vec(&row_json(r)).unwrap_or_default();
+        line.push(b'\n');
+        let _ = self.out.write_all(&line);
+    }
+
+    fn warning(&mut self, msg: &str) {
+        self.warnings.push(msg.to_string());
+    }
+
+    fn finish(&mut self, s: &Summary) {
+        let mut warnings = self.warnings.clone();
+        warnings.extend(s.warnings.iter().cloned());
+        let _ = writeln!(self.out, "{}", summary_json(s, &warnings));
+    }
+}

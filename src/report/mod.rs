@@ -1,0 +1,306 @@
+//! What a run found and did, row by row and in total, and the [`Reporter`] that renders
+//! it: [`text`] (the one-line text for cron, the `--explain` walk-through) and [`json`]
+//! (SPEC §7). Rendering writes to the `Write`rs it is given; library code never prints on
+//! its own. Totals are counted once, per watch ([`WatchRun::count`]); a run's are their sum
+//! ([`Summary::totals`]).
+
+pub mod json;
+pub mod text;
+
+use crate::decide::{Action, Decision, Evidence, Plan, Thresholds, Verdict};
+use crate::release::Release;
+use crate::store::SqlValue;
+
+pub use json::{JsonReporter, row_json, summary_json};
+pub use text::TextReporter;
+
+/// The form of what a command prints: lines for a person, or JSON for a program.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Everything about one running row.
+#[derive(Debug, Clone)]
+pub struct RowReport {
+    pub watch: String,
+    pub id: SqlValue,
+    pub evidence: Evidence,
+    pub thresholds: Thresholds,
+    pub decision: Decision,
+    /// What a real run does (after the breaker and the clock check).
+    pub plan: Plan,
+    /// What happened: the planned action, `lost_race`, or `none` when the write was
+    /// skipped or failed.
+    pub action: Action,
+    pub applied: bool,
+    /// The message written to (or that would be written to) the row.
+    pub reason: String,
+    /// Anything else worth saying: a failed write, evidence that changed before the write.
+    pub note: Option<String>,
+    /// The status the row was set to, or would be.
+    pub target: Option<String>,
+    /// A real run removes the legacy lock file after marking the row, if it is then free
+    /// (`release_lock = "if_free"`).
+    pub release_planned: bool,
+    /// What became of the legacy lock file (only after an applied change).
+    pub lock_release: Option<Release>,
+    /// The row's lock file, when a release is planned.
+    pub lock_file: Option<String>,
+}
+
+impl RowReport {
+    pub fn attention(&self) -> bool {
+        self.plan.attention
+            || self
+                .note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("write failed"))
+            || self
+                .lock_release
+                .as_ref()
+                .is_some_and(Release::needs_a_person)
+    }
+}
+
+/// Per-watch facts for the explain header and the JSON summary.
+#[derive(Debug, Clone, Default)]
+pub struct WatchInfo {
+    pub name: String,
+    pub table: String,
+    pub stale_after_s: u64,
+    pub max_age_s: u64,
+    /// Why the watch was not checked, if it was not.
+    pub skipped: Option<String>,
+}
+
+/// Row counts: of one watch ([`WatchRun::totals`]), or of a whole run ([`Summary::totals`],
+/// their sum).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub rows: usize,
+    /// Rows changed (in a dry run: rows a real run would change).
+    pub changed: usize,
+    pub attention: usize,
+    pub lost_race: usize,
+    /// Legacy lock files removed (`release_lock = "if_free"`).
+    pub locks_released: usize,
+}
+
+impl Totals {
+    fn add(mut self, o: &Totals) -> Totals {
+        self.rows += o.rows;
+        self.changed += o.changed;
+        self.attention += o.attention;
+        self.lost_race += o.lost_race;
+        self.locks_released += o.locks_released;
+        self
+    }
+}
+
+/// What one run did for one watch: the per-watch part of the summary, of `last-run.json`
+/// and of the metrics file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WatchRun {
+    pub name: String,
+    /// Why the watch was not checked, if it was not.
+    pub skipped: Option<String>,
+    /// The watch belongs to another host (`host =`): none of this host's business, so the
+    /// metrics leave it out.
+    pub other_host: bool,
+    pub totals: Totals,
+    /// Running rows by verdict.
+    pub verdicts: Vec<(Verdict, usize)>,
+    /// Applied changes (and lost races) by action.
+    pub actions: Vec<(Action, usize)>,
+    pub breaker_tripped: bool,
+    pub duration: std::time::Duration,
+}
+
+impl WatchRun {
+    fn bump<K: PartialEq>(v: &mut Vec<(K, usize)>, k: K) {
+        match v.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, n)) => *n += 1,
+            None => v.push((k, 1)),
+        }
+    }
+
+    /// False when the watch was skipped (another host's, or another run held its lock).
+    pub fn checked(&self) -> bool {
+        self.skipped.is_none()
+    }
+
+    /// Counts one reported row: the only place rows are counted.
+    pub fn count(&mut self, r: &RowReport, dry_run: bool) {
+        let t = &mut self.totals;
+        t.rows += 1;
+        Self::bump(&mut self.verdicts, r.decision.verdict);
+        if r.applied || r.action == Action::LostRace {
+            Self::bump(&mut self.actions, r.action);
+        }
+        if r.applied || (dry_run && r.plan.writes()) {
+            t.changed += 1;
+        }
+        if r.action == Action::LostRace {
+            t.lost_race += 1;
+        }
+        if r.attention() {
+            t.attention += 1;
+        }
+        if matches!(r.lock_release, Some(Release::Removed(_))) {
+            t.locks_released += 1;
+        }
+    }
+
+    pub fn verdict_count(&self, v: Verdict) -> usize {
+        self.verdicts
+            .iter()
+            .find(|(x, _)| *x == v)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    pub fn action_count(&self, a: Action) -> usize {
+        self.actions
+            .iter()
+            .find(|(x, _)| *x == a)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+/// The end of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub dry_run: bool,
+    /// Database clock minus host clock, seconds (MySQL only).
+    pub clock_skew_s: Option<i64>,
+    pub clock_skew_exceeded: bool,
+    pub breaker_tripped: Vec<String>,
+    /// Watches another run was checking (advisory lock).
+    pub busy_watches: Vec<String>,
+    pub watches_checked: usize,
+    pub warnings: Vec<String>,
+    /// Per watch, in configuration order.
+    pub per_watch: Vec<WatchRun>,
+    /// Watches whose `max_age` is below 1.5× a recent run that ended well.
+    pub max_age_too_low: Vec<crate::history::MaxAgeWarning>,
+}
+
+impl Summary {
+    /// The run's row counts: the sum of its watches'.
+    pub fn totals(&self) -> Totals {
+        self.per_watch
+            .iter()
+            .fold(Totals::default(), |sum, w| sum.add(&w.totals))
+    }
+}
+
+/// Renders a run. Text mode is silent unless something changed or needs a person.
+pub trait Reporter {
+    fn watch(&mut self, w: &WatchInfo);
+    fn row(&mut self, r: &RowReport);
+    fn warning(&mut self, msg: &str);
+    fn finish(&mut self, s: &Summary);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::{Basis, Heartbeat, Lock, Owner};
+
+    fn report(action: Action, applied: bool, release: Option<Release>) -> RowReport {
+        let writes = matches!(action, Action::MarkDead | Action::LostRace);
+        RowReport {
+            watch: "w".into(),
+            id: SqlValue::Int(1),
+            evidence: Evidence {
+                total_age: Ok(600),
+                heartbeat: Heartbeat::Missing,
+                lock: Lock::NotConfigured,
+                owner: Owner::NotConfigured,
+            },
+            thresholds: Thresholds {
+                stale_after: 60,
+                max_age: 3600,
+            },
+            decision: Decision {
+                verdict: if writes {
+                    Verdict::Dead
+                } else {
+                    Verdict::Alive
+                },
+                basis: Basis::MaxAge,
+            },
+            plan: Plan {
+                action: if writes {
+                    Action::MarkDead
+                } else {
+                    Action::None
+                },
+                target: writes.then(|| "error".to_string()),
+                attention: false,
+                hold: None,
+            },
+            action,
+            applied,
+            reason: String::new(),
+            note: None,
+            target: None,
+            release_planned: release.is_some(),
+            lock_release: release,
+            lock_file: None,
+        }
+    }
+
+    #[test]
+    fn a_runs_totals_are_the_sum_of_its_watches_counted_once() {
+        let mut a = WatchRun::default();
+        a.count(&report(Action::MarkDead, true, None), false);
+        a.count(
+            &report(Action::MarkDead, true, Some(Release::Removed("ok".into()))),
+            false,
+        );
+        a.count(&report(Action::LostRace, false, None), false);
+        a.count(&report(Action::None, false, None), false);
+        let mut failed = report(Action::None, false, None);
+        failed.note = Some("write failed: gone".into());
+        a.count(&failed, false);
+        // A dry run counts what a real run would change.
+        let mut b = WatchRun::default();
+        b.count(&report(Action::MarkDead, false, None), true);
+        b.count(&report(Action::None, false, None), true);
+        assert_eq!(
+            a.totals,
+            Totals {
+                rows: 5,
+                changed: 2,
+                attention: 1,
+                lost_race: 1,
+                locks_released: 1
+            }
+        );
+        assert_eq!(
+            (
+                a.action_count(Action::MarkDead),
+                a.action_count(Action::LostRace)
+            ),
+            (2, 1)
+        );
+        assert_eq!(a.verdict_count(Verdict::Dead), 3);
+        let s = Summary {
+            per_watch: vec![a, b],
+            ..Summary::default()
+        };
+        assert_eq!(
+            s.totals(),
+            Totals {
+                rows: 7,
+                changed: 3,
+                attention: 1,
+                lost_race: 1,
+                locks_released: 1
+            }
+        );
+    }
+}

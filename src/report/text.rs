@@ -1,0 +1,167 @@
+//! The text a person reads: one line per change or attention item (cron mails it), and
+//! with `--explain` every row with its evidence (as [`crate::evidence`] renders it), its
+//! verdict and what a real run would do.
+
+use std::io::Write;
+
+use super::{Reporter, RowReport, Summary, WatchInfo};
+use crate::config::fmt_duration;
+use crate::decide::Action;
+use crate::evidence;
+use crate::release::Release;
+
+/// One line per change or attention item (cron mails it); with `explain`, every row with
+/// its evidence and verdict.
+pub struct TextReporter<W: Write, E: Write> {
+    pub out: W,
+    pub err: E,
+    pub explain: bool,
+    /// A dry run says what a real run would change.
+    pub dry_run: bool,
+}
+
+fn what_a_run_does(r: &RowReport) -> String {
+    match (r.plan.action, &r.plan.target, r.plan.hold) {
+        (_, _, Some(h)) => format!("leave it and report it ({})", h.describe()),
+        (Action::None, _, _) if r.plan.attention => {
+            "leave it and report it: a person must look".into()
+        }
+        (Action::None, _, _) => "leave it alone".into(),
+        (a, Some(t), _) if r.release_planned => format!(
+            "set status to '{t}' ({}), then remove the lock file if nobody holds it, the pid \
+             in it is dead and it is still the same file",
+            a.as_str()
+        ),
+        (a, Some(t), _) => format!("set status to '{t}' ({})", a.as_str()),
+        (a, None, _) => a.as_str().into(),
+    }
+}
+
+impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
+    fn watch(&mut self, w: &WatchInfo) {
+        if !self.explain {
+            return;
+        }
+        let _ = match &w.skipped {
+            Some(why) => writeln!(self.out, "watch {}: skipped: {why}", w.name),
+            None => writeln!(
+                self.out,
+                "watch {} (table {}, stale_after {}, max_age {})",
+                w.name,
+                w.table,
+                fmt_duration(std::time::Duration::from_secs(w.stale_after_s)),
+                fmt_duration(std::time::Duration::from_secs(w.max_age_s)),
+            ),
+        };
+    }
+
+    fn row(&mut self, r: &RowReport) {
+        let e = &r.evidence;
+        if self.explain {
+            let _ = writeln!(
+                self.out,
+                "  id={:<4} {:<9} {}",
+                r.id.to_string(),
+                r.decision.verdict.as_str(),
+                evidence::render(e, r.thresholds).explain(),
+            );
+            let _ = writeln!(self.out, "      because {}", r.decision.basis.describe());
+            let _ = writeln!(self.out, "      a real run would {}", what_a_run_does(r));
+            if let Some(n) = &r.note {
+                let _ = writeln!(self.out, "      note: {n}");
+            }
+            return;
+        }
+        // A lock file that was already gone needs no line of its own (JSON says "absent").
+        let lock_line = r.lock_release.as_ref().and_then(|l| {
+            let file = r.lock_file.as_deref().unwrap_or("");
+            let detail = l.detail().unwrap_or("");
+            Some(match l {
+                Release::Removed(_) => {
+                    format!(
+                        "{} id={}: removed lock file {file}: {detail}",
+                        r.watch, r.id
+                    )
+                }
+                Release::Absent => return None,
+                Release::Kept(_) | Release::Failed(_) => format!(
+                    "{} id={}: needs a person: lock file {file} {} ({detail}); the job cannot \
+                     start again while it is there",
+                    r.watch,
+                    r.id,
+                    l.as_str()
+                ),
+            })
+        });
+        let line = if r.applied {
+            format!(
+                "{} id={}: set status to '{}' ({}{}) — {}",
+                r.watch,
+                r.id,
+                r.target.as_deref().unwrap_or(""),
+                r.action.as_str(),
+                if r.attention() {
+                    ", a person must look"
+                } else {
+                    ""
+                },
+                r.reason
+            )
+        } else if self.dry_run && r.plan.writes() {
+            format!(
+                "{} id={}: would set status to '{}' ({}) — {}",
+                r.watch,
+                r.id,
+                r.target.as_deref().unwrap_or(""),
+                r.action.as_str(),
+                r.reason
+            )
+        } else if r.attention() {
+            let why = match (&r.note, r.plan.hold) {
+                (Some(n), _) => n.clone(),
+                (None, Some(h)) => h.describe().to_string(),
+                (None, None) => r.decision.basis.describe(),
+            };
+            format!(
+                "{} id={}: needs a person ({}): {why} — {}",
+                r.watch,
+                r.id,
+                r.decision.verdict.as_str(),
+                r.reason
+            )
+        } else {
+            return;
+        };
+        let _ = writeln!(self.out, "{line}");
+        if let Some(l) = lock_line {
+            let _ = writeln!(self.out, "{l}");
+        }
+    }
+
+    fn warning(&mut self, msg: &str) {
+        let _ = writeln!(self.err, "selfheal: warning: {msg}");
+    }
+
+    fn finish(&mut self, s: &Summary) {
+        if !self.explain {
+            return;
+        }
+        let t = s.totals();
+        let _ = writeln!(
+            self.out,
+            "{} running row{} in {} watch{}: a real run would change {}, {} need{} a person{}",
+            t.rows,
+            if t.rows == 1 { "" } else { "s" },
+            s.watches_checked,
+            if s.watches_checked == 1 { "" } else { "es" },
+            t.changed,
+            t.attention,
+            if t.attention == 1 { "s" } else { "" },
+            if s.dry_run {
+                " (nothing was written)"
+            } else {
+                ""
+            },
+        );
+    }
+}
