@@ -231,6 +231,7 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
         Ok(c) => Clocks {
             db: c,
             tz: db.timezone,
+            tolerance_s: cfg.run.clock_tolerance.as_secs(),
         },
         Err(e) => {
             rep.add(Finding::fail("clock", e.to_string(), "check the server"));
@@ -457,7 +458,7 @@ fn rows_findings(
     for r in rows {
         let mut look = |col: &str, tv: &store::TimeValue| {
             if let Ok(Some(s)) = &tv.stamp
-                && let Ok(age) = age_on_db_clock(*s, &clocks.db, clocks.tz)
+                && let Ok(age) = age_on_db_clock(*s, &clocks.db)
                 && plausible_age(age, col).is_err()
             {
                 future.push((format!("row {}: {col} = {}", r.id, tv.raw), -age));
@@ -732,7 +733,7 @@ fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
             format!("{} can read the heartbeat files in {}", me(), dir.display()),
         ),
         Some(f) => match crate::probe::file_heartbeat(&f, SystemTime::now()) {
-            Heartbeat::Age(a) => Finding::pass(
+            Heartbeat::Age(a) | Heartbeat::BeforeRow(a) => Finding::pass(
                 subject,
                 format!("{} is readable; it last beat {} ago", f.display(), human(a)),
             ),

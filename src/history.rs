@@ -152,7 +152,7 @@ pub fn runtime(r: &FinishedRow, clocks: &Clocks) -> Result<i64, String> {
         Ok(None) => return Err("no end".into()),
         Err(e) => return Err(format!("end {}: {e}", r.ended.raw)),
     };
-    seconds_between(start, end, &clocks.db, clocks.tz)
+    seconds_between(start, end, &clocks.db)
 }
 
 /// The key a row id is matched by: numbers as digits, strings as they are.

@@ -16,8 +16,10 @@
 //! through `batch.rs` and the journal.
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the per-watch
-//! advisory lock, recent runtimes), `state_dir/last-run.json` and the metrics file, each
-//! only in a real run; the rest through `sweep.rs` and `batch.rs`.
+//! advisory lock, recent runtimes), the confirmation counts (`state_dir/confirmations.json`:
+//! read by every run that has a watch with `confirm` above 1, replaced only by a real one),
+//! `state_dir/last-run.json` and the metrics file, each only in a real run; the rest
+//! through `sweep.rs` and `batch.rs`.
 
 mod batch;
 mod sweep;
@@ -29,6 +31,7 @@ use serde_json::json;
 
 use crate::clock::{Clocks, clock_skew, skew_text};
 use crate::config::{Config, Database, Watch};
+use crate::confirmations::{self, Tally, Unread};
 use crate::decide::{Action, Hold};
 use crate::error::{Error, Result, exit};
 use crate::evidence::thresholds;
@@ -182,6 +185,8 @@ struct Run<'a> {
     id: RunId,
     /// Opened before the run's first change (or to settle a stopped run's intents).
     writer: Option<Writer>,
+    /// The confirmation counts, when a watch of the run needs them.
+    tally: Option<Tally>,
 }
 
 /// Everything after the run lock: connect, read the clocks and every schema, settle what a
@@ -195,6 +200,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
+        tolerance_s: cfg.run.clock_tolerance.as_secs(),
     };
     let hold = compare_clocks(cfg, opts, &clocks, out);
 
@@ -205,6 +211,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
         schemas.insert(&w.name, store.schema(w)?);
     }
 
+    let tally = load_tally(cfg, db, opts, out)?;
     let mut run = Run {
         cfg,
         opts,
@@ -213,6 +220,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
         clocks,
         hold,
         writer: None,
+        tally,
     };
     if !opts.dry_run && Pending::left_behind(&cfg.run.state_dir) {
         let jw = run.writer.insert(Writer::open(&cfg.run.state_dir)?);
@@ -224,7 +232,50 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
         let schema = schemas.remove(w.name.as_str());
         check_watch(&mut run, w, schema, store.as_mut(), out)?;
     }
+    // Like the journal: a run that cannot keep the counts must say so (exit 3), or no
+    // inferred verdict would ever act.
+    if let Some(t) = run.tally.take()
+        && !opts.dry_run
+        && t.worth_writing()
+    {
+        let counts = t.into_counts(crate::clock::epoch(SystemTime::now()));
+        confirmations::save(&cfg.run.state_dir, &counts)?;
+    }
     Ok(())
+}
+
+/// The confirmation counts the last real run left, when a watch of this run needs them
+/// (`confirm` above 1). A damaged file is started over (the next write mends it). Any
+/// other failure to read it fails a real run (it could not count, so nothing inferred
+/// would ever act); a dry run or `--explain` says so and shows what a first run would do.
+fn load_tally(
+    cfg: &Config,
+    db: &Database,
+    opts: &CheckOptions,
+    out: &mut Out<'_>,
+) -> Result<Option<Tally>> {
+    if cfg.watches.iter().all(|w| w.confirm <= 1) {
+        return Ok(None);
+    }
+    let key = confirmations::database_key(db);
+    Ok(Some(match confirmations::load(&cfg.run.state_dir) {
+        Ok(counts) => Tally::new(key, counts),
+        Err(Unread::Damaged(e)) => {
+            out.warn(format!(
+                "{}; the counts of inferred verdicts start over",
+                e.full_message()
+            ));
+            Tally::new(key, Some(confirmations::Counts::default()))
+        }
+        Err(Unread::Failed(e)) if opts.dry_run => {
+            out.warn(format!(
+                "cannot read the confirmation counts ({}); showing what a first run would do",
+                e.full_message()
+            ));
+            Tally::new(key, None)
+        }
+        Err(Unread::Failed(e)) => return Err(e),
+    }))
 }
 
 /// Measures the database clock against the host's; beyond the tolerance, warns and (unless
@@ -306,7 +357,7 @@ fn check_watch(
         run_hold: run.hold,
         force: run.opts.force,
     };
-    let swept = sweep::sweep(w, store, &ctx, &mut |m| out.warn(m))?;
+    let swept = sweep::sweep(w, store, &ctx, run.tally.as_mut(), &mut |m| out.warn(m))?;
     if swept.breaker_tripped {
         out.summary.breaker_tripped.push(w.name.clone());
         counts.breaker_tripped = true;

@@ -7,7 +7,7 @@
 pub mod json;
 pub mod text;
 
-use crate::decide::{Action, Decision, Evidence, Plan, Thresholds, Verdict};
+use crate::decide::{Action, Confirmation, Decision, Evidence, Plan, Thresholds, Verdict};
 use crate::release::Release;
 use crate::store::SqlValue;
 
@@ -49,6 +49,9 @@ pub struct RowReport {
     pub lock_release: Option<Release>,
     /// The row's lock file, when a release is planned.
     pub lock_file: Option<String>,
+    /// How far an inferred verdict is confirmed (consecutive runs, and how many it takes);
+    /// `None` for a verdict that is not inferred.
+    pub confirmation: Option<Confirmation>,
 }
 
 impl RowReport {
@@ -250,6 +253,7 @@ mod tests {
             release_planned: release.is_some(),
             lock_release: release,
             lock_file: None,
+            confirmation: None,
         }
     }
 

@@ -147,6 +147,7 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
+        tolerance_s: cfg.run.clock_tolerance.as_secs(),
     };
     let mut schemas = Vec::with_capacity(cfg.watches.len());
     for w in &cfg.watches {

@@ -46,6 +46,10 @@ pub struct Dialect {
     pub force_primary: &'static str,
     /// The database enforces declared column types (MySQL); SQLite's are declarations only.
     pub enforces_types: bool,
+    /// The instant the server itself gives a stored time (`UNIX_TIMESTAMP(` col `)` on
+    /// MySQL: a `TIMESTAMP` exactly, a naive `DATETIME` by the session zone's rules), read
+    /// beside each time column; `None` where the server has no zone (SQLite).
+    pub epoch_of: Option<(&'static str, &'static str)>,
 }
 
 impl Dialect {
@@ -93,24 +97,25 @@ impl<'d> Binds<'d> {
     }
 }
 
-/// The column list every adapter selects for a running row, in order: id, start, then
-/// the heartbeat, owner and attempts columns the watch has.
-pub(crate) fn select_columns(w: &Watch) -> Vec<&Ident> {
-    let mut cols = vec![&w.id_column, &w.started_column];
-    cols.extend(w.heartbeat_column.as_ref());
-    cols.extend(w.owner_column.as_ref());
-    cols.extend(w.retry.as_ref().map(|r| &r.attempts_column));
-    cols
+/// A time column as selected: the column, then (where the dialect has one) the instant
+/// the server gives it.
+fn time_column(d: &Dialect, c: &Ident) -> String {
+    match d.epoch_of {
+        Some((open, close)) => format!("{q}, {open}{q}{close}", q = d.quote(c)),
+        None => d.quote(c),
+    }
 }
 
-/// The `SELECT` of running rows, ordered by id (and what `doctor` explains).
+/// The `SELECT` of running rows, ordered by id (and what `doctor` explains): id, start
+/// (and its instant where the dialect gives one), then the heartbeat column (likewise),
+/// owner and attempts columns the watch has — the order every adapter reads them in.
 pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
     let mut b = Binds::new(d);
-    let cols = select_columns(w)
-        .iter()
-        .map(|c| d.quote(c))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut cols = vec![d.quote(&w.id_column), time_column(d, &w.started_column)];
+    cols.extend(w.heartbeat_column.as_ref().map(|c| time_column(d, c)));
+    cols.extend(w.owner_column.as_ref().map(|c| d.quote(c)));
+    cols.extend(w.retry.as_ref().map(|r| d.quote(&r.attempts_column)));
+    let cols = cols.join(", ");
     let running = b.bind(SqlValue::Text(w.running_value.clone()));
     let sql = format!(
         "SELECT {cols} FROM {} WHERE {} = {running} ORDER BY {}",
@@ -140,9 +145,9 @@ pub fn current_sql(d: &Dialect, w: &Watch, id: &SqlValue) -> Statement {
     b.finish(sql)
 }
 
-/// The `SELECT` of finished rows: id, start, end, status, and the message when it
-/// carries selfheal's prefix (`NULL` otherwise, so ordinary messages never cross the
-/// wire). Needs `ended_column`.
+/// The `SELECT` of finished rows: id, start, end (each followed by its instant where the
+/// dialect gives one), status, and the message when it carries selfheal's prefix (`NULL`
+/// otherwise, so ordinary messages never cross the wire). Needs `ended_column`.
 ///
 /// [`History::All`] filters in the database and streams. [`History::Latest`] reads the
 /// latest rows through the id's index with no `WHERE` at all, and the caller keeps the
@@ -176,10 +181,12 @@ pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement>
         // Keeps the parameters the same either way.
         None => format!("CASE WHEN {pattern} IS NULL THEN NULL END"),
     };
-    let select = format!(
-        "SELECT {id}, {s}, {e}, {st}, {msg} FROM {}",
-        d.quote(&w.table)
+    let times = format!(
+        "{}, {}",
+        time_column(d, &w.started_column),
+        time_column(d, ended)
     );
+    let select = format!("SELECT {id}, {times}, {st}, {msg} FROM {}", d.quote(&w.table));
     let sql = match scope {
         History::All => {
             let running = b.bind(SqlValue::Text(w.running_value.clone()));
@@ -190,8 +197,8 @@ pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement>
     Ok(b.finish(sql))
 }
 
-/// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time, the
-/// message and the attempts the watch has; matches the row only while it still has the
+/// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time (unless
+/// the row is parked for a person), the message and the attempts the watch has; matches the row only while it still has the
 /// id, the running status, and the start and heartbeat values selfheal observed.
 pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> Statement {
     let mut b = Binds::new(d);
@@ -200,7 +207,7 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         d.quote(&w.status_column),
         b.bind(SqlValue::Text(c.new_status.to_string()))
     )];
-    if let Some(col) = &w.ended_column {
+    if let Some(col) = w.ended_column.as_ref().filter(|_| c.set_ended) {
         let expr = match schema.ended {
             None | Some(Ended::DbNow) => d.now.to_string(),
             Some(Ended::Epoch) => d.epoch_now.to_string(),
@@ -315,8 +322,9 @@ mod tests {
         assert_eq!(
             running_sql(MYSQL, &w),
             Statement {
-                sql: "SELECT `id`, `start_time`, `beat`, `worker` FROM `app`.`sync_log` \
-                      WHERE `status` = ? ORDER BY `id`"
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `beat`, \
+                      UNIX_TIMESTAMP(`beat`), `worker` FROM `app`.`sync_log` WHERE `status` = ? \
+                      ORDER BY `id`"
                     .into(),
                 params: vec![text("running")],
             }
@@ -353,9 +361,10 @@ mod tests {
         assert_eq!(
             finished_sql(MYSQL, &w, History::All).expect("sql"),
             Statement {
-                sql: "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN `error_msg` \
-                      LIKE ? THEN `error_msg` END FROM `app`.`sync_log` WHERE `status` <> ? \
-                      AND `start_time` IS NOT NULL AND `end_time` IS NOT NULL"
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `end_time`, \
+                      UNIX_TIMESTAMP(`end_time`), `status`, CASE WHEN `error_msg` LIKE ? THEN \
+                      `error_msg` END FROM `app`.`sync_log` WHERE `status` <> ? AND \
+                      `start_time` IS NOT NULL AND `end_time` IS NOT NULL"
                     .into(),
                 params: vec![text("self-heal:%"), text("running")],
             }
@@ -381,8 +390,9 @@ mod tests {
             finished_sql(MYSQL, &w, History::Latest(5))
                 .expect("sql")
                 .sql,
-            "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN ? IS NULL THEN NULL \
-             END FROM `app`.`sync_log` ORDER BY `id` DESC LIMIT 5"
+            "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `end_time`, \
+             UNIX_TIMESTAMP(`end_time`), `status`, CASE WHEN ? IS NULL THEN NULL END FROM \
+             `app`.`sync_log` ORDER BY `id` DESC LIMIT 5"
         );
         let e = finished_sql(MYSQL, &watch(""), History::All).expect_err("no ended_column");
         assert_eq!(
@@ -404,6 +414,7 @@ mod tests {
             new_status: "queued",
             message: Some("self-heal: dead".into()),
             bump_attempts: true,
+            set_ended: true,
         };
         let params = vec![
             text("queued"),
@@ -445,6 +456,7 @@ mod tests {
             new_status: "error",
             message: None,
             bump_attempts: false,
+            set_ended: true,
         };
         let epoch = schema(Some(Ended::Epoch), false);
         assert_eq!(
@@ -490,6 +502,16 @@ mod tests {
                     text("2026-11-29 10:00:00"),
                 ],
             }
+        );
+        // A row parked for a person keeps no end time, even with an end column.
+        let parked = Change {
+            set_ended: false,
+            ..c.clone()
+        };
+        assert_eq!(
+            cas_sql(MYSQL, &w, &epoch, &parked).sql,
+            "UPDATE `app`.`sync_log` SET `status` = ? WHERE `id` = ? AND `status` = ? AND \
+             `start_time` <=> ?"
         );
         // No end column: nothing but the status is set.
         let w = watch("");

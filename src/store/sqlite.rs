@@ -15,7 +15,7 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    RunningRow, ScanPlan, Schema, SqlValue, TimeValue,
+    RunningRow, ScanPlan, Schema, SqlValue,
 };
 use crate::clock::DbClock;
 use crate::config::Watch;
@@ -33,6 +33,7 @@ pub const DIALECT: Dialect = Dialect {
     zone_offset: zone_modifier,
     force_primary: "",
     enforces_types: false,
+    epoch_of: None,
 };
 
 /// The `datetime()` modifier that shifts UTC by `secs`.
@@ -152,9 +153,7 @@ fn from_sql(v: ValueRef<'_>) -> SqlValue {
     }
 }
 
-fn time_value(raw: SqlValue) -> TimeValue {
-    types::time_value(raw, None)
-}
+
 
 /// Reads `EXPLAIN QUERY PLAN` details: `SEARCH t USING INDEX i (status=?)` finds running
 /// rows through an index; `SCAN t` (even `SCAN t USING INDEX i`) reads every row.
@@ -201,6 +200,8 @@ impl JobTable for SqliteStore {
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
         let st = sql::running_sql(&DIALECT, w);
+        let tz = self.tz;
+        let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
         let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
         let mut stmt = self
             .conn
@@ -217,9 +218,9 @@ impl JobTable for SqliteStore {
                 v
             };
             let id = next().map_err(|e| Error::database(ctx(), e))?;
-            let started = time_value(next().map_err(|e| Error::database(ctx(), e))?);
+            let started = tz_time(next().map_err(|e| Error::database(ctx(), e))?);
             let heartbeat = match w.heartbeat_column {
-                Some(_) => Some(time_value(next().map_err(|e| Error::database(ctx(), e))?)),
+                Some(_) => Some(tz_time(next().map_err(|e| Error::database(ctx(), e))?)),
                 None => None,
             };
             let owner = match w.owner_column {
@@ -280,6 +281,8 @@ impl JobTable for SqliteStore {
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
         let st = sql::finished_sql(&DIALECT, w, scope)?;
+        let tz = self.tz;
+        let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
         let ctx = self.ctx(&format!("reading finished rows of {}", w.table));
         let mut stmt = self
             .conn
@@ -296,8 +299,8 @@ impl JobTable for SqliteStore {
             };
             let row = FinishedRow {
                 id: get(0)?,
-                started: time_value(get(1)?),
-                ended: time_value(get(2)?),
+                started: tz_time(get(1)?),
+                ended: tz_time(get(2)?),
                 status: get(3)?.to_string(),
                 marked: get(4)?.into_text(),
             };
