@@ -334,7 +334,10 @@ mod tests {
             age_on_db_clock(Stamp::Local(dt(1, 0, 0), chrono_tz::UTC), &clock),
             Ok(3600)
         );
-        assert_eq!(age_on_db_clock(Stamp::Epoch(utc(dt(2, 1, 0))), &clock), Ok(-60));
+        assert_eq!(
+            age_on_db_clock(Stamp::Epoch(utc(dt(2, 1, 0))), &clock),
+            Ok(-60)
+        );
     }
 
     #[test]
@@ -413,23 +416,39 @@ mod tests {
         let tz = berlin();
         let l = |n| Stamp::Local(n, tz);
         assert_eq!(
-            seconds_between(l(at(2026, 3, 29, 1, 30, 0)), l(at(2026, 3, 29, 3, 30, 0)), &clock),
+            seconds_between(
+                l(at(2026, 3, 29, 1, 30, 0)),
+                l(at(2026, 3, 29, 3, 30, 0)),
+                &clock
+            ),
             Ok(3600)
         );
         // Across the autumn change: 01:30 CEST to 02:30 (later pass) CET is two hours.
         assert_eq!(
-            seconds_between(l(at(2026, 10, 25, 1, 30, 0)), l(at(2026, 10, 25, 2, 30, 0)), &clock),
+            seconds_between(
+                l(at(2026, 10, 25, 1, 30, 0)),
+                l(at(2026, 10, 25, 2, 30, 0)),
+                &clock
+            ),
             Ok(7200)
         );
         // Both in the repeated hour, the end earlier on the wall clock: the end is in the
         // second pass, the start in the first (50 minutes), never a negative run.
         assert_eq!(
-            seconds_between(l(at(2026, 10, 25, 2, 40, 0)), l(at(2026, 10, 25, 2, 30, 0)), &clock),
+            seconds_between(
+                l(at(2026, 10, 25, 2, 40, 0)),
+                l(at(2026, 10, 25, 2, 30, 0)),
+                &clock
+            ),
             Ok(3000)
         );
         // A start in the spring gap is shifted forward like an age.
         assert_eq!(
-            seconds_between(l(at(2026, 3, 29, 2, 30, 0)), l(at(2026, 3, 29, 3, 45, 0)), &clock),
+            seconds_between(
+                l(at(2026, 3, 29, 2, 30, 0)),
+                l(at(2026, 3, 29, 3, 45, 0)),
+                &clock
+            ),
             Ok(900)
         );
     }

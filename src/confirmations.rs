@@ -177,7 +177,8 @@ impl Tally {
     /// entries of watches it did not check and of other databases, less those not seen
     /// for twice their `max_age`; in a stable order.
     pub fn into_counts(self, now: i64) -> Counts {
-        let fresh = |e: &Entry| now.saturating_sub(e.seen) <= (e.max_age_s.saturating_mul(2)) as i64;
+        let fresh =
+            |e: &Entry| now.saturating_sub(e.seen) <= (e.max_age_s.saturating_mul(2)) as i64;
         let mut entries: Vec<Entry> = self
             .before
             .into_values()
@@ -187,7 +188,12 @@ impl Tally {
             .filter(fresh)
             .collect();
         entries.sort_by(|a, b| {
-            (&a.database, &a.watch, &a.id, &a.started).cmp(&(&b.database, &b.watch, &b.id, &b.started))
+            (&a.database, &a.watch, &a.id, &a.started).cmp(&(
+                &b.database,
+                &b.watch,
+                &b.id,
+                &b.started,
+            ))
         });
         Counts { entries }
     }
@@ -264,7 +270,11 @@ mod tests {
         assert_eq!(t.count(&w, "7", "100", &silent, 1_300), c(2));
         assert_eq!(t.count(&w, "8", "100", &silent, 1_300), c(1));
         let run2 = t.into_counts(1_300);
-        let counts: Vec<(&str, u32)> = run2.entries.iter().map(|e| (e.id.as_str(), e.count)).collect();
+        let counts: Vec<(&str, u32)> = run2
+            .entries
+            .iter()
+            .map(|e| (e.id.as_str(), e.count))
+            .collect();
         assert_eq!(counts, [("7", 2), ("8", 1)]);
 
         // Run 3: 7 beats again (reset), 8 restarted (a new start value: a new row).
@@ -328,11 +338,19 @@ mod tests {
             timezone: None,
         };
         assert_eq!(
-            database_key(&db("mysql://app@db1:3306/appdb?socket=/run/mysqld/mysqld.sock")),
+            database_key(&db(
+                "mysql://app@db1:3306/appdb?socket=/run/mysqld/mysqld.sock"
+            )),
             "mysql://db1:3306/appdb?socket=/run/mysqld/mysqld.sock"
         );
-        assert_eq!(database_key(&db("mysql://localhost/appdb")), "mysql://localhost/appdb");
-        assert_eq!(database_key(&db("sqlite:///var/lib/app.db")), "sqlite:///var/lib/app.db");
+        assert_eq!(
+            database_key(&db("mysql://localhost/appdb")),
+            "mysql://localhost/appdb"
+        );
+        assert_eq!(
+            database_key(&db("sqlite:///var/lib/app.db")),
+            "sqlite:///var/lib/app.db"
+        );
     }
 
     #[test]
@@ -341,7 +359,13 @@ mod tests {
         assert!(matches!(load(dir.path()), Ok(None)));
         let w = watch("sync", 2);
         let mut t = Tally::new(DB.into(), None);
-        t.count(&w, "7", "100", &d(Verdict::Hung, Basis::StaleButOwnerAlive), 5);
+        t.count(
+            &w,
+            "7",
+            "100",
+            &d(Verdict::Hung, Basis::StaleButOwnerAlive),
+            5,
+        );
         let counts = t.into_counts(5);
         save(dir.path(), &counts).expect("save");
         assert_eq!(load(dir.path()).expect("load"), Some(counts));

@@ -4,8 +4,9 @@
 //! watch the table, its columns and their types, the index that finds running rows (by
 //! the database's own plan of the very query `check` runs), the message column's room,
 //! times in the future, `max_age` against the runs it can see; the heartbeat and lock
-//! directories as the user selfheal runs as; selfheal's run lock, state directory and
-//! metrics file.
+//! directories as the user selfheal runs as; whether pids and `/proc/locks` are the
+//! host's (selfheal outside the initial pid namespace); selfheal's run lock, state
+//! directory and metrics file.
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -25,6 +26,7 @@ use crate::evidence;
 use crate::history::{self, Recent};
 use crate::host::Host;
 use crate::probe::LockTable;
+use crate::probe::owner::{INITIAL_PID_NS, PidNamespace};
 use crate::store::{self, Introspect, ScanPlan, Schema, Store};
 
 /// How one check came out.
@@ -165,6 +167,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
         if let Some(t) = &w.lock_file {
             rep.add(lock_dir_finding(w, t));
         }
+    }
+    if let Some(f) = pid_namespace_finding(&cfg, PidNamespace::current()) {
+        rep.add(f);
     }
     rep.add(run_lock_finding(&cfg.run.lock_file));
     rep.add(state_dir_finding(&cfg.run.state_dir));
@@ -747,6 +752,30 @@ fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
             Heartbeat::Unreadable(why) => Finding::fail(subject, why, denied_fix(&dir)),
         },
     }
+}
+
+/// Outside the host's initial pid namespace (a container, `unshare --pid`), pids and
+/// `/proc/locks` are another namespace's: said once, when a watch relies on them.
+fn pid_namespace_finding(cfg: &Config, ns: &PidNamespace) -> Option<Finding> {
+    let PidNamespace::Other(here) = ns else {
+        return None;
+    };
+    let owners = cfg.watches.iter().any(|w| w.owner_column.is_some());
+    let locks = cfg.watches.iter().any(|w| w.lock_file.is_some());
+    if !owners && !locks {
+        return None;
+    }
+    Some(Finding::warn(
+        "pid namespace",
+        format!(
+            "selfheal runs in pid namespace {here}, not the host's initial one ({INITIAL_PID_NS}): \
+             kill(pid, 0), /proc and /proc/locks see only this namespace's processes, so owner \
+             pids count as not_visible (they prove nothing either way) and a lock /proc/locks \
+             shows free is confirmed with a try-lock before a row is marked on it"
+        ),
+        "run selfheal on the host itself, not in a container, for owner pids to count as \
+         evidence",
+    ))
 }
 
 fn lock_dir_finding(w: &Watch, t: &PathTemplate) -> Finding {

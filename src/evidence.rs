@@ -17,7 +17,9 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{Clocks, age_on_db_clock, epoch, human, implausible_start, instant, plausible_age};
+use crate::clock::{
+    Clocks, age_on_db_clock, epoch, human, implausible_start, instant, plausible_age,
+};
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{Basis, Decision, Evidence, Heartbeat, Lock, Owner, Thresholds, Verdict};
 use crate::host::Host;
@@ -321,7 +323,9 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
         human: match &e.lock {
             Lock::Unconfirmed => Human::Words("free as far as /proc/locks shows (not confirmed)"),
             Lock::Free => Human::Words("free (a try-lock got it)"),
-            Lock::Held { pid: None } => Human::Words("held (a try-lock failed; holder not visible)"),
+            Lock::Held { pid: None } => {
+                Human::Words("held (a try-lock failed; holder not visible)")
+            }
             _ => Human::Same,
         },
         leads: false,

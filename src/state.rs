@@ -261,7 +261,12 @@ mod tests {
         std::os::unix::fs::symlink(&target, &p).expect("link");
         write_typed_unsynced(&state, &COUNTS, &c).expect("write");
         assert_eq!(std::fs::read_to_string(&target).expect("read"), "theirs");
-        assert!(!std::fs::symlink_metadata(&p).expect("meta").file_type().is_symlink());
+        assert!(
+            !std::fs::symlink_metadata(&p)
+                .expect("meta")
+                .file_type()
+                .is_symlink()
+        );
         // A state directory that is a file: an error naming it.
         let file = dir.path().join("a-file");
         std::fs::write(&file, "").expect("file");

@@ -544,7 +544,10 @@ fn every_combination_keeps_the_promises() {
         // never conclusive, nor is a pid of another namespace.
         if d.conclusive() {
             assert!(e.lock != Lock::Unconfirmed || owner_gone, "{ctx}");
-            assert!(!matches!(e.owner, Owner::NotVisible { .. }) || lock_free_old, "{ctx}");
+            assert!(
+                !matches!(e.owner, Owner::NotVisible { .. }) || lock_free_old,
+                "{ctx}"
+            );
         }
         // Inferred verdicts are exactly the heartbeat-only deaths and the hung rows.
         assert_eq!(
@@ -595,7 +598,10 @@ fn evidence_selfheal_cannot_trust_weighs_like_no_evidence() {
             assert!(c == *d || c.conclusive(), "{e:?}: {d:?} -> {c:?}");
             let held = decide(&with(e, |e| e.lock = Lock::Held { pid: None }), T);
             let owner_gone = matches!(e.owner, Owner::Dead { .. } | Owner::Reused { .. });
-            assert!(held.verdict != Verdict::Dead || owner_gone, "{e:?}: {held:?}");
+            assert!(
+                held.verdict != Verdict::Dead || owner_gone,
+                "{e:?}: {held:?}"
+            );
         } else {
             assert_ne!(e.lock, Unconfirmed);
         }
@@ -787,7 +793,10 @@ fn overtime_with_a_living_worker_is_never_marked_dead() {
         (Action::MarkManual, Some("wait_manual"), true)
     );
     let p = plan(&lives, None, &POLICY);
-    assert_eq!((p.action, p.target, p.attention), (Action::None, None, true));
+    assert_eq!(
+        (p.action, p.target, p.attention),
+        (Action::None, None, true)
+    );
     // manual and report stay as they are.
     for (policy, action) in [
         (Overtime::Manual, Action::MarkManual),

@@ -349,7 +349,11 @@ garbage line
             "fcntl.lockf(f, fcntl.LOCK_EX)",
             "fcntl.lockf(f, fcntl.LOCK_SH)",
         ] {
-            let mode = if how.contains("lockf(f, fcntl.LOCK_EX)") { "r+" } else { "r" };
+            let mode = if how.contains("lockf(f, fcntl.LOCK_EX)") {
+                "r+"
+            } else {
+                "r"
+            };
             let mut holder = Command::new("python3")
                 .arg("-c")
                 .arg(format!(

@@ -308,7 +308,8 @@ impl WatchStats {
 /// beat (ids reused), not a pause of this run.
 fn possible_silence(gap: u64, fp: &FalsePositive) -> bool {
     let slack = CLOCK_SLACK_S as u64;
-    fp.total_age_s.is_none_or(|t| gap <= t.saturating_add(slack))
+    fp.total_age_s
+        .is_none_or(|t| gap <= t.saturating_add(slack))
         && fp.runtime_s.is_none_or(|r| gap <= r.saturating_add(slack))
 }
 

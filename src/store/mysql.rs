@@ -767,7 +767,10 @@ mod tests {
             .is_err()
         );
         // The server's instant: integers, decimals (DATETIME(6)), NULL.
-        assert_eq!(server_epoch(&SqlValue::Int(1_764_406_800)), Some(1_764_406_800));
+        assert_eq!(
+            server_epoch(&SqlValue::Int(1_764_406_800)),
+            Some(1_764_406_800)
+        );
         assert_eq!(
             server_epoch(&SqlValue::Text("1764406800.250000".into())),
             Some(1_764_406_800)

@@ -186,7 +186,10 @@ pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement>
         time_column(d, &w.started_column),
         time_column(d, ended)
     );
-    let select = format!("SELECT {id}, {times}, {st}, {msg} FROM {}", d.quote(&w.table));
+    let select = format!(
+        "SELECT {id}, {times}, {st}, {msg} FROM {}",
+        d.quote(&w.table)
+    );
     let sql = match scope {
         History::All => {
             let running = b.bind(SqlValue::Text(w.running_value.clone()));

@@ -153,8 +153,6 @@ fn from_sql(v: ValueRef<'_>) -> SqlValue {
     }
 }
 
-
-
 /// Reads `EXPLAIN QUERY PLAN` details: `SEARCH t USING INDEX i (status=?)` finds running
 /// rows through an index; `SCAN t` (even `SCAN t USING INDEX i`) reads every row.
 fn plan_of(details: &[String]) -> ScanPlan {

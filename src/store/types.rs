@@ -444,18 +444,35 @@ mod tests {
         // A TIMESTAMP is the server's instant, whatever zone is configured.
         for zone in [None, tz] {
             assert_eq!(
-                time_value(SqlValue::DateTime(d), Some(&ColumnType::Timestamp), zone, server)
-                    .stamp,
+                time_value(
+                    SqlValue::DateTime(d),
+                    Some(&ColumnType::Timestamp),
+                    zone,
+                    server
+                )
+                .stamp,
                 Ok(Some(Stamp::Epoch(1_764_406_800)))
             );
         }
         // A DATETIME: in the configured zone, else as the server places it.
         assert_eq!(
-            time_value(SqlValue::DateTime(d), Some(&ColumnType::DateTime), tz, server).stamp,
+            time_value(
+                SqlValue::DateTime(d),
+                Some(&ColumnType::DateTime),
+                tz,
+                server
+            )
+            .stamp,
             Ok(Some(Stamp::Local(d, chrono_tz::Europe::Berlin)))
         );
         assert_eq!(
-            time_value(SqlValue::DateTime(d), Some(&ColumnType::DateTime), None, server).stamp,
+            time_value(
+                SqlValue::DateTime(d),
+                Some(&ColumnType::DateTime),
+                None,
+                server
+            )
+            .stamp,
             Ok(Some(Stamp::Epoch(1_764_406_800)))
         );
         let far = time_value(
@@ -464,10 +481,19 @@ mod tests {
             None,
             NaiveClock::Server(None),
         );
-        assert!(far.stamp.is_err_and(|e| e.contains("set [database] timezone")));
+        assert!(
+            far.stamp
+                .is_err_and(|e| e.contains("set [database] timezone"))
+        );
         // SQLite's naive text is UTC unless a zone is configured.
         assert_eq!(
-            time_value(SqlValue::Text("2026-11-29 10:00:00".into()), None, None, utc).stamp,
+            time_value(
+                SqlValue::Text("2026-11-29 10:00:00".into()),
+                None,
+                None,
+                utc
+            )
+            .stamp,
             Ok(Some(Stamp::Epoch(d.and_utc().timestamp())))
         );
         assert_eq!(
@@ -490,7 +516,13 @@ mod tests {
                 .is_err()
         );
         assert_eq!(
-            time_value(SqlValue::Text("0000-00-00 00:00:00".into()), None, None, utc).stamp,
+            time_value(
+                SqlValue::Text("0000-00-00 00:00:00".into()),
+                None,
+                None,
+                utc
+            )
+            .stamp,
             Err("\"0000-00-00 00:00:00\" is a zero date".into())
         );
     }

@@ -184,11 +184,19 @@ fn counts_follow_the_judgements() {
     );
     s.add(&id(9), "done", Ok(300), true, Judgement::Rerun);
     // A silence longer than the run was old when it was marked: an earlier row's beat.
-    s.add(&id(10), "done", Ok(9000), true, fp("dead", false, Some(7_209)));
+    s.add(
+        &id(10),
+        "done",
+        Ok(9000),
+        true,
+        fp("dead", false, Some(7_209)),
+    );
     s.add(
         &id(11),
         "done",
-        Err(BadRuntime::Implausible("runs 400d0h, longer than a year".into())),
+        Err(BadRuntime::Implausible(
+            "runs 400d0h, longer than a year".into(),
+        )),
         true,
         Judgement::Plain,
     );
