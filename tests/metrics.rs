@@ -24,7 +24,7 @@ fn setup() -> (Sandbox, SqliteDb, PathBuf, PathBuf) {
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
         &format!("metrics_file = \"{}\"", prom.display()),
-        &sb.watch(""),
+        &sb.watch("confirm = 1\n"),
     );
     (sb, db, cfg, prom)
 }
@@ -166,7 +166,7 @@ fn an_unwritable_metrics_directory_is_exit_3_after_the_work_is_done() {
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
         "metrics_file = \"/nonexistent/selfheal/selfheal.prom\"",
-        &sb.watch(""),
+        &sb.watch("confirm = 1\n"),
     );
     let o = check(&cfg, &[]);
     assert_exit(&o, 3);
@@ -355,12 +355,12 @@ fn node_exporter_reads_the_file() {
 fn a_run_of_one_watch_keeps_the_other_watches_lines() {
     let (sb, db, _cfg, prom) = setup();
     let second = sb
-        .watch("")
+        .watch("confirm = 1\n")
         .replace("name = \"full-sync\"", "name = \"nightly\"");
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
         &format!("metrics_file = \"{}\"", prom.display()),
-        &format!("{}\n\n[[watch]]\n{second}", sb.watch("")),
+        &format!("{}\n\n[[watch]]\n{second}", sb.watch("confirm = 1\n")),
     );
     let o = check(&cfg, &["--watch", "nightly"]);
     assert_exit(&o, 0);
