@@ -35,7 +35,7 @@ pub const FILE: StateFile = StateFile {
     opening: "opening confirmations.json",
     reading: "reading the confirmation counts",
     writing: "writing the confirmation counts",
-    creating: "creating a temporary file for confirmations.json",
+    creating: "creating a temporary file for the confirmation counts",
 };
 
 /// The state file: every row with an inferred verdict, as the last real run left them.
@@ -163,6 +163,12 @@ impl Tally {
         })
     }
 
+    /// Forgets a row this run wrote (it is no longer running).
+    pub fn forget(&mut self, w: &Watch, id: &str, started: &str) {
+        self.now
+            .remove(&(w.name.clone(), id.to_string(), started.to_string()));
+    }
+
     /// Marks a watch as checked this run although it had no rows: its old entries go.
     pub fn checked(&mut self, w: &Watch) {
         self.checked.insert(w.name.clone());
@@ -220,7 +226,17 @@ pub fn load(state_dir: &Path) -> Result<Option<Counts>, Unread> {
 /// An error fails the run like a journal failure: without the counts, no inferred verdict
 /// would ever act.
 pub fn save(state_dir: &Path, counts: &Counts) -> Result<()> {
-    state::write_typed_unsynced(state_dir, &FILE, counts).map(|_| ())
+    state::write_typed_unsynced(state_dir, &FILE, counts)
+        .map(|_| ())
+        .map_err(|e| match e {
+            Error::Io { path, source, .. } => Error::Io {
+                path,
+                action: "keeping the confirmation counts, without which no inferred verdict \
+                         could ever act (make run.state_dir writable for this user)",
+                source,
+            },
+            other => other,
+        })
 }
 
 #[cfg(test)]

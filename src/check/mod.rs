@@ -36,7 +36,7 @@ use crate::decide::{Action, Hold};
 use crate::error::{Error, Result, exit};
 use crate::evidence::thresholds;
 use crate::host::Host;
-use crate::journal::{Pending, RunId, Writer};
+use crate::journal::{Pending, RowId, RunId, Writer};
 use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, RunningRow, Schema, Store};
 
@@ -436,6 +436,12 @@ fn write_and_report(
             error: end.error,
         }
     };
+    // A row written is no longer running: it keeps no confirmation count.
+    if let Some(t) = run.tally.as_mut() {
+        for (row, _) in batch.iter().filter(|(_, r)| r.applied) {
+            t.forget(w, &RowId::from(&row.id).key(), &row.started.raw.to_string());
+        }
+    }
     let mut written = writes
         .into_iter()
         .zip(batch.into_iter().map(|(_, r)| r))
