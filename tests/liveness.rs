@@ -693,7 +693,7 @@ fn with_release_lock_never_or_for_hung_and_overtime_rows_the_lock_file_stays() {
     sb.heartbeat(4, secs(10));
     let lock4 = legacy_lock(&sb, 4, dead_pid());
     // hung: a live owner whose heartbeat stalled.
-    let worker = stalled_live_worker(&sb, &db, 5);
+    let _worker = stalled_live_worker(&sb, &db, 5);
     let lock5 = legacy_lock(&sb, 5, dead_pid());
     let states = [file_state(&lock4), file_state(&lock5)];
     let cfg = sb.config(
