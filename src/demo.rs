@@ -245,8 +245,7 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
         Some(d) => {
             if d.exists()
                 && std::fs::read_dir(d)
-                    .map(|mut r| r.next().is_some())
-                    .unwrap_or(true)
+                    .map_or(true, |mut r| r.next().is_some())
             {
                 return Err(Error::Usage(
                     format!("--keep {}: the directory must be new or empty", d.display()).into(),
@@ -313,7 +312,7 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
     );
     let mut locks: Vec<String> = std::fs::read_dir(dir.join("run"))
         .map_err(io_err(&dir, "listing the sandbox"))?
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".lock") && n != "selfheal.lock")
         .collect();

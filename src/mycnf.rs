@@ -347,7 +347,7 @@ fn read_into(
                         file: path.to_path_buf(),
                         message: format!("line {line}: !includedir {}: {e}", dir.display()),
                     })?
-                    .filter_map(|e| e.ok())
+                    .filter_map(std::result::Result::ok)
                     .map(|e| {
                         use std::os::unix::ffi::OsStrExt;
                         e.file_name().as_bytes().to_vec()

@@ -119,8 +119,7 @@ impl DbUrl {
         match self {
             DbUrl::Sqlite(_) => false,
             DbUrl::Mysql(u) => mysql::Opts::from_url(&with_host(u).0)
-                .map(|o| o.get_pass().is_some())
-                .unwrap_or(false),
+                .is_ok_and(|o| o.get_pass().is_some()),
         }
     }
 }

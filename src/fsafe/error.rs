@@ -93,7 +93,14 @@ fn untrusted(owner: &Who, owner_trusted: bool, writers: &[String]) -> String {
 }
 
 fn not_private(what: &str, path: &Path, owner: &Who, me: &Who, writers: &[String]) -> String {
-    if owner.uid != me.uid {
+    if owner.uid == me.uid {
+        format!(
+            "the {what} can be written by {}, not only by {me} who runs selfheal: make it \
+             private: chmod go-w {}",
+            and_list(writers),
+            path.display()
+        )
+    } else {
         let mut s = format!(
             "the {what} is owned by {owner}, not by {me} who runs selfheal: run selfheal as its \
              owner: runuser -u {} -- selfheal …",
@@ -107,13 +114,6 @@ fn not_private(what: &str, path: &Path, owner: &Who, me: &Who, writers: &[String
             ));
         }
         s
-    } else {
-        format!(
-            "the {what} can be written by {}, not only by {me} who runs selfheal: make it \
-             private: chmod go-w {}",
-            and_list(writers),
-            path.display()
-        )
     }
 }
 

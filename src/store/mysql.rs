@@ -196,15 +196,14 @@ struct Cells(std::iter::Zip<std::vec::IntoIter<Value>, std::vec::IntoIter<Column
 
 impl Cells {
     fn new(row: mysql::Row) -> Self {
-        let types: Vec<ColumnType> = row.columns_ref().iter().map(|c| c.column_type()).collect();
+        let types: Vec<ColumnType> = row.columns_ref().iter().map(mysql::Column::column_type).collect();
         Cells(row.unwrap().into_iter().zip(types))
     }
 
     fn next_cell(&mut self) -> (SqlValue, ColumnType) {
         self.0
             .next()
-            .map(|(v, t)| (from_value(v), t))
-            .unwrap_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL))
+            .map_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL), |(v, t)| (from_value(v), t))
     }
 }
 

@@ -214,7 +214,7 @@ impl Sandbox {
         let private = self.path("private");
         std::fs::create_dir(&private).expect("dir");
         let set = |p: &Path, mode| {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
         };
         set(self.dir.path(), sandbox_mode);
         set(&db.path, 0o644);
@@ -395,17 +395,14 @@ impl MysqlDb {
         ) {
             Ok(c) => c,
             Err(e) => {
-                if std::env::var_os("CI").is_some() {
-                    panic!("CI is set and no MySQL/MariaDB server answers at {server}: {e}");
-                }
+                assert!(std::env::var_os("CI").is_none(), "CI is set and no MySQL/MariaDB server answers at {server}: {e}");
                 eprintln!("SKIPPED: no MySQL/MariaDB server at {server}: {e}");
                 return None;
             }
         };
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
+            .map_or(0, |d| d.subsec_nanos());
         let name = format!(
             "selfheal_t{}_{}_{nanos}",
             std::process::id(),
@@ -744,9 +741,7 @@ pub fn have_tool(cmd: &str, args: &[&str], what: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!("CI is set and {what} is missing (scripts/test installs it)");
-        }
+        assert!(std::env::var_os("CI").is_none(), "CI is set and {what} is missing (scripts/test installs it)");
         eprintln!("SKIPPED: {what} is missing (scripts/test installs it)");
     }
     ok
