@@ -243,10 +243,7 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
     let tmp;
     let dir: PathBuf = match keep {
         Some(d) => {
-            if d.exists()
-                && std::fs::read_dir(d)
-                    .map_or(true, |mut r| r.next().is_some())
-            {
+            if d.exists() && std::fs::read_dir(d).map_or(true, |mut r| r.next().is_some()) {
                 return Err(Error::Usage(
                     format!("--keep {}: the directory must be new or empty", d.display()).into(),
                 ));

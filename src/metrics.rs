@@ -389,8 +389,10 @@ pub fn render(samples: &[Sample]) -> String {
 /// disk, renamed over `path`. The temporary file is removed on failure.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
     let err = |e| Error::io(path, "writing the metrics file (run.metrics_file)", e);
-    let name = path
-        .file_name().map_or_else(|| "selfheal.prom".into(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(
+        || "selfheal.prom".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let tmp: PathBuf = path.with_file_name(format!("{name}.{}", std::process::id()));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()

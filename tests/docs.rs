@@ -137,7 +137,8 @@ fn keys_of(section: &str) -> Vec<String> {
     .expect_err("unknown key")
     .to_string();
     let expected = err
-        .split_once("expected one of").map_or_else(|| panic!("{err}"), |(_, e)| e);
+        .split_once("expected one of")
+        .map_or_else(|| panic!("{err}"), |(_, e)| e);
     expected
         .split('`')
         .skip(1)

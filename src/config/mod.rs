@@ -118,8 +118,9 @@ impl DbUrl {
     pub fn has_password(&self) -> bool {
         match self {
             DbUrl::Sqlite(_) => false,
-            DbUrl::Mysql(u) => mysql::Opts::from_url(&with_host(u).0)
-                .is_ok_and(|o| o.get_pass().is_some()),
+            DbUrl::Mysql(u) => {
+                mysql::Opts::from_url(&with_host(u).0).is_ok_and(|o| o.get_pass().is_some())
+            }
         }
     }
 }

@@ -196,14 +196,20 @@ struct Cells(std::iter::Zip<std::vec::IntoIter<Value>, std::vec::IntoIter<Column
 
 impl Cells {
     fn new(row: mysql::Row) -> Self {
-        let types: Vec<ColumnType> = row.columns_ref().iter().map(mysql::Column::column_type).collect();
+        let types: Vec<ColumnType> = row
+            .columns_ref()
+            .iter()
+            .map(mysql::Column::column_type)
+            .collect();
         Cells(row.unwrap().into_iter().zip(types))
     }
 
     fn next_cell(&mut self) -> (SqlValue, ColumnType) {
         self.0
             .next()
-            .map_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL), |(v, t)| (from_value(v), t))
+            .map_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL), |(v, t)| {
+                (from_value(v), t)
+            })
     }
 }
 

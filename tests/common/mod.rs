@@ -395,7 +395,10 @@ impl MysqlDb {
         ) {
             Ok(c) => c,
             Err(e) => {
-                assert!(std::env::var_os("CI").is_none(), "CI is set and no MySQL/MariaDB server answers at {server}: {e}");
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set and no MySQL/MariaDB server answers at {server}: {e}"
+                );
                 eprintln!("SKIPPED: no MySQL/MariaDB server at {server}: {e}");
                 return None;
             }
@@ -741,7 +744,10 @@ pub fn have_tool(cmd: &str, args: &[&str], what: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI is set and {what} is missing (scripts/test installs it)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and {what} is missing (scripts/test installs it)"
+        );
         eprintln!("SKIPPED: {what} is missing (scripts/test installs it)");
     }
     ok
