@@ -202,7 +202,7 @@ fn print_table(db: &Path, out: &mut dyn Write) -> Result<()> {
         let _ = writeln!(
             out,
             "  {id:<3} {job:<13} {status:<12} {:<10} {:<6} {msg}",
-            format!("{} ago", human(age.max(0) as u64)),
+            format!("{} ago", human(u64::try_from(age).unwrap_or(0))),
             if ended { "yes" } else { "" },
         );
     }

@@ -12,7 +12,7 @@ pub struct Host {
     /// Boot time, unix seconds (`btime` in /proc/stat).
     boot_time: Option<i64>,
     /// Clock ticks per second (for /proc/PID/stat start times).
-    ticks: i64,
+    ticks: std::ffi::c_long,
 }
 
 impl Host {
@@ -33,7 +33,7 @@ impl Host {
         Host {
             name,
             boot_time,
-            ticks: i64::from(ticks as i32).max(1),
+            ticks: ticks.max(1),
         }
     }
 

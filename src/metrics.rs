@@ -344,6 +344,7 @@ pub fn samples(
     out
 }
 
+#[allow(clippy::cast_possible_truncation)] // an integral value below 1e15 < 2^53 is exact as i64
 fn fmt_value(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)

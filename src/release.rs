@@ -141,6 +141,7 @@ pub fn release_if_free(path: &Path, host: &Host) -> Release {
         Err(TryLockError::WouldBlock) => return Release::Kept(held_by(None)),
         Err(TryLockError::Error(e)) => return Release::Failed(format!("flock: {e}")),
     }
+    #[allow(clippy::cast_possible_truncation)] // F_RDLCK and SEEK_SET are 0 and 0
     let whole_file = libc::flock {
         l_type: libc::F_RDLCK as libc::c_short,
         l_whence: libc::SEEK_SET as libc::c_short,

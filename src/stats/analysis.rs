@@ -235,14 +235,14 @@ impl WatchStats {
                         OTHER_STATUSES
                     };
                     *self.by_status.entry(key.to_string()).or_insert(0) += 1;
-                    let s = s as u64;
+                    let s = s.unsigned_abs(); // s >= 0
                     if self.runtimes.max().is_none_or(|m| s > m) {
                         self.longest_id = Some(id.clone());
                     }
                     self.runtimes.add(s);
                 }
             }
-            Ok(s) => self.unreadable(id, format!("ends {}s before it starts", -s)),
+            Ok(s) => self.unreadable(id, format!("ends {}s before it starts", s.unsigned_abs())),
             Err(why) => self.unreadable(id, why),
         }
         match j {

@@ -177,15 +177,23 @@ fn to_value(v: &SqlValue) -> Value {
         SqlValue::Bytes(b) => Value::Bytes(b.clone()),
         SqlValue::DateTime(d) => {
             use chrono::{Datelike, Timelike};
-            Value::Date(
-                d.year() as u16,
-                d.month() as u8,
-                d.day() as u8,
-                d.hour() as u8,
-                d.minute() as u8,
-                d.second() as u8,
-                d.nanosecond() / 1_000,
-            )
+            // chrono's month to second always fit a u8; a year outside 0-65535 (DATETIME
+            // holds 1000-9999) goes as its text, which no stored date-time equals and strict
+            // mode will not store, never as a wrapped year.
+            match (
+                u16::try_from(d.year()),
+                u8::try_from(d.month()),
+                u8::try_from(d.day()),
+                u8::try_from(d.hour()),
+                u8::try_from(d.minute()),
+                u8::try_from(d.second()),
+            ) {
+                (Ok(year), Ok(month), Ok(day), Ok(hour), Ok(minute), Ok(second)) => {
+                    let micros = d.nanosecond() / 1_000;
+                    Value::Date(year, month, day, hour, minute, second, micros)
+                }
+                _ => Value::Bytes(d.to_string().into_bytes()),
+            }
         }
     }
 }
@@ -729,6 +737,11 @@ mod tests {
             .map(SqlValue::DateTime)
             .expect("date");
         assert_eq!(from_value(to_value(&d)), d);
+        // A year MySQL's u16 cannot carry is sent as text, never wrapped.
+        let bc = chrono::NaiveDate::from_ymd_opt(-1, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .expect("date");
+        assert!(matches!(to_value(&SqlValue::DateTime(bc)), Value::Bytes(_)));
         assert_eq!(
             from_value(Value::Date(0, 0, 0, 0, 0, 0, 0)),
             SqlValue::Text("0000-00-00 00:00:00".into())
