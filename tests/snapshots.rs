@@ -320,7 +320,7 @@ fn utc(t: &str) -> SystemTime {
         .expect("time")
         .and_utc()
         .timestamp();
-    SystemTime::UNIX_EPOCH + Duration::from_secs(s as u64)
+    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(s).expect("after 1970"))
 }
 
 impl EveryVerdict {
@@ -783,7 +783,13 @@ fn stats_fixture() -> Option<(Sandbox, PathBuf)> {
         (4, HOUR + 10 * MIN),
         (5, HOUR + 25 * MIN),
     ] {
-        finished(&db, id, "done", ago(id as u64 * 24 * HOUR), runtime);
+        finished(
+            &db,
+            id,
+            "done",
+            ago(u64::try_from(id).expect("an id above 0") * 24 * HOUR),
+            runtime,
+        );
     }
     finished(&db, 9, "failed", ago(8 * HOUR), 5 * MIN);
     finished(&db, 8, "done", ago(7 * HOUR), 40 * MIN);

@@ -697,7 +697,7 @@ impl PrivateMariadb {
     /// Shuts the server down (SIGTERM, as `systemctl stop` does) and waits until it is gone.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(c.id()).expect("a pid"));
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
             c.wait().expect("wait for mariadbd");
         }
@@ -880,7 +880,7 @@ impl Drop for Proc {
         // kill the group, grandchildren included.
         if !self.reaped {
             let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(self.child.id() as i32),
+                nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("a pid")),
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
@@ -979,7 +979,8 @@ pub fn frozen_now() -> SystemTime {
         .expect("FROZEN_AT")
         .and_utc()
         .timestamp();
-    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(at as u64);
+    let t = SystemTime::UNIX_EPOCH
+        + Duration::from_secs(u64::try_from(at).expect("FROZEN_AT is after 1970"));
     assert!(
         SystemTime::now() + Duration::from_secs(86_400) < t,
         "the real clock has caught up with FROZEN_AT ({FROZEN_AT}): move it forward"
