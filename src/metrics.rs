@@ -265,7 +265,7 @@ pub fn samples(
             );
         }
     }
-    let per_watch = run.summary.map(|s| s.per_watch.as_slice()).unwrap_or(&[]);
+    let per_watch = run.summary.map_or(&[][..], |s| s.per_watch.as_slice());
     for w in &reached {
         let stats = per_watch.iter().find(|s| s.name == *w);
         let success = stats.is_some_and(super::report::WatchRun::checked);

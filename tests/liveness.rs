@@ -42,10 +42,10 @@ fn have_python() -> bool {
 
 #[test]
 fn a_lock_held_by_flock1_or_by_a_child_s_own_lock_makes_a_stale_row_hung_never_dead() {
+    type Holder = fn(&Path) -> Proc;
     if !have_python() {
         return;
     }
-    type Holder = fn(&Path) -> Proc;
     let holders: [(&str, Holder); 4] = [
         ("flock(1) --no-fork running sleep", |p| {
             flock1_holder(p, false)

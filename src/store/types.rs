@@ -232,7 +232,7 @@ pub fn time_value(raw: SqlValue, ty: Option<&ColumnType>) -> TimeValue {
             .ok_or_else(|| format!("{f} is not a unix timestamp")),
         SqlValue::Text(s) if s.starts_with("0000-00-00") => Err(format!("{s:?} is a zero date")),
         SqlValue::Text(s) => parse_text_stamp(s).map(Some),
-        other => Err(format!("{other} is not a date-time or unix timestamp")),
+        other @ SqlValue::Bytes(_) => Err(format!("{other} is not a date-time or unix timestamp")),
     };
     TimeValue { raw, stamp }
 }
