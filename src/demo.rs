@@ -194,8 +194,8 @@ fn print_table(db: &Path, out: &mut dyn Write) -> Result<()> {
     );
     for row in rows {
         let (id, job, status, age, ended, msg) = row.map_err(sql_err)?;
-        let msg = if msg.len() > 60 {
-            format!("{}…", &msg[..60])
+        let msg = if msg.chars().count() > 60 {
+            format!("{}…", crate::message::cut(&msg, Some(60)))
         } else {
             msg
         };

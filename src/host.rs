@@ -48,7 +48,7 @@ impl Host {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The command name may contain spaces and parentheses: fields resume after the
         // last ')'. The state is field 3, starttime field 22.
-        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
         let state = rest.next()?.chars().next()?;
         let start = rest
             .nth(18)

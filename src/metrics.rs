@@ -199,12 +199,15 @@ pub fn parse(text: &str) -> Vec<Sample> {
                             _ => esc = false,
                         }
                     }
-                    let Some(end) = end else {
+                    // The value, and what follows its closing quote.
+                    let Some((value, tail)) =
+                        end.and_then(|i| Some((after.get(..i)?, after.get(i + 1..)?)))
+                    else {
                         ok = false;
                         break;
                     };
-                    labels.push((k.to_string(), unescape(&after[..end])));
-                    rest = after[end + 1..].trim_start_matches(',');
+                    labels.push((k.to_string(), unescape(value)));
+                    rest = tail.trim_start_matches(',');
                 }
                 if !ok {
                     continue;

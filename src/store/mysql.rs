@@ -274,7 +274,13 @@ fn advisory_name(db: &str, watch: &str) -> String {
     for b in name.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{}#{h:016x}", &name[..64 - 17])
+    // The longest head of at most 47 bytes that ends on a character boundary (`get` is
+    // `None` inside a multi-byte character).
+    let head = (0..=64 - 17)
+        .rev()
+        .find_map(|n| name.get(..n))
+        .unwrap_or_default();
+    format!("{head}#{h:016x}")
 }
 
 impl JobTable for MysqlStore {
@@ -728,6 +734,13 @@ mod tests {
         let long = advisory_name(&"d".repeat(64), &"w".repeat(64));
         assert_eq!(long.len(), 64);
         assert_ne!(long, advisory_name(&"d".repeat(64), &"x".repeat(64)));
+        // A multi-byte database name is cut on a character boundary, never inside one.
+        for pad in 0..4 {
+            let db = format!("{}{}", "d".repeat(pad), "数据库".repeat(8));
+            let name = advisory_name(&db, "sync");
+            assert!(name.len() <= 64 && name.len() > 64 - 4, "{name}");
+            assert!(name.starts_with("selfheal/d") || name.starts_with("selfheal/数"));
+        }
     }
 
     #[test]

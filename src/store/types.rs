@@ -87,19 +87,19 @@ fn base_of(decl: &str) -> &str {
 
 /// `varchar(255)` → 255, `decimal(10,2)` → 10.
 fn declared_length(decl: &str) -> Option<usize> {
-    let open = decl.find('(')?;
-    let close = decl[open..].find(')')? + open;
-    decl[open + 1..close].split(',').next()?.trim().parse().ok()
+    let (_, args) = decl.split_once('(')?;
+    let (args, _) = args.split_once(')')?;
+    args.split(',').next()?.trim().parse().ok()
 }
 
 /// The members of `enum('a','b''c')` (quotes doubled inside a member, as MySQL writes
 /// them), in order.
 fn enum_members(decl: &str) -> Vec<String> {
-    let Some(open) = decl.find('(') else {
+    let Some((_, list)) = decl.split_once('(') else {
         return Vec::new();
     };
     let mut members = Vec::new();
-    let mut chars = decl[open + 1..].chars().peekable();
+    let mut chars = list.chars().peekable();
     let mut current: Option<String> = None;
     while let Some(c) = chars.next() {
         match (&mut current, c) {
