@@ -96,7 +96,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         run_watches(
             cfg,
             db,
-            opts,
+            *opts,
             &mut Out {
                 rep,
                 summary: &mut summary,
@@ -112,7 +112,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         rep,
         summary: &mut summary,
     };
-    let result = run_watches(cfg, db, opts, &mut out);
+    let result = run_watches(cfg, db, *opts, &mut out);
     let status = match &result {
         Ok(()) => exit_code(out.summary),
         Err(e) => e.exit_code(),
@@ -174,7 +174,7 @@ fn write_last_run(
 /// What every watch of a run shares.
 struct Run<'a> {
     cfg: &'a Config,
-    opts: &'a CheckOptions,
+    opts: CheckOptions,
     host: Host,
     clocks: Clocks,
     /// Holds back everything not conclusive (the clocks disagree).
@@ -186,7 +186,7 @@ struct Run<'a> {
 
 /// Everything after the run lock: connect, read the clocks and every schema, settle what a
 /// stopped run left, then judge and handle each watch's rows.
-fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'_>) -> Result<()> {
+fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Result<()> {
     let mut store = store::open(db, opts.dry_run)?;
     for note in store.notes() {
         out.warn(note);
@@ -231,7 +231,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
 /// forced) holds back everything not conclusive.
 fn compare_clocks(
     cfg: &Config,
-    opts: &CheckOptions,
+    opts: CheckOptions,
     clocks: &Clocks,
     out: &mut Out<'_>,
 ) -> Option<Hold> {
@@ -278,7 +278,7 @@ fn check_watch(
         && !run.host.is_me(h)
     {
         info.skipped = Some(format!("it runs on host {h}; this is {}", run.host.name));
-        counts.skipped = info.skipped.clone();
+        counts.skipped.clone_from(&info.skipped);
         counts.other_host = true;
         out.summary.per_watch.push(counts);
         out.rep.watch(&info);
@@ -287,7 +287,7 @@ fn check_watch(
     let t0 = Instant::now();
     if !run.opts.dry_run && !store.try_watch_lock(w)? {
         info.skipped = Some("another selfheal run (on this or another host) is checking it".into());
-        counts.skipped = info.skipped.clone();
+        counts.skipped.clone_from(&info.skipped);
         counts.duration = t0.elapsed();
         out.summary.per_watch.push(counts);
         out.summary.busy_watches.push(w.name.clone());
