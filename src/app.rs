@@ -20,6 +20,7 @@ pub fn run(cli: Cli) -> u8 {
         )),
         Command::Demo(args) => crate::demo::run(args.keep.as_deref(), &mut std::io::stdout()),
         Command::Stats(args) => crate::stats::run_command(&args),
+        Command::Run(args) => Ok(crate::run::main(&args.options())),
         Command::Completions(args) => completions(args.shell, &mut std::io::stdout().lock()),
     };
     match result {

@@ -6,7 +6,8 @@
 //! [`journal`]) → output ([`report`], and `state_dir/last-run.json` via [`state`]).
 //! [`stats`] reads the history of finished rows and the journal back: runtimes, false
 //! positives, suggested thresholds. [`app`] wires a parsed command line to these and
-//! maps the outcome to an exit status.
+//! maps the outcome to an exit status. [`run`] is `selfheal run`, the wrapper that makes a
+//! job leave that evidence (a kernel lock, a heartbeat, an execution record).
 
 pub mod app;
 pub mod check;
@@ -26,6 +27,7 @@ pub mod probe;
 pub mod recovery;
 pub mod release;
 pub mod report;
+pub mod run;
 pub mod runlock;
 pub mod state;
 pub mod stats;

@@ -1000,6 +1000,7 @@ fn help() {
         ("help_doctor", &["doctor", "--help"]),
         ("help_stats", &["stats", "--help"]),
         ("help_demo", &["demo", "--help"]),
+        ("help_run", &["run", "--help"]),
     ] {
         // clap wraps help to $COLUMNS (else the terminal's width, else 100).
         let o = selfheal()
