@@ -2,10 +2,9 @@
 //! until it ends, its heartbeat touched meanwhile, and SIGTERM, SIGINT and SIGHUP passed
 //! on to it.
 //!
-//! **The lock outlives the wrapper.** The locked descriptor is duplicated without
-//! close-on-exec just for the spawn (this process is single-threaded and starts nothing
-//! else meanwhile) and closed in the wrapper right after; every other descriptor selfheal
-//! opens is close-on-exec. The command therefore shares the lock's open file description:
+//! **The lock outlives the wrapper.** Close-on-exec is cleared on the locked descriptor in
+//! the child only, between `fork` and `exec`; every other descriptor selfheal opens is
+//! close-on-exec. The command therefore shares the lock's open file description:
 //! the `flock` stays held until the last process holding it ends — the command, or a
 //! background process the command left behind with the descriptor (later runs then exit
 //! 75 naming that process). `/proc/locks` names the process that took the lock, i.e. the
@@ -20,18 +19,22 @@
 //! A touch that fails is reported once on stderr per distinct error, and the command runs
 //! on.
 //!
-//! **Signals.** SIGTERM, SIGINT and SIGHUP sent to the wrapper are sent on to the command's
+//! **Signals.** The command starts with no signal blocked (the wrapper's own mask, which
+//! holds back the signals it reads synchronously, is emptied in the child before `exec`).
+//! SIGTERM, SIGINT and SIGHUP sent to the wrapper are sent on to the command's
 //! process. One the kernel sent to the whole foreground process group (the terminal's
 //! Ctrl-C or hangup) already reached the command when it shares the wrapper's group, and is
 //! not sent twice.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::FileTimes;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant, SystemTime};
 
-use nix::sys::signal::kill;
+use nix::sys::signal::{SigSet, kill};
 use nix::unistd::Pid;
 
 use super::lock::LockFile;
@@ -42,16 +45,33 @@ use crate::fsafe::{self, Dir};
 /// existing one keeps.
 pub const HEARTBEAT_MODE: u32 = 0o644;
 
-/// Starts the command, with the lock's descriptor (if any) inherited.
+/// Starts the command, with the lock's descriptor (if any) inherited and no signal
+/// blocked.
 pub fn spawn(command: &[OsString], lock: Option<&LockFile>) -> std::io::Result<Child> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| std::io::Error::other("no command"))?;
-    // `dup` clears close-on-exec on the copy only; it lives until the spawn is done.
-    let inherited = lock.map(|l| rustix::io::dup(&l.file)).transpose()?;
-    let child = Command::new(program).args(args).spawn();
-    drop(inherited);
-    child
+    let lock_fd = lock.map(|l| l.file.as_raw_fd());
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    // SAFETY: the closure runs in the child between fork and exec and makes only
+    // async-signal-safe system calls (fcntl, sigprocmask), allocating nothing. `lock_fd`
+    // stays open in the parent until `spawn` returns, so it is valid in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(fd) = lock_fd {
+                // Close-on-exec cleared in the child only: the command inherits the lock.
+                let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
+                rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+            }
+            // The wrapper blocks the signals it reads synchronously; the mask would be
+            // inherited across exec, and a command that cannot receive SIGTERM cannot be
+            // stopped.
+            SigSet::empty().thread_set_mask()?;
+            Ok(())
+        });
+    }
+    cmd.spawn()
 }
 
 /// The heartbeat file: its directory reached once by the safe walk, the name in it, and
@@ -68,24 +88,21 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// Reaches the directory and checks this user may create the file there; creates
-    /// nothing yet (a run that is skipped must not freshen the heartbeat).
+    /// Reaches the directory and checks this user may write the file there; creates and
+    /// touches nothing yet (a run that is skipped must not freshen the heartbeat).
     pub fn prepare(path: &Path, every: Duration) -> fsafe::Result<Heartbeat> {
         let (dir, name) = Dir::open_parent(path)?;
-        // An existing file is checked now (a link, a FIFO, another owner, hard links),
-        // without creating or touching it.
-        if let Some(st) = dir.stat_at(&name)? {
-            if st.kind == fsafe::Kind::Symlink {
+        // An existing file is checked now (a link, a FIFO, another owner, hard links) by
+        // opening it as a touch would, which changes neither its content nor its mtime; a
+        // missing one is only known to be creatable.
+        match dir.stat_at(&name)? {
+            Some(st) if st.kind == fsafe::Kind::Symlink => {
                 return Err(fsafe::Error::FinalSymlink {
                     path: path.to_path_buf(),
                 });
             }
-            if st.kind != fsafe::Kind::File {
-                return Err(fsafe::Error::NotRegular {
-                    path: path.to_path_buf(),
-                    kind: st.kind.describe(),
-                });
-            }
+            Some(_) => drop(dir.open_rw(&name, HEARTBEAT_MODE)?),
+            None => super::record::can_create_in(&dir, path)?,
         }
         Ok(Heartbeat {
             path: path.to_path_buf(),

@@ -132,6 +132,24 @@ impl Record {
     }
 }
 
+/// Refuses a directory this user cannot create a file in (write and search permission,
+/// as the effective user; a read-only file system counts), naming `path`, the file that
+/// was to be made there.
+pub(super) fn can_create_in(dir: &Dir, path: &Path) -> fsafe::Result<()> {
+    rustix::fs::accessat(
+        dir,
+        ".",
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::EACCESS,
+    )
+    .map_err(|e| fsafe::Error::Io {
+        path: path.to_path_buf(),
+        component: Some(dir.path().to_path_buf()),
+        action: "creating a file in",
+        source: e.into(),
+    })
+}
+
 /// Where the record goes: its directory, reached once by the safe walk before anything
 /// starts, and the file's name in it.
 #[derive(Debug)]
@@ -146,18 +164,24 @@ impl ReportFile {
     /// so that a run whose record could not be written is refused before it starts.
     pub fn prepare(path: &Path) -> fsafe::Result<ReportFile> {
         let (dir, name) = Dir::open_parent(path)?;
-        rustix::fs::accessat(
-            &dir,
-            ".",
-            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
-            rustix::fs::AtFlags::EACCESS,
-        )
-        .map_err(|e| fsafe::Error::Io {
-            path: path.to_path_buf(),
-            component: Some(dir.path().to_path_buf()),
-            action: "creating a file in",
-            source: e.into(),
-        })?;
+        // The rename would replace a link or whatever else is there without following
+        // it; still, a report path that is not a plain file is somebody's mistake or
+        // somebody's trap, and is refused.
+        match dir.stat_at(&name)? {
+            Some(st) if st.kind == fsafe::Kind::Symlink => {
+                return Err(fsafe::Error::FinalSymlink {
+                    path: path.to_path_buf(),
+                });
+            }
+            Some(st) if st.kind != fsafe::Kind::File => {
+                return Err(fsafe::Error::NotRegular {
+                    path: path.to_path_buf(),
+                    kind: st.kind.describe(),
+                });
+            }
+            _ => {}
+        }
+        can_create_in(&dir, path)?;
         Ok(ReportFile {
             path: path.to_path_buf(),
             dir,
@@ -167,9 +191,15 @@ impl ReportFile {
 
     /// Replaces the record atomically.
     pub fn write(&self, record: &Record) -> fsafe::Result<()> {
+        let mut bytes = serde_json::to_vec(record).map_err(|e| fsafe::Error::Io {
+            path: self.path.clone(),
+            component: None,
+            action: "serialising the record for",
+            source: std::io::Error::other(e),
+        })?;
+        bytes.push(b'\n');
         self.dir.replace(&self.name, REPORT_MODE, |f| {
-            serde_json::to_writer(&mut *f, record).map_err(std::io::Error::other)?;
-            std::io::Write::write_all(f, b"\n")
+            std::io::Write::write_all(f, &bytes)
         })
     }
 

@@ -5,8 +5,9 @@
 //! check and a wait, and a signal that arrives while the command is being started waits
 //! in the queue until the loop reads it.
 //!
-//! The command does not inherit the blocked mask: `std::process::Command` empties the
-//! signal mask in the child before `exec` (and the `signalfd` is close-on-exec).
+//! The command does not inherit the blocked mask: [`super::child::spawn`] empties it in
+//! the child before `exec` (a mask survives `exec`, and std's `Command` leaves it as it
+//! is); the `signalfd` is close-on-exec.
 
 use std::os::fd::AsFd;
 use std::time::Duration;
