@@ -859,13 +859,25 @@ fn demo() {
         .expect("run selfheal demo");
     let pid = child.id();
     let o = child.wait_with_output().expect("selfheal demo");
+    // The wrapped job's processes, from its execution record in the kept sandbox.
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(sb.path("demo/run/cron-8.json")).expect("the wrapped job's record"),
+    )
+    .expect("JSON");
+    let wrapper = record["wrapper_pid"].as_u64().expect("wrapper_pid") as u32;
+    let job = record["pid"].as_u64().expect("pid") as u32;
     snapshot(
         "demo",
         "selfheal demo --keep DIR under the frozen clock.",
         &transcript(
             &["demo", "--keep", "[SANDBOX]/demo"],
             &o,
-            &Redact::new(&sb).pid(pid, "DEMO_PID"),
+            &Redact::new(&sb)
+                .pid(pid, "DEMO_PID")
+                .pid(wrapper, "WRAPPER_PID")
+                .with(format!("pid {wrapper};"), "pid [WRAPPER_PID];")
+                .with(format!("{}:{job} ", hostname()), "[HOST]:[JOB_PID] ")
+                .with(format!("{}:{job}\n", hostname()), "[HOST]:[JOB_PID]\n"),
         ),
     );
 }
