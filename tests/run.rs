@@ -832,14 +832,16 @@ fn bad_usage_is_refused_with_exit_2_and_nothing_starts() {
             "--lock and --heartbeat name the same file",
         ),
     ];
+    std::fs::write(&lock, "web1:1 2035-03-14T15:09:26Z\n").expect("lock");
+    let before = file_state(&lock);
     for (args, says) in cases {
         let o = run(&args).output().expect("run");
         assert_exit(&o, 2);
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
         assert!(!marker.exists(), "{args:?} started the command");
+        assert_eq!(file_state(&lock), before, "{args:?} changed the lock file");
     }
     // The lock file with a second name (a hard link) is refused.
-    std::fs::write(&lock, "").expect("lock");
     let alias = sb.path("alias");
     std::fs::hard_link(&lock, &alias).expect("link");
     let o = run_with(&[("--lock", &alias)], &["--", "touch", m])

@@ -139,8 +139,9 @@ fn prepare(o: &Options) -> (Option<ReportFile>, Result<Files, Refusal>) {
         (&hb_path, &report_path, "--heartbeat", "--report"),
     ] {
         if same(a, b) {
+            // No record either: it would replace the other file.
             let msg = format!("error: {x} and {y} name the same file; give each its own");
-            return (report, Err(Refusal(exit::USAGE, msg)));
+            return (None, Err(Refusal(exit::USAGE, msg)));
         }
     }
     let heartbeat = match hb_path.as_deref().map(|p| Heartbeat::prepare(p, o.every)) {
@@ -164,7 +165,7 @@ fn prepare(o: &Options) -> (Option<ReportFile>, Result<Files, Refusal>) {
         };
         if let Some(x) = clash {
             let msg = format!("error: --lock and {x} name the same file; give each its own");
-            return (report, Err(Refusal(exit::USAGE, msg)));
+            return (None, Err(Refusal(exit::USAGE, msg)));
         }
     }
     (
@@ -279,6 +280,11 @@ pub fn main(o: &Options) -> u8 {
             }
         };
         rec.lock_wait_ms = millis(waited);
+        // The previous holder's line goes at once: until the command's is written, the
+        // file names nobody rather than someone who no longer holds it.
+        if let Err(e) = l.file.set_len(0) {
+            say(&format!("warning: {} was not emptied: {e}", l.path.display()));
+        }
     }
 
     // The command.
