@@ -322,13 +322,13 @@ mod tests {
 
     #[test]
     fn lines_round_trip() {
-        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(2_057_670_566);
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(2_057_497_766);
         let line = format_line("web1.example.com", 4242, t);
         assert_eq!(line, "web1.example.com:4242 2035-03-14T15:09:26Z\n");
         let h = parse_line(&line).expect("parses");
         assert_eq!(h.host, "web1.example.com");
         assert_eq!(h.pid, 4242);
-        assert_eq!(h.since, 2_057_670_566);
+        assert_eq!(h.since, 2_057_497_766);
         assert_eq!(h.owner(), "web1.example.com:4242");
         assert_eq!(h.since_text(), "2035-03-14T15:09:26Z");
         // What a reader may see while a shorter line replaces a longer one: the first line.
@@ -337,13 +337,13 @@ mod tests {
             Some(HolderLine {
                 host: "web1".into(),
                 pid: 7,
-                since: 2_057_670_566
+                since: 2_057_497_766
             })
         );
         // An offset is accepted (the instant counts).
         assert_eq!(
             parse_line("h:1 2035-03-14T23:09:26+08:00").map(|h| h.since),
-            Some(2_057_670_566)
+            Some(2_057_497_766)
         );
     }
 

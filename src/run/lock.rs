@@ -17,7 +17,6 @@
 //! Once held, [`write_holder`] puts `HOST:PID START` into the file in place
 //! (see [`super::holder`]).
 
-use std::ffi::OsString;
 use std::fs::{File, TryLockError};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -101,9 +100,4 @@ pub fn acquire(lock: &LockFile, wait: Duration, signals: &Signals) -> std::io::R
 pub fn write_holder(lock: &LockFile, line: &str) -> std::io::Result<()> {
     lock.file.write_all_at(line.as_bytes(), 0)?;
     lock.file.set_len(line.len() as u64)
-}
-
-/// The name of `path` inside `dir`, for messages that compare files.
-pub fn same_file(dir: &Dir, name: &OsString, id: FileId) -> bool {
-    matches!(dir.stat_at(name), Ok(Some(st)) if st.id == id)
 }

@@ -157,7 +157,10 @@ fn prepare(o: &Options) -> (Option<ReportFile>, Result<Files, Refusal>) {
     // The same file under two names (a link, a trusted symlink on the way): replacing
     // the report or touching the heartbeat would be done to the lock file.
     if let Some(l) = &lock {
-        let is_lock = |dir: &fsafe::Dir, name: &std::ffi::OsStr| matches!(dir.stat_at(name), Ok(Some(st)) if st.id == l.id);
+        let is_lock = |dir: &fsafe::Dir, name: &std::ffi::OsStr| {
+            let found = dir.stat_at(name);
+            matches!(found, Ok(Some(st)) if st.id == l.id)
+        };
         let clash = match (&heartbeat, &report) {
             (Some(h), _) if is_lock(h.dir(), h.name()) => Some("--heartbeat"),
             (_, Some(r)) if is_lock(&r.dir, r.name()) => Some("--report"),
@@ -283,7 +286,10 @@ pub fn main(o: &Options) -> u8 {
         // The previous holder's line goes at once: until the command's is written, the
         // file names nobody rather than someone who no longer holds it.
         if let Err(e) = l.file.set_len(0) {
-            say(&format!("warning: {} was not emptied: {e}", l.path.display()));
+            say(&format!(
+                "warning: {} was not emptied: {e}",
+                l.path.display()
+            ));
         }
     }
 
