@@ -9,8 +9,12 @@
 //! I/O: through [`crate::fsafe`]: a new temporary file with an unpredictable name in the
 //! report's directory (reached without following a planted link), written, `fsync`ed,
 //! renamed over FILE, and the directory `fsync`ed — a reader sees the previous record or
-//! the new one, never a part, whenever the wrapper is killed. Mode 0644: monitoring
-//! reads it.
+//! the new one, never a part, whenever the wrapper is killed (a wrapper killed between
+//! creating the temporary file and the rename leaves that `.NAME.RANDOM.tmp` beside the
+//! record). Mode 0644: monitoring reads it. The final record is written while the lock is
+//! still held, so the next run that gets the lock writes after it; a run that is refused
+//! writes its `skipped` record at once, over whatever is there — the record is that of the
+//! latest invocation to write one.
 //!
 //! It records executions only: audits (`selfheal check --explain`, `selfheal doctor`)
 //! never read or write it, so a health check cannot pass for a run (seed 001: keep "last
