@@ -4,7 +4,7 @@
 //! exiting 75; its bounded wait gives the lock to a waiter exactly once; it never deletes
 //! or recreates its lock file; and a PHP job that uses it (owner column and heartbeat, on a
 //! real MariaDB `sync_log`) is never touched by `check` while alive and reclaimed at once
-//! when killed.
+//! when killed; and it loads through a classmap autoloader as Composer's, in either order.
 //!
 //! Skipped outside CI when php (or, for the database test, pdo_mysql and a MariaDB
 //! server) is missing; fails in CI.
@@ -344,4 +344,43 @@ fn pdo(db: &MysqlDb) -> (String, String, String) {
         opts.get_user().unwrap_or("root").to_string(),
         opts.get_pass().unwrap_or("").to_string(),
     )
+}
+
+#[test]
+fn the_helper_loads_through_a_classmap_autoloader_in_either_order() {
+    if !have_php() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let php = Path::new(env!("CARGO_MANIFEST_DIR")).join("php/Selfheal");
+    // As Composer's classmap loads a class: `include` of the mapped file on first use.
+    let code = |first: &str| {
+        format!(
+            "$map = ['Selfheal\\\\Job' => '{dir}/Job.php', \
+                     'Selfheal\\\\LockNotObtained' => '{dir}/LockNotObtained.php'];\n\
+             spl_autoload_register(function ($c) use ($map) {{ \
+                 if (isset($map[$c])) {{ include $map[$c]; }} }});\n\
+             {first}\n\
+             $job = Selfheal\\Job::start(['lock' => '{lock}']);\n\
+             echo Selfheal\\Job::owner();",
+            dir = php.display(),
+            lock = sb.path("job.lock").display(),
+        )
+    };
+    for first in [
+        "new Selfheal\\LockNotObtained('/x', '', 0);",
+        "class_exists('Selfheal\\Job');",
+    ] {
+        let o = Command::new("php")
+            .arg("-r")
+            .arg(code(first))
+            .output()
+            .expect("php");
+        assert!(o.status.success(), "{first}: {o:?}");
+        let owner = stdout(&o);
+        let (host, pid) = owner.rsplit_once(':').expect("HOST:PID");
+        assert_eq!(host, hostname());
+        assert!(pid.parse::<u32>().is_ok(), "{owner}");
+        assert_eq!(holder_line(&sb.path("job.lock")).owner(), owner);
+    }
 }
