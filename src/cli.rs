@@ -283,17 +283,3 @@ pub struct RunArgs {
     )]
     pub command: Vec<OsString>,
 }
-
-impl RunArgs {
-    /// The library's options.
-    pub fn options(&self) -> crate::run::Options {
-        crate::run::Options {
-            lock: self.lock.clone(),
-            wait: self.wait,
-            heartbeat: self.heartbeat.clone(),
-            every: self.every,
-            report: self.report.clone(),
-            command: self.command.clone(),
-        }
-    }
-}
