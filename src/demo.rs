@@ -2,7 +2,8 @@
 //! that is merely slow, a dead worker, one just starting, one past its cap, one hung while
 //! its job still holds the lock, one whose worker was just killed — real heartbeat files
 //! with set mtimes, and a live lock held by this process. It runs the real `--explain`,
-//! then the real check, and shows the table before and after.
+//! then the real check, and shows the table before and after. Then a job wrapped in
+//! `selfheal run` next to a bare one, as real processes (`wrapped`).
 //!
 //! I/O: creates a temporary directory (or `--keep DIR`), removed afterwards unless kept.
 
@@ -18,6 +19,8 @@ use crate::clock::human;
 use crate::config::{self, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
 use crate::report::TextReporter;
+
+mod wrapped;
 
 struct DemoRow {
     id: i64,
@@ -316,6 +319,7 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
     locks.sort();
     let _ = writeln!(out, "  {}", locks.join(" "));
     drop(held);
+    wrapped::show(&dir, out)?;
     if keep.is_some() {
         let _ = writeln!(out, "\nThe sandbox is kept in {}.", dir.display());
     }

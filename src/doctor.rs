@@ -5,7 +5,7 @@
 //! the database's own plan of the very query `check` runs), the message column's room,
 //! times in the future, `max_age` against the runs it can see; the heartbeat and lock
 //! directories as the user selfheal runs as; selfheal's run lock, state directory and
-//! metrics file.
+//! metrics file; a lock file kept by `selfheal run` or the PHP helper (`run_files`).
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -26,6 +26,8 @@ use crate::history::{self, Recent};
 use crate::host::Host;
 use crate::probe::LockTable;
 use crate::store::{self, Introspect, ScanPlan, Schema, Store};
+
+mod run_files;
 
 /// How one check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +166,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
         }
         if let Some(t) = &w.lock_file {
             rep.add(lock_dir_finding(w, t));
+            if let Some(f) = run_files::finding(w, t) {
+                rep.add(f);
+            }
         }
     }
     rep.add(run_lock_finding(&cfg.run.lock_file));

@@ -64,6 +64,12 @@ impl Host {
     }
 }
 
+/// A pid as the kernel's signed `pid_t`: `None` above `i32::MAX`, which names no process
+/// (pid_max is at most 2^22), so that a wrapped value can never signal another process.
+pub fn pid_t(pid: u32) -> Option<nix::unistd::Pid> {
+    i32::try_from(pid).ok().map(nix::unistd::Pid::from_raw)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,10 @@
 //! 6. report: [`report`] (cron text, `--explain`, JSON), `state_dir/last-run.json`
 //!    ([`state`]), [`metrics`], [`eventlog`].
 //!
+//! Beside `check`: [`run`] is `selfheal run`, the wrapper that makes a job leave that
+//! evidence (a kernel lock, a heartbeat, an execution record); [`fsafe`] is how every file
+//! selfheal writes is reached.
+//!
 //! Shared pieces are named for what they hold: the row message ([`message`], built and
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
 //! and `stats`), the state files ([`state`]). [`doctor`] and [`stats`] read through the same
@@ -69,6 +73,7 @@ pub mod probe;
 pub mod recovery;
 pub mod release;
 pub mod report;
+pub mod run;
 pub mod runlock;
 pub mod state;
 pub mod stats;

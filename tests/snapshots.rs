@@ -866,13 +866,26 @@ fn demo() {
         .expect("run selfheal demo");
     let pid = child.id();
     let o = child.wait_with_output().expect("selfheal demo");
+    // The wrapped job's processes, from its execution record in the kept sandbox.
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(sb.path("demo/run/cron-8.json")).expect("the wrapped job's record"),
+    )
+    .expect("JSON");
+    let wrapper =
+        u32::try_from(record["wrapper_pid"].as_u64().expect("wrapper_pid")).expect("a pid");
+    let job = u32::try_from(record["pid"].as_u64().expect("pid")).expect("a pid");
     snapshot(
         "demo",
         "selfheal demo --keep DIR under the frozen clock.",
         &transcript(
             &["demo", "--keep", "[SANDBOX]/demo"],
             &o,
-            &Redact::new(&sb).pid(pid, "DEMO_PID"),
+            &Redact::new(&sb)
+                .pid(pid, "DEMO_PID")
+                .pid(wrapper, "WRAPPER_PID")
+                .with(format!("pid {wrapper};"), "pid [WRAPPER_PID];")
+                .with(format!("{}:{job} ", hostname()), "[HOST]:[JOB_PID] ")
+                .with(format!("{}:{job}\n", hostname()), "[HOST]:[JOB_PID]\n"),
         ),
     );
 }
@@ -1007,6 +1020,7 @@ fn help() {
         ("help_doctor", &["doctor", "--help"]),
         ("help_stats", &["stats", "--help"]),
         ("help_demo", &["demo", "--help"]),
+        ("help_run", &["run", "--help"]),
     ] {
         // clap wraps help to $COLUMNS (else the terminal's width, else 100).
         let o = selfheal()
