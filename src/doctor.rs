@@ -141,7 +141,7 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
             if cfg.watches.len() == 1 { "" } else { "es" }
         ),
     ));
-    let host = Host::current();
+    let host = Host::for_config(&cfg);
     let db_down = match database_checks(&cfg, &host, &mut rep) {
         Ok(()) => false,
         Err(()) => true,

@@ -125,7 +125,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             started,
             duration: began.elapsed(),
         };
-        crate::metrics::update(path, cfg, &Host::current(), &run)
+        crate::metrics::update(path, cfg, &Host::for_config(cfg), &run)
     });
     result?;
     rep.finish(&summary);
@@ -191,7 +191,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
     for note in store.notes() {
         out.warn(note);
     }
-    let host = Host::current();
+    let host = Host::for_config(cfg);
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,

@@ -64,6 +64,7 @@ struct RawRun {
     state_dir: Option<PathBuf>,
     metrics_file: Option<PathBuf>,
     clock_tolerance: Option<String>,
+    host_names: Option<Vec<String>>,
 }
 
 /// Values given on the command line that override the file.
@@ -181,6 +182,9 @@ pub struct Run {
     pub metrics_file: Option<PathBuf>,
     /// Allowed difference between the database clock and the host clock.
     pub clock_tolerance: Duration,
+    /// Other names this host goes by in owner columns and `host` pins, as written (each
+    /// may hold `{hostname}`, this host's own name); compared whole, ignoring case.
+    pub host_names: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -488,6 +492,11 @@ fn build(
             ));
         }
     }
+    let host_names = rawrun.host_names.unwrap_or_default();
+    for (i, n) in host_names.iter().enumerate() {
+        check_host_name(n)
+            .map_err(|m| Error::config(origin, format!("run.host_names[{i}]"), m))?;
+    }
     Ok(Config {
         source,
         database,
@@ -500,6 +509,7 @@ fn build(
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
+            host_names,
         },
         all_watches: if all_watches.is_empty() {
             out.iter()
@@ -510,6 +520,26 @@ fn build(
         },
         watches: out,
     })
+}
+
+/// A `[run] host_names` entry: a whole host name, which may hold `{hostname}`.
+fn check_host_name(n: &str) -> std::result::Result<(), String> {
+    let bare = n.replace(crate::host::HOSTNAME_PLACEHOLDER, "");
+    if n.is_empty() {
+        Err("expected a host name, got an empty string".into())
+    } else if n.contains(char::is_whitespace) || n.contains(':') {
+        Err(format!(
+            "expected a host name as owner columns write it before `:PID` (no spaces, no \
+             `:`), got {n:?}"
+        ))
+    } else if bare.contains(['{', '}']) {
+        Err(format!(
+            "expected a host name; the only placeholder is {{hostname}} (this host's own \
+             name), got {n:?}"
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 fn ordinal(n: usize) -> String {
