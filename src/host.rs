@@ -131,14 +131,31 @@ mod tests {
         assert!(!fq.is_me("web1"), "no short-name guess");
         assert!(!fq.is_me("web1.dc2.example.com"));
         // Configured names, with {hostname} standing for this host's own.
-        let web2 = named("web2", &["{hostname}.dc1.example.com", "10.0.0.2", "App-Web2"]);
-        for me in ["web2", "web2.dc1.example.com", "WEB2.DC1.example.com", "10.0.0.2", "app-web2"] {
+        let web2 = named(
+            "web2",
+            &["{hostname}.dc1.example.com", "10.0.0.2", "App-Web2"],
+        );
+        for me in [
+            "web2",
+            "web2.dc1.example.com",
+            "WEB2.DC1.example.com",
+            "10.0.0.2",
+            "app-web2",
+        ] {
             assert!(web2.is_me(me), "{me}");
         }
-        for other in ["web2.dc2.example.com", "web1.dc1.example.com", "dc1.example.com", "10.0.0.20"] {
+        for other in [
+            "web2.dc2.example.com",
+            "web1.dc1.example.com",
+            "dc1.example.com",
+            "10.0.0.20",
+        ] {
             assert!(!web2.is_me(other), "{other}");
         }
-        assert_eq!(web2.names(), ["web2", "web2.dc1.example.com", "10.0.0.2", "app-web2"]);
+        assert_eq!(
+            web2.names(),
+            ["web2", "web2.dc1.example.com", "10.0.0.2", "app-web2"]
+        );
     }
 
     #[test]

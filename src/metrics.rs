@@ -35,13 +35,14 @@ pub struct Run<'a> {
     pub duration: Duration,
 }
 
-const VERDICTS: [Verdict; 6] = [
+const VERDICTS: [Verdict; 7] = [
     Verdict::Alive,
     Verdict::Starting,
     Verdict::Dead,
     Verdict::Hung,
     Verdict::Overtime,
     Verdict::Unknown,
+    Verdict::Remote,
 ];
 const ACTIONS: [Action; 4] = [
     Action::MarkDead,

@@ -83,19 +83,23 @@ pub(super) fn sweep(
     warn: &mut dyn FnMut(String),
 ) -> Result<Swept> {
     let mut rows = judge_rows(w, store, ctx)?;
+    // Another host's rows are none of this host's files (and never written here).
+    let local = rows
+        .iter()
+        .filter(|j| j.decision.verdict != Verdict::Remote)
+        .count();
     if let Some(tpl) = &w.heartbeat_file
         && !tpl.has_id()
-        && rows.len() > 1
+        && local > 1
     {
         warn(format!(
-            "watch {}: {} running rows share one heartbeat file ({}): a dead row beside a \
-             live one looks alive; put {{id}} in heartbeat_file",
+            "watch {}: {local} running rows share one heartbeat file ({}): a dead row beside \
+             a live one looks alive; put {{id}} in heartbeat_file",
             w.name,
-            rows.len(),
             tpl.as_str()
         ));
     }
-    let breaker_tripped = breaker(w, &rows, ctx.force, warn);
+    let breaker_tripped = breaker(w, &rows, local, ctx.force, warn);
     let hold = match ctx.run_hold {
         None if breaker_tripped && !ctx.force => Some(Hold::Breaker),
         h => h,
@@ -136,20 +140,26 @@ fn judge_rows(w: &Watch, store: &mut dyn Store, ctx: &SweepCtx<'_>) -> Result<Ve
     Ok(rows)
 }
 
-/// The breaker of SPEC §6: true when it trips (with its warning said).
-fn breaker(w: &Watch, rows: &[Judged], force: bool, warn: &mut dyn FnMut(String)) -> bool {
+/// The breaker of SPEC §6, over the `local` rows this host judges (another host's rows
+/// are not this host's to count): true when it trips (with its warning said).
+fn breaker(
+    w: &Watch,
+    rows: &[Judged],
+    local: usize,
+    force: bool,
+    warn: &mut dyn FnMut(String),
+) -> bool {
     let deaths = rows
         .iter()
         .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
         .count();
-    if !decide::breaker_trips(deaths, rows.len()) {
+    if !decide::breaker_trips(deaths, local) {
         return false;
     }
     warn(format!(
-        "watch {}: breaker: {deaths} of {} running rows would be marked dead on heartbeat \
-         staleness alone{}",
+        "watch {}: breaker: {deaths} of {local} running rows would be marked dead on \
+         heartbeat staleness alone{}",
         w.name,
-        rows.len(),
         if force {
             "; --force: marking them anyway"
         } else {

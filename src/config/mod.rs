@@ -494,8 +494,7 @@ fn build(
     }
     let host_names = rawrun.host_names.unwrap_or_default();
     for (i, n) in host_names.iter().enumerate() {
-        check_host_name(n)
-            .map_err(|m| Error::config(origin, format!("run.host_names[{i}]"), m))?;
+        check_host_name(n).map_err(|m| Error::config(origin, format!("run.host_names[{i}]"), m))?;
     }
     Ok(Config {
         source,

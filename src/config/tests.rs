@@ -616,18 +616,18 @@ fn toml_type_errors_point_at_the_line_and_the_value() {
 
 #[test]
 fn host_names_are_whole_names_with_one_placeholder() {
-    let c = with("[run]\nhost_names = [\"{hostname}.dc1.example.com\", \"10.0.0.2\"]")
-        .expect("valid");
-    assert_eq!(
-        c.run.host_names,
-        ["{hostname}.dc1.example.com", "10.0.0.2"]
-    );
+    let c =
+        with("[run]\nhost_names = [\"{hostname}.dc1.example.com\", \"10.0.0.2\"]").expect("valid");
+    assert_eq!(c.run.host_names, ["{hostname}.dc1.example.com", "10.0.0.2"]);
     assert!(parse(BASE).expect("valid").run.host_names.is_empty());
     for (bad, expect) in [
         ("\"\"", "empty"),
         ("\"web 1\"", "no spaces"),
         ("\"web1:80\"", "no spaces, no `:`"),
-        ("\"{host}.example.com\"", "the only placeholder is {hostname}"),
+        (
+            "\"{host}.example.com\"",
+            "the only placeholder is {hostname}",
+        ),
     ] {
         let (_, key, msg) = config_err(with(&format!("[run]\nhost_names = [\"web1\", {bad}]")));
         assert_eq!(key, "run.host_names[1]", "{bad}");
