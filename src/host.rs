@@ -70,6 +70,12 @@ impl Host {
         !other.is_empty() && self.names.iter().any(|n| n.eq_ignore_ascii_case(other))
     }
 
+    /// This host's own name in lowercase: how it names itself to other runs (the
+    /// advisory lock of a watch whose rows are owned).
+    pub fn own_name(&self) -> &str {
+        self.names.first().map_or("", String::as_str)
+    }
+
     /// Every name this host goes by (lowercase), its own first.
     pub fn names(&self) -> &[String] {
         &self.names

@@ -285,8 +285,13 @@ fn check_watch(
         return Ok(());
     }
     let t0 = Instant::now();
-    if !run.opts.dry_run && !store.try_watch_lock(w)? {
-        info.skipped = Some("another selfheal run (on this or another host) is checking it".into());
+    // Each host judges only the rows it owns: the lock is then this host's alone.
+    let lock_host = w.owner_column.as_ref().map(|_| run.host.own_name());
+    if !run.opts.dry_run && !store.try_watch_lock(w, lock_host)? {
+        info.skipped = Some(match lock_host {
+            Some(_) => "another selfheal run on this host is checking it".into(),
+            None => "another selfheal run (on this or another host) is checking it".into(),
+        });
         counts.skipped = info.skipped.clone();
         counts.duration = t0.elapsed();
         out.summary.per_watch.push(counts);

@@ -293,8 +293,9 @@ pub trait Introspect {
     fn session_time_zone(&mut self) -> Result<String>;
 }
 
-/// What keeps runs from acting on the same rows at once: across hosts (the per-watch
-/// advisory lock) and across a stopped run and the next (its server session).
+/// What keeps runs from acting on the same rows at once: across hosts (the advisory lock,
+/// per watch, or per watch and host) and across a stopped run and the next (its server
+/// session).
 pub trait Coordination {
     /// This connection on the server, recorded with a run's intents: a stopped run's last
     /// statement may still be running there.
@@ -307,9 +308,12 @@ pub trait Coordination {
     fn end_session(&mut self, _s: &Session) -> Result<bool> {
         Ok(true)
     }
-    /// Takes the per-watch advisory lock that keeps several hosts from acting on one watch
-    /// at once (`GET_LOCK` on MySQL). `false`: another run holds it.
-    fn try_watch_lock(&mut self, w: &Watch) -> Result<bool>;
+    /// Takes the advisory lock that keeps two runs from acting on the same rows at once
+    /// (`GET_LOCK` on MySQL): per watch and `host` when each host judges only the rows it
+    /// owns (`owner_column`), so hosts never turn one another away while a second run on
+    /// the same host still does; per watch when `host` is `None`. `false`: another run
+    /// holds it.
+    fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool>;
 }
 
 /// One database, every concern: what [`open`] returns and callers hold. Implemented for

@@ -250,9 +250,13 @@ fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
     types::time_value(raw, ty.as_ref())
 }
 
-/// A `GET_LOCK` name at most 64 characters long, the same on every host for one watch.
-fn advisory_name(db: &str, watch: &str) -> String {
-    let name = format!("selfheal/{db}/{watch}");
+/// A `GET_LOCK` name at most 64 characters long: `selfheal/DB/WATCH`, the same on every
+/// host for one watch, or `selfheal/DB/WATCH@HOST` when each host judges its own rows.
+fn advisory_name(db: &str, watch: &str, host: Option<&str>) -> String {
+    let name = match host {
+        Some(h) => format!("selfheal/{db}/{watch}@{h}"),
+        None => format!("selfheal/{db}/{watch}"),
+    };
     if name.len() <= 64 {
         return name;
     }
@@ -631,7 +635,7 @@ impl Coordination for MysqlStore {
         }
     }
 
-    fn try_watch_lock(&mut self, w: &Watch) -> Result<bool> {
+    fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool> {
         let db: Option<String> = match w.table.schema() {
             Some(s) => Some(s.to_string()),
             None => self
@@ -640,7 +644,7 @@ impl Coordination for MysqlStore {
                 .map_err(|e| self.err("GET_LOCK", e))?
                 .flatten(),
         };
-        let name = advisory_name(db.as_deref().unwrap_or(""), &w.name);
+        let name = advisory_name(db.as_deref().unwrap_or(""), &w.name, host);
         let got: Option<Option<i64>> = self
             .conn
             .exec_first("SELECT GET_LOCK(?, 0)", (name,))
@@ -709,12 +713,23 @@ mod tests {
     #[test]
     fn advisory_names_fit() {
         assert_eq!(
-            advisory_name("appdb", "full-sync"),
+            advisory_name("appdb", "full-sync", None),
             "selfheal/appdb/full-sync"
         );
-        let long = advisory_name(&"d".repeat(64), &"w".repeat(64));
+        assert_eq!(
+            advisory_name("appdb", "full-sync", Some("web2.dc1.example.com")),
+            "selfheal/appdb/full-sync@web2.dc1.example.com"
+        );
+        let long = advisory_name(&"d".repeat(64), &"w".repeat(64), None);
         assert_eq!(long.len(), 64);
-        assert_ne!(long, advisory_name(&"d".repeat(64), &"x".repeat(64)));
+        assert_ne!(long, advisory_name(&"d".repeat(64), &"x".repeat(64), None));
+        // Cut to fit, two hosts still take two locks.
+        let (a, b) = (
+            advisory_name("appdb", &"w".repeat(60), Some("web1")),
+            advisory_name("appdb", &"w".repeat(60), Some("web2")),
+        );
+        assert_eq!((a.len(), b.len()), (64, 64));
+        assert_ne!(a, b);
     }
 
     #[test]

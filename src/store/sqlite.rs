@@ -415,7 +415,7 @@ impl Introspect for SqliteStore {
 }
 
 impl Coordination for SqliteStore {
-    fn try_watch_lock(&mut self, _w: &Watch) -> Result<bool> {
+    fn try_watch_lock(&mut self, _w: &Watch, _host: Option<&str>) -> Result<bool> {
         // A SQLite database lives on one host; selfheal's run lock already serialises runs.
         Ok(true)
     }
