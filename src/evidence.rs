@@ -117,6 +117,20 @@ fn heartbeat(
     }
 }
 
+/// The host a row belongs to: the `HOST` of a `HOST:PID` owner as the row writes it;
+/// this host's name for a bare `PID`, an empty owner or a watch without `owner_column`
+/// (such rows are judged as this host's); `None` for an owner that is not an owner.
+pub fn owner_host(row: &RunningRow, e: &Evidence, host: &Host) -> Option<String> {
+    match &e.owner {
+        Owner::NotLocal { host } => Some(host.clone()),
+        Owner::Invalid(_) | Owner::Unreadable(_) => None,
+        _ => match row.owner.as_deref().and_then(probe::owner::parse_owner) {
+            Some((Some(h), _)) => Some(h.to_string()),
+            _ => Some(host.name.clone()),
+        },
+    }
+}
+
 /// The heartbeat column's age on the database clock, where the watch has one.
 fn column_heartbeat(row: &RunningRow, clocks: &Clocks) -> Option<Heartbeat> {
     row.heartbeat.as_ref().map(|tv| match &tv.stamp {

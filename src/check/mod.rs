@@ -119,13 +119,15 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
     };
     write_last_run(cfg, &mut out, &result, status, started, began);
     let metrics = cfg.run.metrics_file.as_ref().map(|path| {
+        let host = Host::for_config(cfg);
         let run = crate::metrics::Run {
+            host: &host.name,
             summary: result.is_ok().then_some(&*out.summary),
             exit_status: status,
             started,
             duration: began.elapsed(),
         };
-        crate::metrics::update(path, cfg, &Host::for_config(cfg), &run)
+        crate::metrics::update(path, cfg, &host, &run)
     });
     result?;
     rep.finish(&summary);
@@ -192,6 +194,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
         out.warn(note);
     }
     let host = Host::for_config(cfg);
+    out.summary.host = host.name.clone();
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
@@ -266,6 +269,12 @@ fn check_watch(
     let mut info = WatchInfo {
         name: w.name.clone(),
         table: w.table.to_string(),
+        matches: w
+            .matches
+            .iter()
+            .map(|(c, v)| format!("{c} = {v:?}"))
+            .collect(),
+        host: run.host.name.clone(),
         stale_after_s: t.stale_after,
         max_age_s: t.max_age,
         skipped: None,
@@ -364,7 +373,10 @@ fn write_and_report(
         .collect();
     let mut batch: Vec<(RunningRow, RowReport)> = writes
         .iter()
-        .map(|&i| (rows[i].row.clone(), row_report(w, schema, rows[i].clone())))
+        .map(|&i| {
+            let report = row_report(w, schema, &run.host, rows[i].clone());
+            (rows[i].row.clone(), report)
+        })
         .collect();
     let end = if batch.is_empty() {
         BatchEnd::default()
@@ -400,7 +412,7 @@ fn write_and_report(
         }
         let report = match written.next_if(|(k, _)| *k == i) {
             Some((_, r)) => r,
-            None => row_report(w, schema, j),
+            None => row_report(w, schema, &run.host, j),
         };
         report_row(report, dry_run, out, counts);
     }

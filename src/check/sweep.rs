@@ -15,7 +15,7 @@ use crate::clock::Clocks;
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{self, ActionPolicy, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
-use crate::evidence::{gather, row_message, thresholds};
+use crate::evidence::{gather, owner_host, row_message, thresholds};
 use crate::host::Host;
 use crate::message::cut;
 use crate::probe::LockTable;
@@ -51,6 +51,8 @@ fn plans_release(w: &Watch, d: &Decision, p: &Plan) -> bool {
 #[derive(Clone)]
 pub(super) struct Judged {
     pub row: RunningRow,
+    /// The host the row belongs to.
+    pub owner_host: Option<String>,
     pub evidence: Evidence,
     pub decision: Decision,
     pub plan: Plan,
@@ -130,6 +132,7 @@ fn judge_rows(w: &Watch, store: &mut dyn Store, ctx: &SweepCtx<'_>) -> Result<Ve
         let decision = decide::decide(&evidence, t);
         let plan = plan_row(w, &decision, &row, None);
         rows.push(Judged {
+            owner_host: owner_host(&row, &evidence, ctx.host),
             row,
             evidence,
             decision,
@@ -185,8 +188,8 @@ fn lock_users(w: &Watch, rows: &[Judged]) -> HashMap<PathBuf, usize> {
     users
 }
 
-/// The report of a judged row, before any write.
-pub(super) fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
+/// The report of a judged row on `host`, before any write.
+pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> RowReport {
     let t = thresholds(w);
     let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
@@ -198,6 +201,8 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
     RowReport {
         watch: w.name.clone(),
         id: j.row.id,
+        host: host.name.clone(),
+        owner_host: j.owner_host,
         evidence: j.evidence,
         thresholds: t,
         decision: j.decision,

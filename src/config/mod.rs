@@ -7,10 +7,12 @@
 //!
 //! Here: the file, `[database]`, `[run]` and the choice of watches. Each `[[watch]]` key is
 //! defined once in [`keys`] (TOML key, flag, default, per-key check); the typed [`Watch`]
-//! and the rules between its keys are in `watch.rs`; identifiers, durations and path
-//! templates in `values.rs`.
+//! and the rules between its keys are in `watch.rs`; the rule between watches (no two
+//! may take the same rows) in `overlap.rs`; identifiers, durations and path templates in
+//! `values.rs`.
 
 pub mod keys;
+mod overlap;
 mod values;
 mod watch;
 
@@ -352,6 +354,8 @@ fn build(
             )
         })
         .collect();
+    // Every watch of the file, selected or not: rows may overlap with any of them.
+    let file_watches: Vec<RawWatch> = watches.iter().map(|(w, _)| w.clone()).collect();
     if !only.is_empty() {
         for name in only {
             if !watches.iter().any(|(w, _)| w.text("name") == Some(name)) {
@@ -404,6 +408,7 @@ fn build(
     for ((w, _), flags) in watches.iter().zip(&from_flags) {
         out.push(watch::validate(w, origin, flags)?);
     }
+    overlap::check(&file_watches, &out, origin)?;
 
     // Database: needed only when there is a watch to check.
     let url_origin = if overrides.db_url.is_some() {

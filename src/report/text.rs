@@ -46,11 +46,16 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             Some(why) => writeln!(self.out, "watch {}: skipped: {why}", w.name),
             None => writeln!(
                 self.out,
-                "watch {} (table {}, stale_after {}, max_age {})",
+                "watch {} (table {}{}, stale_after {}, max_age {}), judged on host {}",
                 w.name,
                 w.table,
+                w.matches
+                    .iter()
+                    .map(|m| format!(", match {m}"))
+                    .collect::<String>(),
                 fmt_duration(std::time::Duration::from_secs(w.stale_after_s)),
                 fmt_duration(std::time::Duration::from_secs(w.max_age_s)),
+                w.host,
             ),
         };
     }

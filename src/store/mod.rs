@@ -125,6 +125,8 @@ pub struct RunningRow {
     pub heartbeat: Option<TimeValue>,
     /// The owner column's text, when configured and not NULL.
     pub owner: Option<String>,
+    /// The owner column's value as read (NULL without one), for the compare-and-set.
+    pub owner_raw: SqlValue,
     /// The attempts column (NULL reads as 0), when the watch has a retry budget.
     pub attempts: Option<i64>,
 }
@@ -139,6 +141,9 @@ pub struct FinishedRow {
     /// The message column, only when it starts with selfheal's prefix (the database
     /// filters, so ordinary messages never cross the wire).
     pub marked: Option<String>,
+    /// The row is the watch's (its `match`, as the database compared it); always true
+    /// where the database filtered.
+    pub matched: bool,
 }
 
 /// Which finished rows to read.
@@ -352,9 +357,10 @@ pub struct ScanPlan {
     pub detail: String,
 }
 
-/// True for a row that is finished: not running, start and end both set.
+/// True for a row of the watch (its `match`) that is finished: not running, start and end
+/// both set.
 pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
-    r.status != w.running_value && !r.started.raw.is_null() && !r.ended.raw.is_null()
+    r.matched && r.status != w.running_value && !r.started.raw.is_null() && !r.ended.raw.is_null()
 }
 
 /// The `LIKE` pattern for selfheal's message prefix.

@@ -309,16 +309,18 @@ impl JobTable for MysqlStore {
                 let (v, t) = next();
                 time_value(v, t)
             });
-            let owner = match w.owner_column {
-                Some(_) => next().0.into_text(),
-                None => None,
+            let owner_raw = match w.owner_column {
+                Some(_) => next().0,
+                None => SqlValue::Null,
             };
+            let owner = owner_raw.clone().into_text();
             let attempts = w.retry.as_ref().map(|_| next().0.into_count());
             each(RunningRow {
                 id,
                 started,
                 heartbeat,
                 owner,
+                owner_raw,
                 attempts,
             })?;
         }
@@ -385,12 +387,14 @@ impl JobTable for MysqlStore {
             let (e, et) = next();
             let status = next().0.to_string();
             let marked = next().0.into_text();
+            let matched = !sql::finished_has_match_cell(w, scope) || next().0.into_count() == 1;
             let row = FinishedRow {
                 id,
                 started: time_value(s, st),
                 ended: time_value(e, et),
                 status,
                 marked,
+                matched,
             };
             if super::is_finished(w, &row) {
                 each(row)?;
