@@ -70,6 +70,7 @@ impl Redact {
                 format!("{host}.dc2.example.com"),
                 "[HOST].dc2.example.com".into(),
             ),
+            (format!("host = \"{host}\""), "host = \"[HOST]\"".into()),
             (
                 format!("sqlite {}", rusqlite::version()),
                 "sqlite [VERSION]".into(),

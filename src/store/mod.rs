@@ -296,6 +296,12 @@ pub trait Introspect {
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
     /// The session's time zone, in words (for `doctor`).
     fn session_time_zone(&mut self) -> Result<String>;
+    /// Why the advisory lock ([`Coordination::try_watch_lock`]) does not coordinate hosts
+    /// that reach this database through different servers (a Galera cluster's `GET_LOCK`
+    /// is node-local), or `None` when it does or there is none to speak of (for `doctor`).
+    fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// What keeps runs from acting on the same rows at once: across hosts (the advisory lock,

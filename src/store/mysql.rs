@@ -250,6 +250,22 @@ fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
     types::time_value(raw, ty.as_ref())
 }
 
+/// What `@@GLOBAL.wsrep_on` says about `GET_LOCK`: with Galera replication on, the lock is
+/// held on one node only, so hosts connected to different nodes do not see each other's.
+fn wsrep_gap(wsrep_on: Option<&SqlValue>) -> Option<String> {
+    let on = match wsrep_on? {
+        SqlValue::Int(n) => *n != 0,
+        SqlValue::UInt(n) => *n != 0,
+        SqlValue::Text(t) => t.eq_ignore_ascii_case("ON") || t == "1",
+        _ => false,
+    };
+    on.then(|| {
+        "wsrep_on is ON (a Galera cluster): GET_LOCK is held on one node only, so runs \
+         connected to different nodes do not turn each other away"
+            .to_string()
+    })
+}
+
 /// A `GET_LOCK` name at most 64 characters long: `selfheal/DB/WATCH`, the same on every
 /// host for one watch, or `selfheal/DB/WATCH@HOST` when each host judges its own rows.
 fn advisory_name(db: &str, watch: &str, host: Option<&str>) -> String {
@@ -570,6 +586,18 @@ impl Introspect for MysqlStore {
         })
     }
 
+    fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
+        match self
+            .conn
+            .query_first::<Value, _>("SELECT @@GLOBAL.wsrep_on")
+        {
+            Ok(v) => Ok(wsrep_gap(v.map(from_value).as_ref())),
+            // ER_UNKNOWN_SYSTEM_VARIABLE: a server built without Galera.
+            Err(mysql::Error::MySqlError(e)) if e.code == 1193 => Ok(None),
+            Err(e) => Err(self.err("reading wsrep_on", e)),
+        }
+    }
+
     fn session_time_zone(&mut self) -> Result<String> {
         let row: Option<(String, String, String)> = self
             .conn
@@ -712,6 +740,25 @@ mod tests {
             .to_string(),
             "Deadlock found (error 1213)"
         );
+    }
+
+    #[test]
+    fn galera_makes_the_advisory_lock_node_local() {
+        for on in [
+            SqlValue::Int(1),
+            SqlValue::UInt(1),
+            SqlValue::Text("ON".into()),
+        ] {
+            assert!(wsrep_gap(Some(&on)).is_some_and(|g| g.contains("one node only")));
+        }
+        for off in [
+            SqlValue::Int(0),
+            SqlValue::Text("OFF".into()),
+            SqlValue::Null,
+        ] {
+            assert_eq!(wsrep_gap(Some(&off)), None);
+        }
+        assert_eq!(wsrep_gap(None), None);
     }
 
     #[test]
