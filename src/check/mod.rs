@@ -15,8 +15,9 @@
 //! verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written goes
 //! through `batch.rs` and the journal.
 //!
-//! I/O here: the run lock, the database connection (clock, schemas, the per-watch
-//! advisory lock, recent runtimes), `state_dir/last-run.json` and the metrics file, each
+//! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
+//! per watch and host when rows are owned, so hosts judge their own rows side by side —,
+//! recent runtimes), `state_dir/last-run.json` and the metrics file, each
 //! only in a real run; the rest through `sweep.rs` and `batch.rs`.
 
 mod batch;

@@ -4,7 +4,9 @@
 //! command line (the configuration layer refuses it), and asks for `CLIENT_FOUND_ROWS` so
 //! "rows affected" means "rows matched". A statement that waits on a row lock gives up
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
-//! The per-watch advisory lock is `GET_LOCK`, released when the connection closes.
+//! The advisory lock is `GET_LOCK` (per watch, or per watch and host when rows are owned),
+//! released when the connection closes; `doctor` learns from `wsrep_on` whether it reaches
+//! every host.
 
 use std::time::Duration;
 
