@@ -480,7 +480,8 @@ fn rows_findings(
         }
     }
     if let Some((first, ahead)) = future.first() {
-        let hours = (*ahead as f64 / 3600.0).round() as i64;
+        // To the nearest hour, halves away from zero, in integers: no float to cast back.
+        let hours = ahead / 3600 + ahead % 3600 / 1800;
         let whole_hours = hours != 0 && (ahead - hours * 3600).abs() <= 120;
         let fix = match (clocks.tz, whole_hours) {
             (Some(tz), _) => format!(

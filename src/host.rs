@@ -21,7 +21,7 @@ pub struct Host {
     /// Boot time, unix seconds (`btime` in /proc/stat).
     boot_time: Option<i64>,
     /// Clock ticks per second (for /proc/PID/stat start times).
-    ticks: i64,
+    ticks: std::ffi::c_long,
 }
 
 impl Host {
@@ -43,7 +43,7 @@ impl Host {
             names: vec![name.to_ascii_lowercase()],
             name,
             boot_time,
-            ticks: i64::from(ticks as i32).max(1),
+            ticks: ticks.max(1),
         }
     }
 
@@ -86,7 +86,7 @@ impl Host {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The command name may contain spaces and parentheses: fields resume after the
         // last ')'. The state is field 3, starttime field 22.
-        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
         let state = rest.next()?.chars().next()?;
         let start = rest
             .nth(18)
@@ -121,7 +121,7 @@ mod tests {
             boot_time: None,
             ticks: 100,
         }
-        .known_as(&aliases.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+        .known_as(&aliases.iter().map(ToString::to_string).collect::<Vec<_>>())
     }
 
     #[test]

@@ -33,6 +33,20 @@
 //! - a new journal field: a field of [`journal::JournalEntry`] (older lines read it as
 //!   empty).
 
+// The library reports bad input as an error with its kind and exit status, never by a
+// panic or an exit: those are left to `main` and to tests. Slicing text by byte index
+// panics on a multi-byte character, so text is cut on character boundaries.
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::exit,
+        clippy::string_slice
+    )
+)]
+
 pub mod app;
 pub mod check;
 pub mod cli;

@@ -18,6 +18,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::*;
+use mysql::prelude::Queryable;
 
 const MIN: u64 = 60;
 const HOUR: u64 = 3600;
@@ -219,12 +220,17 @@ type Rows = Vec<(i64, &'static str)>;
 /// have the same name there, which must never count.
 fn plant_round(farm: &Farm, db: &mut MysqlDb, round: i64, worker: u32, gone: u32) -> (Rows, Rows) {
     let (mut alive, mut dead) = (Vec::new(), Vec::new());
-    for (k, host) in ["web1", "web2"].into_iter().enumerate() {
-        let base = round * 100 + k as i64 * 10;
-        for (n, live) in [(1, true), (2, true), (3, false), (4, false)] {
-            let id = base + n;
+    for (k, host) in [(0, "web1"), (1, "web2")] {
+        let base = round * 100 + k * 10;
+        for (n, live) in [(1u8, true), (2, true), (3, false), (4, false)] {
+            let id = base + i64::from(n);
             let pid = if live { worker } else { gone };
-            insert(db, id, &format!("{host}:{pid}"), 20 * MIN + n as u64 * MIN);
+            insert(
+                db,
+                id,
+                &format!("{host}:{pid}"),
+                20 * MIN + u64::from(n) * MIN,
+            );
             if live || n == 3 {
                 farm.touch(host, &format!("hb-{id}"), Duration::from_secs(5));
             }
@@ -317,7 +323,7 @@ fn two_hosts_each_mark_exactly_their_own_dead_rows_concurrently_round_after_roun
     // nothing left to do.
     let mut all_dead = dead;
     let mut all_alive = Vec::new();
-    let rounds = 30;
+    let rounds: i64 = 30;
     for round in 0..rounds {
         if round > 0 {
             let (alive, dead) = plant_round(&farm, &mut db, round, worker, gone);
@@ -390,7 +396,10 @@ fn two_hosts_each_mark_exactly_their_own_dead_rows_concurrently_round_after_roun
     let errors: Vec<i64> = db.query("SELECT id FROM sync_log WHERE status = 'error' ORDER BY id");
     assert_eq!(errors, want.iter().map(|(id, _)| *id).collect::<Vec<_>>());
     let running: Vec<i64> = db.query("SELECT COUNT(*) FROM sync_log WHERE status = 'running'");
-    assert_eq!(running, [all_alive.len() as i64 + 4]);
+    assert_eq!(
+        running,
+        [i64::try_from(all_alive.len()).expect("count") + 4]
+    );
     // No lock file was ever released, of either world.
     for host in ["web1", "web2"] {
         let locks = std::fs::read_dir(farm.dir(host))
@@ -400,7 +409,11 @@ fn two_hosts_each_mark_exactly_their_own_dead_rows_concurrently_round_after_roun
                     .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("lock-"))
             })
             .count();
-        assert_eq!(locks, 4 * rounds as usize, "{host}");
+        assert_eq!(
+            locks,
+            4 * usize::try_from(rounds).expect("rounds"),
+            "{host}"
+        );
     }
 }
 
@@ -419,7 +432,6 @@ fn hosts_never_turn_each_other_away_but_a_second_run_on_one_host_is() {
 
     // A run on web1 holds web1's advisory lock for the watch.
     let mut other_run = db.conn();
-    use mysql::prelude::Queryable;
     let name = format!("selfheal/{}/full-sync@web1", db.name);
     let got: Option<i64> = other_run
         .exec_first("SELECT GET_LOCK(?, 0)", (name,))
@@ -547,8 +559,7 @@ fn doctor_shows_which_hosts_own_running_rows_and_warns_of_owners_without_a_host(
         stdout(o)
             .lines()
             .find(|l| l.contains("watch full-sync: hosts:"))
-            .map(str::to_string)
-            .unwrap_or_else(|| panic!("no hosts line: {}", stdout(o)))
+            .map_or_else(|| panic!("no hosts line: {}", stdout(o)), str::to_string)
     };
     let o = doctor("web2");
     let l = hosts_line(&o);

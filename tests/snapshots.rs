@@ -20,6 +20,7 @@
 
 mod common;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
@@ -251,12 +252,12 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      nightly (match job = nightly) runs on another host.";
 
 fn every_verdict() -> EveryVerdict {
+    // (id, started, heartbeat, lock file: None / Some(held), owner)
+    type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     let host = hostname();
     let dead_pid = exited_pid();
-    // (id, started, heartbeat, lock file: None / Some(held), owner)
-    type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
     let rows: Vec<Row> = vec![
         (1, ago(2 * HOUR + 10 * MIN), Some(20), None, None),
         (2, ago(30), None, None, None),
@@ -366,7 +367,7 @@ fn utc(t: &str) -> SystemTime {
         .expect("time")
         .and_utc()
         .timestamp();
-    SystemTime::UNIX_EPOCH + Duration::from_secs(s as u64)
+    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(s).expect("after 1970"))
 }
 
 impl EveryVerdict {
@@ -829,7 +830,13 @@ fn stats_fixture() -> Option<(Sandbox, PathBuf)> {
         (4, HOUR + 10 * MIN),
         (5, HOUR + 25 * MIN),
     ] {
-        finished(&db, id, "done", ago(id as u64 * 24 * HOUR), runtime);
+        finished(
+            &db,
+            id,
+            "done",
+            ago(u64::try_from(id).expect("an id above 0") * 24 * HOUR),
+            runtime,
+        );
     }
     finished(&db, 9, "failed", ago(8 * HOUR), 5 * MIN);
     finished(&db, 8, "done", ago(7 * HOUR), 40 * MIN);
@@ -1127,16 +1134,17 @@ fn configuration_errors() {
             .expect("run selfheal");
         let mut args = vec!["check"];
         args.extend(flags);
-        text.push_str(&format!("# {about}\n{}\n", transcript(&args, &o, &r)));
+        let _ = writeln!(text, "# {about}\n{}", transcript(&args, &o, &r));
     }
     let o = selfheal()
         .args(["check", "--config", "/nonexistent/selfheal.toml"])
         .output()
         .expect("run selfheal");
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "# a configuration file that does not exist\n{}",
         transcript(&["check", "--config", "/nonexistent/selfheal.toml"], &o, &r)
-    ));
+    );
     snapshot(
         "configuration_errors",
         "check with a configuration (the standard watch over sync_log) broken one way at a \

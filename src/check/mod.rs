@@ -97,7 +97,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         run_watches(
             cfg,
             db,
-            opts,
+            *opts,
             &mut Out {
                 rep,
                 summary: &mut summary,
@@ -113,7 +113,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         rep,
         summary: &mut summary,
     };
-    let result = run_watches(cfg, db, opts, &mut out);
+    let result = run_watches(cfg, db, *opts, &mut out);
     let status = match &result {
         Ok(()) => exit_code(out.summary),
         Err(e) => e.exit_code(),
@@ -177,7 +177,7 @@ fn write_last_run(
 /// What every watch of a run shares.
 struct Run<'a> {
     cfg: &'a Config,
-    opts: &'a CheckOptions,
+    opts: CheckOptions,
     host: Host,
     clocks: Clocks,
     /// Holds back everything not conclusive (the clocks disagree).
@@ -189,13 +189,13 @@ struct Run<'a> {
 
 /// Everything after the run lock: connect, read the clocks and every schema, settle what a
 /// stopped run left, then judge and handle each watch's rows.
-fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'_>) -> Result<()> {
+fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Result<()> {
     let mut store = store::open(db, opts.dry_run)?;
     for note in store.notes() {
         out.warn(note);
     }
     let host = Host::for_config(cfg);
-    out.summary.host = host.name.clone();
+    out.summary.host.clone_from(&host.name);
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
@@ -235,7 +235,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
 /// forced) holds back everything not conclusive.
 fn compare_clocks(
     cfg: &Config,
-    opts: &CheckOptions,
+    opts: CheckOptions,
     clocks: &Clocks,
     out: &mut Out<'_>,
 ) -> Option<Hold> {
@@ -288,7 +288,7 @@ fn check_watch(
         && !run.host.is_me(h)
     {
         info.skipped = Some(format!("it runs on host {h}; this is {}", run.host.name));
-        counts.skipped = info.skipped.clone();
+        counts.skipped.clone_from(&info.skipped);
         counts.other_host = true;
         out.summary.per_watch.push(counts);
         out.rep.watch(&info);
@@ -302,7 +302,7 @@ fn check_watch(
             Some(_) => "another selfheal run on this host is checking it".into(),
             None => "another selfheal run (on this or another host) is checking it".into(),
         });
-        counts.skipped = info.skipped.clone();
+        counts.skipped.clone_from(&info.skipped);
         counts.duration = t0.elapsed();
         out.summary.per_watch.push(counts);
         out.summary.busy_watches.push(w.name.clone());

@@ -212,10 +212,13 @@ pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement>
     let sql = match scope {
         History::All => {
             let running = b.bind(SqlValue::Text(w.running_value.clone()));
-            let filters: String = match_conditions(d, w, &mut b)
+            let filters = match_conditions(d, w, &mut b)
                 .iter()
-                .map(|c| format!(" AND {c}"))
-                .collect();
+                .fold(String::new(), |mut s, c| {
+                    s.push_str(" AND ");
+                    s.push_str(c);
+                    s
+                });
             format!(
                 "{select} WHERE {st} <> {running} AND {s} IS NOT NULL AND {e} IS NOT NULL{filters}"
             )

@@ -263,11 +263,11 @@ impl JobTable for SqliteStore {
             Err(e @ rusqlite::Error::SqliteFailure(..)) => {
                 let code = e.sqlite_error_code();
                 match code {
-                    Some(rusqlite::ErrorCode::DatabaseBusy)
-                    | Some(rusqlite::ErrorCode::DatabaseLocked)
-                    | Some(rusqlite::ErrorCode::ConstraintViolation) => {
-                        Ok(CasOutcome::Failed(e.to_string()))
-                    }
+                    Some(
+                        rusqlite::ErrorCode::DatabaseBusy
+                        | rusqlite::ErrorCode::DatabaseLocked
+                        | rusqlite::ErrorCode::ConstraintViolation,
+                    ) => Ok(CasOutcome::Failed(e.to_string())),
                     _ => Err(Error::database(self.ctx("writing"), e)),
                 }
             }
