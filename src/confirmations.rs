@@ -183,8 +183,10 @@ impl Tally {
     /// entries of watches it did not check and of other databases, less those not seen
     /// for twice their `max_age`; in a stable order.
     pub fn into_counts(self, now: i64) -> Counts {
-        let fresh =
-            |e: &Entry| now.saturating_sub(e.seen) <= (e.max_age_s.saturating_mul(2)) as i64;
+        let fresh = |e: &Entry| {
+            now.saturating_sub(e.seen)
+                <= i64::try_from(e.max_age_s.saturating_mul(2)).unwrap_or(i64::MAX)
+        };
         let mut entries: Vec<Entry> = self
             .before
             .into_values()

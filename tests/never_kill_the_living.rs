@@ -127,7 +127,7 @@ fn a_worker_that_holds_its_lock_is_never_marked_from_another_pid_namespace() {
     sb.heartbeat(1, secs(40));
     for run in 0..3 {
         let o = in_pid_namespace(&args);
-        assert_exit(&o, if run == 0 { 0 } else { 1 });
+        assert_exit(&o, i32::from(run != 0));
         let (rows, _) = json_lines(&o);
         let r = row(&rows, 1);
         assert_eq!(r["verdict"], "hung", "run {run}: {r}");
@@ -308,7 +308,7 @@ fn a_server_in_europe_berlin_is_read_in_instants_across_both_daylight_saving_cha
     ] {
         let q = |root: &mut mysql::Conn, sql: String| {
             mysql::prelude::Queryable::query_drop(root, &sql)
-                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
         };
         q(&mut root, "SET time_zone = '+00:00'".into());
         for t in ["stamped", "naive"] {
@@ -807,9 +807,9 @@ fn counts_that_cannot_be_kept_fail_the_run_and_an_explain_that_cannot_read_them_
         "{}",
         stdout(&o)
     );
-    use std::os::unix::fs::PermissionsExt;
     let set = |p: &Path, mode| {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
     };
     set(sb.dir.path(), 0o755);
     set(&db.path, 0o644);

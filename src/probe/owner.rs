@@ -1,16 +1,17 @@
 //! The worker named in a row's owner column (`HOST:PID` or `PID`).
 //!
-//! Checked only when the host is this host (a bare `PID` is taken as local): `kill(pid, 0)`
+//! Checked only when the host is this host by [`Host::is_me`] — whole names, never a short
+//! name's guess (a bare `PID` is taken as local): `kill(pid, 0)`
 //! says whether the pid exists (EPERM means it does, under another user), and the process
 //! start time from `/proc/PID/stat` tells a recycled pid (`reused`: started after the row)
 //! from the worker itself; a zombie (killed, not yet reaped by its parent) is dead. Another
-//! host's worker is `not_local`, never guessed.
+//! host's worker is [`Owner::NotLocal`] (shown as `remote`): its pid is never looked at.
 //!
 //! Pids are only as good as the namespace they are read in: `kill(pid, 0)` and `/proc`
 //! answer for the reader's pid namespace. Outside the host's initial one
 //! (`/proc/self/ns/pid` is not `pid:[4026531836]`: a container, `unshare --pid`), the
 //! worker's pid means nothing here — absent, or another process — so every pid is
-//! `not_visible` (neutral), never `dead` ([`pid_namespace`], read once per process).
+//! `not_visible` (neutral), never `dead` ([`PidNamespace`], read once per process).
 //!
 //! I/O: `kill(pid, 0)`, `/proc/PID/stat`, `/proc/PID/task`, and `/proc/self/ns/pid` once.
 
@@ -118,7 +119,11 @@ pub fn judge_pid_in(ns: &PidNamespace, host: &Host, pid: u32, written: f64) -> O
     if !ns.sees_host_pids() {
         return Owner::NotVisible { pid };
     }
-    match kill(Pid::from_raw(pid as i32), None) {
+    // Pids end at i32::MAX (pid_max is at most 2^22): a larger value names no process.
+    let Ok(raw) = i32::try_from(pid) else {
+        return Owner::Invalid(pid.to_string());
+    };
+    match kill(Pid::from_raw(raw), None) {
         Ok(()) | Err(Errno::EPERM) => match host.process_stat(pid) {
             Some(('Z' | 'X', _)) if only_leader_left(pid) => Owner::Dead { pid },
             Some((_, Some(start))) if start > written + START_SLACK_S => Owner::Reused { pid },
@@ -132,6 +137,7 @@ pub fn judge_pid_in(ns: &PidNamespace, host: &Host, pid: u32, written: f64) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::whole_seconds;
 
     #[test]
     fn owner_values() {
@@ -202,7 +208,7 @@ mod tests {
             Owner::Alive { pid: me }
         );
         // A row that started an hour before this process: the pid was reused.
-        let early = host.process_start(me).expect("start") as i64 - 3_600;
+        let early = whole_seconds(host.process_start(me).expect("start")).expect("a time") - 3_600;
         assert_eq!(
             probe_owner(&host, Some(&me.to_string()), early),
             Owner::Reused { pid: me }
@@ -233,7 +239,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(
-            kill(Pid::from_raw(pid as i32), None).is_ok(),
+            kill(Pid::from_raw(i32::try_from(pid).expect("a pid")), None).is_ok(),
             "zombie exists"
         );
         assert_eq!(
@@ -245,6 +251,14 @@ mod tests {
             probe_owner(&host, Some("elsewhere.invalid:1"), now),
             Owner::NotLocal {
                 host: "elsewhere.invalid".into()
+            }
+        );
+        // Same short name, another domain: another machine, whose pids are not ours.
+        let gone = format!("{}.dc2.example.com:{pid}", host.name);
+        assert_eq!(
+            probe_owner(&host, Some(&gone), now),
+            Owner::NotLocal {
+                host: format!("{}.dc2.example.com", host.name)
             }
         );
         assert_eq!(probe_owner(&host, None, now), Owner::Empty);

@@ -13,6 +13,7 @@ pub mod analysis;
 pub mod histogram;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -343,8 +344,10 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
         ]
         .iter()
         .filter(|(n, _, _)| *n > 0)
-        .map(|(n, what, e)| format!("; {n} {what}, e.g. {}", e.as_deref().unwrap_or("")))
-        .collect::<String>()
+        .fold(String::new(), |mut acc, (n, what, e)| {
+            let _ = write!(acc, "; {n} {what}, e.g. {}", e.as_deref().unwrap_or(""));
+            acc
+        })
     )?;
     if r.default_success && s.by_status.len() > 1 {
         writeln!(
@@ -412,12 +415,9 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
             }
         )?;
     }
-    if s.false_positives as usize > s.listed.len() {
-        writeln!(
-            out,
-            "    … and {} more",
-            s.false_positives as usize - s.listed.len()
-        )?;
+    let more = s.false_positives.saturating_sub(s.listed.len() as u64);
+    if more > 0 {
+        writeln!(out, "    … and {more} more")?;
     }
     if s.fp_conclusive > 0 {
         writeln!(
