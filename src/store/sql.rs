@@ -394,8 +394,9 @@ mod tests {
         assert_eq!(
             running_sql(MYSQL, &w),
             Statement {
-                sql: "SELECT `id`, `start_time` FROM `app`.`sync_log` WHERE `status` = ? AND \
-                      `job` = ? AND `shard` = ? ORDER BY `id`"
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`) FROM \
+                      `app`.`sync_log` WHERE `status` = ? AND `job` = ? AND `shard` = ? ORDER BY \
+                      `id`"
                     .into(),
                 params: vec![text("running"), text("full-sync"), text("3")],
             }
@@ -471,9 +472,10 @@ mod tests {
         assert_eq!(
             finished_sql(MYSQL, &w, History::All).expect("sql"),
             Statement {
-                sql: "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN ? IS NULL THEN \
-                      NULL END FROM `app`.`sync_log` WHERE `status` <> ? AND `start_time` IS NOT \
-                      NULL AND `end_time` IS NOT NULL AND `job` = ?"
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `end_time`, \
+                      UNIX_TIMESTAMP(`end_time`), `status`, CASE WHEN ? IS NULL THEN NULL END \
+                      FROM `app`.`sync_log` WHERE `status` <> ? AND `start_time` IS NOT NULL AND \
+                      `end_time` IS NOT NULL AND `job` = ?"
                     .into(),
                 params: vec![text("self-heal:%"), text("running"), text("full-sync")],
             }
