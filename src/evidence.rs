@@ -12,7 +12,8 @@
 //! I/O: [`gather`] reads what the watch's probes read (a heartbeat file's mtime, the job's
 //! lock, the owner's `/proc` entry) — except for a row whose owner is another host, of
 //! which only the database's values are read (its files, locks and pids are that host's);
-//! rendering is pure.
+//! [`confirm_lock`] tries the job's lock (a non-blocking try-lock, released at once), called
+//! only for a row about to be written on the strength of a free lock; rendering is pure.
 
 use std::borrow::Cow;
 use std::time::SystemTime;
