@@ -12,6 +12,7 @@ use crate::report::{JsonReporter, Reporter, RowReport, Summary, TextReporter, Wa
 
 /// Runs the command and returns the process exit status.
 pub fn run(cli: Cli) -> u8 {
+    let command = command_name(&cli.command);
     let result = match cli.command {
         Command::Check(args) => run_check(&args),
         Command::Doctor(args) => Ok(crate::doctor::run(
@@ -25,15 +26,31 @@ pub fn run(cli: Cli) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            report_error(&e);
+            report_error(&e, command);
             e.exit_code()
         }
     }
 }
 
-/// Prints an error and its causes on stderr.
-pub fn report_error(e: &Error) {
-    let _ = writeln!(std::io::stderr(), "selfheal: error: {}", e.full_message());
+/// The subcommand, as a fix tells a person to run it again.
+fn command_name(c: &Command) -> &'static str {
+    match c {
+        Command::Check(_) => "check",
+        Command::Doctor(_) => "doctor",
+        Command::Demo(_) => "demo",
+        Command::Stats(_) => "stats",
+        Command::Completions(_) => "completions",
+    }
+}
+
+/// Prints an error and its causes on stderr, then the fix that fits it, if one does:
+/// `selfheal: error: …` and `selfheal: fix: …`.
+pub fn report_error(e: &Error, command: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "selfheal: error: {}", e.full_message());
+    if let Some(fix) = crate::fix::for_error(e, command) {
+        let _ = writeln!(err, "selfheal: fix: {fix}");
+    }
 }
 
 /// The watch flags as a raw watch to overlay onto the file.

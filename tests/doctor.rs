@@ -167,7 +167,8 @@ fn a_missing_column_is_named_with_the_columns_there_are() {
     let db = SqliteDb::new(&sb);
     let cfg = sb.config(&db.url(), &sb.watch("heartbeat_column = \"beat_at\""));
     let o = doctor(&cfg);
-    assert_exit(&o, 1);
+    // A column the table lacks is a bad configuration, as for check (SPEC §7).
+    assert_exit(&o, 2);
     let l = lines(&o);
     let t = line(&l, "watch full-sync: table");
     assert!(t.starts_with("✗ "), "{t}");
@@ -176,7 +177,10 @@ fn a_missing_column_is_named_with_the_columns_there_are() {
         "{t}"
     );
     assert!(t.contains("heartbeat_at"), "lists the real columns: {t}");
-    assert!(t.contains("fix: name an existing column"), "{t}");
+    assert!(
+        t.contains("fix: set heartbeat_column in watch 'full-sync' to one of the columns listed"),
+        "{t}"
+    );
     // The host-side checks still ran.
     line(&l, "watch full-sync: heartbeat_file");
     line(&l, "run lock");
@@ -204,13 +208,16 @@ fn an_unreadable_heartbeat_directory_as_an_unprivileged_user() {
         )),
         "{hb}"
     );
+    // Root's own directory: root keeps it, nobody's group may look inside; never "run
+    // selfheal as root".
     assert!(
         hb.contains(&format!(
-            "fix: run selfheal as root (the owner of {})",
+            "fix: chgrp nogroup {0} && chmod g+x {0}",
             private.display()
         )),
         "{hb}"
     );
+    assert!(!hb.contains("as root"), "{hb}");
     // The same directory is fine for root.
     let o = doctor(&cfg);
     assert_exit(&o, 0);
@@ -291,7 +298,12 @@ fn a_bad_configuration_is_exit_2_and_an_unreachable_database_exit_3() {
         d.starts_with("✗ ") && d.contains("/nonexistent/mysqld.sock"),
         "{d}"
     );
-    assert!(d.contains("fix: is the server running"), "{d}");
+    assert!(
+        d.contains(
+            "fix: no socket at /nonexistent/mysqld.sock (from the URL): is the server running"
+        ),
+        "{d}"
+    );
     // What does not need the database is still checked.
     line(&l, "watch full-sync: heartbeat_file");
     line(&l, "state_dir");
@@ -325,7 +337,10 @@ fn the_database_fix_follows_the_servers_error_code() {
     assert!(
         d.starts_with("✗ ")
             && d.contains("Access denied")
-            && d.contains("fix: the server refused the user named here"),
+            && d.contains(&format!(
+                "fix: the server refused {user} with the password from $SELFHEAL_DB_PASSWORD: \
+                 correct it there"
+            )),
         "{d}"
     );
     // `check` prints the server's words once: the driver's error is the message's source
@@ -339,18 +354,28 @@ fn the_database_fix_follows_the_servers_error_code() {
     assert_exit(&o, 3);
     let err = stderr(&o);
     assert_eq!(err.matches("Access denied").count(), 1, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 2, "the error and its fix: {err}");
+    assert!(
+        err.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("selfheal: fix: ")),
+        "{err}"
+    );
 
     // Logged in, but the database in the URL does not exist (ER_BAD_DB_ERROR): no
-    // password problem.
+    // password problem, and a bad configuration (exit 2), as for check.
     let missing = format!("{}_missing", db.name);
     let cfg = sb.config(&with_database(&db.url, &missing), &sb.watch(""));
     let o = doctor(&cfg);
-    assert_exit(&o, 3);
+    assert_exit(&o, 2);
     let l = lines(&o);
     let d = line(&l, "database");
     assert!(
-        d.starts_with("✗ ") && d.contains(&missing) && d.contains("fix: is the server running"),
+        d.starts_with("✗ ")
+            && d.contains(&missing)
+            && d.contains("fix: correct the database name in [database] url"),
         "{d}"
     );
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 2);
 }

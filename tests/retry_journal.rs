@@ -585,9 +585,9 @@ fn every_real_run_leaves_a_last_run_report() {
         &sb.watch("").replace("sync_log", "no_such_table"),
     );
     let o = check(&cfg, &[]);
-    assert_exit(&o, 3);
+    assert_exit(&o, 2);
     let last = last_run(&sb);
-    assert_eq!(last["exit_status"], 3);
+    assert_eq!(last["exit_status"], 2);
     assert!(
         last["error"]
             .as_str()

@@ -109,8 +109,18 @@ impl DbUrl {
                 redact_url(s)
             ));
         };
-        mysql::Opts::from_url(&with_host(&norm).0)
-            .map_err(|e| format!("not a usable MySQL URL ({e}): {:?}", redact_url(s)))?;
+        mysql::Opts::from_url(&with_host(&norm).0).map_err(|e| {
+            // The driver's Display is its debug form (`URL ParseError { … }`).
+            let why = match e {
+                mysql::UrlError::ParseError(p) => p.to_string(),
+                other => other.to_string(),
+            };
+            format!(
+                "not a usable MySQL URL ({why}): {:?}; expected \
+                 mysql://user@host:port/database?socket=/path",
+                redact_url(s)
+            )
+        })?;
         Ok(DbUrl::Mysql(norm))
     }
 
@@ -226,13 +236,7 @@ impl ConfigPath {
 pub fn load(path: &ConfigPath, overrides: &Overrides, only: &[String]) -> Result<Config> {
     let (raw, origin, source) = match path {
         ConfigPath::Explicit(p, how) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                Error::config(
-                    how,
-                    "--config",
-                    format!("cannot read configuration file {}: {e}", p.display()),
-                )
-            })?;
+            let text = std::fs::read_to_string(p).map_err(|e| unreadable(p, Some(how), e))?;
             (
                 parse_toml(&text, p)?,
                 Origin::File(p.clone()),
@@ -251,16 +255,43 @@ pub fn load(path: &ConfigPath, overrides: &Overrides, only: &[String]) -> Result
                 }
                 (RawConfig::default(), Origin::CommandLine, None)
             }
-            Err(e) => {
-                return Err(Error::config(
-                    &Origin::File(p.clone()),
-                    "--config",
-                    format!("cannot read configuration file: {e}"),
-                ));
-            }
+            Err(e) => return Err(unreadable(p, None, e)),
         },
     };
     build(raw, &origin, source, overrides, only)
+}
+
+/// The configuration file cannot be read: the error says how it was chosen (`--config`,
+/// `$SELFHEAL_CONFIG`, or the default when `how` is `None`) and, when it is not this user's
+/// to read, names the user and the command that lets it.
+fn unreadable(p: &Path, how: Option<&Origin>, e: std::io::Error) -> Error {
+    use std::io::ErrorKind as K;
+    let chosen = match how {
+        Some(Origin::CommandLine) => "given with --config".to_string(),
+        Some(Origin::Env(name)) => format!("named by ${name}"),
+        Some(Origin::File(_)) | None => "the default: no --config given".to_string(),
+    };
+    let fix = match e.kind() {
+        K::PermissionDenied => crate::fix::access_fix(p, crate::fix::Need::Read),
+        K::NotFound => Some(match how {
+            Some(Origin::Env(name)) => {
+                format!("correct ${name}, or unset it to use {DEFAULT_CONFIG}")
+            }
+            _ => "correct the path given with --config".to_string(),
+        }),
+        K::IsADirectory => Some(format!(
+            "name the file, e.g. {}",
+            p.join("selfheal.toml").display()
+        )),
+        _ => None,
+    };
+    Error::CannotRead {
+        what: format!("the configuration {} ({chosen})", p.display()),
+        path: p.to_path_buf(),
+        as_user: (e.kind() == K::PermissionDenied).then(|| crate::fix::Me::current().describe()),
+        source: e,
+        fix,
+    }
 }
 
 /// Parses configuration text (used by `load` and by tests).
