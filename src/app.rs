@@ -153,6 +153,9 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
             &mut text
         }
     };
+    if let Some((what, fix)) = crate::cron::root_warning(&check_command(args)) {
+        rep.warning(&format!("{what}; fix: {fix}"));
+    }
     let Some(target) = args.log else {
         return check::run(&cfg, &opts, rep).map(|s| check::exit_code(&s));
     };
@@ -177,6 +180,20 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
         let _ = writeln!(std::io::stderr(), "selfheal: warning: {why}");
     }
     result.map(|s| check::exit_code(&s))
+}
+
+/// This check's command line, as a fix tells a person to run it as another user.
+fn check_command(args: &CheckArgs) -> String {
+    let mut c = String::from("check");
+    if args.explain {
+        c.push_str(" --explain");
+    } else if args.dry_run {
+        c.push_str(" --dry-run");
+    }
+    if let Some(p) = &args.config {
+        c.push_str(&format!(" --config {}", p.display()));
+    }
+    c
 }
 
 /// `--log`, as the library names it.

@@ -75,10 +75,9 @@ pub fn root_warning_for(users: &[String], command: &str) -> Option<(String, Stri
     }
     Some((
         format!(
-            "running as root, but {CRON_FILE} runs selfheal as {first}: files a real run \
-             creates in state_dir (the journal, the run lock, last-run.json) would be \
-             root's, which the cron runs as {first} cannot write, and root sees heartbeat \
-             and lock files {first} may not"
+            "running as root, but {CRON_FILE} runs selfheal as {first}: root sees files \
+             {first} may not, and what a real run creates in state_dir (the journal, the run \
+             lock) would be root's, which {first} cannot write"
         ),
         format!("run it as {first}: runuser -u {first} -- selfheal {command}"),
     ))

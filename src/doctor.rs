@@ -142,6 +142,12 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
             if cfg.watches.len() == 1 { "" } else { "es" }
         ),
     ));
+    if let Some(f) = no_watch_finding(&cfg) {
+        rep.add(f);
+    }
+    if let Some(f) = cron_user_finding() {
+        rep.add(f);
+    }
     let host = Host::current();
     // 3 when the database cannot be reached, 2 when it lacks what the configuration names.
     let db_status = database_checks(&cfg, &host, &mut rep).err();
@@ -251,6 +257,34 @@ fn doctor_status(e: &Error) -> u8 {
         exit::USAGE => exit::USAGE,
         _ => exit::FAILURE,
     }
+}
+
+/// A configuration without a watch: the cron job runs, and does nothing.
+fn no_watch_finding(cfg: &Config) -> Option<Finding> {
+    if !cfg.watches.is_empty() {
+        return None;
+    }
+    let file = cfg
+        .source
+        .as_ref()
+        .map_or("the configuration".into(), |p| p.display().to_string());
+    Some(Finding::warn(
+        "watches",
+        format!(
+            "{file} has no [[watch]]: the cron job runs and checks nothing, so no stuck row \
+             is ever found"
+        ),
+        format!(
+            "add a [[watch]] table for each job table (the example in {file} or man \
+             selfheal, CONFIGURATION), then run selfheal doctor again"
+        ),
+    ))
+}
+
+/// Run as root while cron runs selfheal as another user: what passes here may fail there.
+fn cron_user_finding() -> Option<Finding> {
+    let (what, fix) = crate::cron::root_warning("doctor")?;
+    Some(Finding::warn("user", what, fix))
 }
 
 fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Introspect) -> Finding {

@@ -379,3 +379,121 @@ fn the_database_fix_follows_the_servers_error_code() {
     let o = check(&cfg, &[]);
     assert_exit(&o, 2);
 }
+
+/// Issue 15, item 5: the packaged configuration has no watch; the cron job then runs and
+/// finds nothing, ever. doctor says so (exit 1) rather than passing everything.
+#[test]
+fn a_configuration_without_a_watch_is_a_warning_that_the_cron_job_does_nothing() {
+    let sb = Sandbox::new();
+    let cfg = sb.path("selfheal.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[database]\n# url = \"mysql://app@localhost/appdb\"\n\n[run]\nstate_dir = \"{}\"\n",
+            sb.state_dir().display()
+        ),
+    )
+    .expect("write");
+    let o = doctor(&cfg);
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let w = line(&l, "watches");
+    assert!(
+        w.starts_with("! ")
+            && w.contains(&format!(
+                "{} has no [[watch]]: the cron job runs and checks nothing",
+                cfg.display()
+            ))
+            && w.contains("fix: add a [[watch]] table"),
+        "{w}"
+    );
+    // check itself stays a quiet no-op in cron.
+    cron_check_is_silent(&cfg);
+}
+
+/// The cron line of `user` in /etc/cron.d/selfheal, as the package installs it.
+fn cron_line(user: &str) -> String {
+    format!(
+        "MAILTO=root\\n*/10 * * * * {user} [ -x /usr/bin/selfheal ] && /usr/bin/selfheal check\\n"
+    )
+}
+
+/// Issue 15, item 5: root running check or doctor by hand while cron runs selfheal as
+/// www-data is told so — what root creates in state_dir would be root's, and root sees
+/// files www-data may not — with the runuser line that runs it as www-data. Not when cron
+/// runs it as root too, nor for www-data itself.
+#[test]
+fn root_is_warned_when_cron_runs_selfheal_as_another_user() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    // The sandbox and the database readable by www-data, for the run as www-data.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sb.dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::fs::set_permissions(&db.path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let run = |cron_user: &str, as_user: Option<&str>, args: &[&str]| {
+        let setup = format!("printf '{}' > /etc/cron.d/selfheal", cron_line(cron_user));
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(u) = as_user {
+            argv.extend(["runuser", "-u", u, "--"].map(Into::into));
+        }
+        argv.push(bin().into());
+        argv.extend(args.iter().map(Into::into));
+        argv.push("--config".into());
+        argv.push(cfg.clone().into());
+        let argv: Vec<&std::ffi::OsStr> = argv.iter().map(|a| a.as_os_str()).collect();
+        on_own_host(&["/etc"], &setup, &argv).map(|mut c| c.output().expect("run"))
+    };
+    let Some(o) = run("www-data", None, &["doctor"]) else {
+        return;
+    };
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let u = line(&l, "user");
+    assert!(
+        u.starts_with("! user: running as root, but /etc/cron.d/selfheal runs selfheal as www-data: root sees files www-data may not"),
+        "{u}"
+    );
+    assert!(
+        u.contains("would be root's")
+            && u.ends_with("fix: run it as www-data: runuser -u www-data -- selfheal doctor"),
+        "{u}"
+    );
+
+    // check: a warning on stderr (and in the JSON summary), the run itself as usual.
+    let o = run("www-data", None, &["check"]).expect("root");
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let err = stderr(&o);
+    assert!(
+        err.starts_with(
+            "selfheal: warning: running as root, but /etc/cron.d/selfheal runs selfheal as www-data"
+        ) && err.contains(&format!(
+            "fix: run it as www-data: runuser -u www-data -- selfheal check --config {}",
+            cfg.display()
+        )),
+        "{err}"
+    );
+    let o = run("www-data", None, &["check", "--format", "json"]).expect("root");
+    let (_, summary) = json_lines(&o);
+    assert!(
+        summary["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("running as root")),
+        "{summary}"
+    );
+
+    // Cron runs it as root: nothing to say.
+    let o = run("root", None, &["doctor"]).expect("root");
+    assert_exit(&o, 0);
+    assert!(!stdout(&o).contains("running as root"), "{}", stdout(&o));
+    let o = run("root", None, &["check"]).expect("root");
+    assert_exit(&o, 0);
+    assert_eq!(stderr(&o), "");
+
+    // www-data itself: nothing to say either.
+    let o = run("www-data", Some("www-data"), &["check", "--explain"]).expect("root");
+    assert_exit(&o, 0);
+    assert!(!stderr(&o).contains("running as root"), "{}", stderr(&o));
+}

@@ -1064,3 +1064,46 @@ pub fn as_nobody_frozen() -> Option<Command> {
     .env("LC_ALL", "C");
     Some(c)
 }
+
+// ---------------------------------------------------------------------------------------
+// A host of its own: system directories overlaid in a private mount namespace
+
+/// `args` run as root in a private mount namespace where each of `dirs` (say `/etc`,
+/// `/var/lib`) is overlaid by an empty, writable layer, after the shell script `setup` ran
+/// there: files a test puts in `/etc/cron.d` or `/etc/selfheal`, users it adds to
+/// `/etc/passwd`, vanish with the namespace, and the host never sees them. `None` (skipped
+/// outside CI; in CI a failure) when not root.
+pub fn on_own_host(dirs: &[&str], setup: &str, args: &[&std::ffi::OsStr]) -> Option<Command> {
+    if !root_or_skip("a private mount namespace with overlaid system directories") {
+        return None;
+    }
+    let mut script = String::from(
+        // The layers live on a tmpfs over /mnt, seen in this namespace only.
+        "set -e\nlayers=/mnt\nmount -t tmpfs selfheal-layers \"$layers\"\n",
+    );
+    for (i, d) in dirs.iter().enumerate() {
+        script.push_str(&format!(
+            "mkdir \"$layers/u{i}\" \"$layers/w{i}\"\n\
+             mount -t overlay selfheal-overlay -o \"lowerdir={d},upperdir=$layers/u{i},workdir=$layers/w{i}\" {d}\n"
+        ));
+    }
+    script.push_str(setup);
+    script.push_str("\nexec \"$@\"\n");
+    let mut c = Command::new("unshare");
+    c.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ])
+    .args(args)
+    .env_remove("SELFHEAL_CONFIG")
+    .env_remove("SELFHEAL_DB_PASSWORD")
+    .env("HOME", "/nonexistent/selfheal-test-home")
+    .env("LC_ALL", "C")
+    .env("SELFHEAL", bin());
+    Some(c)
+}
