@@ -871,12 +871,11 @@ fn lock_fix(path: &Path, state_dir: &Path) -> String {
     if path.starts_with(state_dir) {
         return crate::fix::state_dir_fix(state_dir, "doctor");
     }
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    existing_ancestor(dir)
-        .and_then(|a| crate::fix::access_fix(a, crate::fix::Need::Write))
-        .unwrap_or_else(|| {
-            "set run.lock_file to a file in a directory this user can write (e.g. /run/lock)".into()
-        })
+    format!(
+        "remove run.lock_file from the configuration: the lock then lives in state_dir \
+         ({}), which the run's user writes anyway",
+        state_dir.join(config::RUN_LOCK_NAME).display()
+    )
 }
 
 fn state_dir_finding(dir: &Path) -> Finding {

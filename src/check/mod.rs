@@ -105,6 +105,11 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         rep.finish(&summary);
         return Ok(summary);
     }
+    // The run lock lives in the state directory unless run.lock_file says otherwise; the
+    // first run of a configuration creates that directory.
+    if cfg.run.lock_file.starts_with(&cfg.run.state_dir) {
+        crate::state::create_dir(&cfg.run.state_dir)?;
+    }
     let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
     let started = SystemTime::now();
     let began = Instant::now();

@@ -29,9 +29,12 @@ use crate::error::{Error, Origin, Result, Usage};
 /// Where the configuration is looked for when neither `--config` nor `$SELFHEAL_CONFIG`
 /// names one.
 pub const DEFAULT_CONFIG: &str = "/etc/selfheal/selfheal.toml";
-/// Default run lock: `/run/lock` is world-writable with the sticky bit on Debian.
-pub const DEFAULT_LOCK_FILE: &str = "/run/lock/selfheal.lock";
-/// Default directory for the journal and the last-run report.
+/// The run lock's name in the state directory, where it lives unless `run.lock_file` says
+/// otherwise: one per state directory, so separate configurations never wait on each other.
+pub const RUN_LOCK_NAME: &str = "run.lock";
+/// Default directory for the journal and the last-run report of a configuration named
+/// `selfheal.toml`; another configuration's is a directory in it (see
+/// [`default_state_dir`]).
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/selfheal";
 /// Default tolerance between the database clock and the host clock.
 pub const DEFAULT_CLOCK_TOLERANCE: Duration = Duration::from_secs(60);
@@ -519,16 +522,19 @@ fn build(
             ));
         }
     }
+    let state_dir = match rawrun.state_dir {
+        Some(d) => d,
+        None => default_state_dir(source.as_deref())
+            .map_err(|m| Error::config(origin, "run.state_dir", m))?,
+    };
     Ok(Config {
         source,
         database,
         run: Run {
             lock_file: rawrun
                 .lock_file
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_LOCK_FILE)),
-            state_dir: rawrun
-                .state_dir
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+                .unwrap_or_else(|| state_dir.join(RUN_LOCK_NAME)),
+            state_dir,
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
         },
@@ -541,6 +547,36 @@ fn build(
         },
         watches: out,
     })
+}
+
+/// The state directory of a configuration that sets none: [`DEFAULT_STATE_DIR`] for one
+/// named `selfheal.toml` (or for flags alone), `DEFAULT_STATE_DIR/NAME` for one named
+/// `NAME.toml`. Several applications on one host, one configuration each, so keep their
+/// journals and run locks apart without a setting; and the directory is one the package's
+/// state directory holds, so the cron user can create it.
+pub fn default_state_dir(config: Option<&Path>) -> Result<PathBuf, String> {
+    let Some(file) = config else {
+        return Ok(PathBuf::from(DEFAULT_STATE_DIR));
+    };
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if stem == "selfheal" {
+        return Ok(PathBuf::from(DEFAULT_STATE_DIR));
+    }
+    let usable = !stem.is_empty()
+        && !stem.starts_with('.')
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !usable {
+        return Err(format!(
+            "not set, and the configuration's file name {:?} makes no directory name \
+             (letters, digits, _, - and .): set state_dir = \"{DEFAULT_STATE_DIR}/NAME\"",
+            file.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ));
+    }
+    Ok(Path::new(DEFAULT_STATE_DIR).join(stem))
 }
 
 fn ordinal(n: usize) -> String {
