@@ -200,13 +200,8 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
             // The fix the failure itself calls for: the store words it from the driver's
             // error code and the settings it used; an unreadable option file gets the
             // command that lets this user read it.
-            let fix = crate::fix::for_error(&e, "doctor").unwrap_or_else(|| match &db.url {
-                config::DbUrl::Sqlite(_) => {
-                    "check [database] url: the file must exist and be readable by this user"
-                        .to_string()
-                }
-                config::DbUrl::Mysql(_) => "look at the server's error log".to_string(),
-            });
+            let fix = crate::fix::for_error(&e, "doctor")
+                .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
             rep.add(Finding::fail("database", e.to_string(), fix));
             return Err(doctor_status(&e));
         }
@@ -218,7 +213,7 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
         )),
         Err(e) => {
             let fix = crate::fix::for_error(&e, "doctor")
-                .unwrap_or_else(|| "look at the server's error log".into());
+                .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
             rep.add(Finding::fail("database", e.to_string(), fix));
             return Err(doctor_status(&e));
         }
@@ -237,7 +232,7 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
         },
         Err(e) => {
             let fix = crate::fix::for_error(&e, "doctor")
-                .unwrap_or_else(|| "look at the server's error log".into());
+                .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
             rep.add(Finding::fail("clock", e.to_string(), fix));
             return Err(doctor_status(&e));
         }
@@ -248,6 +243,19 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
         bad_config |= !watch_database_checks(cfg, w, store.as_mut(), &clocks, host, rep);
     }
     if bad_config { Err(exit::USAGE) } else { Ok(()) }
+}
+
+/// The fix for a database failure when nothing more fitting is known: a configuration
+/// error names what is expected; a database says more in its own log.
+fn fallback_fix(e: &Error, url: Option<&config::DbUrl>) -> String {
+    match (e.exit_code(), url) {
+        (exit::USAGE, _) => "correct it, then run selfheal doctor again".into(),
+        (_, Some(config::DbUrl::Sqlite(p))) => format!(
+            "sqlite://{} must be an SQLite database this user can read and write",
+            p.display()
+        ),
+        (_, _) => "look at the server's error log".into(),
+    }
 }
 
 /// Doctor's exit status for an error that stopped its database checks: 2 for what the
@@ -344,8 +352,9 @@ fn watch_database_checks(
                 ),
                 other => (
                     other.to_string(),
-                    crate::fix::for_error(other, "doctor")
-                        .unwrap_or_else(|| "look at the server's error log".into()),
+                    crate::fix::for_error(other, "doctor").unwrap_or_else(|| {
+                        fallback_fix(other, cfg.database.as_ref().map(|d| &d.url))
+                    }),
                 ),
             };
             rep.add(Finding::fail(subject("table"), text, fix));
@@ -868,6 +877,13 @@ fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
 /// when it lives there (the default); a lock file set elsewhere is best left to the
 /// default.
 fn lock_fix(path: &Path, state_dir: &Path) -> String {
+    if path.starts_with(state_dir) && state_dir.exists() && !state_dir.is_dir() {
+        return format!(
+            "{} is not a directory: point run.state_dir at a directory (or move that file \
+             away)",
+            state_dir.display()
+        );
+    }
     if path.starts_with(state_dir) {
         return crate::fix::state_dir_fix(state_dir, "doctor");
     }

@@ -382,10 +382,10 @@ impl Error {
             Error::Database { kind, .. } => kind.fix().map(str::to_string),
             Error::Schema { watch, problem } => Some(problem.fix(watch)),
             Error::Busy { path } => Some(format!(
-                "none while another run of this configuration is under way (lslocks shows \
-                 the pid holding {}); on every run, a run takes longer than the cron \
-                 interval; held by another configuration's run, leave run.lock_file unset in \
-                 both (each then locks in its own state_dir)",
+                "none if another run of this configuration is still at work (lslocks shows \
+                 the pid holding {}); if it happens on every run, a run takes longer than \
+                 the cron interval; if a run of another configuration holds it, leave \
+                 run.lock_file unset in both, so each locks in its own state_dir",
                 path.display()
             )),
             Error::Config { .. }

@@ -60,6 +60,20 @@ impl Me {
     }
 }
 
+/// The group that should read a secret selfheal needs (an option or password file, kept
+/// `640 root:GROUP`): the running user's, or — for root, who reads anything — the group
+/// of the user cron runs selfheal as, when the cron file names one.
+pub fn reader_group() -> String {
+    let me = Me::current();
+    if me.uid != 0 {
+        return me.group;
+    }
+    crate::cron::users()
+        .first()
+        .and_then(|u| User::from_name(u).ok().flatten())
+        .map_or(me.group, |u| group_name(u.gid.as_raw()))
+}
+
 fn group_name(gid: u32) -> String {
     Group::from_gid(Gid::from_raw(gid))
         .ok()
@@ -278,17 +292,70 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
         return Some(f);
     }
     match e {
-        Error::Io { path, source, .. } | Error::Journal { path, source, .. }
-            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        Error::Io {
+            path,
+            action,
+            source,
+        } => io_fix(path, action, source.kind(), command),
+        Error::Journal { path, source, .. } => {
+            io_fix(path, "writing the journal", source.kind(), command)
+        }
+        _ => None,
+    }
+}
+
+/// The fix for a file of selfheal's own that could not be used: the state directory and
+/// what is in it (the journal, the run lock, `last-run.json`), the metrics file. `action`
+/// says what was done and names the setting ("creating the state directory
+/// (run.state_dir)").
+fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) -> Option<String> {
+    use std::io::ErrorKind as K;
+    let setting = action
+        .rsplit_once('(')
+        .and_then(|(_, k)| k.strip_suffix(')'))
+        .unwrap_or("");
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    match (kind, setting) {
+        (K::NotFound, "run.metrics_file") => Some(format!(
+            "create {} (node_exporter's textfile directory) for {} to write in, or correct \
+             run.metrics_file",
+            parent.display(),
+            Me::current().name
+        )),
+        (K::PermissionDenied, "run.metrics_file") => access_fix(parent, Need::Write),
+        // A run lock set apart from the state directory.
+        (_, "run.lock_file")
+            if path.file_name() != Some(std::ffi::OsStr::new(crate::config::RUN_LOCK_NAME)) =>
         {
-            Some(state_dir_fix(
-                if path.is_dir() {
-                    path
-                } else {
-                    path.parent().unwrap_or(path)
-                },
-                command,
+            Some(format!(
+                "leave run.lock_file unset (the lock then lives in state_dir), or let {} \
+                 write {}",
+                Me::current().name,
+                parent.display()
             ))
+        }
+        (K::AlreadyExists | K::NotADirectory, _) => Some(format!(
+            "{} is not a directory: point run.state_dir at a directory (or move that file away)",
+            if path.is_dir() { parent } else { path }.display()
+        )),
+        (K::ReadOnlyFilesystem, _) => Some(format!(
+            "{} is on a read-only file system: point {} at a writable directory",
+            path.display(),
+            if setting.is_empty() {
+                "run.state_dir"
+            } else {
+                setting
+            }
+        )),
+        (K::PermissionDenied, _) => {
+            // The state directory itself (it may not exist yet), or the one a state file
+            // is in.
+            let dir = if path.is_dir() || (!path.exists() && action.contains("directory")) {
+                path
+            } else {
+                parent
+            };
+            Some(state_dir_fix(dir, command))
         }
         _ => None,
     }

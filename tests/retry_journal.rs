@@ -608,7 +608,8 @@ fn an_unusable_state_dir_is_a_warning_when_nothing_needs_the_journal() {
     let err = stderr(&o);
     assert!(
         err.contains("selfheal: warning: cannot write the last-run report")
-            && err.contains("fix run.state_dir"),
+            && err.contains("the next change would fail; fix: ")
+            && err.contains("is not a directory: point run.state_dir at a directory"),
         "{err}"
     );
     let o = check(&cfg, &["--format", "json"]);

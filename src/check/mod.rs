@@ -170,8 +170,10 @@ fn write_last_run(
     {
         out.warn(format!(
             "cannot write the last-run report: {}; the journal needs this directory too, \
-             so the next change would fail: fix run.state_dir",
-            e.full_message()
+             so the next change would fail; fix: {}",
+            e.full_message(),
+            crate::fix::for_error(&e, "check")
+                .unwrap_or_else(|| crate::fix::state_dir_fix(&cfg.run.state_dir, "check"))
         ));
     }
 }

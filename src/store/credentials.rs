@@ -194,12 +194,10 @@ fn cannot_read(key: &str, path: &Path, e: std::io::Error) -> Error {
     let fix = match e.kind() {
         K::PermissionDenied => crate::fix::access_fix(path, crate::fix::Need::Read),
         K::NotFound => Some(format!(
-            "correct {key} in the configuration, or create {} (readable by {} only: \
-             install -m 640 -o root -g {} /dev/null {})",
+            "correct {key} in the configuration, or create it for root to write and group \
+             {1} to read (install -m 640 -o root -g {1} /dev/null {0}), then write it",
             path.display(),
-            me.name,
-            me.group,
-            path.display()
+            crate::fix::reader_group(),
         )),
         _ => None,
     };
@@ -305,7 +303,13 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
                         _ => PathBuf::new(),
                     }),
                     "port",
-                    format!("{s}: expected a port number, got {v:?}"),
+                    format!(
+                        "line {}: expected a port number, got {v:?}",
+                        match &s {
+                            Source::OptionFile { line, .. } => *line,
+                            _ => 0,
+                        }
+                    ),
                 )
             })?;
             set(p, s)
@@ -502,7 +506,8 @@ mod tests {
         let e = resolve(&db("mysql:///appdb", Some(&cnf), None), &inputs(dir.path()))
             .expect_err("port");
         assert!(
-            e.to_string().contains("port.cnf:2: expected a port number"),
+            e.to_string()
+                .contains("port.cnf: port: line 2: expected a port number"),
             "{e}"
         );
         let e = resolve(

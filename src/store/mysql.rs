@@ -265,12 +265,13 @@ fn connect_fix(creds: &Credentials, url: &str, e: &mysql::Error) -> Option<Strin
                 ),
             }),
             1698 => Some(format!(
-                "the account {user} logs in over the socket only as the system user of the \
-                 same name (unix_socket), and selfheal runs as {}: give selfheal a database \
-                 account of its own with a password in an option file it can read \
-                 (database.defaults_file, mode 640, root:{}), or name {}'s own account in \
-                 the URL",
-                me.name, me.group, me.name
+                "the server refused {user} without a password: the account does not exist, \
+                 or it logs in only as the system user of the same name over the socket \
+                 (unix_socket), and selfheal runs as {}; give selfheal a database account of \
+                 its own with its password in an option file root and group {1} may read \
+                 (database.defaults_file, mode 640, root:{1})",
+                me.name,
+                crate::fix::reader_group()
             )),
             1044 => {
                 let db = mysql::Opts::from_url(&crate::config::with_host(url).0)

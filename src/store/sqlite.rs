@@ -68,17 +68,14 @@ impl SqliteStore {
             )));
         }
         let conn = Connection::open_with_flags(path, flags).map_err(|e| {
-            // Writing also needs the directory: SQLite puts its journal beside the file.
-            let fix = if read_only {
-                crate::fix::access_fix(path, crate::fix::Need::Read)
-            } else {
-                crate::fix::access_fix(path, crate::fix::Need::ReadWrite).or_else(|| {
-                    crate::fix::access_fix(
-                        path.parent().unwrap_or(Path::new("/")),
-                        crate::fix::Need::Write,
-                    )
-                })
-            };
+            // The fix is for what a real check needs, even to a read-only opener (doctor):
+            // the file, and its directory, where SQLite puts its journal.
+            let fix = crate::fix::access_fix(path, crate::fix::Need::ReadWrite).or_else(|| {
+                crate::fix::access_fix(
+                    path.parent().unwrap_or(Path::new("/")),
+                    crate::fix::Need::Write,
+                )
+            });
             Error::database(context(), e).with_fix(fix)
         })?;
         conn.busy_timeout(BUSY_TIMEOUT)
@@ -144,6 +141,20 @@ impl DbCause for rusqlite::Error {
                 DbErrorKind::UnknownObject
             }
             _ => DbErrorKind::Other,
+        }
+    }
+
+    fn fix(&self) -> Option<String> {
+        match self.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => {
+                Some("correct [database] url: it names a file that is no SQLite database".into())
+            }
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Some(
+                "another process (the application, or a long transaction left open) holds \
+                     the database's lock; fuser names it, and the next run tries again"
+                    .into(),
+            ),
+            _ => None,
         }
     }
 

@@ -694,6 +694,24 @@ impl PrivateMariadb {
         }
     }
 
+    /// Freezes the server (SIGSTOP): its socket still accepts connections, nothing answers
+    /// — a server swapping to death or stopped in a debugger, as a client sees it.
+    pub fn freeze(&self) {
+        self.signal(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        if let Some(c) = &self.child {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig)
+                .expect("signal mariadbd");
+        }
+    }
+
     /// Shuts the server down (SIGTERM, as `systemctl stop` does) and waits until it is gone.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
