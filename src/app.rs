@@ -1,5 +1,7 @@
 //! From a parsed command line to an exit status: builds the configuration, picks the
-//! reporter, runs the command, and prints a fatal error once, on stderr.
+//! reporter, runs the command, and prints a fatal error once, on stderr, followed by the
+//! fix that fits it (`selfheal: fix: …`, from [`crate::fix`]). A check run as root while
+//! cron runs selfheal as another user is warned about first ([`crate::cron`]).
 
 use std::io::Write;
 

@@ -5,7 +5,10 @@
 //! the database's own plan of the very query `check` runs), the message column's room,
 //! times in the future, `max_age` against the runs it can see; the heartbeat and lock
 //! directories as the user selfheal runs as; selfheal's run lock, state directory and
-//! metrics file.
+//! metrics file; a configuration without a watch, and a run as root while cron runs
+//! selfheal as someone else. Each failure carries the fix that fits its cause and the
+//! running user (`crate::fix`); the exit status follows `check`'s where they meet (a
+//! table or column the database lacks is 2).
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see

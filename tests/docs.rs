@@ -306,7 +306,7 @@ fn the_readme_says_what_a_build_and_the_tests_need() {
         .lines()
         .filter_map(|l| l.split_once("apt_install ").map(|(_, rest)| rest))
         .filter(|rest| !rest.starts_with("()") && !rest.starts_with('{'))
-        .flat_map(|rest| rest.split(|c: char| c == ';' || c == '\'').next())
+        .flat_map(|rest| rest.split([';', '\\']).next())
         .flat_map(str::split_whitespace)
         .filter(|w| !w.starts_with('-') && !w.starts_with('$') && !w.starts_with('"'))
         .collect();
