@@ -49,10 +49,8 @@ pub fn users_in(text: &str) -> Vec<String> {
 
 /// `NAME=value` (cron allows blanks around `=`).
 fn is_assignment(line: &str) -> bool {
-    let name_end = line
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(line.len());
-    name_end > 0 && line[name_end..].trim_start().starts_with('=')
+    let rest = line.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+    rest.len() < line.len() && rest.trim_start().starts_with('=')
 }
 
 /// A warning for a run by root while cron runs selfheal as another user: what root creates

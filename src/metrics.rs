@@ -1,10 +1,11 @@
 //! `run.metrics_file`: the Prometheus node_exporter textfile format, rewritten after every
 //! real run (never by a dry run) while the run lock is held.
 //!
-//! Per watch of this host: running rows by verdict, rows that need a person, changes by
-//! action (counters), breaker trips (counter), the last run's time, duration and outcome,
-//! and the time of the last successful run — the watchdog's own dead man's switch. Names
-//! carry the `selfheal_` prefix, base units (seconds) and `_total` for counters.
+//! Per watch of this host: running rows by verdict and by the host they belong to, rows
+//! that need a person, changes by action (counters), breaker trips (counter), the last
+//! run's time, duration and outcome, and the time of the last successful run — the
+//! watchdog's own dead man's switch; and the host that judged them. Names carry the
+//! `selfheal_` prefix, base units (seconds) and `_total` for counters.
 //!
 //! Counters and the last success survive from run to run by reading the previous file
 //! back: it is selfheal's own output, and a lost file merely resets the counters, which
@@ -28,6 +29,8 @@ use crate::report::Summary;
 /// What one run contributes.
 #[derive(Debug, Clone)]
 pub struct Run<'a> {
+    /// The host that ran it.
+    pub host: &'a str,
     /// `None` when the run failed (database or file-system failure).
     pub summary: Option<&'a Summary>,
     pub exit_status: u8,
@@ -35,13 +38,14 @@ pub struct Run<'a> {
     pub duration: Duration,
 }
 
-const VERDICTS: [Verdict; 6] = [
+const VERDICTS: [Verdict; 7] = [
     Verdict::Alive,
     Verdict::Starting,
     Verdict::Dead,
     Verdict::Hung,
     Verdict::Overtime,
     Verdict::Unknown,
+    Verdict::Remote,
 ];
 const ACTIONS: [Action; 4] = [
     Action::MarkDead,
@@ -51,11 +55,21 @@ const ACTIONS: [Action; 4] = [
 ];
 
 /// Metric families: name, type, help. Rendered in this order.
-const FAMILIES: [(&str, &str, &str); 11] = [
+const FAMILIES: [(&str, &str, &str); 13] = [
+    (
+        "selfheal_host_info",
+        "gauge",
+        "The host that wrote this file and judged its rows (always 1).",
+    ),
     (
         "selfheal_rows",
         "gauge",
         "Running rows by verdict in the last run.",
+    ),
+    (
+        "selfheal_owner_rows",
+        "gauge",
+        "Running rows by the host they belong to (owner_host) in the last run.",
     ),
     (
         "selfheal_attention_rows",
@@ -199,12 +213,15 @@ pub fn parse(text: &str) -> Vec<Sample> {
                             _ => esc = false,
                         }
                     }
-                    let Some(end) = end else {
+                    // The value, and what follows its closing quote.
+                    let Some((value, tail)) =
+                        end.and_then(|i| Some((after.get(..i)?, after.get(i + 1..)?)))
+                    else {
                         ok = false;
                         break;
                     };
-                    labels.push((k.to_string(), unescape(&after[..end])));
-                    rest = after[end + 1..].trim_start_matches(',');
+                    labels.push((k.to_string(), unescape(value)));
+                    rest = tail.trim_start_matches(',');
                 }
                 if !ok {
                     continue;
@@ -223,8 +240,7 @@ pub fn parse(text: &str) -> Vec<Sample> {
 
 fn epoch_s(t: SystemTime) -> f64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs() as f64)
-        .unwrap_or(0.0)
+        .map_or(0.0, |d| d.as_secs() as f64)
 }
 
 /// The new samples from the previous ones and this run. `watches`: every watch of this
@@ -266,10 +282,10 @@ pub fn samples(
             );
         }
     }
-    let per_watch = run.summary.map(|s| s.per_watch.as_slice()).unwrap_or(&[]);
+    let per_watch = run.summary.map_or(&[][..], |s| s.per_watch.as_slice());
     for w in &reached {
         let stats = per_watch.iter().find(|s| s.name == *w);
-        let success = stats.is_some_and(|s| s.checked());
+        let success = stats.is_some_and(super::report::WatchRun::checked);
         if let Some(s) = stats.filter(|s| s.checked()) {
             for v in VERDICTS {
                 out.push(Sample::new(
@@ -283,6 +299,13 @@ pub fn samples(
                 &[("watch", w)],
                 s.totals.attention as f64,
             ));
+            for (owner, n) in &s.owners {
+                out.push(Sample::new(
+                    "selfheal_owner_rows",
+                    &[("watch", w), ("owner_host", owner)],
+                    *n as f64,
+                ));
+            }
         }
         for a in ACTIONS {
             let before = prev_of("selfheal_changes_total", w, Some(("action", a.as_str())));
@@ -333,6 +356,13 @@ pub fn samples(
             ));
         }
     }
+    if !run.host.is_empty() {
+        out.push(Sample::new(
+            "selfheal_host_info",
+            &[("host", run.host)],
+            1.0,
+        ));
+    }
     if let Some(skew) = run.summary.and_then(|s| s.clock_skew_s) {
         out.push(Sample::new("selfheal_clock_skew_seconds", &[], skew as f64));
     }
@@ -345,6 +375,7 @@ pub fn samples(
     out
 }
 
+#[allow(clippy::cast_possible_truncation)] // an integral value below 1e15 < 2^53 is exact as i64
 fn fmt_value(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
@@ -390,10 +421,10 @@ pub fn render(samples: &[Sample]) -> String {
 /// disk, renamed over `path`. The temporary file is removed on failure.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
     let err = |e| Error::io(path, "writing the metrics file (run.metrics_file)", e);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "selfheal.prom".into());
+    let name = path.file_name().map_or_else(
+        || "selfheal.prom".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let tmp: PathBuf = path.with_file_name(format!("{name}.{}", std::process::id()));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -458,6 +489,7 @@ mod tests {
             name: name.into(),
             verdicts: vec![(Verdict::Alive, 2), (Verdict::Dead, 1)],
             actions: vec![(Action::MarkDead, 1)],
+            owners: vec![("web1".into(), 2), ("web2.dc1.example.com".into(), 1)],
             breaker_tripped: false,
             duration: Duration::from_millis(12),
             ..WatchRun::default()
@@ -484,6 +516,7 @@ mod tests {
             ..Summary::default()
         };
         let run1 = Run {
+            host: "web1",
             summary: Some(&s1),
             exit_status: 0,
             started: at(1_000),
@@ -527,6 +560,27 @@ mod tests {
             value(&first, "selfheal_clock_skew_seconds", &[]),
             Some(-2.0)
         );
+        // The host that judged, and the hosts the rows belong to.
+        assert_eq!(
+            value(&first, "selfheal_host_info", &[("host", "web1")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(
+                &first,
+                "selfheal_owner_rows",
+                &[("watch", "a"), ("owner_host", "web2.dc1.example.com")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(
+                &first,
+                "selfheal_rows",
+                &[("watch", "a"), ("verdict", "remote")]
+            ),
+            Some(0.0)
+        );
 
         // A second run of watch a only: counters add up, b keeps its lines.
         let mut a2 = stats("a");
@@ -536,6 +590,7 @@ mod tests {
             ..Summary::default()
         };
         let run2 = Run {
+            host: "web1",
             summary: Some(&s2),
             exit_status: 1,
             started: at(2_000),
@@ -566,6 +621,7 @@ mod tests {
 
         // A failed run: no row gauges, success 0, last success kept, counters kept.
         let run3 = Run {
+            host: "web1",
             summary: None,
             exit_status: 3,
             started: at(3_000),
@@ -653,7 +709,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).expect("read"), "a 2\n");
         let left: Vec<_> = std::fs::read_dir(dir.path())
             .expect("ls")
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .collect();
         assert_eq!(left.len(), 1, "no temporary file left behind");
         let e = write_atomic(&dir.path().join("no/such/dir.prom"), "x").expect_err("no dir");

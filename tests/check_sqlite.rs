@@ -258,8 +258,7 @@ fn exit_75_when_another_run_holds_the_run_lock() {
     let lock = sb.run_lock();
     let taken = || {
         std::fs::File::open(&lock)
-            .map(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
-            .unwrap_or(false)
+            .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
     };
     while !taken() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -294,8 +293,9 @@ fn exit_2_for_a_missing_table_or_column_3_for_a_missing_file_and_nothing_written
     let cfg = sb.config(
         &db.url(),
         &format!(
-            "{}\n[[watch]]\nname = \"other\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
-             heartbeat_column = \"no_such_column\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n",
+            "{}\n[[watch]]\nname = \"other\"\ntable = \"sync_log\"\nrunning_value = \"syncing\"\n\
+             started_column = \"start_time\"\nheartbeat_column = \"no_such_column\"\n\
+             stale_after = \"5m\"\nmax_age = \"4h\"\n",
             sb.watch("")
         ),
     );

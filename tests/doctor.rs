@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::*;
@@ -69,7 +70,11 @@ fn a_healthy_mariadb_schema_is_all_checks_passed() {
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url),
         &metrics_run(&sb),
-        &sb.watch("heartbeat_column = \"heartbeat_at\"\nlock_file = \"/run/lock/job-{id}.lock\""),
+        &sb.watch(&format!(
+            "heartbeat_column = \"heartbeat_at\"\nlock_file = \"/run/lock/job-{{id}}.lock\"\n\
+             host = \"{}\"",
+            hostname()
+        )),
     );
     let o = doctor(&cfg);
     let l = lines(&o);
@@ -118,7 +123,8 @@ fn a_table_without_a_status_index_is_a_cross_with_the_create_index_fix() {
          error_msg VARCHAR(255) NOT NULL DEFAULT '')",
     );
     let sb = Sandbox::new();
-    let cfg = sb.config(&db.url, &sb.watch(""));
+    let pinned = format!("host = \"{}\"", hostname());
+    let cfg = sb.config(&db.url, &sb.watch(&pinned));
     let o = doctor(&cfg);
     assert_exit(&o, 1);
     let l = lines(&o);
@@ -149,7 +155,7 @@ fn a_table_without_a_status_index_is_a_cross_with_the_create_index_fix() {
             )
         })
         .expect("sqlite");
-    let cfg = sb.config(&format!("sqlite://{}", path.display()), &sb.watch(""));
+    let cfg = sb.config(&format!("sqlite://{}", path.display()), &sb.watch(&pinned));
     let o = doctor(&cfg);
     assert_exit(&o, 1);
     let l = lines(&o);
@@ -218,7 +224,17 @@ fn an_unreadable_heartbeat_directory_as_an_unprivileged_user() {
         "{hb}"
     );
     assert!(!hb.contains("as root"), "{hb}");
-    // The same directory is fine for root.
+    // The same directory is fine for root (with the watch pinned to this host, the one
+    // thing doctor would still warn about).
+    let text = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(
+        &cfg,
+        text.replace(
+            "name = \"full-sync\"",
+            &format!("name = \"full-sync\"\nhost = \"{}\"", hostname()),
+        ),
+    )
+    .expect("config");
     let o = doctor(&cfg);
     assert_exit(&o, 0);
 }
@@ -229,7 +245,7 @@ fn a_heartbeat_column_written_in_the_future_is_a_clock_or_zone_mismatch() {
     db.create_sync_log("DATETIME");
     db.exec(
         "INSERT INTO sync_log (id, status, start_time, heartbeat_at) VALUES \
-         (7, 'running', NOW() - INTERVAL 10 MINUTE, NOW() + INTERVAL 8 HOUR)",
+         (7, 'running', NOW() - INTERVAL 10 MINUTE, NOW() + INTERVAL 8 HOUR + INTERVAL 30 SECOND)",
     );
     let sb = Sandbox::new();
     let watch = sb.watch("heartbeat_column = \"heartbeat_at\"");
@@ -428,7 +444,6 @@ fn root_is_warned_when_cron_runs_selfheal_as_another_user() {
     let db = SqliteDb::new(&sb);
     let cfg = sb.config(&db.url(), &sb.watch(""));
     // The sandbox and the database readable by www-data, for the run as www-data.
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(sb.dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
     std::fs::set_permissions(&db.path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
     std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).expect("chmod");
@@ -442,7 +457,7 @@ fn root_is_warned_when_cron_runs_selfheal_as_another_user() {
         argv.extend(args.iter().map(Into::into));
         argv.push("--config".into());
         argv.push(cfg.clone().into());
-        let argv: Vec<&std::ffi::OsStr> = argv.iter().map(|a| a.as_os_str()).collect();
+        let argv: Vec<&std::ffi::OsStr> = argv.iter().map(std::ffi::OsString::as_os_str).collect();
         on_own_host(&["/etc"], &setup, &argv).map(|mut c| c.output().expect("run"))
     };
     let Some(o) = run("www-data", None, &["doctor"]) else {

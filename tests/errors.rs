@@ -14,6 +14,7 @@ mod common;
 
 use std::borrow::BorrowMut;
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -103,10 +104,11 @@ impl Sweep {
         self.runs += 1;
         let out = stdout(o);
         let err = stderr(o);
-        self.transcript.push_str(&format!(
-            "# {what}: exit {:?}\n{out}{err}\n",
+        let _ = writeln!(
+            self.transcript,
+            "# {what}: exit {:?}\n{out}{err}",
             o.status.code()
-        ));
+        );
         if o.status.code() != Some(expect) {
             self.problems.push(format!(
                 "{what}: exit {:?}, expected {expect}\n{out}{err}",

@@ -186,7 +186,7 @@ fn two_runs_started_together_on_mariadb_change_every_row_once() {
         race_round([&ca, &cb], [&sa, &sb], &dead, round, || {
             let after = db.dump();
             for (i, (x, y)) in before.iter().zip(&after).enumerate() {
-                let id = i as i64 + 1;
+                let id = i64::try_from(i + 1).expect("a row id");
                 if dead.contains(&id) {
                     assert_eq!(y[1].as_deref(), Some("'error'"), "row {id}");
                 } else {
@@ -303,7 +303,8 @@ fn kill_and_finish<D>(
     let mut rng = Rng(seed);
     let mut trail = Vec::new();
     for _ in 0..3 {
-        let (syscall, most) = points[rng.between(0, points.len() as u64 - 1) as usize];
+        let (syscall, most) =
+            points[usize::try_from(rng.between(0, points.len() as u64 - 1)).expect("an index")];
         let when = rng.between(1, most);
         let o = killed_at(cfg, syscall, when);
         let how = match (o.status.code(), o.status.signal()) {
@@ -693,16 +694,20 @@ fn unreadable_evidence_paths_are_unknown_never_dead() {
     let hb = format!("{}/hb-{{id}}", looped.display());
     // Row 2's heartbeat is readable and stale, but its lock file is behind the loop.
     sb.heartbeat(2, secs(47 * MIN));
-    let watch = format!(
+    // Two configurations of the same rows, one after the other (two watches on one table
+    // at once would be a configuration error).
+    let a = format!(
         "name = \"a\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
-         heartbeat_file = \"{hb}\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n\
-         [[watch]]\nname = \"b\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+         heartbeat_file = \"{hb}\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n"
+    );
+    let b = format!(
+        "name = \"b\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
          heartbeat_file = \"{}\"\nlock_file = \"{}/job.lock\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n",
         sb.heartbeat_template(),
         looped.display()
     );
-    let cfg = sb.config(&db.url(), &watch);
     let before = db.dump();
+    let cfg = sb.config(&db.url(), &a);
     let o = check(&cfg, &["--format", "json", "--watch", "a"]);
     assert_exit(&o, 1);
     let (rows, _) = json_lines(&o);
@@ -715,6 +720,7 @@ fn unreadable_evidence_paths_are_unknown_never_dead() {
             "{r}"
         );
     }
+    let cfg = sb.config(&db.url(), &b);
     let o = check(&cfg, &["--format", "json", "--watch", "b"]);
     assert_exit(&o, 1);
     let (rows, _) = json_lines(&o);

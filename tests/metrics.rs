@@ -55,8 +55,7 @@ fn value(text: &str, key: &str) -> Option<f64> {
 fn now_s() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as f64)
-        .unwrap_or(0.0)
+        .map_or(0.0, |d| d.as_secs() as f64)
 }
 
 #[test]
@@ -279,7 +278,7 @@ fn the_metrics_file_is_always_complete_when_read_during_runs() {
     );
     let leftovers: Vec<_> = std::fs::read_dir(prom.parent().unwrap_or(Path::new("/")))
         .expect("ls")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name())
         .collect();
     assert_eq!(leftovers.len(), 1, "no temporary files: {leftovers:?}");
@@ -354,13 +353,21 @@ fn node_exporter_reads_the_file() {
 #[test]
 fn a_run_of_one_watch_keeps_the_other_watches_lines() {
     let (sb, db, _cfg, prom) = setup();
+    // Two job kinds in one table, one watch each.
+    db.exec(
+        "ALTER TABLE sync_log ADD COLUMN job TEXT; \
+         UPDATE sync_log SET job = CASE id WHEN 1 THEN 'full-sync' ELSE 'nightly' END;",
+    );
     let second = sb
-        .watch("")
+        .watch("match = { job = \"nightly\" }\n")
         .replace("name = \"full-sync\"", "name = \"nightly\"");
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
         &format!("metrics_file = \"{}\"", prom.display()),
-        &format!("{}\n\n[[watch]]\n{second}", sb.watch("")),
+        &format!(
+            "{}\n\n[[watch]]\n{second}",
+            sb.watch("match = { job = \"full-sync\" }\n")
+        ),
     );
     let o = check(&cfg, &["--watch", "nightly"]);
     assert_exit(&o, 0);

@@ -20,6 +20,8 @@
 
 mod common;
 
+use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
@@ -49,8 +51,28 @@ impl Redact {
             Some(u) => format!("{} (uid {uid})", u.name),
             None => format!("uid {uid}"),
         };
+        let host = hostname();
         Redact(vec![
             (sb.dir.path().display().to_string(), "[SANDBOX]".into()),
+            // This host, where output names it: the host that judged, the host a row
+            // belongs to.
+            (
+                format!("judged on host {host}"),
+                "judged on host [HOST]".into(),
+            ),
+            (
+                format!("\"host\": \"{host}\""),
+                "\"host\": \"[HOST]\"".into(),
+            ),
+            (
+                format!("\"owner_host\": \"{host}"),
+                "\"owner_host\": \"[HOST]".into(),
+            ),
+            (
+                format!("{host}.dc2.example.com"),
+                "[HOST].dc2.example.com".into(),
+            ),
+            (format!("host = \"{host}\""), "host = \"[HOST]\"".into()),
             (
                 format!("sqlite {}", rusqlite::version()),
                 "sqlite [VERSION]".into(),
@@ -206,8 +228,8 @@ fn table(db: &SqliteDb) -> String {
 
 /// A SQLite `sync_log` with one running row per verdict and basis, real heartbeat files,
 /// lock files (one held by a real `flock(1)`), and owners (a pid that exited, pid 1 — alive
-/// and started before every row but the 2020 one —, a value that is no pid). A second
-/// watch belongs to another host.
+/// and started before every row but the 2020 one —, a value that is no pid, other hosts).
+/// A second watch, of another job kind in the same table, belongs to another host.
 struct EveryVerdict {
     sb: Sandbox,
     db: SqliteDb,
@@ -225,16 +247,18 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      exited, 7 dead: owner pid 1 started after the row (2020), 8 hung: stale beat, lock held \
      by flock(1), 9 hung: stale beat, owner pid 1 alive, 10 overtime (5h, beating), \
      11 unknown: start 2h in the future, 12 unknown: owner 'web-3', 13 unknown: lock free \
-     but owner alive, 14 unknown: heartbeat file is a symlink loop; watch nightly runs on \
-     another host.";
+     but owner alive, 14 unknown: heartbeat file is a symlink loop, 15 remote: owner on \
+     web2.invalid, no heartbeat here (50m), 16 remote past max_age (5h, owner on web2.invalid), \
+     17 remote: owner THIS-HOST.dc2.example.com with a pid that exited here (50m); watch \
+     nightly (match job = nightly) runs on another host.";
 
 fn every_verdict() -> EveryVerdict {
+    // (id, started, heartbeat, lock file: None / Some(held), owner)
+    type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     let host = hostname();
     let dead_pid = exited_pid();
-    // (id, started, heartbeat, lock file: None / Some(held), owner)
-    type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
     let rows: Vec<Row> = vec![
         (1, ago(2 * HOUR + 10 * MIN), Some(20), None, None),
         (2, ago(30), None, None, None),
@@ -274,6 +298,27 @@ fn every_verdict() -> EveryVerdict {
         (12, ago(20 * MIN), Some(10), None, Some("web-3".into())),
         (13, ago(30 * MIN), Some(20), Some(false), Some("1".into())),
         (14, ago(30 * MIN), None, None, None),
+        (
+            15,
+            ago(50 * MIN),
+            None,
+            None,
+            Some("web2.invalid:4242".into()),
+        ),
+        (
+            16,
+            ago(5 * HOUR),
+            None,
+            None,
+            Some("web2.invalid:4242".into()),
+        ),
+        (
+            17,
+            ago(50 * MIN),
+            None,
+            None,
+            Some(format!("{host}.dc2.example.com:{dead_pid}")),
+        ),
     ];
     for (id, started, hb, lock, owner) in &rows {
         db.insert_at(*id, "running", *started);
@@ -292,15 +337,18 @@ fn every_verdict() -> EveryVerdict {
                 .expect("owner");
         }
     }
+    // Two job kinds in one table: this watch's rows, and the nightly job's.
+    db.exec("ALTER TABLE sync_log ADD COLUMN job TEXT NOT NULL DEFAULT 'full-sync'");
     // A heartbeat that cannot be read: stat(2) fails with ELOOP, not ENOENT.
     std::os::unix::fs::symlink("hb-14", sb.path("hb-14")).expect("symlink");
     let holder = flock1_holder(&sb.lock_path(8), false);
     let watch = format!(
         "{}\n[[watch]]\nname = \"nightly\"\nhost = \"batch-9.invalid\"\ntable = \"sync_log\"\n\
+         match = {{ job = \"nightly\" }}\n\
          started_column = \"start_time\"\nheartbeat_file = \"/srv/nightly/{{id}}.beat\"\n\
          stale_after = \"10m\"\nmax_age = \"12h\"\n",
         sb.watch(&format!(
-            "lock_file = \"{}\"\nowner_column = \"worker\"\n",
+            "match = {{ job = \"full-sync\" }}\nlock_file = \"{}\"\nowner_column = \"worker\"\n",
             sb.lock_template()
         ))
     );
@@ -320,7 +368,7 @@ fn utc(t: &str) -> SystemTime {
         .expect("time")
         .and_utc()
         .timestamp();
-    SystemTime::UNIX_EPOCH + Duration::from_secs(s as u64)
+    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(s).expect("after 1970"))
 }
 
 impl EveryVerdict {
@@ -783,7 +831,13 @@ fn stats_fixture() -> Option<(Sandbox, PathBuf)> {
         (4, HOUR + 10 * MIN),
         (5, HOUR + 25 * MIN),
     ] {
-        finished(&db, id, "done", ago(id as u64 * 24 * HOUR), runtime);
+        finished(
+            &db,
+            id,
+            "done",
+            ago(u64::try_from(id).expect("an id above 0") * 24 * HOUR),
+            runtime,
+        );
     }
     finished(&db, 9, "failed", ago(8 * HOUR), 5 * MIN);
     finished(&db, 8, "done", ago(7 * HOUR), 40 * MIN);
@@ -859,13 +913,26 @@ fn demo() {
         .expect("run selfheal demo");
     let pid = child.id();
     let o = child.wait_with_output().expect("selfheal demo");
+    // The wrapped job's processes, from its execution record in the kept sandbox.
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(sb.path("demo/run/cron-8.json")).expect("the wrapped job's record"),
+    )
+    .expect("JSON");
+    let wrapper =
+        u32::try_from(record["wrapper_pid"].as_u64().expect("wrapper_pid")).expect("a pid");
+    let job = u32::try_from(record["pid"].as_u64().expect("pid")).expect("a pid");
     snapshot(
         "demo",
         "selfheal demo --keep DIR under the frozen clock.",
         &transcript(
             &["demo", "--keep", "[SANDBOX]/demo"],
             &o,
-            &Redact::new(&sb).pid(pid, "DEMO_PID"),
+            &Redact::new(&sb)
+                .pid(pid, "DEMO_PID")
+                .pid(wrapper, "WRAPPER_PID")
+                .with(format!("pid {wrapper};"), "pid [WRAPPER_PID];")
+                .with(format!("{}:{job} ", hostname()), "[HOST]:[JOB_PID] ")
+                .with(format!("{}:{job}\n", hostname()), "[HOST]:[JOB_PID]\n"),
         ),
     );
 }
@@ -1000,6 +1067,7 @@ fn help() {
         ("help_doctor", &["doctor", "--help"]),
         ("help_stats", &["stats", "--help"]),
         ("help_demo", &["demo", "--help"]),
+        ("help_run", &["run", "--help"]),
     ] {
         // clap wraps help to $COLUMNS (else the terminal's width, else 100).
         let o = selfheal()
@@ -1081,16 +1149,17 @@ fn configuration_errors() {
             .expect("run selfheal");
         let mut args = vec!["check"];
         args.extend(flags);
-        text.push_str(&format!("# {about}\n{}\n", transcript(&args, &o, &r)));
+        let _ = writeln!(text, "# {about}\n{}", transcript(&args, &o, &r));
     }
     let o = selfheal()
         .args(["check", "--config", "/nonexistent/selfheal.toml"])
         .output()
         .expect("run selfheal");
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "# a configuration file that does not exist\n{}",
         transcript(&["check", "--config", "/nonexistent/selfheal.toml"], &o, &r)
-    ));
+    );
     snapshot(
         "configuration_errors",
         "check with a configuration (the standard watch over sync_log) broken one way at a \
@@ -1130,12 +1199,13 @@ fn mistakes_transcript(sb: &Sandbox, mistakes: &[Mistake]) -> Option<String> {
             .arg(&m.cfg)
             .output()
             .expect("run selfheal");
-        text.push_str(&format!(
-            "# {}{}\n{}\n",
+        let _ = writeln!(
+            text,
+            "# {}{}\n{}",
             m.about,
             if m.as_nobody { " (as nobody)" } else { "" },
             transcript(&m.args, &o, &r)
-        ));
+        );
     }
     Some(text)
 }
@@ -1147,9 +1217,8 @@ fn common_mistakes(command: &'static str) -> Option<(Sandbox, String)> {
     let db = SqliteDb::new(&sb);
     healthy_rows(&sb, &db);
     std::fs::create_dir(sb.path("textfile")).expect("textfile dir");
-    use std::os::unix::fs::PermissionsExt;
     let mode = |p: &Path, m: u32| {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
     };
     // Every file here is one config_with writes: give each mistake its own name.
     let write = |name: &str, database: &str, watch: &str| {
@@ -1330,7 +1399,7 @@ fn mariadb_common_mistakes() {
                 c.env("SELFHEAL_DB_PASSWORD", p);
             }
             let o = c.args([cmd, "--config"]).arg(&cfg).output().expect("run");
-            text.push_str(&format!("# {about}\n{}\n", transcript(&[cmd], &o, &r)));
+            let _ = writeln!(text, "# {about}\n{}", transcript(&[cmd], &o, &r));
         }
     }
     snapshot(

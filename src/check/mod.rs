@@ -15,8 +15,9 @@
 //! verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written goes
 //! through `batch.rs` and the journal.
 //!
-//! I/O here: the run lock, the database connection (clock, schemas, the per-watch
-//! advisory lock, recent runtimes), `state_dir/last-run.json` and the metrics file, each
+//! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
+//! per watch and host when rows are owned, so hosts judge their own rows side by side —,
+//! recent runtimes), `state_dir/last-run.json` and the metrics file, each
 //! only in a real run; the rest through `sweep.rs` and `batch.rs`.
 
 mod batch;
@@ -96,7 +97,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         run_watches(
             cfg,
             db,
-            opts,
+            *opts,
             &mut Out {
                 rep,
                 summary: &mut summary,
@@ -117,20 +118,22 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         rep,
         summary: &mut summary,
     };
-    let result = run_watches(cfg, db, opts, &mut out);
+    let result = run_watches(cfg, db, *opts, &mut out);
     let status = match &result {
         Ok(()) => exit_code(out.summary),
         Err(e) => e.exit_code(),
     };
     write_last_run(cfg, &mut out, &result, status, started, began);
     let metrics = cfg.run.metrics_file.as_ref().map(|path| {
+        let host = Host::for_config(cfg);
         let run = crate::metrics::Run {
+            host: &host.name,
             summary: result.is_ok().then_some(&*out.summary),
             exit_status: status,
             started,
             duration: began.elapsed(),
         };
-        crate::metrics::update(path, cfg, &Host::current(), &run)
+        crate::metrics::update(path, cfg, &host, &run)
     });
     result?;
     rep.finish(&summary);
@@ -181,7 +184,7 @@ fn write_last_run(
 /// What every watch of a run shares.
 struct Run<'a> {
     cfg: &'a Config,
-    opts: &'a CheckOptions,
+    opts: CheckOptions,
     host: Host,
     clocks: Clocks,
     /// Holds back everything not conclusive (the clocks disagree).
@@ -193,12 +196,13 @@ struct Run<'a> {
 
 /// Everything after the run lock: connect, read the clocks and every schema, settle what a
 /// stopped run left, then judge and handle each watch's rows.
-fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'_>) -> Result<()> {
+fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Result<()> {
     let mut store = store::open(db, opts.dry_run)?;
     for note in store.notes() {
         out.warn(note);
     }
-    let host = Host::current();
+    let host = Host::for_config(cfg);
+    out.summary.host.clone_from(&host.name);
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
@@ -238,7 +242,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
 /// forced) holds back everything not conclusive.
 fn compare_clocks(
     cfg: &Config,
-    opts: &CheckOptions,
+    opts: CheckOptions,
     clocks: &Clocks,
     out: &mut Out<'_>,
 ) -> Option<Hold> {
@@ -273,6 +277,12 @@ fn check_watch(
     let mut info = WatchInfo {
         name: w.name.clone(),
         table: w.table.to_string(),
+        matches: w
+            .matches
+            .iter()
+            .map(|(c, v)| format!("{c} = {v:?}"))
+            .collect(),
+        host: run.host.name.clone(),
         stale_after_s: t.stale_after,
         max_age_s: t.max_age,
         skipped: None,
@@ -285,16 +295,21 @@ fn check_watch(
         && !run.host.is_me(h)
     {
         info.skipped = Some(format!("it runs on host {h}; this is {}", run.host.name));
-        counts.skipped = info.skipped.clone();
+        counts.skipped.clone_from(&info.skipped);
         counts.other_host = true;
         out.summary.per_watch.push(counts);
         out.rep.watch(&info);
         return Ok(());
     }
     let t0 = Instant::now();
-    if !run.opts.dry_run && !store.try_watch_lock(w)? {
-        info.skipped = Some("another selfheal run (on this or another host) is checking it".into());
-        counts.skipped = info.skipped.clone();
+    // Each host judges only the rows it owns: the lock is then this host's alone.
+    let lock_host = w.owner_column.as_ref().map(|_| run.host.own_name());
+    if !run.opts.dry_run && !store.try_watch_lock(w, lock_host)? {
+        info.skipped = Some(match lock_host {
+            Some(_) => "another selfheal run on this host is checking it".into(),
+            None => "another selfheal run (on this or another host) is checking it".into(),
+        });
+        counts.skipped.clone_from(&info.skipped);
         counts.duration = t0.elapsed();
         out.summary.per_watch.push(counts);
         out.summary.busy_watches.push(w.name.clone());
@@ -366,7 +381,10 @@ fn write_and_report(
         .collect();
     let mut batch: Vec<(RunningRow, RowReport)> = writes
         .iter()
-        .map(|&i| (rows[i].row.clone(), row_report(w, schema, rows[i].clone())))
+        .map(|&i| {
+            let report = row_report(w, schema, &run.host, rows[i].clone());
+            (rows[i].row.clone(), report)
+        })
         .collect();
     let end = if batch.is_empty() {
         BatchEnd::default()
@@ -402,7 +420,7 @@ fn write_and_report(
         }
         let report = match written.next_if(|(k, _)| *k == i) {
             Some((_, r)) => r,
-            None => row_report(w, schema, j),
+            None => row_report(w, schema, &run.host, j),
         };
         report_row(report, dry_run, out, counts);
     }

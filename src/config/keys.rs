@@ -126,6 +126,7 @@ pub struct Key {
     pub help: &'static str,
 }
 
+#[allow(clippy::unnecessary_wraps)] // fills the rows' `flag: Option<Flag>`, one call a row
 const fn flag(long: &'static str, value_name: &'static str) -> Option<Flag> {
     Some(Flag { long, value_name })
 }
@@ -159,6 +160,19 @@ pub const WATCH_KEYS: &[Key] = &[
         need: Required,
         flag: flag("table", "TABLE"),
         help: "Job table (table or database.table)",
+    },
+    Key {
+        name: "match",
+        kind: Kind::Map {
+            key: &Column,
+            value: &Status,
+            empty: "expected at least one column = \"value\", e.g. { job = \"full-sync\" }; \
+                    leave the key out to take every running row of the table",
+        },
+        need: Optional,
+        flag: flag("match", "COLUMN=VALUE"),
+        help: "Only rows whose COLUMN equals VALUE (repeatable): one watch per job kind in one \
+               table",
     },
     Key {
         name: "id_column",
@@ -879,7 +893,9 @@ mod tests {
                 );
                 assert!(
                     !f.value_name.is_empty()
-                        && f.value_name.bytes().all(|b| b.is_ascii_uppercase()),
+                        && f.value_name
+                            .bytes()
+                            .all(|b| b.is_ascii_uppercase() || b == b'='),
                     "{}",
                     k.name
                 );

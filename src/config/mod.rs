@@ -7,10 +7,12 @@
 //!
 //! Here: the file, `[database]`, `[run]` and the choice of watches. Each `[[watch]]` key is
 //! defined once in [`keys`] (TOML key, flag, default, per-key check); the typed [`Watch`]
-//! and the rules between its keys are in `watch.rs`; identifiers, durations and path
-//! templates in `values.rs`.
+//! and the rules between its keys are in `watch.rs`; the rule between watches (no two
+//! may take the same rows) in `overlap.rs`; identifiers, durations and path templates in
+//! `values.rs`.
 
 pub mod keys;
+mod overlap;
 mod values;
 mod watch;
 
@@ -67,6 +69,7 @@ struct RawRun {
     state_dir: Option<PathBuf>,
     metrics_file: Option<PathBuf>,
     clock_tolerance: Option<String>,
+    host_names: Option<Vec<String>>,
 }
 
 /// Values given on the command line that override the file.
@@ -131,9 +134,9 @@ impl DbUrl {
     pub fn has_password(&self) -> bool {
         match self {
             DbUrl::Sqlite(_) => false,
-            DbUrl::Mysql(u) => mysql::Opts::from_url(&with_host(u).0)
-                .map(|o| o.get_pass().is_some())
-                .unwrap_or(false),
+            DbUrl::Mysql(u) => {
+                mysql::Opts::from_url(&with_host(u).0).is_ok_and(|o| o.get_pass().is_some())
+            }
         }
     }
 }
@@ -166,8 +169,10 @@ pub fn redact_url(s: &str) -> String {
     let Some((scheme, rest)) = s.split_once("://") else {
         return s.to_string();
     };
-    match (rest.find(':'), rest.rfind('@')) {
-        (Some(c), Some(a)) if c < a => format!("{scheme}://{}:***{}", &rest[..c], &rest[a..]),
+    match (rest.split_once(':'), rest.rsplit_once('@')) {
+        (Some((user, _)), Some((userinfo, host))) if user.len() < userinfo.len() => {
+            format!("{scheme}://{user}:***@{host}")
+        }
         _ => s.to_string(),
     }
 }
@@ -194,6 +199,9 @@ pub struct Run {
     pub metrics_file: Option<PathBuf>,
     /// Allowed difference between the database clock and the host clock.
     pub clock_tolerance: Duration,
+    /// Other names this host goes by in owner columns and `host` pins, as written (each
+    /// may hold `{hostname}`, this host's own name); compared whole, ignoring case.
+    pub host_names: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -382,6 +390,8 @@ fn build(
             )
         })
         .collect();
+    // Every watch of the file, selected or not: rows may overlap with any of them.
+    let file_watches: Vec<RawWatch> = watches.iter().map(|(w, _)| w.clone()).collect();
     if !only.is_empty() {
         for name in only {
             if !watches.iter().any(|(w, _)| w.text("name") == Some(name)) {
@@ -434,6 +444,7 @@ fn build(
     for ((w, _), flags) in watches.iter().zip(&from_flags) {
         out.push(watch::validate(w, origin, flags)?);
     }
+    overlap::check(&file_watches, &out, origin)?;
 
     // Database: needed only when there is a watch to check.
     let url_origin = if overrides.db_url.is_some() {
@@ -527,6 +538,10 @@ fn build(
         None => default_state_dir(source.as_deref())
             .map_err(|m| Error::config(origin, "run.state_dir", m))?,
     };
+    let host_names = rawrun.host_names.unwrap_or_default();
+    for (i, n) in host_names.iter().enumerate() {
+        check_host_name(n).map_err(|m| Error::config(origin, format!("run.host_names[{i}]"), m))?;
+    }
     Ok(Config {
         source,
         database,
@@ -537,6 +552,7 @@ fn build(
             state_dir,
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
+            host_names,
         },
         all_watches: if all_watches.is_empty() {
             out.iter()
@@ -577,6 +593,26 @@ pub fn default_state_dir(config: Option<&Path>) -> Result<PathBuf, String> {
         ));
     }
     Ok(Path::new(DEFAULT_STATE_DIR).join(stem))
+}
+
+/// A `[run] host_names` entry: a whole host name, which may hold `{hostname}`.
+fn check_host_name(n: &str) -> std::result::Result<(), String> {
+    let bare = n.replace(crate::host::HOSTNAME_PLACEHOLDER, "");
+    if n.is_empty() {
+        Err("expected a host name, got an empty string".into())
+    } else if n.contains(char::is_whitespace) || n.contains(':') {
+        Err(format!(
+            "expected a host name as owner columns write it before `:PID` (no spaces, no \
+             `:`), got {n:?}"
+        ))
+    } else if bare.contains(['{', '}']) {
+        Err(format!(
+            "expected a host name; the only placeholder is {{hostname}} (this host's own \
+             name), got {n:?}"
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 fn ordinal(n: usize) -> String {

@@ -1,10 +1,11 @@
 //! The worker named in a row's owner column (`HOST:PID` or `PID`).
 //!
-//! Checked only when the host is this host (a bare `PID` is taken as local): `kill(pid, 0)`
+//! Checked only when the host is this host by [`Host::is_me`] — whole names, never a short
+//! name's guess (a bare `PID` is taken as local): `kill(pid, 0)`
 //! says whether the pid exists (EPERM means it does, under another user), and the process
 //! start time from `/proc/PID/stat` tells a recycled pid (`reused`: started after the row)
 //! from the worker itself; a zombie (killed, not yet reaped by its parent) is dead. Another
-//! host's worker is `not_local`, never guessed.
+//! host's worker is [`Owner::NotLocal`] (shown as `remote`): its pid is never looked at.
 
 use nix::errno::Errno;
 use nix::sys::signal::kill;
@@ -62,7 +63,11 @@ fn only_leader_left(pid: u32) -> bool {
 /// waits for its parent to reap it), or `Reused` (the process started after `written`, so
 /// it cannot be the one that wrote it).
 pub fn judge_pid(host: &Host, pid: u32, written: f64) -> Owner {
-    match kill(Pid::from_raw(pid as i32), None) {
+    // Pids end at i32::MAX (pid_max is at most 2^22): a larger value names no process.
+    let Ok(raw) = i32::try_from(pid) else {
+        return Owner::Invalid(pid.to_string());
+    };
+    match kill(Pid::from_raw(raw), None) {
         Ok(()) | Err(Errno::EPERM) => match host.process_stat(pid) {
             Some(('Z' | 'X', _)) if only_leader_left(pid) => Owner::Dead { pid },
             Some((_, Some(start))) if start > written + START_SLACK_S => Owner::Reused { pid },
@@ -76,6 +81,7 @@ pub fn judge_pid(host: &Host, pid: u32, written: f64) -> Owner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::whole_seconds;
 
     #[test]
     fn owner_values() {
@@ -115,7 +121,7 @@ mod tests {
             Owner::Alive { pid: me }
         );
         // A row that started an hour before this process: the pid was reused.
-        let early = host.process_start(me).expect("start") as i64 - 3_600;
+        let early = whole_seconds(host.process_start(me).expect("start")).expect("a time") - 3_600;
         assert_eq!(
             probe_owner(&host, Some(&me.to_string()), early),
             Owner::Reused { pid: me }
@@ -146,7 +152,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(
-            kill(Pid::from_raw(pid as i32), None).is_ok(),
+            kill(Pid::from_raw(i32::try_from(pid).expect("a pid")), None).is_ok(),
             "zombie exists"
         );
         assert_eq!(
@@ -158,6 +164,14 @@ mod tests {
             probe_owner(&host, Some("elsewhere.invalid:1"), now),
             Owner::NotLocal {
                 host: "elsewhere.invalid".into()
+            }
+        );
+        // Same short name, another domain: another machine, whose pids are not ours.
+        let gone = format!("{}.dc2.example.com:{pid}", host.name);
+        assert_eq!(
+            probe_owner(&host, Some(&gone), now),
+            Owner::NotLocal {
+                host: format!("{}.dc2.example.com", host.name)
             }
         );
         assert_eq!(probe_owner(&host, None, now), Owner::Empty);

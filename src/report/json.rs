@@ -32,12 +32,14 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
                 "attention": c.totals.attention,
                 "lost_race": c.totals.lost_race,
                 "skipped": c.skipped,
+                "owners": c.owners.iter().map(|(h, n)| json!({"host": h, "rows": n})).collect::<Vec<_>>(),
             })
         })
         .collect();
     let t = s.totals();
     json!({
         "summary": true,
+        "host": s.host,
         "rows": t.rows,
         "changed": t.changed,
         "attention": t.attention,
@@ -49,7 +51,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
         "clock_skew_exceeded": s.clock_skew_exceeded,
         "breaker_tripped": s.breaker_tripped,
         "busy_watches": s.busy_watches,
-        "max_age_too_low": s.max_age_too_low.iter().map(|m| m.to_json()).collect::<Vec<_>>(),
+        "max_age_too_low": s.max_age_too_low.iter().map(super::super::history::MaxAgeWarning::to_json).collect::<Vec<_>>(),
         "per_watch": per_watch,
         "warnings": w,
     })
@@ -66,6 +68,10 @@ pub struct JsonReporter<W: Write> {
 struct RowJson<'a> {
     watch: &'a str,
     id: serde_json::Value,
+    /// The host that judged the row.
+    host: &'a str,
+    /// The host the row belongs to.
+    owner_host: Option<&'a str>,
     verdict: Verdict,
     action: Action,
     applied: bool,
@@ -89,6 +95,8 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
     let row = RowJson {
         watch: &r.watch,
         id: r.id.to_json(),
+        host: &r.host,
+        owner_host: r.owner_host.as_deref(),
         verdict: r.decision.verdict,
         action: r.action,
         applied: r.applied,

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use crate::clock::{Stamp, parse_text_stamp};
+use crate::clock::{Stamp, parse_text_stamp, whole_seconds};
 use crate::config::{Ident, Watch};
 use crate::error::{Error, Result, SchemaProblem};
 
@@ -87,19 +87,19 @@ fn base_of(decl: &str) -> &str {
 
 /// `varchar(255)` → 255, `decimal(10,2)` → 10.
 fn declared_length(decl: &str) -> Option<usize> {
-    let open = decl.find('(')?;
-    let close = decl[open..].find(')')? + open;
-    decl[open + 1..close].split(',').next()?.trim().parse().ok()
+    let (_, args) = decl.split_once('(')?;
+    let (args, _) = args.split_once(')')?;
+    args.split(',').next()?.trim().parse().ok()
 }
 
 /// The members of `enum('a','b''c')` (quotes doubled inside a member, as MySQL writes
 /// them), in order.
 fn enum_members(decl: &str) -> Vec<String> {
-    let Some(open) = decl.find('(') else {
+    let Some((_, list)) = decl.split_once('(') else {
         return Vec::new();
     };
     let mut members = Vec::new();
-    let mut chars = decl[open + 1..].chars().peekable();
+    let mut chars = list.chars().peekable();
     let mut current: Option<String> = None;
     while let Some(c) = chars.next() {
         match (&mut current, c) {
@@ -200,6 +200,7 @@ pub fn named_columns(w: &Watch) -> Vec<(&'static str, &Ident, Role)> {
         ),
     ];
     v.extend(opt.into_iter().filter_map(|(k, c, r)| c.map(|c| (k, c, r))));
+    v.extend(w.matches.iter().map(|(c, _)| ("match", c, Role::Any)));
     v
 }
 
@@ -227,10 +228,12 @@ pub fn time_value(raw: SqlValue, ty: Option<&ColumnType>) -> TimeValue {
         SqlValue::UInt(u) => i64::try_from(*u)
             .map(|i| Some(Stamp::Epoch(i)))
             .map_err(|_| format!("{u} is not a unix timestamp")),
-        SqlValue::Float(f) => Ok(Some(Stamp::Epoch(f.trunc() as i64))),
+        SqlValue::Float(f) => whole_seconds(*f)
+            .map(|i| Some(Stamp::Epoch(i)))
+            .ok_or_else(|| format!("{f} is not a unix timestamp")),
         SqlValue::Text(s) if s.starts_with("0000-00-00") => Err(format!("{s:?} is a zero date")),
         SqlValue::Text(s) => parse_text_stamp(s).map(Some),
-        other => Err(format!("{other} is not a date-time or unix timestamp")),
+        other @ SqlValue::Bytes(_) => Err(format!("{other} is not a date-time or unix timestamp")),
     };
     TimeValue { raw, stamp }
 }
@@ -418,6 +421,13 @@ mod tests {
             Ok(Some(Stamp::Naive(d)))
         );
         assert!(time_value(SqlValue::UInt(u64::MAX), None).stamp.is_err());
+        assert_eq!(
+            time_value(SqlValue::Float(1_764_406_800.5), None).stamp,
+            Ok(Some(Stamp::Epoch(1_764_406_800)))
+        );
+        for f in [f64::NAN, f64::INFINITY, 1e30] {
+            assert!(time_value(SqlValue::Float(f), None).stamp.is_err(), "{f}");
+        }
         assert!(
             time_value(SqlValue::Text("soon".into()), None)
                 .stamp
