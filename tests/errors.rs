@@ -369,6 +369,27 @@ fn every_sqlite_and_file_error_is_a_sentence_with_its_documented_status() {
             "4h",
         ]),
     );
+    // selfheal run: a lock it cannot open, a program that does not exist, bad flags.
+    for (what, args, code) in [
+        (
+            "run: a lock in a directory that does not exist",
+            &["run", "--lock", "/nonexistent/dir/job.lock", "--", "true"][..],
+            3,
+        ),
+        (
+            "run: a program that does not exist",
+            &["run", "--", "/nonexistent/job"],
+            127,
+        ),
+        (
+            "run: a wait that is no duration",
+            &["run", "--wait", "5x", "--", "true"],
+            2,
+        ),
+        ("run: no command", &["run"], 2),
+    ] {
+        s.run(what, code, selfheal().args(args));
+    }
     let two = sb.config(&db.url(), &second);
     s.run(
         "watch flags with two watches",
