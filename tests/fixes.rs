@@ -149,14 +149,15 @@ fn as_the_selfheal_user_the_fixes_are_adduser_and_dpkg_reconfigure_and_they_work
     std::fs::rename(sb.path("hb-3"), runtime.join("hb-3")).expect("move heartbeat");
     chown(&runtime, "www-data");
     chmod(&runtime, 0o750);
-    // Named selfheal.toml with no [run]: the package's /var/lib/selfheal.
+    // Named selfheal.toml with no [run]: the package's /var/lib/selfheal. The watch is
+    // pinned to this host, the one thing doctor would otherwise warn about.
     let cfg = sb.path("selfheal.toml");
     std::fs::write(
         &cfg,
         format!(
             "[database]\nurl = \"{}\"\n\n[[watch]]\n{}",
             db.url(),
-            sb.watch("").replace(
+            sb.watch(&format!("host = \"{}\"\n", hostname())).replace(
                 &sb.heartbeat_template(),
                 &format!("{}/hb-{{id}}", runtime.display())
             )
