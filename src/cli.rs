@@ -18,8 +18,9 @@ use crate::config::{Raw, RawWatch};
 #[command(name = "selfheal", version, propagate_version = true)]
 #[command(
     after_help = "Exit status: 0 all rows handled; 1 some rows need a person; 2 bad command \
-                  line or configuration; 3 database or filesystem failure; 75 another run \
-                  holds the lock.\nSee selfheal(1) for the configuration file."
+                  line or configuration (also a table or column the database lacks); 3 \
+                  database or filesystem failure; 75 another run holds the lock.\nSee \
+                  selfheal(1) for the configuration file."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -31,6 +32,12 @@ pub enum Command {
     /// Judge every running row and reclaim the dead (what cron runs)
     Check(Box<CheckArgs>),
     /// Check the configuration, database, schema, index, clocks and paths, one line each
+    #[command(
+        after_help = "Exit status: 0 every check passed; 1 something warned or failed (also: \
+                      no watch configured, or run as root while cron runs selfheal as another \
+                      user); 2 bad configuration (also a table or column the database lacks); 3 \
+                      the database cannot be reached."
+    )]
     Doctor(DoctorArgs),
     /// Build a throw-away SQLite sandbox and run the real check against it
     Demo(DemoArgs),

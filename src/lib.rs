@@ -22,7 +22,8 @@
 //!
 //! Shared pieces are named for what they hold: the row message ([`message`], built and
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
-//! and `stats`), the state files ([`state`]). [`doctor`] and [`stats`] read through the same
+//! and `stats`), the state files ([`state`]), the fix that fits an error and the running
+//! user ([`fix`]), who cron runs selfheal as ([`cron`]). [`doctor`] and [`stats`] read through the same
 //! pieces and write nothing. No module uses one that uses it back.
 //!
 //! Where new things go:
@@ -56,12 +57,14 @@ pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod cron;
 pub mod decide;
 pub mod demo;
 pub mod doctor;
 pub mod error;
 pub mod eventlog;
 pub mod evidence;
+pub mod fix;
 pub mod fsafe;
 pub mod history;
 pub mod host;

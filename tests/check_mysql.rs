@@ -328,8 +328,10 @@ fn explain_and_dry_run_leave_the_table_identical() {
     assert!(!sb.state_dir().exists(), "no journal from a dry run");
 }
 
+/// SPEC §7: a table or column the database does not have is a bad configuration, like a
+/// key typo: exit 2, nothing touched, and a fix beside it.
 #[test]
-fn exit_3_for_missing_table_column_and_nothing_is_written() {
+fn exit_2_for_missing_table_column_and_nothing_is_written() {
     let mut db = mysql_or_skip!();
     db.create_sync_log("DATETIME");
     db.insert(2, "running", 50 * MIN);
@@ -337,7 +339,7 @@ fn exit_3_for_missing_table_column_and_nothing_is_written() {
     sb.heartbeat(2, secs(47 * MIN));
     let cfg = sb.config(&db.url, &sb.watch("").replace("sync_log", "missing_table"));
     let o = check(&cfg, &[]);
-    assert_exit(&o, 3);
+    assert_exit(&o, 2);
     assert!(
         stderr(&o).contains(&format!(
             "table missing_table does not exist in database {}",
@@ -349,10 +351,16 @@ fn exit_3_for_missing_table_column_and_nothing_is_written() {
 
     let cfg = sb.config(&db.url, &sb.watch("owner_column = \"wrker\"\n"));
     let o = check(&cfg, &[]);
-    assert_exit(&o, 3);
+    assert_exit(&o, 2);
     let err = stderr(&o);
     assert!(
         err.contains("owner_column: column wrker does not exist in table sync_log"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "selfheal: fix: set owner_column in watch 'full-sync' to one of the columns listed"
+        ),
         "{err}"
     );
     assert_eq!(db.row(2).0, "running");

@@ -281,8 +281,10 @@ fn exit_75_when_another_run_holds_the_run_lock() {
     assert_eq!(db.status(2), "error");
 }
 
+/// SPEC §7: a table or column the database lacks is a bad configuration (exit 2); a
+/// database file that is not there is a file-system failure (exit 3).
 #[test]
-fn exit_3_for_a_missing_table_column_or_file_and_nothing_written() {
+fn exit_2_for_a_missing_table_or_column_3_for_a_missing_file_and_nothing_written() {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 50 * MIN);
@@ -298,7 +300,7 @@ fn exit_3_for_a_missing_table_column_or_file_and_nothing_written() {
         ),
     );
     let o = check(&cfg, &[]);
-    assert_exit(&o, 3);
+    assert_exit(&o, 2);
     let err = stderr(&o);
     assert!(
         err.contains("watch 'other'")
@@ -314,7 +316,7 @@ fn exit_3_for_a_missing_table_column_or_file_and_nothing_written() {
 
     let cfg = sb.config(&db.url(), &sb.watch("").replace("sync_log", "sync_logs"));
     let o = check(&cfg, &[]);
-    assert_exit(&o, 3);
+    assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("table sync_logs does not exist"),
         "{}",
@@ -328,7 +330,7 @@ fn exit_3_for_a_missing_table_column_or_file_and_nothing_written() {
     let o = check(&cfg, &[]);
     assert_exit(&o, 3);
     assert!(
-        stderr(&o).contains("no such database file"),
+        stderr(&o).contains("no such file (selfheal never creates a database)"),
         "{}",
         stderr(&o)
     );

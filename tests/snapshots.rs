@@ -21,6 +21,7 @@
 mod common;
 
 use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
@@ -1163,6 +1164,248 @@ fn configuration_errors() {
         "configuration_errors",
         "check with a configuration (the standard watch over sync_log) broken one way at a \
          time.",
+        &text,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The common mistakes, as check and doctor word them (issue 15): each error a sentence
+// with the fix that fits the cause and the user
+
+/// One mistake: what it is, and the command it is seen through (`None` for a run as
+/// nobody, skipped when not root).
+struct Mistake {
+    about: &'static str,
+    cfg: PathBuf,
+    args: Vec<&'static str>,
+    as_nobody: bool,
+}
+
+/// The transcripts of `mistakes`, each under its `# about` line; `None` when a run as
+/// nobody or under the frozen clock cannot be made here (skipped outside CI).
+fn mistakes_transcript(sb: &Sandbox, mistakes: &[Mistake]) -> Option<String> {
+    // A run as nobody names nobody (uid 65534) as it is: the same on every host.
+    let r = Redact::new(sb);
+    let mut text = String::new();
+    for m in mistakes {
+        let mut c = if m.as_nobody {
+            as_nobody_frozen()?
+        } else {
+            frozen_selfheal()?
+        };
+        let o = c
+            .args(&m.args)
+            .arg("--config")
+            .arg(&m.cfg)
+            .output()
+            .expect("run selfheal");
+        let _ = writeln!(
+            text,
+            "# {}{}\n{}",
+            m.about,
+            if m.as_nobody { " (as nobody)" } else { "" },
+            transcript(&m.args, &o, &r)
+        );
+    }
+    Some(text)
+}
+
+/// The standard SQLite fixture (healthy rows) with the sandbox open to nobody, and one
+/// configuration per mistake.
+fn common_mistakes(command: &'static str) -> Option<(Sandbox, String)> {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    healthy_rows(&sb, &db);
+    std::fs::create_dir(sb.path("textfile")).expect("textfile dir");
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
+    };
+    // Every file here is one config_with writes: give each mistake its own name.
+    let write = |name: &str, database: &str, watch: &str| {
+        let p = sb.config_with(database, "", watch);
+        let to = sb.path(name);
+        std::fs::rename(&p, &to).expect("rename");
+        mode(&to, 0o644);
+        to
+    };
+    let url = format!("url = \"{}\"", db.url());
+    let good = full_watch(&sb);
+    let secret = sb.file(
+        "app.cnf",
+        "[client]\nuser = app\npassword = secret\n",
+        0o600,
+    );
+    let locked = write("locked.toml", &url, &good);
+    mode(&locked, 0o600);
+    let one = |about, cfg, as_nobody| Mistake {
+        about,
+        cfg,
+        args: vec![command],
+        as_nobody,
+    };
+    let mistakes = vec![
+        one(
+            "table = \"sync_lg\" (a typo)",
+            write(
+                "table-typo.toml",
+                &url,
+                &good.replace("\"sync_log\"", "\"sync_lg\""),
+            ),
+            false,
+        ),
+        one(
+            "started_column = \"start_tme\" (a typo)",
+            write(
+                "column-typo.toml",
+                &url,
+                &good.replace("\"start_time\"", "\"start_tme\""),
+            ),
+            false,
+        ),
+        one(
+            "url names a database file that does not exist",
+            write(
+                "db-typo.toml",
+                &format!("url = \"sqlite://{}/ap.db\"", sb.dir.path().display()),
+                &good,
+            ),
+            false,
+        ),
+        one(
+            "url names a socket where no server listens",
+            write(
+                "no-socket.toml",
+                "url = \"mysql://app@localhost/appdb?socket=/nonexistent/mysqld.sock\"",
+                &good,
+            ),
+            false,
+        ),
+        one(
+            "defaults_file names a file that does not exist",
+            write(
+                "no-cnf.toml",
+                "url = \"mysql:///appdb\"\ndefaults_file = \"/etc/selfheal/app.cnf\"",
+                &good,
+            ),
+            false,
+        ),
+        one(
+            "defaults_file is root's, mode 600",
+            write(
+                "root-cnf.toml",
+                &format!(
+                    "url = \"mysql:///appdb\"\ndefaults_file = \"{}\"",
+                    secret.display()
+                ),
+                &good,
+            ),
+            true,
+        ),
+        one("the configuration is root's, mode 600", locked, true),
+    ];
+    // The sandbox as a user's home would be: nobody may look and write in it.
+    mode(sb.dir.path(), 0o777);
+    let text = mistakes_transcript(&sb, &mistakes)?;
+    Some((sb, text))
+}
+
+#[test]
+fn check_common_mistakes() {
+    let Some((_sb, text)) = common_mistakes("check") else {
+        return;
+    };
+    snapshot(
+        "check_common_mistakes",
+        "check (the cron form) on the healthy SQLite setup broken one common way at a time: \
+         each error a sentence naming what failed, then the fix that fits the cause and the \
+         user (runs as nobody where said).",
+        &text,
+    );
+}
+
+#[test]
+fn doctor_common_mistakes() {
+    let Some((_sb, text)) = common_mistakes("doctor") else {
+        return;
+    };
+    snapshot(
+        "doctor_common_mistakes",
+        "doctor on the healthy SQLite setup broken one common way at a time (runs as nobody \
+         where said): a table or column the database lacks is exit 2, as in check.",
+        &text,
+    );
+}
+
+#[test]
+fn doctor_without_a_watch() {
+    let sb = Sandbox::new();
+    let cfg = sb.path("selfheal.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[database]\n# url = \"mysql://app@localhost/appdb\"\n\n[run]\nstate_dir = \"{}\"\n",
+            sb.state_dir().display()
+        ),
+    )
+    .expect("write");
+    let Some(o) = run(&cfg, &["doctor"]) else {
+        return;
+    };
+    snapshot(
+        "doctor_without_a_watch",
+        "doctor on a configuration with no [[watch]] (as the package ships it): a warning, \
+         exit 1.",
+        &transcript(&["doctor"], &o, &Redact::new(&sb)),
+    );
+}
+
+/// check and doctor against MariaDB, for the mistakes only a server shows: a database it
+/// does not have, a wrong password. (Real clock; the database and account names redacted.)
+#[test]
+fn mariadb_common_mistakes() {
+    if std::env::var_os("SELFHEAL_TEST_MYSQL_URL").is_some() {
+        eprintln!("SKIPPED: SELFHEAL_TEST_MYSQL_URL names another server than the snapshots'");
+        return;
+    }
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    let user = db.create_user("the-right-password");
+    let sb = Sandbox::new();
+    let r = Redact::new(&sb)
+        .with(user.clone(), "[DBUSER]")
+        .with(db.name.clone(), "[DATABASE]");
+    let base = db.url.clone();
+    let (scheme, rest) = base.split_once("://").expect("scheme");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let as_user = format!("{scheme}://{user}@{host}");
+    let mut text = String::new();
+    for (about, url, password) in [
+        (
+            "url names a database the server does not have",
+            with_database(&db.url, &format!("{}_old", db.name)),
+            None,
+        ),
+        (
+            "the password in $SELFHEAL_DB_PASSWORD is wrong",
+            as_user.clone(),
+            Some("a-wrong-password"),
+        ),
+        ("the account needs a password and has none", as_user, None),
+    ] {
+        let cfg = sb.config(&url, &sb.watch(""));
+        for cmd in ["check", "doctor"] {
+            let mut c = selfheal();
+            if let Some(p) = password {
+                c.env("SELFHEAL_DB_PASSWORD", p);
+            }
+            let o = c.args([cmd, "--config"]).arg(&cfg).output().expect("run");
+            let _ = writeln!(text, "# {about}\n{}", transcript(&[cmd], &o, &r));
+        }
+    }
+    snapshot(
+        "mariadb_common_mistakes",
+        "check and doctor against the local MariaDB with a wrong database name, a wrong \
+         password, no password (database and account names redacted).",
         &text,
     );
 }

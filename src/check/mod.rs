@@ -106,6 +106,11 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         rep.finish(&summary);
         return Ok(summary);
     }
+    // The run lock lives in the state directory unless run.lock_file says otherwise; the
+    // first run of a configuration creates that directory.
+    if cfg.run.lock_file.starts_with(&cfg.run.state_dir) {
+        crate::state::create_dir(&cfg.run.state_dir)?;
+    }
     let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
     let started = SystemTime::now();
     let began = Instant::now();
@@ -168,8 +173,10 @@ fn write_last_run(
     {
         out.warn(format!(
             "cannot write the last-run report: {}; the journal needs this directory too, \
-             so the next change would fail: fix run.state_dir",
-            e.full_message()
+             so the next change would fail; fix: {}",
+            e.full_message(),
+            crate::fix::for_error(&e, "check")
+                .unwrap_or_else(|| crate::fix::state_dir_fix(&cfg.run.state_dir, "check"))
         ));
     }
 }

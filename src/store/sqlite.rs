@@ -54,17 +54,32 @@ impl SqliteStore {
         } else {
             base | OpenFlags::SQLITE_OPEN_READ_WRITE
         };
+        let context = || format!("cannot open sqlite://{}", path.display());
         if !path.exists() {
             return Err(Error::database_kind(
-                format!("sqlite://{}", path.display()),
+                context(),
                 DbErrorKind::Unreachable,
-                "no such database file (selfheal never creates one)",
-            ));
+                "no such file (selfheal never creates a database)",
+            )
+            .with_fix(Some(
+                "correct [database] url (sqlite:///absolute/path/to/app.db); the file must \
+                 exist"
+                    .into(),
+            )));
         }
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| Error::database(format!("cannot open sqlite://{}", path.display()), e))?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(|e| Error::database("sqlite busy_timeout", e))?;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| {
+            // The fix is for what a real check needs, even to a read-only opener (doctor):
+            // the file, and its directory, where SQLite puts its journal.
+            let fix = crate::fix::access_fix(path, crate::fix::Need::ReadWrite).or_else(|| {
+                crate::fix::access_fix(
+                    path.parent().unwrap_or(Path::new("/")),
+                    crate::fix::Need::Write,
+                )
+            });
+            Error::database(context(), e).with_fix(fix)
+        })?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| Error::database(context(), e))?;
         Ok(SqliteStore {
             conn,
             path: path.to_path_buf(),
@@ -73,7 +88,7 @@ impl SqliteStore {
     }
 
     fn ctx(&self, what: &str) -> String {
-        format!("sqlite://{}: {what}", self.path.display())
+        format!("{what} in sqlite://{}", self.path.display())
     }
 
     /// `(name, declared type, position in the primary key or 0)` per column.
@@ -127,6 +142,54 @@ impl DbCause for rusqlite::Error {
             }
             _ => DbErrorKind::Other,
         }
+    }
+
+    fn fix(&self) -> Option<String> {
+        match self.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => {
+                Some("correct [database] url: it names a file that is no SQLite database".into())
+            }
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Some(
+                "another process (the application, or a long transaction left open) holds \
+                     the database's lock; fuser names it, and the next run tries again"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn into_source(self) -> crate::error::BoxError {
+        Box::new(Failure(self))
+    }
+}
+
+/// How long a statement waits for another process's lock on the database.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A SQLite failure in selfheal's words: a wait for another process's lock that ran out
+/// says so, with its limit; the rest is SQLite's own message. (The driver's error stays
+/// reachable as the source.)
+#[derive(Debug)]
+struct Failure(rusqlite::Error);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                write!(
+                    f,
+                    "another process holds the database's lock: timed out after {} s",
+                    BUSY_TIMEOUT.as_secs()
+                )
+            }
+            _ => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
     }
 }
 
@@ -470,7 +533,9 @@ mod tests {
             .running_rows(&cfg.watches[0])
             .expect_err("no such table");
         assert_eq!(e.db_kind(), Some(DbErrorKind::UnknownObject));
-        let source = std::error::Error::source(&e).expect("a source");
+        let source = std::error::Error::source(&e)
+            .and_then(std::error::Error::source)
+            .expect("the driver's error, under selfheal's wording");
         assert!(source.downcast_ref::<rusqlite::Error>().is_some(), "{e}");
         assert!(e.to_string().contains("no such table: sync_log"), "{e}");
         // The schema check says the same structurally.
