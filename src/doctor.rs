@@ -423,23 +423,34 @@ fn message_finding(w: &Watch, schema: &Schema) -> Finding {
         );
     };
     let need = evidence::longest_message(w);
+    let words = evidence::longest_words(w);
+    let widen = format!(
+        "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR({}) (keep its NULL and DEFAULT)",
+        w.table,
+        need.max(255)
+    );
     match schema.message_max {
         None => Finding::pass(subject, format!("{col} holds any length")),
         Some(n) if n >= need => Finding::pass(
             subject,
             format!("{col} holds {n} characters; a reason needs at most {need}"),
         ),
-        Some(n) => Finding::warn(
+        Some(n) if n >= words => Finding::warn(
             subject,
             format!(
-                "{col} holds {n} characters; reasons of up to {need} will be cut (the lock \
-                 and the owner go first)"
+                "{col} holds {n} characters; reasons of up to {need} will be cut (the \
+                 figures in parentheses go first, the words stay)"
             ),
+            widen,
+        ),
+        Some(n) => Finding::fail(
+            subject,
             format!(
-                "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR(255) (keep its NULL and \
-                 DEFAULT)",
-                w.table
+                "{col} holds {n} characters, too few for the words of a reason (up to \
+                 {words}, e.g. \"self-heal: dead: lock free, worker gone\"): a person \
+                 reading the row would not learn why it was changed"
             ),
+            widen,
         ),
     }
 }

@@ -65,11 +65,16 @@ impl Redact {
     }
 
     /// A pid, where the output shows one: `held:PID`, `alive:PID`, `dead:PID`,
-    /// `reused:PID` and the JSON `lock_pid`/`owner_pid` fields.
+    /// `reused:PID`, `pid PID` in the row message's words and the JSON
+    /// `lock_pid`/`owner_pid` fields.
     fn pid(mut self, pid: u32, name: &str) -> Redact {
         for state in ["held", "alive", "dead", "reused"] {
             self.0
                 .push((format!("{state}:{pid}"), format!("{state}:[{name}]")));
+        }
+        for after in [' ', ')', ','] {
+            self.0
+                .push((format!("pid {pid}{after}"), format!("pid [{name}]{after}")));
         }
         for field in ["lock_pid", "owner_pid"] {
             self.0.push((

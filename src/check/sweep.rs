@@ -180,9 +180,10 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
     let t = thresholds(w);
     let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
-    let lock_file = release_planned
-        .then_some(w.lock_file.as_ref())
-        .flatten()
+    // The file the lock probe looked at, whether or not it is to be released.
+    let lock_file = w
+        .lock_file
+        .as_ref()
         .and_then(|t| t.render(&j.row.id.to_string()).ok())
         .map(|p| p.display().to_string());
     RowReport {

@@ -104,7 +104,7 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         lock_release_detail: r.lock_release.as_ref().and_then(Release::detail),
         stale_after_s: r.thresholds.stale_after,
         max_age_s: r.thresholds.max_age,
-        evidence: evidence::render(&r.evidence, r.thresholds).record,
+        evidence: evidence::render(&r.evidence).record,
     };
     // Through a `Value`, whose map sorts the keys as SPEC §7's examples show them.
     serde_json::to_value(row).unwrap_or(serde_json::Value::Null)

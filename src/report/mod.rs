@@ -47,7 +47,8 @@ pub struct RowReport {
     pub release_planned: bool,
     /// What became of the legacy lock file (only after an applied change).
     pub lock_release: Option<Release>,
-    /// The row's lock file, when a release is planned.
+    /// The row's lock file as the lock probe looked at it (the watch's `lock_file` with
+    /// the row's id), whether or not a release is planned.
     pub lock_file: Option<String>,
 }
 

@@ -63,7 +63,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 "  id={:<4} {:<9} {}",
                 r.id.to_string(),
                 r.decision.verdict.as_str(),
-                evidence::render(e, r.thresholds).explain(),
+                evidence::render(e).explain(),
             );
             let _ = writeln!(self.out, "      because {}", r.decision.basis.describe());
             let _ = writeln!(self.out, "      a real run would {}", what_a_run_does(r));
