@@ -312,6 +312,7 @@ fn watch_database_checks(
         }
     };
     rep.add(columns_finding(w, &schema));
+    rep.add(values_finding(w, &schema, store));
     rep.add(match store.explain_running(w) {
         Ok(plan) => index_finding(w, &plan),
         Err(e) => Finding::warn(subject("index"), e.to_string(), "run EXPLAIN by hand"),
@@ -363,6 +364,109 @@ fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
              TIMESTAMP or integer unix seconds)",
         )
     }
+}
+
+/// Whether the status column can hold every status the watch writes; when it cannot, the
+/// `ALTER TABLE` that makes room (keeping the rest of the column's definition as the
+/// database writes it) and the configuration change that avoids it.
+fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) -> Finding {
+    let subject = format!("watch {}: status values", w.name);
+    let Some(col) = schema
+        .columns
+        .get(&w.status_column.name().to_ascii_lowercase())
+    else {
+        return Finding::pass(subject, "no status column to check");
+    };
+    let values = store::types::written_values(w);
+    let listed = values
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let misfits = store::types::misfits(w, schema);
+    let ty = col.type_text();
+    if misfits.is_empty() {
+        return Finding::pass(
+            subject,
+            if col.enforced {
+                format!("{} {ty} holds {listed}", w.status_column)
+            } else {
+                format!(
+                    "{} ({}) holds {listed} (SQLite stores any value)",
+                    w.status_column,
+                    if ty.is_empty() { "untyped" } else { &ty }
+                )
+            },
+        );
+    }
+    let detail = misfits
+        .iter()
+        .map(|(k, v, m)| {
+            format!(
+                "{k} {v:?} cannot be stored in {} {ty}: {m}",
+                w.status_column
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut fixes = Vec::new();
+    let bad: Vec<&str> = misfits.iter().map(|(_, v, _)| *v).collect();
+    if let Some(wider) = col.widened(&bad) {
+        let rest = store
+            .column_definition(w, &w.status_column)
+            .ok()
+            .flatten()
+            .map(|d| store::types::split_type(&d).1.to_string());
+        fixes.push(match rest {
+            Some(rest) => format!(
+                "ALTER TABLE {} MODIFY {} {wider}{rest}",
+                w.table.quoted('`'),
+                w.status_column.quoted('`')
+            ),
+            None => format!(
+                "ALTER TABLE {} MODIFY {} {wider} (keep its NULL, DEFAULT, character set \
+                 and comment: SHOW CREATE TABLE {} shows them)",
+                w.table.quoted('`'),
+                w.status_column.quoted('`'),
+                w.table
+            ),
+        });
+    }
+    for (key, _, m) in &misfits {
+        fixes.push(match m {
+            store::types::Misfit::NotMember { members } => {
+                let others: Vec<&str> = members
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|m| *m != w.running_value)
+                    .collect();
+                format!(
+                    "set {key} in watch '{}' to one of the column's values the application \
+                     means for it ({})",
+                    w.name,
+                    others.join(", ")
+                )
+            }
+            store::types::Misfit::TooLong { length, .. } => format!(
+                "set {key} in watch '{}' to a value of at most {length} characters",
+                w.name
+            ),
+            store::types::Misfit::NotANumber => format!(
+                "set {key} in watch '{}' to the number the application uses for that state",
+                w.name
+            ),
+        });
+    }
+    Finding::fail(
+        subject,
+        format!(
+            "{detail}: a strict server refuses every such change, a lenient one (sql_mode \
+             without STRICT_TRANS_TABLES) would store a mangled value and the row would \
+             vanish from every status the application knows; selfheal check refuses to \
+             start (exit 2) until it fits"
+        ),
+        fixes.join("; or "),
+    )
 }
 
 /// Below this many expected rows a full scan is no outage (MySQL picks one on small tables

@@ -140,6 +140,19 @@ pub enum SchemaProblem {
         key: &'static str,
         why: &'static str,
     },
+    /// A status the watch writes (`key`: `dead_value`, …) that the status column cannot
+    /// hold (`declared`: its type; `why`: in words). Nothing is written: a lenient server
+    /// would store a mangled value.
+    #[error(
+        "{key} {value:?} cannot be stored in the status column {column} ({declared}): {why}; nothing was written (selfheal doctor shows the ALTER TABLE that makes room for it)"
+    )]
+    ValueDoesNotFit {
+        key: &'static str,
+        value: String,
+        column: String,
+        declared: String,
+        why: String,
+    },
 }
 
 impl SchemaProblem {
@@ -148,7 +161,8 @@ impl SchemaProblem {
         match self {
             SchemaProblem::NoColumn { key, .. }
             | SchemaProblem::WrongType { key, .. }
-            | SchemaProblem::NotSet { key, .. } => Some(key),
+            | SchemaProblem::NotSet { key, .. }
+            | SchemaProblem::ValueDoesNotFit { key, .. } => Some(key),
             SchemaProblem::NoTable { .. } | SchemaProblem::NoDatabase { .. } => None,
         }
     }
@@ -156,9 +170,9 @@ impl SchemaProblem {
     /// The column involved, if any.
     pub fn column(&self) -> Option<&str> {
         match self {
-            SchemaProblem::NoColumn { column, .. } | SchemaProblem::WrongType { column, .. } => {
-                Some(column)
-            }
+            SchemaProblem::NoColumn { column, .. }
+            | SchemaProblem::WrongType { column, .. }
+            | SchemaProblem::ValueDoesNotFit { column, .. } => Some(column),
             _ => None,
         }
     }
@@ -267,6 +281,12 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Config { .. } | Error::Usage(_) => exit::USAGE,
+            // A configured value the table cannot hold: a configuration error, found in
+            // the database before anything was written.
+            Error::Schema {
+                problem: SchemaProblem::ValueDoesNotFit { .. },
+                ..
+            } => exit::USAGE,
             Error::Database { .. }
             | Error::Schema { .. }
             | Error::Io { .. }

@@ -3,7 +3,8 @@
 //!
 //! Order of work, so that bad input never causes a partial write: the configuration is
 //! already validated; then the run lock (not for dry runs), the database clock, every
-//! watch's schema; only then rows are judged and written. Just before each write the file
+//! watch's schema (and that its status column can hold every status the watch writes);
+//! only then rows are judged and written. Just before each write the file
 //! evidence (heartbeat mtime, lock, owner pid) is read again, and a row whose evidence
 //! changed is left alone. The job's lock file is never deleted here, except by
 //! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::release`]).
@@ -199,10 +200,12 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
     let hold = compare_clocks(cfg, opts, &clocks, out);
 
     // Every schema first: a missing column in the last watch must not leave the first
-    // watch's rows half-handled.
+    // watch's rows half-handled. So too a status the column cannot hold (exit 2).
     let mut schemas: HashMap<&str, Schema> = HashMap::new();
     for w in &cfg.watches {
-        schemas.insert(&w.name, store.schema(w)?);
+        let schema = store.schema(w)?;
+        store::types::check_values(w, &schema)?;
+        schemas.insert(&w.name, schema);
     }
 
     let mut run = Run {

@@ -44,7 +44,7 @@ use std::fmt;
 use chrono::NaiveDateTime;
 
 use crate::clock::{DbClock, Stamp};
-use crate::config::{Database, DbUrl, Watch};
+use crate::config::{Database, DbUrl, Ident, Watch};
 use crate::error::Result;
 
 /// A value as read from, and bound back to, the database.
@@ -291,6 +291,13 @@ pub trait Introspect {
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
     /// The session's time zone, in words (for `doctor`).
     fn session_time_zone(&mut self) -> Result<String>;
+    /// A column's definition after its name, as the database itself writes it in its
+    /// table's `CREATE TABLE` (`enum('running','done') NOT NULL DEFAULT 'running'`), so that
+    /// `doctor` can show an `ALTER TABLE … MODIFY` that keeps everything but the type.
+    /// `None` where the database has no such statement or the column is not in it.
+    fn column_definition(&mut self, _w: &Watch, _column: &Ident) -> Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// What keeps runs from acting on the same rows at once: across hosts (the per-watch

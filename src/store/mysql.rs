@@ -1,8 +1,9 @@
 //! MySQL/MariaDB adapter: the usual case on legacy PHP hosts, over a unix socket or TCP.
 //!
 //! Connects with bounded timeouts, never takes a password from the URL given on the
-//! command line (the configuration layer refuses it), and asks for `CLIENT_FOUND_ROWS` so
-//! "rows affected" means "rows matched". A statement that waits on a row lock gives up
+//! command line (the configuration layer refuses it), asks for `CLIENT_FOUND_ROWS` so
+//! "rows affected" means "rows matched", and turns strict SQL mode on for its session (a
+//! value a column cannot hold fails its statement; it is never stored mangled). A statement that waits on a row lock gives up
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
 //! The per-watch advisory lock is `GET_LOCK`, released when the connection closes.
 
@@ -20,7 +21,7 @@ use super::{
     RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
-use crate::config::{Database, DbUrl, Watch, redact_url};
+use crate::config::{Database, DbUrl, Ident, Watch, redact_url};
 use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
 
 /// MySQL's and MariaDB's SQL: `` ` `` quotes, `?` placeholders, `<=>` for null-safe
@@ -53,6 +54,13 @@ const LOCK_WAIT_S: u32 = 10;
 const LOCK_WAIT_TIMEOUT: u16 = 1205;
 const LOCK_DEADLOCK: u16 = 1213;
 
+/// Strict mode for this session, whatever the server's default: a value the column cannot
+/// hold fails the statement instead of being stored mangled (an unknown ENUM member as
+/// `''`, a cut string, a number clamped), so no server setting lets a compare-and-set
+/// write something the application never wrote. The session's other modes are kept.
+const STRICT_SESSION: &str = "SET SESSION sql_mode = \
+     CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES')";
+
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one read or write on the socket may take.
@@ -74,9 +82,10 @@ impl MysqlStore {
             .read_timeout(Some(IO_TIMEOUT))
             .write_timeout(Some(IO_TIMEOUT))
             .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
-            .init(vec![format!(
-                "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
-            )]);
+            .init(vec![
+                format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"),
+                STRICT_SESSION.to_string(),
+            ]);
         let conn = Conn::new(b).map_err(|e| {
             Error::database(
                 format!("cannot connect to {label} ({})", creds.describe()),
@@ -236,7 +245,7 @@ fn from_value(v: Value) -> SqlValue {
 }
 
 /// A time cell, understood by its wire type: the server sends a TIMESTAMP already in the
-/// session's time zone.
+/// session's time zone, a DECIMAL as its digits.
 fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
     let ty = match wire {
         ColumnType::MYSQL_TYPE_TIMESTAMP | ColumnType::MYSQL_TYPE_TIMESTAMP2 => {
@@ -244,6 +253,10 @@ fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
         }
         ColumnType::MYSQL_TYPE_DATETIME | ColumnType::MYSQL_TYPE_DATETIME2 => {
             Some(types::ColumnType::DateTime)
+        }
+        // Sent as digits: unix seconds with a fraction.
+        ColumnType::MYSQL_TYPE_NEWDECIMAL | ColumnType::MYSQL_TYPE_DECIMAL => {
+            Some(types::ColumnType::Decimal)
         }
         _ => None,
     };
@@ -562,6 +575,18 @@ impl Introspect for MysqlStore {
         })
     }
 
+    fn column_definition(&mut self, w: &Watch, column: &Ident) -> Result<Option<String>> {
+        let row: Option<mysql::Row> = self
+            .conn
+            .query_first(format!("SHOW CREATE TABLE {}", DIALECT.quote(&w.table)))
+            .map_err(|e| self.err("SHOW CREATE TABLE", e))?;
+        let create = row.and_then(|r| match r.as_ref(1) {
+            Some(Value::Bytes(b)) => String::from_utf8(b.clone()).ok(),
+            _ => None,
+        });
+        Ok(create.and_then(|c| definition_in(&c, column.name())))
+    }
+
     fn session_time_zone(&mut self) -> Result<String> {
         let row: Option<(String, String, String)> = self
             .conn
@@ -584,6 +609,17 @@ impl Introspect for MysqlStore {
             format!("{session}, UTC{offset} now")
         })
     }
+}
+
+/// The definition of `column` in a `CREATE TABLE` statement as MySQL writes it (one
+/// column a line, names in backquotes): what follows the name, without the comma.
+fn definition_in(create: &str, column: &str) -> Option<String> {
+    let name = format!("`{column}` ");
+    create.lines().map(str::trim).find_map(|l| {
+        let head = l.get(..name.len())?;
+        head.eq_ignore_ascii_case(&name)
+            .then(|| l[name.len()..].trim_end_matches(',').to_string())
+    })
 }
 
 impl Coordination for MysqlStore {
@@ -704,6 +740,23 @@ mod tests {
             .to_string(),
             "Deadlock found (error 1213)"
         );
+    }
+
+    #[test]
+    fn a_columns_definition_is_read_from_create_table() {
+        let create = "CREATE TABLE `sync_log` (\n  `id` int(11) NOT NULL,\n  `Status` \
+                      enum('running','done') NOT NULL DEFAULT 'running' COMMENT 'it''s',\n  \
+                      `status_at` datetime DEFAULT NULL,\n  PRIMARY KEY (`id`)\n) \
+                      ENGINE=InnoDB";
+        assert_eq!(
+            definition_in(create, "status").as_deref(),
+            Some("enum('running','done') NOT NULL DEFAULT 'running' COMMENT 'it''s'")
+        );
+        assert_eq!(
+            definition_in(create, "status_at").as_deref(),
+            Some("datetime DEFAULT NULL")
+        );
+        assert_eq!(definition_in(create, "nope"), None);
     }
 
     #[test]
