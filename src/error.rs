@@ -141,16 +141,15 @@ pub enum SchemaProblem {
         why: &'static str,
     },
     /// A status the watch writes (`key`: `dead_value`, …) that the status column cannot
-    /// hold (`declared`: its type; `why`: in words). Nothing is written: a lenient server
-    /// would store a mangled value.
+    /// hold (`why`: in words). Nothing is written: a lenient server would store a mangled
+    /// value.
     #[error(
-        "{key} {value:?} cannot be stored in the status column {column} ({declared}): {why}; nothing was written (selfheal doctor shows the ALTER TABLE that makes room for it)"
+        "{key} {value:?} cannot be stored in the status column {column}: {why}; nothing was written (selfheal doctor shows the ALTER TABLE that makes room for it)"
     )]
     ValueDoesNotFit {
         key: &'static str,
         value: String,
         column: String,
-        declared: String,
         why: String,
     },
 }

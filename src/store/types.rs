@@ -347,11 +347,6 @@ pub fn check_values(w: &Watch, schema: &Schema) -> Result<()> {
                 key,
                 value: value.to_string(),
                 column: w.status_column.to_string(),
-                declared: schema
-                    .columns
-                    .get(&w.status_column.name().to_ascii_lowercase())
-                    .map(Column::type_text)
-                    .unwrap_or_default(),
                 why: misfit.to_string(),
             },
         }),
