@@ -8,7 +8,7 @@ use crate::cli::{CheckArgs, Cli, Command, Format, Shell, WatchFlags};
 use crate::config::{self, Config, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
 use crate::eventlog::{self, Event, EventLog, Severity};
-use crate::report::{JsonReporter, Reporter, RowReport, Summary, TextReporter, WatchInfo};
+use crate::report::{JsonReporter, Parked, Reporter, RowReport, Summary, TextReporter, WatchInfo};
 
 /// Runs the command and returns the process exit status.
 pub fn run(cli: Cli) -> u8 {
@@ -91,6 +91,10 @@ impl Reporter for Logged<'_> {
             fields: Vec::new(),
         });
         self.inner.warning(msg);
+    }
+
+    fn parked(&mut self, p: &Parked) {
+        self.inner.parked(p);
     }
 
     fn finish(&mut self, s: &Summary) {

@@ -3,9 +3,10 @@
 //! was reached; the database clock against the host's and the session time zone; per
 //! watch the table, its columns and their types, the index that finds running rows (by
 //! the database's own plan of the very query `check` runs), the message column's room,
-//! times in the future, `max_age` against the runs it can see; the heartbeat and lock
-//! directories as the user selfheal runs as; selfheal's run lock, state directory and
-//! metrics file.
+//! times in the future, `max_age` against the runs it can see, whether the status column
+//! can hold every status the watch writes, the rows parked in `manual_value` (with the
+//! statement that releases each); the heartbeat and lock directories as the user selfheal
+//! runs as; selfheal's run lock, state directory and metrics file.
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -335,6 +336,115 @@ fn watch_database_checks(
         w,
         history::recent_runs(store, w, &schema, clocks),
     ));
+    for f in parked_findings(cfg, w, &schema, store, clocks) {
+        rep.add(f);
+    }
+}
+
+/// How many parked rows doctor lists, each with the statement that releases it.
+const PARKED_LISTED: u32 = 10;
+
+/// The rows parked in `manual_value`: a backlog a person owes. Each listed with how long
+/// ago it started and, where the journal knows, how long ago it was parked, and the
+/// compare-and-set a person runs to release it after looking at the job.
+fn parked_findings(
+    cfg: &Config,
+    w: &Watch,
+    schema: &Schema,
+    store: &mut dyn Store,
+    clocks: &Clocks,
+) -> Vec<Finding> {
+    let Some(manual) = &w.manual_value else {
+        return Vec::new();
+    };
+    let subject = format!("watch {}: parked rows", w.name);
+    let count = match store.count_parked(w, manual) {
+        Ok(n) => n,
+        Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
+    };
+    if count == 0 {
+        return vec![Finding::pass(subject, format!("none in '{manual}'"))];
+    }
+    let rows = match store.parked_rows(w, manual, PARKED_LISTED) {
+        Ok(r) => r,
+        Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
+    };
+    let parked_at = parked_times(cfg, w, manual);
+    let (target, why) = match &w.retry {
+        Some(r) => (r.value.as_str(), "back to the queue (retry_value)"),
+        None => (w.dead_value.as_str(), "as dead (dead_value)"),
+    };
+    let mut out = vec![Finding::warn(
+        subject,
+        format!(
+            "{count} row{} in '{manual}' wait{} for a person (selfheal does not judge a \
+             parked row again; every run counts them: selfheal_parked_rows)",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "s" } else { "" },
+        ),
+        format!(
+            "look at each job (is its worker still running? what did it leave half done?), \
+             then release its row {why} with the statement below{}",
+            if count > rows.len() as u64 {
+                format!(" (the first {} are listed)", rows.len())
+            } else {
+                String::new()
+            }
+        ),
+    )];
+    let d = store.dialect();
+    let host_now = crate::clock::epoch(SystemTime::now());
+    for r in &rows {
+        let started = match r.started.stamp {
+            Ok(Some(s)) => age_on_db_clock(s, &clocks.db, clocks.tz)
+                .ok()
+                .and_then(|a| u64::try_from(a).ok())
+                .map_or_else(
+                    || format!("started at {}", r.started.raw),
+                    |a| format!("started {} ago", human(a)),
+                ),
+            _ => format!("started at {}", r.started.raw),
+        };
+        let key = (history::id_key(&r.id.to_json()), r.started.raw.to_string());
+        let parked = match parked_at.get(&key) {
+            Some((time, Some(t))) => format!(
+                "parked {} ago ({time}, from the journal)",
+                human(u64::try_from(host_now - t).unwrap_or(0))
+            ),
+            Some((time, None)) => format!("parked at {time} (from the journal)"),
+            None => "parked at a time the journal does not know".to_string(),
+        };
+        let release = store::sql::release_sql(d, w, schema, r, manual, target);
+        out.push(Finding::warn(
+            format!("watch {}: parked row id={}", w.name, r.id),
+            format!("{parked}; its run {started}"),
+            format!("after looking: {}", store::sql::for_a_person(d, &release)),
+        ));
+    }
+    out
+}
+
+/// When the journal says each row of the watch was parked in `manual`: by id key and the
+/// start value the compare-and-set matched, the entry's time and that time in unix seconds.
+fn parked_times(
+    cfg: &Config,
+    w: &Watch,
+    manual: &str,
+) -> std::collections::HashMap<(String, String), (String, Option<i64>)> {
+    let mut at = std::collections::HashMap::new();
+    let path = cfg.run.state_dir.join(crate::journal::JOURNAL_FILE);
+    let _ = crate::journal::read(&path, &mut |e| {
+        if e.watch == w.name && e.applied && e.to == manual {
+            let secs = chrono::DateTime::parse_from_rfc3339(&e.time)
+                .ok()
+                .map(|t| t.timestamp());
+            at.insert(
+                (e.id.key(), e.started.clone().unwrap_or_default()),
+                (e.time.clone(), secs),
+            );
+        }
+    });
+    at
 }
 
 fn columns_finding(w: &Watch, schema: &Schema) -> Finding {

@@ -17,8 +17,9 @@
 //! through `batch.rs` and the journal.
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the per-watch
-//! advisory lock, recent runtimes), `state_dir/last-run.json` and the metrics file, each
-//! only in a real run; the rest through `sweep.rs` and `batch.rs`.
+//! advisory lock, recent runtimes, the count of rows parked in `manual_value`),
+//! `state_dir/last-run.json` and the metrics file, each only in a real run; the rest
+//! through `sweep.rs` and `batch.rs`.
 
 mod batch;
 mod sweep;
@@ -35,7 +36,7 @@ use crate::error::{Error, Result, exit};
 use crate::evidence::thresholds;
 use crate::host::Host;
 use crate::journal::{Pending, RunId, Writer};
-use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
+use crate::report::{Parked, Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, RunningRow, Schema, Store};
 
 use batch::{Batch, BatchEnd};
@@ -314,10 +315,55 @@ fn check_watch(
         out.summary.breaker_tripped.push(w.name.clone());
         counts.breaker_tripped = true;
     }
-    let result = write_and_report(run, w, &schema, swept, store, out, &mut counts);
+    let result = write_and_report(run, w, &schema, swept, store, out, &mut counts)
+        .and_then(|()| count_parked(run, w, store, out, &mut counts));
     counts.duration = t0.elapsed();
     out.summary.per_watch.push(counts);
     result
+}
+
+/// How many parked rows `--explain` lists.
+const PARKED_LISTED: u32 = 10;
+
+/// Counts the rows parked in `manual_value` (after this run's writes): one `COUNT(*)`
+/// through the status index per watch, whose cost follows the parked rows, not the
+/// table. A dry run (`--explain`) also lists the first few with their age.
+fn count_parked(
+    run: &Run<'_>,
+    w: &Watch,
+    store: &mut dyn Store,
+    out: &mut Out<'_>,
+    counts: &mut WatchRun,
+) -> Result<()> {
+    let Some(manual) = &w.manual_value else {
+        return Ok(());
+    };
+    let count = store.count_parked(w, manual)?;
+    counts.parked = Some(count);
+    let rows = if run.opts.dry_run && count > 0 {
+        store
+            .parked_rows(w, manual, PARKED_LISTED)?
+            .into_iter()
+            .map(|r| {
+                let age = match r.started.stamp {
+                    Ok(Some(s)) => crate::clock::age_on_db_clock(s, &run.clocks.db, run.clocks.tz)
+                        .ok()
+                        .and_then(|a| u64::try_from(a).ok()),
+                    _ => None,
+                };
+                (r.id, age)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    out.rep.parked(&Parked {
+        watch: w.name.clone(),
+        value: manual.clone(),
+        count,
+        rows,
+    });
+    Ok(())
 }
 
 /// The configuration of the seed incident: a cap below the runs it must let live. Bounded

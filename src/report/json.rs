@@ -32,6 +32,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
                 "attention": c.totals.attention,
                 "lost_race": c.totals.lost_race,
                 "skipped": c.skipped,
+                "parked": c.parked,
             })
         })
         .collect();
@@ -52,6 +53,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
         "max_age_too_low": s.max_age_too_low.iter().map(|m| m.to_json()).collect::<Vec<_>>(),
         "per_watch": per_watch,
         "warnings": w,
+        "parked": s.parked(),
     })
 }
 

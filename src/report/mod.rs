@@ -118,6 +118,10 @@ pub struct WatchRun {
     pub actions: Vec<(Action, usize)>,
     pub breaker_tripped: bool,
     pub duration: std::time::Duration,
+    /// Rows parked in `manual_value` after this run (`None`: the watch has none, or was
+    /// not checked): a backlog a person owes, counted every run, never a reason to exit 1
+    /// again.
+    pub parked: Option<u64>,
 }
 
 impl WatchRun {
@@ -195,6 +199,23 @@ impl Summary {
             .iter()
             .fold(Totals::default(), |sum, w| sum.add(&w.totals))
     }
+
+    /// Rows parked in `manual_value` across the watches that have one.
+    pub fn parked(&self) -> u64 {
+        self.per_watch.iter().filter_map(|w| w.parked).sum()
+    }
+}
+
+/// A watch's rows parked in `manual_value`: how many, and the first few with their age.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parked {
+    pub watch: String,
+    /// The watch's `manual_value`.
+    pub value: String,
+    pub count: u64,
+    /// The first rows by id, each with the seconds since it started (`None`: its start
+    /// cannot be read). Listed in dry runs only (`--explain`): a real run counts.
+    pub rows: Vec<(SqlValue, Option<u64>)>,
 }
 
 /// Renders a run. Text mode is silent unless something changed or needs a person.
@@ -202,6 +223,8 @@ pub trait Reporter {
     fn watch(&mut self, w: &WatchInfo);
     fn row(&mut self, r: &RowReport);
     fn warning(&mut self, msg: &str);
+    /// The rows a watch has parked in `manual_value` (after its rows).
+    fn parked(&mut self, _p: &Parked) {}
     fn finish(&mut self, s: &Summary);
 }
 

@@ -1,10 +1,11 @@
 //! The text a person reads: one line per change or attention item (cron mails it), and
 //! with `--explain` every row with its evidence (as [`crate::evidence`] renders it), its
-//! verdict and what a real run would do.
+//! verdict and what a real run would do, and the rows parked in `manual_value`.
 
 use std::io::Write;
 
-use super::{Reporter, RowReport, Summary, WatchInfo};
+use super::{Parked, Reporter, RowReport, Summary, WatchInfo};
+use crate::clock::human;
 use crate::config::fmt_duration;
 use crate::decide::Action;
 use crate::evidence;
@@ -140,6 +141,38 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
 
     fn warning(&mut self, msg: &str) {
         let _ = writeln!(self.err, "selfheal: warning: {msg}");
+    }
+
+    /// `--explain` only: the cron text never repeats them (the person was told when they
+    /// were parked), and the metrics and JSON count them.
+    fn parked(&mut self, p: &Parked) {
+        if !self.explain || p.count == 0 {
+            return;
+        }
+        let rows: Vec<String> = p
+            .rows
+            .iter()
+            .map(|(id, age)| match age {
+                Some(a) => format!("id={id} (started {} ago)", human(*a)),
+                None => format!("id={id}"),
+            })
+            .collect();
+        let more = p.count.saturating_sub(p.rows.len() as u64);
+        let _ = writeln!(
+            self.out,
+            "  parked: {} row{} in '{}' wait{} for a person: {}{}; selfheal doctor shows how to \
+             release one",
+            p.count,
+            if p.count == 1 { "" } else { "s" },
+            p.value,
+            if p.count == 1 { "s" } else { "" },
+            rows.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
     }
 
     fn finish(&mut self, s: &Summary) {

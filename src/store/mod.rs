@@ -5,7 +5,8 @@
 //! Three traits, one per concern, bundled for callers as [`Store`] (what [`open`] returns;
 //! every method is callable on a `&mut dyn Store` with only `Store` in scope):
 //! - [`JobTable`]: running rows, the compare-and-set, finished rows, a row as it is now,
-//!   groups of writes, the database clock (`check`, recovery, `stats`);
+//!   the rows parked in `manual_value`, groups of writes, the database clock (`check`,
+//!   recovery, `stats`, `doctor`);
 //! - [`Introspect`]: the server, how it was reached, the schema, the plan of the running-rows
 //!   query, the session's time zone (`doctor`; `check` reads the schema);
 //! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
@@ -141,6 +142,13 @@ pub struct FinishedRow {
     pub marked: Option<String>,
 }
 
+/// A row parked in `manual_value`: a person owes it a look.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParkedRow {
+    pub id: SqlValue,
+    pub started: TimeValue,
+}
+
 /// Which finished rows to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum History {
@@ -269,6 +277,10 @@ pub trait JobTable {
     }
     /// The row with this id as it is now (`None`: no such row).
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>>;
+    /// How many rows have the status `manual` (the parked rows): one indexed count.
+    fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64>;
+    /// The first `limit` rows with the status `manual`, by id.
+    fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>>;
 }
 
 /// What selfheal learns about the database and a watch's table: the server, how it was
@@ -291,6 +303,8 @@ pub trait Introspect {
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
     /// The session's time zone, in words (for `doctor`).
     fn session_time_zone(&mut self) -> Result<String>;
+    /// The SQL this database speaks (for statements `doctor` shows a person).
+    fn dialect(&self) -> &'static Dialect;
     /// A column's definition after its name, as the database itself writes it in its
     /// table's `CREATE TABLE` (`enum('running','done') NOT NULL DEFAULT 'running'`), so that
     /// `doctor` can show an `ALTER TABLE … MODIFY` that keeps everything but the type.

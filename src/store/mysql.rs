@@ -18,7 +18,7 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
+    ParkedRow, RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
 use crate::config::{Database, DbUrl, Ident, Watch, redact_url};
@@ -36,6 +36,7 @@ pub const DIALECT: Dialect = Dialect {
     zone_offset: SqlValue::Int,
     force_primary: " FORCE INDEX (PRIMARY)",
     enforces_types: true,
+    text_literal: types::mysql_literal,
 };
 
 pub struct MysqlStore {
@@ -432,6 +433,35 @@ impl JobTable for MysqlStore {
         Ok(())
     }
 
+    fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64> {
+        let st = sql::parked_count_sql(&DIALECT, w, manual);
+        let n: Option<u64> = self
+            .conn
+            .exec_first(&st.sql, values(&st))
+            .map_err(|e| self.err(&format!("counting parked rows of {}", w.table), e))?;
+        Ok(n.unwrap_or(0))
+    }
+
+    fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>> {
+        let st = sql::parked_sql(&DIALECT, w, manual, limit);
+        let rows: Vec<mysql::Row> = self
+            .conn
+            .exec(&st.sql, values(&st))
+            .map_err(|e| self.err(&format!("reading parked rows of {}", w.table), e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut cells = Cells::new(r);
+                let (id, _) = cells.next_cell();
+                let (s, t) = cells.next_cell();
+                ParkedRow {
+                    id,
+                    started: time_value(s, t),
+                }
+            })
+            .collect())
+    }
+
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
         let st = sql::current_sql(&DIALECT, w, id);
         let label = self.label.clone();
@@ -454,6 +484,10 @@ impl JobTable for MysqlStore {
 }
 
 impl Introspect for MysqlStore {
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
     fn describe_server(&mut self) -> Result<String> {
         let v: Option<String> = self
             .conn
