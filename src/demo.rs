@@ -229,6 +229,7 @@ fn run_check(cfg_path: &Path, explain: bool, out: &mut dyn Write) -> Result<u8> 
             &CheckOptions {
                 dry_run: explain,
                 force: false,
+                ..CheckOptions::default()
             },
             &mut rep,
         )?

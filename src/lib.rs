@@ -14,7 +14,8 @@
 //!    row ([`store`]), the legacy lock release ([`release`]); a stopped run's intents are
 //!    settled by [`recovery`] (journal and store only).
 //! 6. report: [`report`] (cron text, `--explain`, JSON), `state_dir/last-run.json`
-//!    ([`state`]), [`metrics`], [`eventlog`].
+//!    ([`state`]), [`metrics`], [`eventlog`]; what the cron text already told a person
+//!    ([`remind`]: once per problem, then once per `remind_every`).
 //!
 //! Shared pieces are named for what they hold: the row message ([`message`], built and
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
@@ -54,6 +55,7 @@ pub mod mycnf;
 pub mod probe;
 pub mod recovery;
 pub mod release;
+pub mod remind;
 pub mod report;
 pub mod runlock;
 pub mod state;

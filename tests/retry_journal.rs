@@ -554,7 +554,7 @@ fn every_real_run_leaves_a_last_run_report() {
     assert_eq!(
         last["per_watch"],
         serde_json::json!([{"watch": "full-sync", "rows": 2, "changed": 1, "attention": 0,
-                            "lost_race": 0, "skipped": null}])
+                            "lost_race": 0, "skipped": null, "parked": null}])
     );
     let first = last["time"].clone();
 

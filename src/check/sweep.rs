@@ -75,25 +75,29 @@ pub(super) struct SweepCtx<'a> {
     pub force: bool,
 }
 
-/// Judges every running row of `w`; warnings go to `warn`.
+/// Judges every running row of `w`; warnings go to `warn`, with their kind
+/// (`shared_heartbeat_file`, `breaker`): the cron text shows each once per `remind_every`.
 pub(super) fn sweep(
     w: &Watch,
     store: &mut dyn Store,
     ctx: &SweepCtx<'_>,
-    warn: &mut dyn FnMut(String),
+    warn: &mut dyn FnMut(&'static str, String),
 ) -> Result<Swept> {
     let mut rows = judge_rows(w, store, ctx)?;
     if let Some(tpl) = &w.heartbeat_file
         && !tpl.has_id()
         && rows.len() > 1
     {
-        warn(format!(
-            "watch {}: {} running rows share one heartbeat file ({}): a dead row beside a \
-             live one looks alive; put {{id}} in heartbeat_file",
-            w.name,
-            rows.len(),
-            tpl.as_str()
-        ));
+        warn(
+            "shared_heartbeat_file",
+            format!(
+                "watch {}: {} running rows share one heartbeat file ({}): a dead row beside \
+                 a live one looks alive; put {{id}} in heartbeat_file",
+                w.name,
+                rows.len(),
+                tpl.as_str()
+            ),
+        );
     }
     let breaker_tripped = breaker(w, &rows, ctx.force, warn);
     let hold = match ctx.run_hold {
@@ -137,7 +141,12 @@ fn judge_rows(w: &Watch, store: &mut dyn Store, ctx: &SweepCtx<'_>) -> Result<Ve
 }
 
 /// The breaker of SPEC §6: true when it trips (with its warning said).
-fn breaker(w: &Watch, rows: &[Judged], force: bool, warn: &mut dyn FnMut(String)) -> bool {
+fn breaker(
+    w: &Watch,
+    rows: &[Judged],
+    force: bool,
+    warn: &mut dyn FnMut(&'static str, String),
+) -> bool {
     let deaths = rows
         .iter()
         .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
@@ -145,17 +154,20 @@ fn breaker(w: &Watch, rows: &[Judged], force: bool, warn: &mut dyn FnMut(String)
     if !decide::breaker_trips(deaths, rows.len()) {
         return false;
     }
-    warn(format!(
-        "watch {}: breaker: {deaths} of {} running rows would be marked dead on heartbeat \
-         staleness alone{}",
-        w.name,
-        rows.len(),
-        if force {
-            "; --force: marking them anyway"
-        } else {
-            "; nothing is marked on heartbeat alone (check clocks, time zones, NFS; --force overrides)"
-        }
-    ));
+    warn(
+        "breaker",
+        format!(
+            "watch {}: breaker: {deaths} of {} running rows would be marked dead on heartbeat \
+             staleness alone{}",
+            w.name,
+            rows.len(),
+            if force {
+                "; --force: marking them anyway"
+            } else {
+                "; nothing is marked on heartbeat alone (check clocks, time zones, NFS; --force overrides)"
+            }
+        ),
+    );
     true
 }
 
@@ -201,5 +213,6 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
         lock_release: None,
         lock_file,
         plan: j.plan,
+        already_told: false,
     }
 }

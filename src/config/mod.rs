@@ -35,6 +35,8 @@ pub const DEFAULT_LOCK_FILE: &str = "/run/lock/selfheal.lock";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/selfheal";
 /// Default tolerance between the database clock and the host clock.
 pub const DEFAULT_CLOCK_TOLERANCE: Duration = Duration::from_secs(60);
+/// Default interval at which the cron text repeats an unchanged problem.
+pub const DEFAULT_REMIND_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 // ---------------------------------------------------------------------------------------
 // Raw, as written in the file (every field optional, unknown keys rejected).
@@ -64,6 +66,7 @@ struct RawRun {
     state_dir: Option<PathBuf>,
     metrics_file: Option<PathBuf>,
     clock_tolerance: Option<String>,
+    remind_every: Option<String>,
 }
 
 /// Values given on the command line that override the file.
@@ -181,6 +184,9 @@ pub struct Run {
     pub metrics_file: Option<PathBuf>,
     /// Allowed difference between the database clock and the host clock.
     pub clock_tolerance: Duration,
+    /// The cron text shows a problem when it first appears or changes, then at most this
+    /// often (`state_dir/reminders.json` remembers when it last did). Default 24 h.
+    pub remind_every: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -473,6 +479,10 @@ fn build(
             parse_duration(&s).map_err(|m| Error::config(origin, "run.clock_tolerance", m))?
         }
     };
+    let remind_every = match rawrun.remind_every {
+        None => DEFAULT_REMIND_EVERY,
+        Some(s) => parse_duration(&s).map_err(|m| Error::config(origin, "run.remind_every", m))?,
+    };
     for (k, p) in [
         ("run.lock_file", &rawrun.lock_file),
         ("run.state_dir", &rawrun.state_dir),
@@ -500,6 +510,7 @@ fn build(
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
+            remind_every,
         },
         all_watches: if all_watches.is_empty() {
             out.iter()

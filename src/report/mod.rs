@@ -50,6 +50,10 @@ pub struct RowReport {
     /// The row's lock file as the lock probe looked at it (the watch's `lock_file` with
     /// the row's id), whether or not a release is planned.
     pub lock_file: Option<String>,
+    /// The cron text already told a person of this very problem (the same row, verdict
+    /// and basis) less than `remind_every` ago: it leaves the row out this time. The exit
+    /// status, the metrics and JSON count it all the same.
+    pub already_told: bool,
 }
 
 impl RowReport {
@@ -223,6 +227,11 @@ pub trait Reporter {
     fn watch(&mut self, w: &WatchInfo);
     fn row(&mut self, r: &RowReport);
     fn warning(&mut self, msg: &str);
+    /// A run-level warning the cron text already showed less than `remind_every` ago:
+    /// every output but the cron text takes it as any warning.
+    fn warning_already_told(&mut self, msg: &str) {
+        self.warning(msg);
+    }
     /// The rows a watch has parked in `manual_value` (after its rows).
     fn parked(&mut self, _p: &Parked) {}
     fn finish(&mut self, s: &Summary);
@@ -274,6 +283,7 @@ mod tests {
             release_planned: release.is_some(),
             lock_release: release,
             lock_file: None,
+            already_told: false,
         }
     }
 

@@ -1,4 +1,6 @@
-//! The text a person reads: one line per change or attention item (cron mails it), and
+//! The text a person reads: one line per change or attention item (cron mails it; a
+//! problem it already told of is left out until it changes or `remind_every` passes, see
+//! [`crate::remind`]), and
 //! with `--explain` every row with its evidence (as [`crate::evidence`] renders it), its
 //! verdict and what a real run would do, and the rows parked in `manual_value`.
 
@@ -117,6 +119,9 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 r.action.as_str(),
                 r.reason
             )
+        } else if r.attention() && r.already_told {
+            // Told less than remind_every ago; the exit status still says it.
+            return;
         } else if r.attention() {
             let why = match (&r.note, r.plan.hold) {
                 (Some(n), _) => n.clone(),
@@ -142,6 +147,9 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
     fn warning(&mut self, msg: &str) {
         let _ = writeln!(self.err, "selfheal: warning: {msg}");
     }
+
+    /// Shown less than `remind_every` ago: cron mails whatever is printed.
+    fn warning_already_told(&mut self, _msg: &str) {}
 
     /// `--explain` only: the cron text never repeats them (the person was told when they
     /// were parked), and the metrics and JSON count them.
