@@ -18,7 +18,8 @@
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the per-watch
 //! advisory lock, recent runtimes, the count of rows parked in `manual_value`),
-//! `state_dir/last-run.json` and the metrics file, each only in a real run; the rest
+//! `state_dir/last-run.json` and the metrics file, each only in a real run, and
+//! `state_dir/reminders.json` in a real run of the cron text ([`crate::remind`]); the rest
 //! through `sweep.rs` and `batch.rs`.
 
 mod batch;
