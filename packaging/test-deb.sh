@@ -88,6 +88,22 @@ grep -q '^#compdef selfheal' /usr/share/zsh/vendor-completions/_selfheal || fail
 grep -q 'complete -c selfheal' /usr/share/fish/vendor_completions.d/selfheal.fish || fail "no fish completion"
 ok "bash completes 'selfheal ' to the subcommands; zsh and fish completions installed"
 
+# The PHP helper: installed where the README says, loadable without Composer, and (where php
+# is installed) usable: the owner value and a lock that writes the holder line.
+for f in Job.php LockNotObtained.php; do
+  [ -f "/usr/share/selfheal/php/Selfheal/$f" ] || fail "the PHP helper's $f is not installed"
+done
+if command -v php >/dev/null; then
+  out=$(cd "$tmp" && php -r 'require "/usr/share/selfheal/php/Selfheal/Job.php";
+    $j = Selfheal\Job::start(["lock" => getcwd() . "/php.lock"]);
+    echo Selfheal\Job::owner(), "|", file_get_contents(getcwd() . "/php.lock");') ||
+    fail "the PHP helper does not load: $out"
+  [[ "$out" == "$(hostname):"*"|$(hostname):"*" "*Z ]] || fail "the PHP helper wrote: $out"
+  ok "PHP helper: /usr/share/selfheal/php/Selfheal/Job.php loads and locks ($out)"
+else
+  ok "PHP helper installed in /usr/share/selfheal/php/Selfheal/ (no php here to load it)"
+fi
+
 getent passwd selfheal >/dev/null || fail "postinst did not create the system user selfheal"
 [ "$(stat -c '%U:%G %a' /var/lib/selfheal)" = "$CRON_USER:$CRON_USER 750" ] ||
   fail "/var/lib/selfheal is $(stat -c '%U:%G %a' /var/lib/selfheal), want $CRON_USER:$CRON_USER 750"

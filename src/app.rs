@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use crate::check::{self, CheckOptions};
-use crate::cli::{CheckArgs, Cli, Command, Format, Shell, WatchFlags};
+use crate::cli::{CheckArgs, Cli, Command, Format, RunArgs, Shell, WatchFlags};
 use crate::config::{self, Config, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
 use crate::eventlog::{self, Event, EventLog, Severity};
@@ -20,6 +20,7 @@ pub fn run(cli: Cli) -> u8 {
         )),
         Command::Demo(args) => crate::demo::run(args.keep.as_deref(), &mut std::io::stdout()),
         Command::Stats(args) => crate::stats::run_command(&stats_options(args)),
+        Command::Run(args) => Ok(crate::run::main(&run_options(args))),
         Command::Completions(args) => completions(args.shell, &mut std::io::stdout().lock()),
     };
     match result {
@@ -42,6 +43,18 @@ pub fn overrides(flags: &WatchFlags) -> Overrides {
         db_url: flags.db.clone(),
         timezone: flags.timezone.clone(),
         watch: flags.keys.0.clone(),
+    }
+}
+
+/// `selfheal run`'s options, from its command line.
+fn run_options(args: RunArgs) -> crate::run::Options {
+    crate::run::Options {
+        lock: args.lock,
+        wait: args.wait,
+        heartbeat: args.heartbeat,
+        every: args.every,
+        report: args.report,
+        command: args.command,
     }
 }
 

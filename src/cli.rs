@@ -3,7 +3,9 @@
 //! validated configuration and runs the command. The watch flags reach the library as a
 //! plain key → value map (`config::RawWatch`), never as clap types.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -43,6 +45,8 @@ pub enum Command {
     /// Runtimes of finished rows (a histogram), selfheal's false positives, suggested
     /// stale_after and max_age
     Stats(StatsArgs),
+    /// Run a job under a kernel lock with a bounded wait, a heartbeat and an execution record
+    Run(RunArgs),
     /// Print shell completions for bash, zsh or fish (for packaging)
     #[command(hide = true)]
     Completions(CompletionsArgs),
@@ -230,4 +234,62 @@ pub struct DemoArgs {
     /// Build the sandbox here and keep it, instead of a temporary directory removed afterwards
     #[arg(long, value_name = "DIR")]
     pub keep: Option<PathBuf>,
+}
+
+/// `selfheal run`: the job's evidence and an honest exit status (SPEC §12).
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "selfheal run [--lock FILE] [--wait DURATION] [--heartbeat FILE] \
+                      [--every DURATION] [--report FILE] -- COMMAND [ARG]...",
+    after_help = "Exit status: the command's own (128+N when signal N ended it); 75 the lock \
+                  was not obtained within --wait (one line on stderr names the holder); 2 bad \
+                  command line; 3 the lock, heartbeat or report file cannot be used safely; \
+                  126 the command cannot be executed; 127 it was not found. In the last four \
+                  cases the command was not started.\nSee selfheal(1), section RUN."
+)]
+pub struct RunArgs {
+    /// Hold an exclusive flock on FILE while the command runs (created if missing, never
+    /// deleted); the command inherits it
+    #[arg(long, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+
+    /// Wait at most this long for the lock (e.g. 30s, 3m); 0 is one try
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "0",
+        value_parser = crate::run::parse_wait,
+        allow_hyphen_values = true,
+        requires = "lock"
+    )]
+    pub wait: Duration,
+
+    /// Touch FILE while the command runs and is not stopped
+    #[arg(long, value_name = "FILE")]
+    pub heartbeat: Option<PathBuf>,
+
+    /// How often to touch the heartbeat file
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = crate::run::parse_every,
+        allow_hyphen_values = true,
+        requires = "heartbeat"
+    )]
+    pub every: Duration,
+
+    /// Write the execution record (JSON) to FILE, atomically, when the command starts and ends
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// The command and its arguments (after --)
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<OsString>,
 }

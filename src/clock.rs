@@ -142,7 +142,21 @@ pub fn plausible_age(age: i64, what: &str) -> Result<u64, String> {
             -age
         ))
     } else {
-        Ok(age.max(0) as u64)
+        // A little in the future (negative, within the tolerance) is age 0.
+        Ok(u64::try_from(age).unwrap_or(0))
+    }
+}
+
+/// Whole seconds (toward zero) of a fractional unix time; `None` for NaN, the infinities
+/// and anything beyond `i64`, which are no point in time.
+#[allow(clippy::cast_possible_truncation)] // `t` is integral and just checked to fit an i64
+pub fn whole_seconds(f: f64) -> Option<i64> {
+    let t = f.trunc();
+    // -2^63 and 2^63 are exact as f64; every integral f64 between them is an i64.
+    if (i64::MIN as f64..i64::MAX as f64).contains(&t) {
+        Some(t as i64)
+    } else {
+        None
     }
 }
 
@@ -227,6 +241,19 @@ mod tests {
             epoch(SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(3)),
             -3
         );
+    }
+
+    #[test]
+    fn only_finite_floats_in_range_are_whole_seconds() {
+        assert_eq!(whole_seconds(1_764_406_800.9), Some(1_764_406_800));
+        assert_eq!(whole_seconds(-1.5), Some(-1));
+        assert_eq!(whole_seconds(-9_223_372_036_854_775_808.0), Some(i64::MIN));
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 9.3e18, -9.3e18] {
+            assert_eq!(whole_seconds(bad), None, "{bad}");
+        }
+        assert_eq!(plausible_age(-60, "x"), Ok(0));
+        assert!(plausible_age(-61, "x").is_err());
+        assert_eq!(plausible_age(i64::MAX, "x"), Ok(i64::MAX.unsigned_abs()));
     }
 
     fn dt(h: u32, m: u32, s: u32) -> NaiveDateTime {

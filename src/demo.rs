@@ -2,7 +2,8 @@
 //! that is merely slow, a dead worker, one just starting, one past its cap, one hung while
 //! its job still holds the lock, one whose worker was just killed — real heartbeat files
 //! with set mtimes, and a live lock held by this process. It runs the real `--explain`,
-//! then the real check, and shows the table before and after.
+//! then the real check, and shows the table before and after. Then a job wrapped in
+//! `selfheal run` next to a bare one, as real processes (`wrapped`).
 //!
 //! I/O: creates a temporary directory (or `--keep DIR`), removed afterwards unless kept.
 
@@ -18,6 +19,8 @@ use crate::clock::human;
 use crate::config::{self, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
 use crate::report::TextReporter;
+
+mod wrapped;
 
 struct DemoRow {
     id: i64,
@@ -194,15 +197,15 @@ fn print_table(db: &Path, out: &mut dyn Write) -> Result<()> {
     );
     for row in rows {
         let (id, job, status, age, ended, msg) = row.map_err(sql_err)?;
-        let msg = if msg.len() > 60 {
-            format!("{}…", &msg[..60])
+        let msg = if msg.chars().count() > 60 {
+            format!("{}…", crate::message::cut(&msg, Some(60)))
         } else {
             msg
         };
         let _ = writeln!(
             out,
             "  {id:<3} {job:<13} {status:<12} {:<10} {:<6} {msg}",
-            format!("{} ago", human(age.max(0) as u64)),
+            format!("{} ago", human(u64::try_from(age).unwrap_or(0))),
             if ended { "yes" } else { "" },
         );
     }
@@ -244,11 +247,7 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
     let tmp;
     let dir: PathBuf = match keep {
         Some(d) => {
-            if d.exists()
-                && std::fs::read_dir(d)
-                    .map(|mut r| r.next().is_some())
-                    .unwrap_or(true)
-            {
+            if d.exists() && std::fs::read_dir(d).map_or(true, |mut r| r.next().is_some()) {
                 return Err(Error::Usage(
                     format!("--keep {}: the directory must be new or empty", d.display()).into(),
                 ));
@@ -314,13 +313,14 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
     );
     let mut locks: Vec<String> = std::fs::read_dir(dir.join("run"))
         .map_err(io_err(&dir, "listing the sandbox"))?
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".lock") && n != "selfheal.lock")
         .collect();
     locks.sort();
     let _ = writeln!(out, "  {}", locks.join(" "));
     drop(held);
+    wrapped::show(&dir, out)?;
     if keep.is_some() {
         let _ = writeln!(out, "\nThe sandbox is kept in {}.", dir.display());
     }

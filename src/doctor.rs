@@ -6,7 +6,8 @@
 //! times in the future, `max_age` against the runs it can see, whether the status column
 //! can hold every status the watch writes, the rows parked in `manual_value` (with the
 //! statement that releases each); the heartbeat and lock directories as the user selfheal
-//! runs as; selfheal's run lock, state directory and metrics file.
+//! runs as; selfheal's run lock, state directory and metrics file; a lock file kept by
+//! `selfheal run` or the PHP helper (`run_files`).
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -27,6 +28,8 @@ use crate::history::{self, Recent};
 use crate::host::Host;
 use crate::probe::LockTable;
 use crate::store::{self, Introspect, ScanPlan, Schema, Store};
+
+mod run_files;
 
 /// How one check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +168,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
         }
         if let Some(t) = &w.lock_file {
             rep.add(lock_dir_finding(w, t));
+            if let Some(f) = run_files::finding(w, t) {
+                rep.add(f);
+            }
         }
     }
     rep.add(run_lock_finding(&cfg.run.lock_file));
@@ -694,7 +700,8 @@ fn rows_findings(
         }
     }
     if let Some((first, ahead)) = future.first() {
-        let hours = (*ahead as f64 / 3600.0).round() as i64;
+        // To the nearest hour, halves away from zero, in integers: no float to cast back.
+        let hours = ahead / 3600 + ahead % 3600 / 1800;
         let whole_hours = hours != 0 && (ahead - hours * 3600).abs() <= 120;
         let fix = match (clocks.tz, whole_hours) {
             (Some(tz), _) => format!(

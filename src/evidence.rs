@@ -63,7 +63,11 @@ pub fn gather(
         Some(_) => {
             // The row's start on the host timeline: host now minus the row's age, so a
             // skewed database clock does not make a worker look younger than its row.
-            let started = epoch(host_now) - total_age.as_ref().map_or(0, |a| *a as i64);
+            // An age beyond i64 (never produced) would place the start at the earliest time.
+            let age = total_age
+                .as_ref()
+                .map_or(0, |a| i64::try_from(*a).unwrap_or(i64::MAX));
+            let started = epoch(host_now).saturating_sub(age);
             probe::probe_owner(host, row.owner.as_deref(), started)
         }
     };

@@ -88,6 +88,7 @@
 //! report or metrics file replaced through it may be meant for another reader.
 
 use std::ffi::{OsStr, OsString};
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -263,7 +264,11 @@ fn random_hex() -> io::Result<String> {
         Some(code) => io::Error::from_raw_os_error(code),
         None => io::Error::other(e.to_string()),
     })?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    let mut hex = String::with_capacity(2 * b.len());
+    for x in b {
+        let _ = write!(hex, "{x:02x}");
+    }
+    Ok(hex)
 }
 
 /// `name` cut to at most `max` bytes (names are bytes; a cut character only shows in the

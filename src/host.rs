@@ -12,7 +12,7 @@ pub struct Host {
     /// Boot time, unix seconds (`btime` in /proc/stat).
     boot_time: Option<i64>,
     /// Clock ticks per second (for /proc/PID/stat start times).
-    ticks: i64,
+    ticks: std::ffi::c_long,
 }
 
 impl Host {
@@ -33,7 +33,7 @@ impl Host {
         Host {
             name,
             boot_time,
-            ticks: i64::from(ticks as i32).max(1),
+            ticks: ticks.max(1),
         }
     }
 
@@ -48,7 +48,7 @@ impl Host {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The command name may contain spaces and parentheses: fields resume after the
         // last ')'. The state is field 3, starttime field 22.
-        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
         let state = rest.next()?.chars().next()?;
         let start = rest
             .nth(18)
@@ -62,6 +62,12 @@ impl Host {
     pub(crate) fn process_start(&self, pid: u32) -> Option<f64> {
         self.process_stat(pid).and_then(|(_, start)| start)
     }
+}
+
+/// A pid as the kernel's signed `pid_t`: `None` above `i32::MAX`, which names no process
+/// (pid_max is at most 2^22), so that a wrapped value can never signal another process.
+pub fn pid_t(pid: u32) -> Option<nix::unistd::Pid> {
+    i32::try_from(pid).ok().map(nix::unistd::Pid::from_raw)
 }
 
 #[cfg(test)]

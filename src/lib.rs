@@ -17,6 +17,10 @@
 //!    ([`state`]), [`metrics`], [`eventlog`]; what the cron text already told a person
 //!    ([`remind`]: once per problem, then once per `remind_every`).
 //!
+//! Beside `check`: [`run`] is `selfheal run`, the wrapper that makes a job leave that
+//! evidence (a kernel lock, a heartbeat, an execution record); [`fsafe`] is how every file
+//! selfheal writes is reached.
+//!
 //! Shared pieces are named for what they hold: the row message ([`message`], built and
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
 //! and `stats`), the state files ([`state`]). [`doctor`] and [`stats`] read through the same
@@ -33,6 +37,20 @@
 //!   through [`state`]);
 //! - a new journal field: a field of [`journal::JournalEntry`] (older lines read it as
 //!   empty).
+
+// The library reports bad input as an error with its kind and exit status, never by a
+// panic or an exit: those are left to `main` and to tests. Slicing text by byte index
+// panics on a multi-byte character, so text is cut on character boundaries.
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::exit,
+        clippy::string_slice
+    )
+)]
 
 pub mod app;
 pub mod check;
@@ -57,6 +75,7 @@ pub mod recovery;
 pub mod release;
 pub mod remind;
 pub mod report;
+pub mod run;
 pub mod runlock;
 pub mod state;
 pub mod stats;

@@ -99,7 +99,7 @@ pub fn build(
 
 /// The part of a message before its figures: `self-heal: dead: lock free, worker gone`.
 pub fn head(msg: &str) -> &str {
-    msg.find(FIGURES_OPEN).map_or(msg, |i| &msg[..i])
+    msg.split_once(FIGURES_OPEN).map_or(msg, |(head, _)| head)
 }
 
 /// Cuts a message to at most `max` characters (strict SQL modes reject longer values).
@@ -173,28 +173,29 @@ fn parse_older(mut p: ParsedMessage, tail: &str) -> ParsedMessage {
 fn parse_words(mut p: ParsedMessage, tail: &str) -> ParsedMessage {
     // The first "(row ": the words are selfheal's own and never hold it; a value from the
     // database among the later figures (an owner's host) cannot move where they begin.
-    let (words, figures) = match tail.find(FIGURES_OPEN.trim_start()) {
-        Some(i) if i > 0 && tail[..i].ends_with(' ') => (&tail[..i - 1], Some(&tail[i + 1..])),
-        _ => (tail, None),
+    let (words, figures) = match tail.split_once(FIGURES_OPEN) {
+        Some((words, figures)) => (words, Some(figures)),
+        None => (tail, None),
     };
     p.conclusive = words.starts_with(LOCK_FREE) || conclusive_owner(words);
     let Some(figures) = figures else {
         return p;
     };
     // Each figure ends with ", " or the closing ")": a figure the cut reached is left out.
-    // The row's age is the first figure and the heartbeat the second; only those places
-    // are read (a value from the database may stand among the later figures).
+    // The row's age is the first figure (its "row " already taken by the split) and the
+    // heartbeat the second; only those places are read (a value from the database may
+    // stand among the later figures).
     let dur = |s: &str| humantime::parse_duration(s).ok().map(|d| d.as_secs());
     let mut rest = figures;
     for place in 0..2 {
-        let (figure, next) = match (rest.find(", "), rest.find(')')) {
-            (Some(c), Some(e)) if c < e => (&rest[..c], &rest[c + 2..]),
-            (Some(c), None) => (&rest[..c], &rest[c + 2..]),
-            (_, Some(e)) => (&rest[..e], ""),
+        let (figure, next) = match (rest.split_once(", "), rest.split_once(')')) {
+            (Some((f, n)), Some((g, _))) if f.len() < g.len() => (f, n),
+            (Some((f, n)), None) => (f, n),
+            (_, Some((g, _))) => (g, ""),
             (None, None) => break,
         };
         match place {
-            0 => p.total_age_s = figure.strip_prefix("row ").and_then(dur),
+            0 => p.total_age_s = dur(figure),
             _ => {
                 p.heartbeat_age_s = figure
                     .strip_prefix("heartbeat ")
@@ -212,9 +213,8 @@ fn conclusive_owner(words: &str) -> bool {
     let Some(rest) = words.strip_prefix("owner pid ") else {
         return false;
     };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let after = &rest[digits..];
-    digits > 0 && (after.starts_with(" gone") || after.starts_with(" reused"))
+    let after = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    after.len() < rest.len() && (after.starts_with(" gone") || after.starts_with(" reused"))
 }
 
 #[cfg(test)]
@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     fn more(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
+        v.iter().map(ToString::to_string).collect()
     }
 
     #[test]

@@ -204,12 +204,15 @@ pub fn parse(text: &str) -> Vec<Sample> {
                             _ => esc = false,
                         }
                     }
-                    let Some(end) = end else {
+                    // The value, and what follows its closing quote.
+                    let Some((value, tail)) =
+                        end.and_then(|i| Some((after.get(..i)?, after.get(i + 1..)?)))
+                    else {
                         ok = false;
                         break;
                     };
-                    labels.push((k.to_string(), unescape(&after[..end])));
-                    rest = after[end + 1..].trim_start_matches(',');
+                    labels.push((k.to_string(), unescape(value)));
+                    rest = tail.trim_start_matches(',');
                 }
                 if !ok {
                     continue;
@@ -228,8 +231,7 @@ pub fn parse(text: &str) -> Vec<Sample> {
 
 fn epoch_s(t: SystemTime) -> f64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs() as f64)
-        .unwrap_or(0.0)
+        .map_or(0.0, |d| d.as_secs() as f64)
 }
 
 /// The new samples from the previous ones and this run. `watches`: every watch of this
@@ -271,10 +273,10 @@ pub fn samples(
             );
         }
     }
-    let per_watch = run.summary.map(|s| s.per_watch.as_slice()).unwrap_or(&[]);
+    let per_watch = run.summary.map_or(&[][..], |s| s.per_watch.as_slice());
     for w in &reached {
         let stats = per_watch.iter().find(|s| s.name == *w);
-        let success = stats.is_some_and(|s| s.checked());
+        let success = stats.is_some_and(super::report::WatchRun::checked);
         if let Some(s) = stats.filter(|s| s.checked()) {
             for v in VERDICTS {
                 out.push(Sample::new(
@@ -357,6 +359,7 @@ pub fn samples(
     out
 }
 
+#[allow(clippy::cast_possible_truncation)] // an integral value below 1e15 < 2^53 is exact as i64
 fn fmt_value(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
@@ -402,10 +405,10 @@ pub fn render(samples: &[Sample]) -> String {
 /// disk, renamed over `path`. The temporary file is removed on failure.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
     let err = |e| Error::io(path, "writing the metrics file (run.metrics_file)", e);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "selfheal.prom".into());
+    let name = path.file_name().map_or_else(
+        || "selfheal.prom".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let tmp: PathBuf = path.with_file_name(format!("{name}.{}", std::process::id()));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -676,7 +679,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).expect("read"), "a 2\n");
         let left: Vec<_> = std::fs::read_dir(dir.path())
             .expect("ls")
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .collect();
         assert_eq!(left.len(), 1, "no temporary file left behind");
         let e = write_atomic(&dir.path().join("no/such/dir.prom"), "x").expect_err("no dir");

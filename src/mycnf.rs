@@ -69,7 +69,8 @@ fn remove_end_comment(s: &str) -> &str {
             }
         }
         if quote.is_none() && c == '#' {
-            return &s[..i];
+            // `i` is where the '#' starts: always a character boundary.
+            return s.get(..i).unwrap_or(s);
         }
         escape = quote.is_some() && c == '\\' && !escape;
     }
@@ -155,17 +156,14 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Line)>, ParseError> {
             continue;
         }
         if let Some(g) = s.strip_prefix('[') {
-            let Some(end) = g.find(']') else {
+            let Some((name, _)) = g.split_once(']') else {
                 return Err(ParseError {
                     line,
                     message: "a group line without ']'".into(),
                 });
             };
             found_group = true;
-            out.push((
-                line,
-                Line::Group(g[..end].trim_end_matches(is_space).into()),
-            ));
+            out.push((line, Line::Group(name.trim_end_matches(is_space).into())));
             continue;
         }
         if !found_group {
@@ -175,8 +173,8 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Line)>, ParseError> {
             });
         }
         let body = remove_end_comment(s);
-        let (key, value) = match body.find('=') {
-            Some(i) => (&body[..i], Some(unquote(&body[i + 1..]))),
+        let (key, value) = match body.split_once('=') {
+            Some((key, value)) => (key, Some(unquote(value))),
             None => (body, None),
         };
         out.push((
@@ -347,7 +345,7 @@ fn read_into(
                         file: path.to_path_buf(),
                         message: format!("line {line}: !includedir {}: {e}", dir.display()),
                     })?
-                    .filter_map(|e| e.ok())
+                    .filter_map(std::result::Result::ok)
                     .map(|e| {
                         use std::os::unix::ffi::OsStrExt;
                         e.file_name().as_bytes().to_vec()

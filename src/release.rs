@@ -93,9 +93,12 @@ fn aside_path(path: &Path) -> Option<PathBuf> {
     Some(path.with_file_name(format!(".{name}.selfheal-release.{}", std::process::id())))
 }
 
-/// Any kernel lock on the inode that is not this process's own.
-fn foreign_lock(table: &LockTable, id: Ident, me: u32) -> Option<Option<u32>> {
-    table.holders(id.1).find(|pid| *pid != Some(me))
+/// Any kernel lock on the inode that is not this process's own, as the reason to keep it.
+fn foreign_lock(table: &LockTable, id: Ident, me: u32) -> Option<String> {
+    table
+        .holders(id.1)
+        .find(|pid| *pid != Some(me))
+        .map(held_by)
 }
 
 fn held_by(pid: Option<u32>) -> String {
@@ -132,15 +135,16 @@ pub fn release_if_free(path: &Path, host: &Host) -> Release {
 
     // 2. Kernel locks: look, then lock it ourselves until it is gone.
     if let Some(t) = LockTable::read()
-        && let Some(pid) = foreign_lock(&t, checked, me)
+        && let Some(why) = foreign_lock(&t, checked, me)
     {
-        return Release::Kept(held_by(pid));
+        return Release::Kept(why);
     }
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => return Release::Kept(held_by(None)),
         Err(TryLockError::Error(e)) => return Release::Failed(format!("flock: {e}")),
     }
+    #[allow(clippy::cast_possible_truncation)] // F_RDLCK and SEEK_SET are 0 and 0
     let whole_file = libc::flock {
         l_type: libc::F_RDLCK as libc::c_short,
         l_whence: libc::SEEK_SET as libc::c_short,
@@ -156,9 +160,9 @@ pub fn release_if_free(path: &Path, host: &Host) -> Release {
         Err(e) => return Release::Failed(format!("fcntl(F_SETLK): {e}")),
     }
     if let Some(t) = LockTable::read()
-        && let Some(pid) = foreign_lock(&t, checked, me)
+        && let Some(why) = foreign_lock(&t, checked, me)
     {
-        return Release::Kept(held_by(pid));
+        return Release::Kept(why);
     }
 
     // 3. The pid written in it, if any.

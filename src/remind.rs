@@ -22,6 +22,7 @@
 //! changed what it holds; the rest is pure, with the current time passed in.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -103,7 +104,7 @@ pub fn row_problem(verdict: Verdict, basis: &Basis, hold: Option<Hold>, failed: 
     let hold = hold.map(|h| serde_json::to_string(&h).unwrap_or_default());
     let mut what = format!("{}/{}", verdict.as_str(), basis.trim_matches('"'));
     if let Some(h) = hold {
-        what.push_str(&format!("/held:{}", h.trim_matches('"')));
+        let _ = write!(what, "/held:{}", h.trim_matches('"'));
     }
     if failed {
         what.push_str("/write_failed");

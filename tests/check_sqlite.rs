@@ -254,8 +254,7 @@ fn exit_75_when_another_run_holds_the_run_lock() {
     let lock = sb.run_lock();
     let taken = || {
         std::fs::File::open(&lock)
-            .map(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
-            .unwrap_or(false)
+            .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
     };
     while !taken() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

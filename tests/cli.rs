@@ -101,7 +101,7 @@ fn bad_flags_are_exit_2() {
     assert_exit(&o, 2);
     let o = selfheal().args(["frobnicate"]).output().expect("run");
     assert_exit(&o, 2);
-    let (_sb, _db, cfg) = bad_config(|t| t.to_string());
+    let (_sb, _db, cfg) = bad_config(std::string::ToString::to_string);
     let o = check(&cfg, &["--stale-after", "soon"]);
     assert_exit(&o, 2);
     assert!(
@@ -232,7 +232,7 @@ fn the_demo_runs_the_real_check_on_a_sandbox() {
     assert_exit(&o, 0);
     let left: Vec<_> = std::fs::read_dir(sb.dir.path())
         .expect("ls")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter(|e| {
             e.file_name()
                 .to_string_lossy()
@@ -244,7 +244,7 @@ fn the_demo_runs_the_real_check_on_a_sandbox() {
 
 #[test]
 fn watch_flags_keep_their_shapes() {
-    let (_sb, _db, cfg) = bad_config(|t| t.to_string());
+    let (_sb, _db, cfg) = bad_config(std::string::ToString::to_string);
     // An integer flag is parsed by clap; a bad one is a usage error before anything runs.
     let o = check(&cfg, &["--max-attempts", "three"]);
     assert_exit(&o, 2);

@@ -138,8 +138,7 @@ fn keys_of(section: &str) -> Vec<String> {
     .to_string();
     let expected = err
         .split_once("expected one of")
-        .map(|(_, e)| e)
-        .unwrap_or_else(|| panic!("{err}"));
+        .map_or_else(|| panic!("{err}"), |(_, e)| e);
     expected
         .split('`')
         .skip(1)

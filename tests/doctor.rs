@@ -222,7 +222,7 @@ fn a_heartbeat_column_written_in_the_future_is_a_clock_or_zone_mismatch() {
     db.create_sync_log("DATETIME");
     db.exec(
         "INSERT INTO sync_log (id, status, start_time, heartbeat_at) VALUES \
-         (7, 'running', NOW() - INTERVAL 10 MINUTE, NOW() + INTERVAL 8 HOUR)",
+         (7, 'running', NOW() - INTERVAL 10 MINUTE, NOW() + INTERVAL 8 HOUR + INTERVAL 30 SECOND)",
     );
     let sb = Sandbox::new();
     let watch = sb.watch("heartbeat_column = \"heartbeat_at\"");

@@ -186,7 +186,7 @@ fn two_runs_started_together_on_mariadb_change_every_row_once() {
         race_round([&ca, &cb], [&sa, &sb], &dead, round, || {
             let after = db.dump();
             for (i, (x, y)) in before.iter().zip(&after).enumerate() {
-                let id = i as i64 + 1;
+                let id = i64::try_from(i + 1).expect("a row id");
                 if dead.contains(&id) {
                     assert_eq!(y[1].as_deref(), Some("'error'"), "row {id}");
                 } else {
@@ -303,7 +303,8 @@ fn kill_and_finish<D>(
     let mut rng = Rng(seed);
     let mut trail = Vec::new();
     for _ in 0..3 {
-        let (syscall, most) = points[rng.between(0, points.len() as u64 - 1) as usize];
+        let (syscall, most) =
+            points[usize::try_from(rng.between(0, points.len() as u64 - 1)).expect("an index")];
         let when = rng.between(1, most);
         let o = killed_at(cfg, syscall, when);
         let how = match (o.status.code(), o.status.signal()) {

@@ -42,10 +42,10 @@ fn have_python() -> bool {
 
 #[test]
 fn a_lock_held_by_flock1_or_by_a_child_s_own_lock_makes_a_stale_row_hung_never_dead() {
+    type Holder = fn(&Path) -> Proc;
     if !have_python() {
         return;
     }
-    type Holder = fn(&Path) -> Proc;
     let holders: [(&str, Holder); 4] = [
         ("flock(1) --no-fork running sleep", |p| {
             flock1_holder(p, false)
@@ -97,7 +97,7 @@ fn a_lock_held_by_flock1_or_by_a_child_s_own_lock_makes_a_stale_row_hung_never_d
                 );
                 for run in 0..3 {
                     let o = check(&cfg, &["--format", "json"]);
-                    assert_exit(&o, if manual && run > 0 { 0 } else { 1 });
+                    assert_exit(&o, i32::from(!(manual && run > 0)));
                     let (rows, _) = json(&o);
                     if manual && run > 0 {
                         assert!(rows.is_empty(), "{ctx}: the row left 'running'");
@@ -153,7 +153,7 @@ fn the_lock_outlives_its_flock1_wrapper_while_the_job_it_started_runs() {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .find(|pid| {
             std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
-                d.filter_map(|e| e.ok())
+                d.filter_map(std::result::Result::ok)
                     .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == lock))
             })
         });

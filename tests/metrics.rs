@@ -55,8 +55,7 @@ fn value(text: &str, key: &str) -> Option<f64> {
 fn now_s() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as f64)
-        .unwrap_or(0.0)
+        .map_or(0.0, |d| d.as_secs() as f64)
 }
 
 #[test]
@@ -279,7 +278,7 @@ fn the_metrics_file_is_always_complete_when_read_during_runs() {
     );
     let leftovers: Vec<_> = std::fs::read_dir(prom.parent().unwrap_or(Path::new("/")))
         .expect("ls")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name())
         .collect();
     assert_eq!(leftovers.len(), 1, "no temporary files: {leftovers:?}");

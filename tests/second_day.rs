@@ -77,8 +77,7 @@ fn fix_of(out: &str, prefix: &str, until: Option<&str>) -> String {
         .unwrap_or_else(|| panic!("no line {prefix:?} in\n{out}"));
     let fix = line
         .split_once("; fix: ")
-        .map(|(_, f)| f)
-        .unwrap_or_else(|| panic!("no fix in {line}"));
+        .map_or_else(|| panic!("no fix in {line}"), |(_, f)| f);
     match until.and_then(|u| fix.split_once(u)) {
         Some((head, _)) => head.to_string(),
         None => fix.to_string(),

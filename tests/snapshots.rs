@@ -20,6 +20,7 @@
 
 mod common;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
@@ -234,12 +235,12 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      another host.";
 
 fn every_verdict() -> EveryVerdict {
+    // (id, started, heartbeat, lock file: None / Some(held), owner)
+    type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     let host = hostname();
     let dead_pid = exited_pid();
-    // (id, started, heartbeat, lock file: None / Some(held), owner)
-    type Row = (i64, SystemTime, Option<u64>, Option<bool>, Option<String>);
     let rows: Vec<Row> = vec![
         (1, ago(2 * HOUR + 10 * MIN), Some(20), None, None),
         (2, ago(30), None, None, None),
@@ -325,7 +326,7 @@ fn utc(t: &str) -> SystemTime {
         .expect("time")
         .and_utc()
         .timestamp();
-    SystemTime::UNIX_EPOCH + Duration::from_secs(s as u64)
+    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(s).expect("after 1970"))
 }
 
 impl EveryVerdict {
@@ -788,7 +789,13 @@ fn stats_fixture() -> Option<(Sandbox, PathBuf)> {
         (4, HOUR + 10 * MIN),
         (5, HOUR + 25 * MIN),
     ] {
-        finished(&db, id, "done", ago(id as u64 * 24 * HOUR), runtime);
+        finished(
+            &db,
+            id,
+            "done",
+            ago(u64::try_from(id).expect("an id above 0") * 24 * HOUR),
+            runtime,
+        );
     }
     finished(&db, 9, "failed", ago(8 * HOUR), 5 * MIN);
     finished(&db, 8, "done", ago(7 * HOUR), 40 * MIN);
@@ -864,13 +871,26 @@ fn demo() {
         .expect("run selfheal demo");
     let pid = child.id();
     let o = child.wait_with_output().expect("selfheal demo");
+    // The wrapped job's processes, from its execution record in the kept sandbox.
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(sb.path("demo/run/cron-8.json")).expect("the wrapped job's record"),
+    )
+    .expect("JSON");
+    let wrapper =
+        u32::try_from(record["wrapper_pid"].as_u64().expect("wrapper_pid")).expect("a pid");
+    let job = u32::try_from(record["pid"].as_u64().expect("pid")).expect("a pid");
     snapshot(
         "demo",
         "selfheal demo --keep DIR under the frozen clock.",
         &transcript(
             &["demo", "--keep", "[SANDBOX]/demo"],
             &o,
-            &Redact::new(&sb).pid(pid, "DEMO_PID"),
+            &Redact::new(&sb)
+                .pid(pid, "DEMO_PID")
+                .pid(wrapper, "WRAPPER_PID")
+                .with(format!("pid {wrapper};"), "pid [WRAPPER_PID];")
+                .with(format!("{}:{job} ", hostname()), "[HOST]:[JOB_PID] ")
+                .with(format!("{}:{job}\n", hostname()), "[HOST]:[JOB_PID]\n"),
         ),
     );
 }
@@ -1103,9 +1123,8 @@ fn cron_tells_once_per_problem() {
         ("the next run", None),
         ("a day later", Some("2035-03-15 16:09:26")),
     ] {
-        let mut c = match frozen_selfheal() {
-            Some(c) => c,
-            None => return,
+        let Some(mut c) = frozen_selfheal() else {
+            return;
         };
         if let Some(at) = at {
             c.env("FAKETIME", at);
@@ -1115,7 +1134,10 @@ fn cron_tells_once_per_problem() {
             .arg(&cfg)
             .output()
             .expect("run selfheal");
-        text.push_str(&format!("# {when}\n{}", transcript(&["check"], &o, &r)));
+        text.push_str("# ");
+        text.push_str(when);
+        text.push('\n');
+        text.push_str(&transcript(&["check"], &o, &r));
     }
     snapshot(
         "cron_tells_once_per_problem",
@@ -1137,6 +1159,7 @@ fn help() {
         ("help_doctor", &["doctor", "--help"]),
         ("help_stats", &["stats", "--help"]),
         ("help_demo", &["demo", "--help"]),
+        ("help_run", &["run", "--help"]),
     ] {
         // clap wraps help to $COLUMNS (else the terminal's width, else 100).
         let o = selfheal()
@@ -1218,16 +1241,17 @@ fn configuration_errors() {
             .expect("run selfheal");
         let mut args = vec!["check"];
         args.extend(flags);
-        text.push_str(&format!("# {about}\n{}\n", transcript(&args, &o, &r)));
+        let _ = writeln!(text, "# {about}\n{}", transcript(&args, &o, &r));
     }
     let o = selfheal()
         .args(["check", "--config", "/nonexistent/selfheal.toml"])
         .output()
         .expect("run selfheal");
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "# a configuration file that does not exist\n{}",
         transcript(&["check", "--config", "/nonexistent/selfheal.toml"], &o, &r)
-    ));
+    );
     snapshot(
         "configuration_errors",
         "check with a configuration (the standard watch over sync_log) broken one way at a \

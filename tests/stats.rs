@@ -128,10 +128,14 @@ fn percentiles_and_the_default_success_rule_on_sqlite_with_epoch_times() {
     for (i, d) in known_durations().into_iter().enumerate() {
         // Successful statuses of the job's own: by default anything selfheal does not write.
         let status = if i % 2 == 0 { "done" } else { "skipped" };
-        let start = 1_767_225_600 + i as i64 * 60;
+        let (i, d) = (
+            i64::try_from(i).expect("small"),
+            i64::try_from(d).expect("small"),
+        );
+        let start = 1_767_225_600 + i * 60;
         tx.execute(
             "INSERT INTO sync_log (status, start_time, end_time) VALUES (?1, ?2, ?3)",
-            rusqlite::params![status, start, start + d as i64],
+            rusqlite::params![status, start, start + d],
         )
         .expect("insert");
     }

@@ -128,7 +128,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         run_watches(
             cfg,
             db,
-            opts,
+            *opts,
             &mut Out {
                 rep,
                 summary: &mut summary,
@@ -158,7 +158,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             out.warn(w);
         }
     }
-    let result = run_watches(cfg, db, opts, &mut out);
+    let result = run_watches(cfg, db, *opts, &mut out);
     // What the cron text showed, for the next run; only after a whole run (a failed run's
     // problems are shown again next time, never lost).
     if let (Ok(()), Some(r)) = (&result, out.reminder.take())
@@ -230,7 +230,7 @@ fn write_last_run(
 /// What every watch of a run shares.
 struct Run<'a> {
     cfg: &'a Config,
-    opts: &'a CheckOptions,
+    opts: CheckOptions,
     host: Host,
     clocks: Clocks,
     /// Holds back everything not conclusive (the clocks disagree).
@@ -242,7 +242,7 @@ struct Run<'a> {
 
 /// Everything after the run lock: connect, read the clocks and every schema, settle what a
 /// stopped run left, then judge and handle each watch's rows.
-fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'_>) -> Result<()> {
+fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Result<()> {
     let mut store = store::open(db, opts.dry_run)?;
     for note in store.notes() {
         out.warn(note);
@@ -289,7 +289,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: &CheckOptions, out: &mut Out<'
 /// forced) holds back everything not conclusive.
 fn compare_clocks(
     cfg: &Config,
-    opts: &CheckOptions,
+    opts: CheckOptions,
     clocks: &Clocks,
     out: &mut Out<'_>,
 ) -> Option<Hold> {
@@ -340,7 +340,7 @@ fn check_watch(
         && !run.host.is_me(h)
     {
         info.skipped = Some(format!("it runs on host {h}; this is {}", run.host.name));
-        counts.skipped = info.skipped.clone();
+        counts.skipped.clone_from(&info.skipped);
         counts.other_host = true;
         out.summary.per_watch.push(counts);
         out.rep.watch(&info);
@@ -349,7 +349,7 @@ fn check_watch(
     let t0 = Instant::now();
     if !run.opts.dry_run && !store.try_watch_lock(w)? {
         info.skipped = Some("another selfheal run (on this or another host) is checking it".into());
-        counts.skipped = info.skipped.clone();
+        counts.skipped.clone_from(&info.skipped);
         counts.duration = t0.elapsed();
         out.summary.per_watch.push(counts);
         out.summary.busy_watches.push(w.name.clone());
@@ -372,7 +372,7 @@ fn check_watch(
         force: run.opts.force,
     };
     let swept = sweep::sweep(w, store, &ctx, &mut |kind, m| {
-        out.warn_once(kind, Some(&w.name), m)
+        out.warn_once(kind, Some(&w.name), m);
     })?;
     if swept.breaker_tripped {
         out.summary.breaker_tripped.push(w.name.clone());

@@ -126,6 +126,7 @@ pub struct Key {
     pub help: &'static str,
 }
 
+#[allow(clippy::unnecessary_wraps)] // fills the rows' `flag: Option<Flag>`, one call a row
 const fn flag(long: &'static str, value_name: &'static str) -> Option<Flag> {
     Some(Flag { long, value_name })
 }

@@ -121,9 +121,9 @@ impl DbUrl {
     pub fn has_password(&self) -> bool {
         match self {
             DbUrl::Sqlite(_) => false,
-            DbUrl::Mysql(u) => mysql::Opts::from_url(&with_host(u).0)
-                .map(|o| o.get_pass().is_some())
-                .unwrap_or(false),
+            DbUrl::Mysql(u) => {
+                mysql::Opts::from_url(&with_host(u).0).is_ok_and(|o| o.get_pass().is_some())
+            }
         }
     }
 }
@@ -156,8 +156,10 @@ pub fn redact_url(s: &str) -> String {
     let Some((scheme, rest)) = s.split_once("://") else {
         return s.to_string();
     };
-    match (rest.find(':'), rest.rfind('@')) {
-        (Some(c), Some(a)) if c < a => format!("{scheme}://{}:***{}", &rest[..c], &rest[a..]),
+    match (rest.split_once(':'), rest.rsplit_once('@')) {
+        (Some((user, _)), Some((userinfo, host))) if user.len() < userinfo.len() => {
+            format!("{scheme}://{user}:***@{host}")
+        }
         _ => s.to_string(),
     }
 }

@@ -2,6 +2,7 @@
 //! key and what is expected.
 
 use super::*;
+use std::fmt::Write as _;
 
 const FILE: &str = "/etc/selfheal/selfheal.toml";
 
@@ -513,8 +514,10 @@ fn every_key_reads_the_same_from_the_file_and_from_flags() {
         samples
             .iter()
             .filter(|(k, _)| keys::watch_key(k).is_some_and(keep))
-            .map(|(k, v)| format!("{k} = {v}\n"))
-            .collect()
+            .fold(String::new(), |mut s, (k, v)| {
+                let _ = writeln!(s, "{k} = {v}");
+                s
+            })
     };
     let from_file = parse(&format!("{db}{}", lines(&|_| true))).expect("valid");
 

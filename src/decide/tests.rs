@@ -410,7 +410,7 @@ fn every_combination_keeps_the_promises() {
                 assert!(
                     lock_free_old && matches!(e.owner, Owner::Alive { .. }),
                     "{ctx}"
-                )
+                );
             }
             Verdict::Dead => {
                 // A dead verdict never stands against a provably living owner, and one
@@ -423,19 +423,19 @@ fn every_combination_keeps_the_promises() {
                 assert_eq!(d.conclusive(), owner_gone || lock_free_old, "{ctx}");
             }
             Verdict::Overtime => {
-                assert!(total > T.max_age && !owner_gone && !lock_free_old, "{ctx}")
+                assert!(total > T.max_age && !owner_gone && !lock_free_old, "{ctx}");
             }
             Verdict::Starting => {
                 assert!(
                     total < T.stale_after && e.heartbeat == Missing && !owner_gone,
                     "{ctx}"
-                )
+                );
             }
             Verdict::Alive => {
                 assert!(
                     fresh && total <= T.max_age && !owner_gone && !lock_free_old,
                     "{ctx}"
-                )
+                );
             }
             Verdict::Hung => {
                 assert!(

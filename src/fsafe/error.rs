@@ -3,6 +3,7 @@
 //! `io::Error` as the source.
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -84,36 +85,37 @@ fn and_list(items: &[String]) -> String {
 fn untrusted(owner: &Who, owner_trusted: bool, writers: &[String]) -> String {
     let mut s = String::from("a symbolic link");
     if !owner_trusted {
-        s.push_str(&format!(" owned by {owner}"));
+        let _ = write!(s, " owned by {owner}");
     }
     if !writers.is_empty() {
-        s.push_str(&format!(" in a directory {} can write", and_list(writers)));
+        let _ = write!(s, " in a directory {} can write", and_list(writers));
     }
     s
 }
 
 fn not_private(what: &str, path: &Path, owner: &Who, me: &Who, writers: &[String]) -> String {
-    if owner.uid != me.uid {
-        let mut s = format!(
-            "the {what} is owned by {owner}, not by {me} who runs selfheal: run selfheal as its \
-             owner: runuser -u {} -- selfheal …",
-            owner.arg()
-        );
-        if !writers.is_empty() {
-            s.push_str(&format!(
-                " (and make it private: {} can write it: chmod go-w {})",
-                and_list(writers),
-                path.display()
-            ));
-        }
-        s
-    } else {
+    if owner.uid == me.uid {
         format!(
             "the {what} can be written by {}, not only by {me} who runs selfheal: make it \
              private: chmod go-w {}",
             and_list(writers),
             path.display()
         )
+    } else {
+        let mut s = format!(
+            "the {what} is owned by {owner}, not by {me} who runs selfheal: run selfheal as its \
+             owner: runuser -u {} -- selfheal …",
+            owner.arg()
+        );
+        if !writers.is_empty() {
+            let _ = write!(
+                s,
+                " (and make it private: {} can write it: chmod go-w {})",
+                and_list(writers),
+                path.display()
+            );
+        }
+        s
     }
 }
 

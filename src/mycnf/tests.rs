@@ -280,7 +280,7 @@ fn arbitrary_text_never_panics() {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                text.push(alphabet[(x % alphabet.len() as u64) as usize]);
+                text.push(alphabet[usize::try_from(x % alphabet.len() as u64).expect("an index")]);
             }
             text.push('\n');
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);

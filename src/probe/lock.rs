@@ -132,13 +132,12 @@ impl LockTable {
             .map(|l| l.pid)
     }
 
-    /// The holder of a lock on this inode: exact device match first, then inode only.
-    fn holder(&self, major: u64, minor: u64, inode: u64) -> Option<Option<u32>> {
+    /// A lock on this inode: exact device match first, then inode only.
+    fn holder(&self, major: u64, minor: u64, inode: u64) -> Option<&KernelLock> {
         let on_inode = || self.locks.iter().filter(|l| l.inode == inode);
         on_inode()
             .find(|l| l.major == major && l.minor == minor)
             .or_else(|| on_inode().next())
-            .map(|l| l.pid)
     }
 }
 
@@ -174,7 +173,7 @@ pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
             nix::sys::stat::minor(dev),
             meta.ino(),
         ) {
-            Some(pid) => Lock::Held { pid },
+            Some(l) => Lock::Held { pid: l.pid },
             None => Lock::Free,
         };
     }
@@ -215,17 +214,17 @@ garbage line
     fn parses_holders_not_waiters() {
         let t = LockTable::parse(SAMPLE);
         assert_eq!(t.locks.len(), 3);
-        assert_eq!(t.holder(8, 2, 1_234_567), Some(Some(1234)));
-        assert_eq!(t.holder(0, 0x1f, 98_765), Some(Some(5678)));
-        assert_eq!(t.holder(0, 5, 4242), Some(None));
+        assert_eq!(t.holder(8, 2, 1_234_567).map(|l| l.pid), Some(Some(1234)));
+        assert_eq!(t.holder(0, 0x1f, 98_765).map(|l| l.pid), Some(Some(5678)));
+        assert_eq!(t.holder(0, 5, 4242).map(|l| l.pid), Some(None));
         // Leases are not locks.
-        assert_eq!(t.holder(0, 5, 31_337), None);
+        assert_eq!(t.holder(0, 5, 31_337).map(|l| l.pid), None);
         assert_eq!(t.holders(98_765).collect::<Vec<_>>(), [Some(5678)]);
         assert_eq!(t.holders(4242).collect::<Vec<_>>(), [None]);
         assert_eq!(t.holders(31_337).count(), 0);
         // Same inode on another device: still held (the safe side).
-        assert_eq!(t.holder(9, 9, 98_765), Some(Some(5678)));
-        assert_eq!(t.holder(0, 0x1f, 1), None);
+        assert_eq!(t.holder(9, 9, 98_765).map(|l| l.pid), Some(Some(5678)));
+        assert_eq!(t.holder(0, 0x1f, 1).map(|l| l.pid), None);
         assert_eq!(LockTable::parse(""), LockTable::default());
     }
 
@@ -306,7 +305,7 @@ garbage line
         })
         .expect("table");
         assert_eq!(n, 3, "stops once two consecutive passes agree");
-        assert_eq!(t.holder(0, 0x1f, 98_765), Some(Some(5678)));
+        assert_eq!(t.holder(0, 0x1f, 98_765).map(|l| l.pid), Some(Some(5678)));
 
         // Never two alike: MAX_PASSES passes, and every lock seen in one of them is held.
         let b = "1: FLOCK  ADVISORY  WRITE 77 00:1f:1 0 EOF\n";
@@ -317,8 +316,8 @@ garbage line
         })
         .expect("table");
         assert_eq!(n, MAX_PASSES);
-        assert_eq!(t.holder(0, 0x1f, 98_765), Some(Some(5678)));
-        assert_eq!(t.holder(0, 0x1f, 1), Some(Some(77)));
+        assert_eq!(t.holder(0, 0x1f, 98_765).map(|l| l.pid), Some(Some(5678)));
+        assert_eq!(t.holder(0, 0x1f, 1).map(|l| l.pid), Some(Some(77)));
 
         // Unreadable on any pass: no table (the probe falls back to a try-lock).
         let mut passes = vec![Some(a.to_string()), None].into_iter();

@@ -62,7 +62,11 @@ fn only_leader_left(pid: u32) -> bool {
 /// waits for its parent to reap it), or `Reused` (the process started after `written`, so
 /// it cannot be the one that wrote it).
 pub fn judge_pid(host: &Host, pid: u32, written: f64) -> Owner {
-    match kill(Pid::from_raw(pid as i32), None) {
+    // Pids end at i32::MAX (pid_max is at most 2^22): a larger value names no process.
+    let Ok(raw) = i32::try_from(pid) else {
+        return Owner::Invalid(pid.to_string());
+    };
+    match kill(Pid::from_raw(raw), None) {
         Ok(()) | Err(Errno::EPERM) => match host.process_stat(pid) {
             Some(('Z' | 'X', _)) if only_leader_left(pid) => Owner::Dead { pid },
             Some((_, Some(start))) if start > written + START_SLACK_S => Owner::Reused { pid },
@@ -76,6 +80,7 @@ pub fn judge_pid(host: &Host, pid: u32, written: f64) -> Owner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::whole_seconds;
 
     #[test]
     fn owner_values() {
@@ -115,7 +120,7 @@ mod tests {
             Owner::Alive { pid: me }
         );
         // A row that started an hour before this process: the pid was reused.
-        let early = host.process_start(me).expect("start") as i64 - 3_600;
+        let early = whole_seconds(host.process_start(me).expect("start")).expect("a time") - 3_600;
         assert_eq!(
             probe_owner(&host, Some(&me.to_string()), early),
             Owner::Reused { pid: me }
@@ -146,7 +151,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(
-            kill(Pid::from_raw(pid as i32), None).is_ok(),
+            kill(Pid::from_raw(i32::try_from(pid).expect("a pid")), None).is_ok(),
             "zombie exists"
         );
         assert_eq!(

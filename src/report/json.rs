@@ -50,7 +50,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
         "clock_skew_exceeded": s.clock_skew_exceeded,
         "breaker_tripped": s.breaker_tripped,
         "busy_watches": s.busy_watches,
-        "max_age_too_low": s.max_age_too_low.iter().map(|m| m.to_json()).collect::<Vec<_>>(),
+        "max_age_too_low": s.max_age_too_low.iter().map(super::super::history::MaxAgeWarning::to_json).collect::<Vec<_>>(),
         "per_watch": per_watch,
         "warnings": w,
         "parked": s.parked(),

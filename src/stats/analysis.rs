@@ -13,6 +13,7 @@
 //! must be a later run.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 
 use serde_json::Value;
 
@@ -235,15 +236,15 @@ impl WatchStats {
                         OTHER_STATUSES
                     };
                     *self.by_status.entry(key.to_string()).or_insert(0) += 1;
-                    let s = s as u64;
+                    let s = s.unsigned_abs(); // s >= 0
                     if self.runtimes.max().is_none_or(|m| s > m) {
                         self.longest_id = Some(id.clone());
                     }
                     self.runtimes.add(s);
                 }
             }
-            Ok(s) => self.unreadable(id, format!("ends {}s before it starts", -s)),
-            Err(why) => self.unreadable(id, why),
+            Ok(s) => self.unreadable(id, &format!("ends {}s before it starts", s.unsigned_abs())),
+            Err(why) => self.unreadable(id, &why),
         }
         match j {
             Judgement::Plain => {}
@@ -267,7 +268,7 @@ impl WatchStats {
         }
     }
 
-    fn unreadable(&mut self, id: &Value, why: String) {
+    fn unreadable(&mut self, id: &Value, why: &str) {
         self.unreadable += 1;
         if self.unreadable_example.is_none() {
             self.unreadable_example = Some(format!("id={}: {why}", id_key(id)));
@@ -301,17 +302,19 @@ pub fn suggest_max_age(h: &Histogram, current_s: u64) -> Option<Suggestion> {
         human(by_p99)
     );
     if max_age_too_low(current_s, max) {
-        reason.push_str(&format!(
+        let _ = write!(
+            reason,
             "; the current {} is below 1.5× the longest run: it kills legitimate runs",
             fmt_duration(std::time::Duration::from_secs(current_s))
-        ));
+        );
     }
     if h.count() < FEW_RUNS {
-        reason.push_str(&format!(
+        let _ = write!(
+            reason,
             "; only {} run{} ended well: a first guess",
             h.count(),
             if h.count() == 1 { "" } else { "s" }
-        ));
+        );
     }
     Some(Suggestion { secs, reason })
 }

@@ -17,8 +17,9 @@ pub struct Histogram {
 
 impl Histogram {
     pub fn add(&mut self, secs: u64) {
-        if secs < DENSE_LIMIT {
-            let i = secs as usize;
+        if secs < DENSE_LIMIT
+            && let Ok(i) = usize::try_from(secs)
+        {
             if i >= self.dense.len() {
                 self.dense.resize(i + 1, 0);
             }

@@ -428,12 +428,9 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
             }
         )?;
     }
-    if s.false_positives as usize > s.listed.len() {
-        writeln!(
-            out,
-            "    … and {} more",
-            s.false_positives as usize - s.listed.len()
-        )?;
+    let more = s.false_positives.saturating_sub(s.listed.len() as u64);
+    if more > 0 {
+        writeln!(out, "    … and {more} more")?;
     }
     if s.fp_conclusive > 0 {
         writeln!(

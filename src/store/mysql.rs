@@ -187,15 +187,23 @@ fn to_value(v: &SqlValue) -> Value {
         SqlValue::Bytes(b) => Value::Bytes(b.clone()),
         SqlValue::DateTime(d) => {
             use chrono::{Datelike, Timelike};
-            Value::Date(
-                d.year() as u16,
-                d.month() as u8,
-                d.day() as u8,
-                d.hour() as u8,
-                d.minute() as u8,
-                d.second() as u8,
-                d.nanosecond() / 1_000,
-            )
+            // chrono's month to second always fit a u8; a year outside 0-65535 (DATETIME
+            // holds 1000-9999) goes as its text, which no stored date-time equals and strict
+            // mode will not store, never as a wrapped year.
+            match (
+                u16::try_from(d.year()),
+                u8::try_from(d.month()),
+                u8::try_from(d.day()),
+                u8::try_from(d.hour()),
+                u8::try_from(d.minute()),
+                u8::try_from(d.second()),
+            ) {
+                (Ok(year), Ok(month), Ok(day), Ok(hour), Ok(minute), Ok(second)) => {
+                    let micros = d.nanosecond() / 1_000;
+                    Value::Date(year, month, day, hour, minute, second, micros)
+                }
+                _ => Value::Bytes(d.to_string().into_bytes()),
+            }
         }
     }
 }
@@ -206,15 +214,20 @@ struct Cells(std::iter::Zip<std::vec::IntoIter<Value>, std::vec::IntoIter<Column
 
 impl Cells {
     fn new(row: mysql::Row) -> Self {
-        let types: Vec<ColumnType> = row.columns_ref().iter().map(|c| c.column_type()).collect();
+        let types: Vec<ColumnType> = row
+            .columns_ref()
+            .iter()
+            .map(mysql::Column::column_type)
+            .collect();
         Cells(row.unwrap().into_iter().zip(types))
     }
 
     fn next_cell(&mut self) -> (SqlValue, ColumnType) {
         self.0
             .next()
-            .map(|(v, t)| (from_value(v), t))
-            .unwrap_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL))
+            .map_or((SqlValue::Null, ColumnType::MYSQL_TYPE_NULL), |(v, t)| {
+                (from_value(v), t)
+            })
     }
 }
 
@@ -275,7 +288,13 @@ fn advisory_name(db: &str, watch: &str) -> String {
     for b in name.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{}#{h:016x}", &name[..64 - 17])
+    // The longest head of at most 47 bytes that ends on a character boundary (`get` is
+    // `None` inside a multi-byte character).
+    let head = (0..=64 - 17)
+        .rev()
+        .find_map(|n| name.get(..n))
+        .unwrap_or_default();
+    format!("{head}#{h:016x}")
 }
 
 impl JobTable for MysqlStore {
@@ -650,9 +669,9 @@ impl Introspect for MysqlStore {
 fn definition_in(create: &str, column: &str) -> Option<String> {
     let name = format!("`{column}` ");
     create.lines().map(str::trim).find_map(|l| {
-        let head = l.get(..name.len())?;
+        let (head, rest) = l.split_at_checked(name.len())?;
         head.eq_ignore_ascii_case(&name)
-            .then(|| l[name.len()..].trim_end_matches(',').to_string())
+            .then(|| rest.trim_end_matches(',').to_string())
     })
 }
 
@@ -802,6 +821,13 @@ mod tests {
         let long = advisory_name(&"d".repeat(64), &"w".repeat(64));
         assert_eq!(long.len(), 64);
         assert_ne!(long, advisory_name(&"d".repeat(64), &"x".repeat(64)));
+        // A multi-byte database name is cut on a character boundary, never inside one.
+        for pad in 0..4 {
+            let db = format!("{}{}", "d".repeat(pad), "数据库".repeat(8));
+            let name = advisory_name(&db, "sync");
+            assert!(name.len() <= 64 && name.len() > 64 - 4, "{name}");
+            assert!(name.starts_with("selfheal/d") || name.starts_with("selfheal/数"));
+        }
     }
 
     #[test]
@@ -811,6 +837,11 @@ mod tests {
             .map(SqlValue::DateTime)
             .expect("date");
         assert_eq!(from_value(to_value(&d)), d);
+        // A year MySQL's u16 cannot carry is sent as text, never wrapped.
+        let bc = chrono::NaiveDate::from_ymd_opt(-1, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .expect("date");
+        assert!(matches!(to_value(&SqlValue::DateTime(bc)), Value::Bytes(_)));
         assert_eq!(
             from_value(Value::Date(0, 0, 0, 0, 0, 0, 0)),
             SqlValue::Text("0000-00-00 00:00:00".into())

@@ -10,6 +10,8 @@
 //! bound parameter. Pure: no I/O, except that a compare-and-set that writes the end time
 //! in a configured zone reads the zone's offset from the host clock.
 
+use std::fmt::Write as _;
+
 use crate::config::{Ident, Watch};
 use crate::error::{Error, Result, SchemaProblem};
 
@@ -279,10 +281,15 @@ pub fn literal(d: &Dialect, v: &SqlValue) -> String {
         SqlValue::Int(i) => i.to_string(),
         SqlValue::UInt(u) => u.to_string(),
         SqlValue::Float(f) if f.is_finite() => format!("{f:?}"),
-        SqlValue::Bytes(b) => format!(
-            "X'{}'",
-            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-        ),
+        SqlValue::Bytes(b) => {
+            let mut hex = String::with_capacity(3 + 2 * b.len());
+            hex.push_str("X'");
+            for x in b {
+                let _ = write!(hex, "{x:02x}");
+            }
+            hex.push('\'');
+            hex
+        }
         other => (d.text_literal)(&other.to_string()),
     }
 }

@@ -5,6 +5,7 @@
 //! database. "The database clock" is SQLite's `now`, which is the host clock in UTC; naive
 //! text timestamps are read as UTC unless `timezone` says how they were written.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -43,7 +44,9 @@ fn sqlite_literal(s: &str) -> String {
     for c in s.chars() {
         match c {
             '\'' => out.push_str("''"),
-            c if c.is_control() => out.push_str(&format!("' || char({}) || '", u32::from(c))),
+            c if c.is_control() => {
+                let _ = write!(out, "' || char({}) || '", u32::from(c));
+            }
             c => out.push(c),
         }
     }
@@ -277,11 +280,11 @@ impl JobTable for SqliteStore {
             Err(e @ rusqlite::Error::SqliteFailure(..)) => {
                 let code = e.sqlite_error_code();
                 match code {
-                    Some(rusqlite::ErrorCode::DatabaseBusy)
-                    | Some(rusqlite::ErrorCode::DatabaseLocked)
-                    | Some(rusqlite::ErrorCode::ConstraintViolation) => {
-                        Ok(CasOutcome::Failed(e.to_string()))
-                    }
+                    Some(
+                        rusqlite::ErrorCode::DatabaseBusy
+                        | rusqlite::ErrorCode::DatabaseLocked
+                        | rusqlite::ErrorCode::ConstraintViolation,
+                    ) => Ok(CasOutcome::Failed(e.to_string())),
                     _ => Err(Error::database(self.ctx("writing"), e)),
                 }
             }

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::clock::{Stamp, parse_text_stamp};
+use crate::clock::{Stamp, parse_text_stamp, whole_seconds};
 use crate::config::{Ident, Watch};
 use crate::error::{Error, Result, SchemaProblem};
 
@@ -92,19 +92,19 @@ fn base_of(decl: &str) -> &str {
 
 /// `varchar(255)` → 255, `decimal(10,2)` → 10.
 fn declared_length(decl: &str) -> Option<usize> {
-    let open = decl.find('(')?;
-    let close = decl[open..].find(')')? + open;
-    decl[open + 1..close].split(',').next()?.trim().parse().ok()
+    let (_, args) = decl.split_once('(')?;
+    let (args, _) = args.split_once(')')?;
+    args.split(',').next()?.trim().parse().ok()
 }
 
 /// The members of `enum('a','b''c')` (quotes doubled inside a member, as MySQL writes
 /// them), in order.
 fn enum_members(decl: &str) -> Vec<String> {
-    let Some(open) = decl.find('(') else {
+    let Some((_, list)) = decl.split_once('(') else {
         return Vec::new();
     };
     let mut members = Vec::new();
-    let mut chars = decl[open + 1..].chars().peekable();
+    let mut chars = list.chars().peekable();
     let mut current: Option<String> = None;
     while let Some(c) = chars.next() {
         match (&mut current, c) {
@@ -247,11 +247,14 @@ pub fn split_type(definition: &str) -> (&str, &str) {
     let name_end = d
         .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
         .unwrap_or(d.len());
-    if !d[name_end..].starts_with('(') {
-        return d.split_at(name_end);
+    let Some((name, after)) = d.split_at_checked(name_end) else {
+        return (d, "");
+    };
+    if !after.starts_with('(') {
+        return (name, after);
     }
     let mut quoted = false;
-    let mut chars = d[name_end..].char_indices().peekable();
+    let mut chars = after.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         match (c, quoted) {
             ('\'', false) => quoted = true,
@@ -262,7 +265,7 @@ pub fn split_type(definition: &str) -> (&str, &str) {
             ('\\', true) => {
                 chars.next();
             }
-            (')', false) => return d.split_at(name_end + i + 1),
+            (')', false) => return d.split_at_checked(name_end + i + 1).unwrap_or((d, "")),
             _ => {}
         }
     }
@@ -434,12 +437,14 @@ pub fn time_value(raw: SqlValue, ty: Option<&ColumnType>) -> TimeValue {
         SqlValue::UInt(u) => i64::try_from(*u)
             .map(|i| Some(Stamp::Epoch(i)))
             .map_err(|_| format!("{u} is not a unix timestamp")),
-        SqlValue::Float(f) => Ok(Some(Stamp::Epoch(f.trunc() as i64))),
+        SqlValue::Float(f) => whole_seconds(*f)
+            .map(|i| Some(Stamp::Epoch(i)))
+            .ok_or_else(|| format!("{f} is not a unix timestamp")),
         // MySQL sends a DECIMAL as its digits: unix seconds, the fraction dropped.
         SqlValue::Text(s) if ty == Some(&ColumnType::Decimal) => decimal_seconds(s).map(Some),
         SqlValue::Text(s) if s.starts_with("0000-00-00") => Err(format!("{s:?} is a zero date")),
         SqlValue::Text(s) => parse_text_stamp(s).map(Some),
-        other => Err(format!("{other} is not a date-time or unix timestamp")),
+        other @ SqlValue::Bytes(_) => Err(format!("{other} is not a date-time or unix timestamp")),
     };
     TimeValue { raw, stamp }
 }
@@ -719,6 +724,13 @@ mod tests {
             Ok(Some(Stamp::Naive(d)))
         );
         assert!(time_value(SqlValue::UInt(u64::MAX), None).stamp.is_err());
+        assert_eq!(
+            time_value(SqlValue::Float(1_764_406_800.5), None).stamp,
+            Ok(Some(Stamp::Epoch(1_764_406_800)))
+        );
+        for f in [f64::NAN, f64::INFINITY, 1e30] {
+            assert!(time_value(SqlValue::Float(f), None).stamp.is_err(), "{f}");
+        }
         assert!(
             time_value(SqlValue::Text("soon".into()), None)
                 .stamp

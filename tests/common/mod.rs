@@ -214,7 +214,7 @@ impl Sandbox {
         let private = self.path("private");
         std::fs::create_dir(&private).expect("dir");
         let set = |p: &Path, mode| {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
         };
         set(self.dir.path(), sandbox_mode);
         set(&db.path, 0o644);
@@ -395,17 +395,17 @@ impl MysqlDb {
         ) {
             Ok(c) => c,
             Err(e) => {
-                if std::env::var_os("CI").is_some() {
-                    panic!("CI is set and no MySQL/MariaDB server answers at {server}: {e}");
-                }
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set and no MySQL/MariaDB server answers at {server}: {e}"
+                );
                 eprintln!("SKIPPED: no MySQL/MariaDB server at {server}: {e}");
                 return None;
             }
         };
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
+            .map_or(0, |d| d.subsec_nanos());
         let name = format!(
             "selfheal_t{}_{}_{nanos}",
             std::process::id(),
@@ -697,7 +697,7 @@ impl PrivateMariadb {
     /// Shuts the server down (SIGTERM, as `systemctl stop` does) and waits until it is gone.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(c.id()).expect("a pid"));
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
             c.wait().expect("wait for mariadbd");
         }
@@ -744,9 +744,10 @@ pub fn have_tool(cmd: &str, args: &[&str], what: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!("CI is set and {what} is missing (scripts/test installs it)");
-        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and {what} is missing (scripts/test installs it)"
+        );
         eprintln!("SKIPPED: {what} is missing (scripts/test installs it)");
     }
     ok
@@ -879,7 +880,7 @@ impl Drop for Proc {
         // kill the group, grandchildren included.
         if !self.reaped {
             let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(self.child.id() as i32),
+                nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("a pid")),
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
@@ -978,7 +979,8 @@ pub fn frozen_now() -> SystemTime {
         .expect("FROZEN_AT")
         .and_utc()
         .timestamp();
-    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(at as u64);
+    let t = SystemTime::UNIX_EPOCH
+        + Duration::from_secs(u64::try_from(at).expect("FROZEN_AT is after 1970"));
     assert!(
         SystemTime::now() + Duration::from_secs(86_400) < t,
         "the real clock has caught up with FROZEN_AT ({FROZEN_AT}): move it forward"

@@ -113,7 +113,7 @@ fn plant(s: &Scene, rng: &mut Rng) -> Tree {
         }
         nodes.push(rel);
     }
-    for j in 0..1 + rng.below(4) {
+    for j in 0..=rng.below(4) {
         let rel = format!("trusted/t{j}");
         let (t, good) = match rng.below(4) {
             0 => (s.p("target"), true),

@@ -240,7 +240,7 @@ fn counts_follow_the_judgements() {
     );
     // Distinct statuses are counted by name up to a bound, then together.
     let mut many = WatchStats::default();
-    for i in 0..(MAX_STATUSES as i64 + 5) {
+    for i in 0..i64::try_from(MAX_STATUSES).expect("small") + 5 {
         many.add(&id(i), &format!("s{i}"), Ok(1), true, Judgement::Plain);
     }
     many.add(&id(0), "s0", Ok(1), true, Judgement::Plain);

@@ -1,0 +1,139 @@
+//! doctor: a watch whose lock file is kept by `selfheal run` or the PHP helper — its
+//! content is their `HOST:PID START` holder line — is recognised, and the finding says
+//! who holds it (or last held it) and what such a heartbeat proves.
+//!
+//! Read-only like the rest of doctor: the lock file is read (first bytes, following links
+//! as reading evidence does) and its lock probed through `/proc/locks`; nothing is locked,
+//! created or written. A watch with a fixed `lock_file` is looked at directly; with `{id}`
+//! in the file name, the files of that pattern in its directory (at most
+//! [`MAX_FILES`]) are counted. No line at all when no file carries a holder line.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::{Finding, template_dir};
+use crate::config::{PathTemplate, Watch};
+use crate::decide::Lock;
+use crate::host::Host;
+use crate::probe::{LockTable, probe_lock};
+use crate::run::holder::{Holder, HolderLine, HolderState, read_line_at};
+
+/// At most this many files of an `{id}` pattern are read.
+const MAX_FILES: usize = 1_000;
+
+/// The finding for a watch whose lock file carries a holder line, if it does.
+pub(super) fn finding(w: &Watch, t: &PathTemplate) -> Option<Finding> {
+    let subject = format!("watch {}: written by selfheal run", w.name);
+    let beat_note = w.heartbeat_file.as_ref().map(|h| {
+        format!(
+            "; if `selfheal run --heartbeat` touches {}, a fresh heartbeat proves the process \
+             exists, not that it progresses (a job that can should beat from its own loop)",
+            h.as_str()
+        )
+    });
+    let beat_note = beat_note.unwrap_or_default();
+    let table = LockTable::read();
+    if !t.has_id() {
+        let path = Path::new(t.as_str());
+        let line = read_line_at(path)?;
+        return Some(one_file(&subject, path, &line, table.as_ref(), &beat_note));
+    }
+    let (dir, _) = template_dir(t);
+    let files = pattern_files(t, &dir);
+    let mut with_line = 0;
+    let mut held = 0;
+    for f in &files {
+        if read_line_at(f).is_some() {
+            with_line += 1;
+            if matches!(probe_lock(f, table.as_ref()), Lock::Held { .. }) {
+                held += 1;
+            }
+        }
+    }
+    (with_line > 0).then(|| {
+        Finding::pass(
+            subject,
+            format!(
+                "{with_line} of the {} lock files in {} carry the holder line selfheal run and \
+                 the PHP helper write (HOST:PID START), {held} held now{beat_note}",
+                files.len(),
+                dir.display()
+            ),
+        )
+    })
+}
+
+fn one_file(
+    subject: &str,
+    path: &Path,
+    line: &HolderLine,
+    table: Option<&LockTable>,
+    beat_note: &str,
+) -> Finding {
+    let shown = path.display();
+    match probe_lock(path, table) {
+        Lock::Held { .. } => {
+            let holder = std::fs::File::open(path)
+                .ok()
+                .map(|f| Holder::judge(&f, &Host::current()));
+            match holder {
+                Some(h) if h.state == HolderState::Gone => Finding::warn(
+                    subject,
+                    format!(
+                        "{shown} is held by {}: every later run exits 75 until it ends",
+                        h.describe(SystemTime::now())
+                    ),
+                    format!("find it with fuser -v {shown}, and end it or let it finish"),
+                ),
+                Some(h) => Finding::pass(
+                    subject,
+                    format!(
+                        "{shown} is held by {}: the holder line of selfheal run and the PHP \
+                         helper{beat_note}",
+                        h.describe(SystemTime::now())
+                    ),
+                ),
+                None => Finding::pass(
+                    subject,
+                    format!("{shown} is held by {}{beat_note}", line.owner()),
+                ),
+            }
+        }
+        _ => Finding::pass(
+            subject,
+            format!(
+                "{shown} is free; it was last held by {} from {}: the holder line of selfheal \
+                 run and the PHP helper{beat_note}",
+                line.owner(),
+                line.since_text()
+            ),
+        ),
+    }
+}
+
+/// The files in `dir` whose names fit the template's last component (`{id}` as any
+/// non-empty text); none when `{id}` is in a directory's name.
+fn pattern_files(t: &PathTemplate, dir: &Path) -> Vec<PathBuf> {
+    let full = Path::new(t.as_str());
+    let Some(name) = full.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    if full.parent() != Some(dir) {
+        return Vec::new();
+    }
+    let Some((prefix, suffix)) = name.split_once("{id}") else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let n = e.file_name().into_string().ok()?;
+            (n.len() > prefix.len() + suffix.len() && n.starts_with(prefix) && n.ends_with(suffix))
+                .then(|| e.path())
+        })
+        .take(MAX_FILES)
+        .collect()
+}
