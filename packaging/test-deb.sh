@@ -157,6 +157,7 @@ password_file = "$tmp/db-password"
 
 [[watch]]
 name = "full-sync"
+host = "$(hostname)"
 table = "sync_log"
 started_column = "start_time"
 heartbeat_file = "$tmp/runtime/progress-{id}.json"

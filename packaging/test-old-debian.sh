@@ -91,12 +91,14 @@ chown 33:33 "$root/var/lib/app/app.db"
 touch "$root/var/lib/app/runtime/progress-1.json"
 touch -d '47 minutes ago' "$root/var/lib/app/runtime/progress-2.json"
 chown 33:33 "$root"/var/lib/app/runtime/*
-cat >"$root/var/lib/app/selfheal.toml" <<'TOML'
+# One host's jobs and files: the watch is pinned to it (doctor warns otherwise).
+cat >"$root/var/lib/app/selfheal.toml" <<TOML
 [database]
 url = "sqlite:///var/lib/app/app.db"
 
 [[watch]]
 name = "full-sync"
+host = "$(hostname)"
 table = "sync_log"
 started_column = "start_time"
 heartbeat_file = "/var/lib/app/runtime/progress-{id}.json"

@@ -6,12 +6,17 @@
 //! 1. `unknown`: any evidence unreadable or implausible (permission denied, I/O error, a
 //!    timestamp in the future, an owner that cannot be parsed, a free lock while the owner
 //!    pid provably lives).
-//! 2. conclusive death: the owner pid is dead or was reused; or the job's lock is free
+//! 2. `remote`: the owner column names another host. That host's files, locks and pids are
+//!    its own and never looked at here (a lock it holds is invisible from here, so not even
+//!    a stale heartbeat column proves its worker dead); its selfheal judges the row. Only
+//!    past `max_age`, or with a heartbeat (column) stale beyond `max_age`, is it reported
+//!    for a person: the owning host may be gone for good. Never written.
+//! 3. conclusive death: the owner pid is dead or was reused; or the job's lock is free
 //!    although the row is at least `stale_after` old (a worker takes its lock before it
 //!    writes its row, and holds it for the whole run). A legacy lock that is only the
 //!    file's existence (`Lock::Present`) proves nothing either way.
-//! 3. `overtime`: total age beyond `max_age` — a backstop against a stuck heartbeat.
-//! 4. by heartbeat: `starting` (none yet, row younger than `stale_after`), `alive`
+//! 4. `overtime`: total age beyond `max_age` — a backstop against a stuck heartbeat.
+//! 5. by heartbeat: `starting` (none yet, row younger than `stale_after`), `alive`
 //!    (fresh), `hung` (stale, but the lock is held or the owner lives), `dead` (stale or
 //!    missing and nothing says the worker lives).
 
@@ -70,7 +75,8 @@ pub enum Owner {
     Reused {
         pid: u32,
     },
-    /// The worker runs on another host; never guessed.
+    /// The worker runs on another host (whole names compared, never guessed): the row is
+    /// that host's (verdict `remote`), shown as `remote:HOST`.
     NotLocal {
         host: String,
     },
@@ -106,6 +112,8 @@ pub enum Verdict {
     Hung,
     Overtime,
     Unknown,
+    /// Another host's row: that host's selfheal judges it; never written here.
+    Remote,
 }
 
 impl Verdict {
@@ -117,6 +125,7 @@ impl Verdict {
             Verdict::Hung => "hung",
             Verdict::Overtime => "overtime",
             Verdict::Unknown => "unknown",
+            Verdict::Remote => "remote",
         }
     }
 }
@@ -139,6 +148,12 @@ pub enum Basis {
     StaleButOwnerAlive,
     HeartbeatStale,
     HeartbeatMissing,
+    /// Another host (named) owns the row, and it is within `max_age`.
+    OtherHost(String),
+    /// Another host's row, past `max_age`.
+    OtherHostPastMaxAge(String),
+    /// Another host's row whose heartbeat column is stale beyond `max_age`.
+    OtherHostSilent(String),
 }
 
 impl Basis {
@@ -166,6 +181,18 @@ impl Basis {
             Basis::HeartbeatMissing => {
                 "no heartbeat at all, and the row is older than stale_after".into()
             }
+            Basis::OtherHost(h) => format!(
+                "host {h} owns the row: its files, locks and pids are not visible from here, \
+                 so selfheal on {h} judges it"
+            ),
+            Basis::OtherHostPastMaxAge(h) => format!(
+                "host {h} owns the row and it is past max_age: selfheal on {h} should have \
+                 handled it; is {h} gone?"
+            ),
+            Basis::OtherHostSilent(h) => format!(
+                "host {h} owns the row and its heartbeat column is stale beyond max_age: is \
+                 {h} gone?"
+            ),
         }
     }
 }
@@ -213,11 +240,16 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     if let Some(why) = unreadable {
         return decision(Verdict::Unknown, Basis::Unreadable(why));
     }
+
+    // 2. remote: another host's row, never judged by this host's evidence
+    if let Owner::NotLocal { host } = &ev.owner {
+        return remote(host, total, &ev.heartbeat, t);
+    }
     let young = total < t.stale_after;
     let owner_alive = matches!(ev.owner, Owner::Alive { .. });
     let lock_held = matches!(ev.lock, Lock::Held { .. });
 
-    // 2. conclusive death
+    // 3. conclusive death
     match ev.owner {
         Owner::Dead { .. } => return decision(Verdict::Dead, Basis::OwnerDead),
         Owner::Reused { .. } => return decision(Verdict::Dead, Basis::OwnerReused),
@@ -238,12 +270,12 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         return decision(Verdict::Dead, Basis::LockFree);
     }
 
-    // 3. overtime
+    // 4. overtime
     if total > t.max_age {
         return decision(Verdict::Overtime, Basis::MaxAge);
     }
 
-    // 4. by heartbeat
+    // 5. by heartbeat
     let stale_basis = match ev.heartbeat {
         Heartbeat::Missing if young => {
             return decision(Verdict::Starting, Basis::NoHeartbeatYet);
@@ -260,6 +292,20 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         decision(Verdict::Hung, Basis::StaleButOwnerAlive)
     } else {
         decision(Verdict::Dead, stale_basis)
+    }
+}
+
+/// Another host's row: left to that host, and reported for a person only when the owning
+/// host may be gone for good (past `max_age`, or a heartbeat column silent beyond it).
+/// `heartbeat` is the row's heartbeat column alone: the owner's files are not looked at.
+fn remote(host: &str, total: u64, heartbeat: &Heartbeat, t: Thresholds) -> Decision {
+    let host = host.to_string();
+    if total > t.max_age {
+        decision(Verdict::Remote, Basis::OtherHostPastMaxAge(host))
+    } else if matches!(heartbeat, Heartbeat::Age(a) if *a > t.max_age) {
+        decision(Verdict::Remote, Basis::OtherHostSilent(host))
+    } else {
+        decision(Verdict::Remote, Basis::OtherHost(host))
     }
 }
 
@@ -371,6 +417,8 @@ pub fn plan(d: &Decision, attempts: Option<i64>, p: &ActionPolicy<'_>) -> Plan {
     match d.verdict {
         Verdict::Alive | Verdict::Starting => Plan::none(false),
         Verdict::Unknown => Plan::none(true),
+        // Never written here, whatever its state: another host's row.
+        Verdict::Remote => Plan::none(!matches!(d.basis, Basis::OtherHost(_))),
         Verdict::Hung => match p.manual_value {
             Some(m) => Plan::set(Action::MarkManual, m, true),
             None => Plan::none(true),

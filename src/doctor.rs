@@ -2,12 +2,15 @@
 //! the fix beside each failure — the configuration; the database, its version and how it
 //! was reached; the database clock against the host's and the session time zone; per
 //! watch the table, its columns and their types, the index that finds running rows (by
-//! the database's own plan of the very query `check` runs), the message column's room,
-//! times in the future, `max_age` against the runs it can see, whether the status column
-//! can hold every status the watch writes, the rows parked in `manual_value` (with the
-//! statement that releases each); the heartbeat and lock directories as the user selfheal
-//! runs as; selfheal's run lock, state directory and metrics file; a lock file kept by
-//! `selfheal run` or the PHP helper (`run_files`).
+//! the database's own plan of the very query `check` runs, `match` included), the message
+//! column's room, times in the future, `max_age` against the runs it can see, whether the
+//! status column can hold every status the watch writes, the rows parked in `manual_value`
+//! (with the statement that releases each); the heartbeat and lock directories as the user
+//! selfheal runs as; selfheal's run lock, state directory and metrics file; a lock file
+//! kept by `selfheal run` or the PHP helper (`run_files`).
+//! For several hosts (SPEC §10): which hosts own the running rows now,
+//! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
+//! `owner_column` or `host`, and an advisory lock that does not reach every host.
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -145,7 +148,7 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
             if cfg.watches.len() == 1 { "" } else { "es" }
         ),
     ));
-    let host = Host::current();
+    let host = Host::for_config(&cfg);
     let db_down = match database_checks(&cfg, &host, &mut rep) {
         Ok(()) => false,
         Err(()) => true,
@@ -162,6 +165,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
                 ),
             ));
             continue;
+        }
+        if let Some(f) = host_local_finding(w, &host) {
+            rep.add(f);
         }
         if let Some(t) = &w.heartbeat_file {
             rep.add(heartbeat_finding(w, t));
@@ -245,6 +251,9 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
         }
     };
     rep.add(clock_finding(cfg, &clocks, store.as_mut()));
+    if let Some(f) = advisory_lock_finding(cfg, store.as_mut()) {
+        rep.add(f);
+    }
     for w in &cfg.watches {
         watch_database_checks(cfg, w, store.as_mut(), &clocks, host, rep);
     }
@@ -329,6 +338,9 @@ fn watch_database_checks(
         Ok(rows) => {
             let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
             for f in rows_findings(w, &rows, clocks, host, here) {
+                rep.add(f);
+            }
+            if let Some(f) = owners_finding(w, &rows, host) {
                 rep.add(f);
             }
         }
@@ -768,6 +780,130 @@ fn rows_findings(
         _ => out.push(Finding::pass(subject, census)),
     }
     out
+}
+
+/// Heartbeat files, lock files and the pids written in them are this host's: a watch that
+/// relies on them but says neither whose rows are whose (`owner_column`) nor which host its
+/// jobs run on (`host`) kills another host's live jobs if its cron line runs there too.
+fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
+    if w.owner_column.is_some() || w.host.is_some() {
+        return None;
+    }
+    let relies: Vec<&str> = [
+        ("heartbeat_file", w.heartbeat_file.is_some()),
+        ("lock_file", w.lock_file.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, set)| set.then_some(k))
+    .collect();
+    if relies.is_empty() {
+        return None;
+    }
+    Some(Finding::warn(
+        format!("watch {}: hosts", w.name),
+        format!(
+            "{} {} files on this host, and the watch has neither owner_column nor host: if \
+             the same cron line runs on another app server, each host judges every row by \
+             its own files and marks the other's live jobs dead",
+            relies.join(" and "),
+            if relies.len() == 1 { "names" } else { "name" },
+        ),
+        format!(
+            "let workers write HOST:PID into an owner column and set owner_column, or pin \
+             the watch to its one host: host = \"{}\"",
+            host.name
+        ),
+    ))
+}
+
+/// Which hosts own the running rows right now (`owner_column` only), and a warning when
+/// `HOST:PID` owners are mixed with bare pids or empty owners: those are judged as this
+/// host's on every host that runs the watch.
+fn owners_finding(w: &Watch, rows: &[store::RunningRow], host: &Host) -> Option<Finding> {
+    use crate::probe::owner::parse_owner;
+    let col = w.owner_column.as_ref()?;
+    let mut hosts: Vec<(String, usize)> = Vec::new();
+    let (mut bare, mut empty, mut invalid) = (0usize, 0usize, 0usize);
+    for r in rows {
+        match r.owner.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+            None => empty += 1,
+            Some(v) => match parse_owner(v) {
+                Some((Some(h), _)) => {
+                    let h = h.to_ascii_lowercase();
+                    match hosts.iter_mut().find(|(x, _)| *x == h) {
+                        Some((_, n)) => *n += 1,
+                        None => hosts.push((h, 1)),
+                    }
+                }
+                Some((None, _)) => bare += 1,
+                None => invalid += 1,
+            },
+        }
+    }
+    hosts.sort();
+    let mut parts: Vec<String> = hosts
+        .iter()
+        .map(|(h, n)| {
+            let me = if host.is_me(h) { " (this host)" } else { "" };
+            format!("{h}{me} {n}")
+        })
+        .collect();
+    let unqualified = bare + empty;
+    if bare > 0 {
+        parts.push(format!("bare PID {bare}"));
+    }
+    if empty > 0 {
+        parts.push(format!("no owner {empty}"));
+    }
+    if invalid > 0 {
+        parts.push(format!("not HOST:PID {invalid}"));
+    }
+    let subject = format!("watch {}: hosts", w.name);
+    if parts.is_empty() {
+        return Some(Finding::pass(subject, "no running rows now"));
+    }
+    let census = format!("running rows by owner: {}", parts.join(", "));
+    if !hosts.is_empty() && unqualified > 0 {
+        return Some(Finding::warn(
+            subject,
+            format!(
+                "{census}: the {unqualified} without a host are judged as this host's ({}) \
+                 by every host that runs this watch, with its own pids and files",
+                host.name
+            ),
+            format!(
+                "make every worker write HOST:PID into {col} (PHP: gethostname() . ':' . \
+                 getmypid())"
+            ),
+        ));
+    }
+    Some(Finding::pass(subject, census))
+}
+
+/// Where the database's advisory lock does not coordinate hosts (Galera: node-local
+/// `GET_LOCK`). Only said when something is amiss, and only for watches that need it.
+fn advisory_lock_finding(cfg: &Config, store: &mut dyn Introspect) -> Option<Finding> {
+    if cfg.watches.is_empty() {
+        return None;
+    }
+    match store.advisory_lock_gap() {
+        Ok(None) => None,
+        Ok(Some(gap)) => Some(Finding::warn(
+            "advisory lock",
+            format!(
+                "{gap}; with owner_column each host still judges only its own rows, but two \
+                 hosts may act on the same watch at once (every write stays a \
+                 compare-and-set, so no change is applied twice)"
+            ),
+            "run the cron line on one host per watch (host = …), or point every host at \
+             the same node",
+        )),
+        Err(e) => Some(Finding::warn(
+            "advisory lock",
+            format!("cannot tell whether GET_LOCK reaches every host: {e}"),
+            "check the account's rights to read server variables",
+        )),
+    }
 }
 
 fn history_finding(w: &Watch, recent: crate::error::Result<Recent>) -> Finding {

@@ -11,7 +11,9 @@
 //! is), its words for the row message, and its widest form in `widest_messages`.
 //!
 //! I/O: [`gather`] reads what the watch's probes read (a heartbeat file's mtime, the job's
-//! lock, the owner's `/proc` entry); rendering is pure.
+//! lock, the owner's `/proc` entry) — except for a row whose owner is another host, of
+//! which only the database's values are read (its files, locks and pids are that host's);
+//! rendering is pure.
 
 use std::borrow::Cow;
 use std::time::SystemTime;
@@ -45,19 +47,6 @@ pub fn gather(
     locks: Option<&LockTable>,
 ) -> Evidence {
     let total_age = total_age(w, row, clocks);
-    let id = row.id.to_string();
-    let heartbeat = heartbeat(w, row, &id, clocks, host_now);
-    let lock = match &w.lock_file {
-        None => Lock::NotConfigured,
-        Some(t) => match t.render(&id) {
-            // A legacy existence lock is never kernel-locked: "free" is its normal state.
-            Ok(p) => match probe::probe_lock(&p, locks) {
-                Lock::Free if w.release_lock == ReleaseLock::IfFree => Lock::Present,
-                l => l,
-            },
-            Err(why) => Lock::Unreadable(format!("lock_file: {why}")),
-        },
-    };
     let owner = match &w.owner_column {
         None => Owner::NotConfigured,
         Some(_) => {
@@ -70,6 +59,30 @@ pub fn gather(
             let started = epoch(host_now).saturating_sub(age);
             probe::probe_owner(host, row.owner.as_deref(), started)
         }
+    };
+    if matches!(owner, Owner::NotLocal { .. }) {
+        // Another host's row: its heartbeat file, lock and pid live on that host, and
+        // whatever this host has under the same names is not them. Only what the
+        // database holds is the row's own evidence.
+        return Evidence {
+            total_age,
+            heartbeat: column_heartbeat(row, clocks).unwrap_or(Heartbeat::Missing),
+            lock: Lock::NotConfigured,
+            owner,
+        };
+    }
+    let id = row.id.to_string();
+    let heartbeat = heartbeat(w, row, &id, clocks, host_now);
+    let lock = match &w.lock_file {
+        None => Lock::NotConfigured,
+        Some(t) => match t.render(&id) {
+            // A legacy existence lock is never kernel-locked: "free" is its normal state.
+            Ok(p) => match probe::probe_lock(&p, locks) {
+                Lock::Free if w.release_lock == ReleaseLock::IfFree => Lock::Present,
+                l => l,
+            },
+            Err(why) => Lock::Unreadable(format!("lock_file: {why}")),
+        },
     };
     Evidence {
         total_age,
@@ -102,7 +115,31 @@ fn heartbeat(
         Ok(p) => probe::file_heartbeat(&p, host_now),
         Err(why) => Heartbeat::Unreadable(format!("heartbeat_file: {why}")),
     });
-    let from_column = row.heartbeat.as_ref().map(|tv| match &tv.stamp {
+    let from_column = column_heartbeat(row, clocks);
+    match (from_file, from_column) {
+        (Some(a), Some(b)) => probe::heartbeat::combine(a, b),
+        (Some(a), None) | (None, Some(a)) => a,
+        (None, None) => Heartbeat::Missing,
+    }
+}
+
+/// The host a row belongs to: the `HOST` of a `HOST:PID` owner as the row writes it;
+/// this host's name for a bare `PID`, an empty owner or a watch without `owner_column`
+/// (such rows are judged as this host's); `None` for an owner that is not an owner.
+pub fn owner_host(row: &RunningRow, e: &Evidence, host: &Host) -> Option<String> {
+    match &e.owner {
+        Owner::NotLocal { host } => Some(host.clone()),
+        Owner::Invalid(_) | Owner::Unreadable(_) => None,
+        _ => match row.owner.as_deref().and_then(probe::owner::parse_owner) {
+            Some((Some(h), _)) => Some(h.to_string()),
+            _ => Some(host.name.clone()),
+        },
+    }
+}
+
+/// The heartbeat column's age on the database clock, where the watch has one.
+fn column_heartbeat(row: &RunningRow, clocks: &Clocks) -> Option<Heartbeat> {
+    row.heartbeat.as_ref().map(|tv| match &tv.stamp {
         Ok(None) => Heartbeat::Missing,
         Ok(Some(s)) => match age_on_db_clock(*s, &clocks.db, clocks.tz)
             .and_then(|a| plausible_age(a, &format!("heartbeat column ({})", tv.raw)))
@@ -111,12 +148,7 @@ fn heartbeat(
             Err(why) => Heartbeat::Unreadable(why),
         },
         Err(why) => Heartbeat::Unreadable(format!("heartbeat column: {why}")),
-    });
-    match (from_file, from_column) {
-        (Some(a), Some(b)) => probe::heartbeat::combine(a, b),
-        (Some(a), None) | (None, Some(a)) => a,
-        (None, None) => Heartbeat::Missing,
-    }
+    })
 }
 
 /// The evidence as programs read it: flattened into the JSON row (SPEC §7) and into the
@@ -131,7 +163,7 @@ pub struct Record {
     /// `none`, `held`, `free`, `present`, `absent`, `unreadable`.
     pub lock: Cow<'static, str>,
     pub lock_pid: Option<u32>,
-    /// `none`, `empty`, `alive`, `dead`, `reused`, `not_local`, `invalid`, `unreadable`.
+    /// `none`, `empty`, `alive`, `dead`, `reused`, `remote`, `invalid`, `unreadable`.
     pub owner: Cow<'static, str>,
     pub owner_pid: Option<u32>,
 }
@@ -146,7 +178,7 @@ pub enum Value {
     Secs(u64),
     /// A state and its pid: `held:4242`.
     Pid(&'static str, u32),
-    /// A state and a name: `not_local:web2`.
+    /// A state and a name: `remote:web2`.
     Named(&'static str, String),
 }
 
@@ -268,7 +300,7 @@ pub fn render(e: &Evidence) -> Rendered {
         Owner::Alive { pid } => ("alive", Some(*pid)),
         Owner::Dead { pid } => ("dead", Some(*pid)),
         Owner::Reused { pid } => ("reused", Some(*pid)),
-        Owner::NotLocal { .. } => ("not_local", None),
+        Owner::NotLocal { .. } => ("remote", None),
         Owner::Invalid(_) => ("invalid", None),
         Owner::Unreadable(_) => ("unreadable", None),
     };
@@ -332,6 +364,12 @@ fn decision_words(d: &Decision, e: &Evidence) -> String {
         ),
         Basis::HeartbeatStale => "heartbeat stale, no sign of the worker".into(),
         Basis::HeartbeatMissing => "no heartbeat, no sign of the worker".into(),
+        // Never written: another host's rows are that host's to write.
+        Basis::OtherHost(h) => format!("owned by host {h}, judged there"),
+        Basis::OtherHostPastMaxAge(h) => format!("owned by host {h}, past max_age"),
+        Basis::OtherHostSilent(h) => {
+            format!("owned by host {h}, its heartbeat silent beyond max_age")
+        }
     }
 }
 
@@ -374,7 +412,9 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
     };
     let mut more = Vec::with_capacity(3);
     more.push(match d.basis {
-        Basis::MaxAge => format!("max_age {}", message::duration(t.max_age)),
+        Basis::MaxAge | Basis::OtherHostPastMaxAge(_) | Basis::OtherHostSilent(_) => {
+            format!("max_age {}", message::duration(t.max_age))
+        }
         _ => format!("stale_after {}", message::duration(t.stale_after)),
     });
     if !matches!(d.basis, Basis::LockFree | Basis::StaleButLockHeld) {
@@ -382,7 +422,12 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
     }
     if !matches!(
         d.basis,
-        Basis::OwnerDead | Basis::OwnerReused | Basis::StaleButOwnerAlive
+        Basis::OwnerDead
+            | Basis::OwnerReused
+            | Basis::StaleButOwnerAlive
+            | Basis::OtherHost(_)
+            | Basis::OtherHostPastMaxAge(_)
+            | Basis::OtherHostSilent(_)
     ) {
         more.extend(owner_words(&e.owner));
     }
@@ -488,7 +533,7 @@ mod tests {
         let r = render(&e);
         assert_eq!(
             r.explain(),
-            "running 50m, heartbeat 47m ago, lock held:42, owner not_local:web2"
+            "running 50m, heartbeat 47m ago, lock held:42, owner remote:web2"
         );
         let d = Decision {
             verdict: Verdict::Hung,
@@ -503,7 +548,7 @@ mod tests {
             serde_json::to_value(&r.record).expect("json"),
             serde_json::json!({
                 "total_age_s": 3000, "heartbeat_age_s": 2820, "heartbeat": "present",
-                "lock": "held", "lock_pid": 42, "owner": "not_local", "owner_pid": null,
+                "lock": "held", "lock_pid": 42, "owner": "remote", "owner_pid": null,
             })
         );
 

@@ -1,6 +1,12 @@
-//! This host, as selfheal needs to know it: its name (to tell its own watches and workers
+//! This host, as selfheal needs to know it: its names (to tell its own watches and workers
 //! from another host's), its boot time and clock tick (to place a pid's start on the
 //! clock), and what `/proc` says about one pid.
+//!
+//! Identity (SPEC §5): a name is this host's only when it equals, whole and ignoring ASCII
+//! case, the name `gethostname` returns or one of `[run] host_names` (with `{hostname}`
+//! filled in). Nothing is guessed: `vm` is not `vm.dc2.example.com`, and a short name never
+//! matches a qualified one, since another domain may have a host of the same short name.
+//! Owners in the job table and a watch's `host` pin are both judged by [`Host::is_me`].
 //!
 //! I/O: [`Host::current`] reads `/proc/stat` and the host name once per run;
 //! [`Host::process_stat`] reads `/proc/PID/stat`. Nothing is written.
@@ -8,7 +14,10 @@
 /// Facts about this host needed to judge pids, read once per run.
 #[derive(Debug, Clone)]
 pub struct Host {
+    /// What `gethostname` returns.
     pub name: String,
+    /// Every name this host goes by, in lowercase: `name` and `[run] host_names`.
+    names: Vec<String>,
     /// Boot time, unix seconds (`btime` in /proc/stat).
     boot_time: Option<i64>,
     /// Clock ticks per second (for /proc/PID/stat start times).
@@ -31,16 +40,45 @@ impl Host {
             .flatten()
             .unwrap_or(100);
         Host {
+            names: vec![name.to_ascii_lowercase()],
             name,
             boot_time,
             ticks: ticks.max(1),
         }
     }
 
-    /// True when `other` names this host (full or short name, case-insensitive).
+    /// This host, also known by `aliases` (`[run] host_names`; `{hostname}` stands for
+    /// this host's own name).
+    pub fn known_as(mut self, aliases: &[String]) -> Host {
+        for a in aliases {
+            let n = expand_host_name(a, &self.name).to_ascii_lowercase();
+            if !n.is_empty() && !self.names.contains(&n) {
+                self.names.push(n);
+            }
+        }
+        self
+    }
+
+    /// This host as a run of `cfg` knows it: its own name and `[run] host_names`.
+    pub fn for_config(cfg: &crate::config::Config) -> Host {
+        Host::current().known_as(&cfg.run.host_names)
+    }
+
+    /// True when `other` names this host: equal, whole and ignoring ASCII case, to its
+    /// own name or one of its configured names. Never by a part of a name.
     pub fn is_me(&self, other: &str) -> bool {
-        let short = |s: &str| s.split('.').next().unwrap_or(s).to_ascii_lowercase();
-        other.eq_ignore_ascii_case(&self.name) || short(other) == short(&self.name)
+        !other.is_empty() && self.names.iter().any(|n| n.eq_ignore_ascii_case(other))
+    }
+
+    /// This host's own name in lowercase: how it names itself to other runs (the
+    /// advisory lock of a watch whose rows are owned).
+    pub fn own_name(&self) -> &str {
+        self.names.first().map_or("", String::as_str)
+    }
+
+    /// Every name this host goes by (lowercase), its own first.
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 
     /// State letter and start time (unix seconds) of a process, from `/proc/PID/stat`.
@@ -70,9 +108,67 @@ pub fn pid_t(pid: u32) -> Option<nix::unistd::Pid> {
     i32::try_from(pid).ok().map(nix::unistd::Pid::from_raw)
 }
 
+/// A `[run] host_names` entry with `{hostname}` replaced by `hostname`.
+pub fn expand_host_name(template: &str, hostname: &str) -> String {
+    template.replace(HOSTNAME_PLACEHOLDER, hostname)
+}
+
+/// The placeholder `[run] host_names` entries may hold.
+pub const HOSTNAME_PLACEHOLDER: &str = "{hostname}";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn named(name: &str, aliases: &[&str]) -> Host {
+        Host {
+            name: name.into(),
+            names: vec![name.to_ascii_lowercase()],
+            boot_time: None,
+            ticks: 100,
+        }
+        .known_as(&aliases.iter().map(ToString::to_string).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_host_is_known_by_whole_names_only() {
+        let vm = named("vm", &[]);
+        assert!(vm.is_me("vm") && vm.is_me("VM"));
+        // The short name of another domain's host is not this host, nor the other way round.
+        for other in ["vm.dc2.example.com", "vm.", "v", "vm2", "", "web1"] {
+            assert!(!vm.is_me(other), "{other}");
+        }
+        let fq = named("web1.dc1.example.com", &[]);
+        assert!(fq.is_me("WEB1.dc1.example.com"));
+        assert!(!fq.is_me("web1"), "no short-name guess");
+        assert!(!fq.is_me("web1.dc2.example.com"));
+        // Configured names, with {hostname} standing for this host's own.
+        let web2 = named(
+            "web2",
+            &["{hostname}.dc1.example.com", "10.0.0.2", "App-Web2"],
+        );
+        for me in [
+            "web2",
+            "web2.dc1.example.com",
+            "WEB2.DC1.example.com",
+            "10.0.0.2",
+            "app-web2",
+        ] {
+            assert!(web2.is_me(me), "{me}");
+        }
+        for other in [
+            "web2.dc2.example.com",
+            "web1.dc1.example.com",
+            "dc1.example.com",
+            "10.0.0.20",
+        ] {
+            assert!(!web2.is_me(other), "{other}");
+        }
+        assert_eq!(
+            web2.names(),
+            ["web2", "web2.dc1.example.com", "10.0.0.2", "app-web2"]
+        );
+    }
 
     #[test]
     fn names_and_processes() {
@@ -80,6 +176,7 @@ mod tests {
         assert!(host.is_me(&host.name));
         assert!(host.is_me(&host.name.to_ascii_uppercase()));
         assert!(!host.is_me("elsewhere.invalid"));
+        assert!(!host.is_me(&format!("{}.elsewhere.invalid", host.name)));
         let (state, start) = host.process_stat(std::process::id()).expect("own stat");
         assert!(state == 'R' || state == 'S', "{state}");
         assert!(start.is_some_and(|s| s > 0.0));

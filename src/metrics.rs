@@ -1,10 +1,12 @@
 //! `run.metrics_file`: the Prometheus node_exporter textfile format, rewritten after every
 //! real run (never by a dry run) while the run lock is held.
 //!
-//! Per watch of this host: running rows by verdict, rows that need a person, rows parked
-//! in `manual_value` (the backlog a person owes), changes by action (counters), breaker trips (counter), the last run's time, duration and outcome,
-//! and the time of the last successful run — the watchdog's own dead man's switch. Names
-//! carry the `selfheal_` prefix, base units (seconds) and `_total` for counters.
+//! Per watch of this host: running rows by verdict and by the host they belong to, rows
+//! that need a person, rows parked in `manual_value` (the backlog a person owes), changes
+//! by action (counters), breaker trips (counter), the last run's time, duration and
+//! outcome, and the time of the last successful run — the watchdog's own dead man's
+//! switch; and the host that judged them. Names carry the `selfheal_` prefix, base units
+//! (seconds) and `_total` for counters.
 //!
 //! Counters and the last success survive from run to run by reading the previous file
 //! back: it is selfheal's own output, and a lost file merely resets the counters, which
@@ -28,6 +30,8 @@ use crate::report::Summary;
 /// What one run contributes.
 #[derive(Debug, Clone)]
 pub struct Run<'a> {
+    /// The host that ran it.
+    pub host: &'a str,
     /// `None` when the run failed (database or file-system failure).
     pub summary: Option<&'a Summary>,
     pub exit_status: u8,
@@ -35,13 +39,14 @@ pub struct Run<'a> {
     pub duration: Duration,
 }
 
-const VERDICTS: [Verdict; 6] = [
+const VERDICTS: [Verdict; 7] = [
     Verdict::Alive,
     Verdict::Starting,
     Verdict::Dead,
     Verdict::Hung,
     Verdict::Overtime,
     Verdict::Unknown,
+    Verdict::Remote,
 ];
 const ACTIONS: [Action; 4] = [
     Action::MarkDead,
@@ -51,11 +56,21 @@ const ACTIONS: [Action; 4] = [
 ];
 
 /// Metric families: name, type, help. Rendered in this order.
-const FAMILIES: [(&str, &str, &str); 12] = [
+const FAMILIES: [(&str, &str, &str); 14] = [
+    (
+        "selfheal_host_info",
+        "gauge",
+        "The host that wrote this file and judged its rows (always 1).",
+    ),
     (
         "selfheal_rows",
         "gauge",
         "Running rows by verdict in the last run.",
+    ),
+    (
+        "selfheal_owner_rows",
+        "gauge",
+        "Running rows by the host they belong to (owner_host) in the last run.",
     ),
     (
         "selfheal_attention_rows",
@@ -297,6 +312,13 @@ pub fn samples(
                     n as f64,
                 ));
             }
+            for (owner, n) in &s.owners {
+                out.push(Sample::new(
+                    "selfheal_owner_rows",
+                    &[("watch", w), ("owner_host", owner)],
+                    *n as f64,
+                ));
+            }
         }
         for a in ACTIONS {
             let before = prev_of("selfheal_changes_total", w, Some(("action", a.as_str())));
@@ -346,6 +368,13 @@ pub fn samples(
                 last_success,
             ));
         }
+    }
+    if !run.host.is_empty() {
+        out.push(Sample::new(
+            "selfheal_host_info",
+            &[("host", run.host)],
+            1.0,
+        ));
     }
     if let Some(skew) = run.summary.and_then(|s| s.clock_skew_s) {
         out.push(Sample::new("selfheal_clock_skew_seconds", &[], skew as f64));
@@ -473,6 +502,7 @@ mod tests {
             name: name.into(),
             verdicts: vec![(Verdict::Alive, 2), (Verdict::Dead, 1)],
             actions: vec![(Action::MarkDead, 1)],
+            owners: vec![("web1".into(), 2), ("web2.dc1.example.com".into(), 1)],
             breaker_tripped: false,
             duration: Duration::from_millis(12),
             ..WatchRun::default()
@@ -501,6 +531,7 @@ mod tests {
             ..Summary::default()
         };
         let run1 = Run {
+            host: "web1",
             summary: Some(&s1),
             exit_status: 0,
             started: at(1_000),
@@ -553,6 +584,27 @@ mod tests {
             None,
             "a watch without manual_value parks nothing"
         );
+        // The host that judged, and the hosts the rows belong to.
+        assert_eq!(
+            value(&first, "selfheal_host_info", &[("host", "web1")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(
+                &first,
+                "selfheal_owner_rows",
+                &[("watch", "a"), ("owner_host", "web2.dc1.example.com")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(
+                &first,
+                "selfheal_rows",
+                &[("watch", "a"), ("verdict", "remote")]
+            ),
+            Some(0.0)
+        );
 
         // A second run of watch a only: counters add up, b keeps its lines.
         let mut a2 = stats("a");
@@ -562,6 +614,7 @@ mod tests {
             ..Summary::default()
         };
         let run2 = Run {
+            host: "web1",
             summary: Some(&s2),
             exit_status: 1,
             started: at(2_000),
@@ -592,6 +645,7 @@ mod tests {
 
         // A failed run: no row gauges, success 0, last success kept, counters kept.
         let run3 = Run {
+            host: "web1",
             summary: None,
             exit_status: 3,
             started: at(3_000),

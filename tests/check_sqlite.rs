@@ -287,8 +287,9 @@ fn exit_3_for_a_missing_table_column_or_file_and_nothing_written() {
     let cfg = sb.config(
         &db.url(),
         &format!(
-            "{}\n[[watch]]\nname = \"other\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
-             heartbeat_column = \"no_such_column\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n",
+            "{}\n[[watch]]\nname = \"other\"\ntable = \"sync_log\"\nrunning_value = \"syncing\"\n\
+             started_column = \"start_time\"\nheartbeat_column = \"no_such_column\"\n\
+             stale_after = \"5m\"\nmax_age = \"4h\"\n",
             sb.watch("")
         ),
     );

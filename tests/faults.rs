@@ -694,16 +694,20 @@ fn unreadable_evidence_paths_are_unknown_never_dead() {
     let hb = format!("{}/hb-{{id}}", looped.display());
     // Row 2's heartbeat is readable and stale, but its lock file is behind the loop.
     sb.heartbeat(2, secs(47 * MIN));
-    let watch = format!(
+    // Two configurations of the same rows, one after the other (two watches on one table
+    // at once would be a configuration error).
+    let a = format!(
         "name = \"a\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
-         heartbeat_file = \"{hb}\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n\
-         [[watch]]\nname = \"b\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+         heartbeat_file = \"{hb}\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n"
+    );
+    let b = format!(
+        "name = \"b\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
          heartbeat_file = \"{}\"\nlock_file = \"{}/job.lock\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n",
         sb.heartbeat_template(),
         looped.display()
     );
-    let cfg = sb.config(&db.url(), &watch);
     let before = db.dump();
+    let cfg = sb.config(&db.url(), &a);
     let o = check(&cfg, &["--format", "json", "--watch", "a"]);
     assert_exit(&o, 1);
     let (rows, _) = json_lines(&o);
@@ -716,6 +720,7 @@ fn unreadable_evidence_paths_are_unknown_never_dead() {
             "{r}"
         );
     }
+    let cfg = sb.config(&db.url(), &b);
     let o = check(&cfg, &["--format", "json", "--watch", "b"]);
     assert_exit(&o, 1);
     let (rows, _) = json_lines(&o);

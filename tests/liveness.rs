@@ -480,8 +480,9 @@ fn an_owner_on_another_host_is_never_guessed() {
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, _) = json(&o);
-    assert_eq!(row(&rows, 2)["owner"], "not_local");
-    assert_eq!(row(&rows, 2)["verdict"], "alive");
+    assert_eq!(row(&rows, 2)["owner"], "remote");
+    assert_eq!(row(&rows, 2)["verdict"], "remote");
+    assert_eq!(row(&rows, 2)["action"], "none");
 }
 
 // ---------------------------------------------------------------------------------------

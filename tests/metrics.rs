@@ -353,13 +353,21 @@ fn node_exporter_reads_the_file() {
 #[test]
 fn a_run_of_one_watch_keeps_the_other_watches_lines() {
     let (sb, db, _cfg, prom) = setup();
+    // Two job kinds in one table, one watch each.
+    db.exec(
+        "ALTER TABLE sync_log ADD COLUMN job TEXT; \
+         UPDATE sync_log SET job = CASE id WHEN 1 THEN 'full-sync' ELSE 'nightly' END;",
+    );
     let second = sb
-        .watch("")
+        .watch("match = { job = \"nightly\" }\n")
         .replace("name = \"full-sync\"", "name = \"nightly\"");
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
         &format!("metrics_file = \"{}\"", prom.display()),
-        &format!("{}\n\n[[watch]]\n{second}", sb.watch("")),
+        &format!(
+            "{}\n\n[[watch]]\n{second}",
+            sb.watch("match = { job = \"full-sync\" }\n")
+        ),
     );
     let o = check(&cfg, &["--watch", "nightly"]);
     assert_exit(&o, 0);

@@ -554,7 +554,15 @@ fn every_real_run_leaves_a_last_run_report() {
     assert_eq!(
         last["per_watch"],
         serde_json::json!([{"watch": "full-sync", "rows": 2, "changed": 1, "attention": 0,
-                            "lost_race": 0, "skipped": null, "parked": null}])
+                            "lost_race": 0, "skipped": null, "parked": null,
+                            "owners": [{"host": hostname(), "rows": 2}]}])
+    );
+    assert_eq!(last["host"], hostname());
+    // The journal names the host that judged the row and the host it belonged to.
+    let j = sb.journal();
+    assert_eq!(
+        (j[0]["host"].as_str(), j[0]["owner_host"].as_str()),
+        (Some(hostname().as_str()), Some(hostname().as_str()))
     );
     let first = last["time"].clone();
 

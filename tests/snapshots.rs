@@ -50,8 +50,28 @@ impl Redact {
             Some(u) => format!("{} (uid {uid})", u.name),
             None => format!("uid {uid}"),
         };
+        let host = hostname();
         Redact(vec![
             (sb.dir.path().display().to_string(), "[SANDBOX]".into()),
+            // This host, where output names it: the host that judged, the host a row
+            // belongs to.
+            (
+                format!("judged on host {host}"),
+                "judged on host [HOST]".into(),
+            ),
+            (
+                format!("\"host\": \"{host}\""),
+                "\"host\": \"[HOST]\"".into(),
+            ),
+            (
+                format!("\"owner_host\": \"{host}"),
+                "\"owner_host\": \"[HOST]".into(),
+            ),
+            (
+                format!("{host}.dc2.example.com"),
+                "[HOST].dc2.example.com".into(),
+            ),
+            (format!("host = \"{host}\""), "host = \"[HOST]\"".into()),
             (
                 format!("sqlite {}", rusqlite::version()),
                 "sqlite [VERSION]".into(),
@@ -212,8 +232,8 @@ fn table(db: &SqliteDb) -> String {
 
 /// A SQLite `sync_log` with one running row per verdict and basis, real heartbeat files,
 /// lock files (one held by a real `flock(1)`), and owners (a pid that exited, pid 1 — alive
-/// and started before every row but the 2020 one —, a value that is no pid). A second
-/// watch belongs to another host.
+/// and started before every row but the 2020 one —, a value that is no pid, other hosts).
+/// A second watch, of another job kind in the same table, belongs to another host.
 struct EveryVerdict {
     sb: Sandbox,
     db: SqliteDb,
@@ -231,8 +251,10 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      exited, 7 dead: owner pid 1 started after the row (2020), 8 hung: stale beat, lock held \
      by flock(1), 9 hung: stale beat, owner pid 1 alive, 10 overtime (5h, beating), \
      11 unknown: start 2h in the future, 12 unknown: owner 'web-3', 13 unknown: lock free \
-     but owner alive, 14 unknown: heartbeat file is a symlink loop; watch nightly runs on \
-     another host.";
+     but owner alive, 14 unknown: heartbeat file is a symlink loop, 15 remote: owner on \
+     web2.invalid, no heartbeat here (50m), 16 remote past max_age (5h, owner on web2.invalid), \
+     17 remote: owner THIS-HOST.dc2.example.com with a pid that exited here (50m); watch \
+     nightly (match job = nightly) runs on another host.";
 
 fn every_verdict() -> EveryVerdict {
     // (id, started, heartbeat, lock file: None / Some(held), owner)
@@ -280,6 +302,27 @@ fn every_verdict() -> EveryVerdict {
         (12, ago(20 * MIN), Some(10), None, Some("web-3".into())),
         (13, ago(30 * MIN), Some(20), Some(false), Some("1".into())),
         (14, ago(30 * MIN), None, None, None),
+        (
+            15,
+            ago(50 * MIN),
+            None,
+            None,
+            Some("web2.invalid:4242".into()),
+        ),
+        (
+            16,
+            ago(5 * HOUR),
+            None,
+            None,
+            Some("web2.invalid:4242".into()),
+        ),
+        (
+            17,
+            ago(50 * MIN),
+            None,
+            None,
+            Some(format!("{host}.dc2.example.com:{dead_pid}")),
+        ),
     ];
     for (id, started, hb, lock, owner) in &rows {
         db.insert_at(*id, "running", *started);
@@ -298,15 +341,18 @@ fn every_verdict() -> EveryVerdict {
                 .expect("owner");
         }
     }
+    // Two job kinds in one table: this watch's rows, and the nightly job's.
+    db.exec("ALTER TABLE sync_log ADD COLUMN job TEXT NOT NULL DEFAULT 'full-sync'");
     // A heartbeat that cannot be read: stat(2) fails with ELOOP, not ENOENT.
     std::os::unix::fs::symlink("hb-14", sb.path("hb-14")).expect("symlink");
     let holder = flock1_holder(&sb.lock_path(8), false);
     let watch = format!(
         "{}\n[[watch]]\nname = \"nightly\"\nhost = \"batch-9.invalid\"\ntable = \"sync_log\"\n\
+         match = {{ job = \"nightly\" }}\n\
          started_column = \"start_time\"\nheartbeat_file = \"/srv/nightly/{{id}}.beat\"\n\
          stale_after = \"10m\"\nmax_age = \"12h\"\n",
         sb.watch(&format!(
-            "lock_file = \"{}\"\nowner_column = \"worker\"\n",
+            "match = {{ job = \"full-sync\" }}\nlock_file = \"{}\"\nowner_column = \"worker\"\n",
             sb.lock_template()
         ))
     );

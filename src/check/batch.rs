@@ -373,6 +373,7 @@ fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -
         change: change.to_string(),
         time: now_rfc3339(),
         host: ctx.host.name.clone(),
+        owner_host: r.owner_host.clone(),
         watch: r.watch.clone(),
         table: ctx.w.table.to_string(),
         id: RowId::from(&r.id),

@@ -16,11 +16,11 @@
 //! verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written goes
 //! through `batch.rs` and the journal.
 //!
-//! I/O here: the run lock, the database connection (clock, schemas, the per-watch
-//! advisory lock, recent runtimes, the count of rows parked in `manual_value`),
-//! `state_dir/last-run.json` and the metrics file, each only in a real run, and
-//! `state_dir/reminders.json` in a real run of the cron text ([`crate::remind`]); the rest
-//! through `sweep.rs` and `batch.rs`.
+//! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
+//! per watch and host when rows are owned, so hosts judge their own rows side by side —,
+//! recent runtimes, the count of rows parked in `manual_value`), `state_dir/last-run.json`
+//! and the metrics file, each only in a real run, and `state_dir/reminders.json` in a real
+//! run of the cron text ([`crate::remind`]); the rest through `sweep.rs` and `batch.rs`.
 
 mod batch;
 mod sweep;
@@ -175,13 +175,15 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
     };
     write_last_run(cfg, &mut out, &result, status, started, began);
     let metrics = cfg.run.metrics_file.as_ref().map(|path| {
+        let host = Host::for_config(cfg);
         let run = crate::metrics::Run {
+            host: &host.name,
             summary: result.is_ok().then_some(&*out.summary),
             exit_status: status,
             started,
             duration: began.elapsed(),
         };
-        crate::metrics::update(path, cfg, &Host::current(), &run)
+        crate::metrics::update(path, cfg, &host, &run)
     });
     result?;
     rep.finish(&summary);
@@ -247,7 +249,8 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
     for note in store.notes() {
         out.warn(note);
     }
-    let host = Host::current();
+    let host = Host::for_config(cfg);
+    out.summary.host.clone_from(&host.name);
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
@@ -328,6 +331,12 @@ fn check_watch(
     let mut info = WatchInfo {
         name: w.name.clone(),
         table: w.table.to_string(),
+        matches: w
+            .matches
+            .iter()
+            .map(|(c, v)| format!("{c} = {v:?}"))
+            .collect(),
+        host: run.host.name.clone(),
         stale_after_s: t.stale_after,
         max_age_s: t.max_age,
         skipped: None,
@@ -347,8 +356,13 @@ fn check_watch(
         return Ok(());
     }
     let t0 = Instant::now();
-    if !run.opts.dry_run && !store.try_watch_lock(w)? {
-        info.skipped = Some("another selfheal run (on this or another host) is checking it".into());
+    // Each host judges only the rows it owns: the lock is then this host's alone.
+    let lock_host = w.owner_column.as_ref().map(|_| run.host.own_name());
+    if !run.opts.dry_run && !store.try_watch_lock(w, lock_host)? {
+        info.skipped = Some(match lock_host {
+            Some(_) => "another selfheal run on this host is checking it".into(),
+            None => "another selfheal run (on this or another host) is checking it".into(),
+        });
         counts.skipped.clone_from(&info.skipped);
         counts.duration = t0.elapsed();
         out.summary.per_watch.push(counts);
@@ -471,7 +485,10 @@ fn write_and_report(
         .collect();
     let mut batch: Vec<(RunningRow, RowReport)> = writes
         .iter()
-        .map(|&i| (rows[i].row.clone(), row_report(w, schema, rows[i].clone())))
+        .map(|&i| {
+            let report = row_report(w, schema, &run.host, rows[i].clone());
+            (rows[i].row.clone(), report)
+        })
         .collect();
     let end = if batch.is_empty() {
         BatchEnd::default()
@@ -508,7 +525,7 @@ fn write_and_report(
         let started = j.row.started.raw.to_string();
         let report = match written.next_if(|(k, _)| *k == i) {
             Some((_, r)) => r,
-            None => row_report(w, schema, j),
+            None => row_report(w, schema, &run.host, j),
         };
         report_row(report, &started, dry_run, out, counts);
     }

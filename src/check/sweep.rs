@@ -15,7 +15,7 @@ use crate::clock::Clocks;
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{self, ActionPolicy, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
-use crate::evidence::{gather, row_message, thresholds};
+use crate::evidence::{gather, owner_host, row_message, thresholds};
 use crate::host::Host;
 use crate::message::cut;
 use crate::probe::LockTable;
@@ -51,6 +51,8 @@ fn plans_release(w: &Watch, d: &Decision, p: &Plan) -> bool {
 #[derive(Clone)]
 pub(super) struct Judged {
     pub row: RunningRow,
+    /// The host the row belongs to.
+    pub owner_host: Option<String>,
     pub evidence: Evidence,
     pub decision: Decision,
     pub plan: Plan,
@@ -84,22 +86,26 @@ pub(super) fn sweep(
     warn: &mut dyn FnMut(&'static str, String),
 ) -> Result<Swept> {
     let mut rows = judge_rows(w, store, ctx)?;
+    // Another host's rows are none of this host's files (and never written here).
+    let local = rows
+        .iter()
+        .filter(|j| j.decision.verdict != Verdict::Remote)
+        .count();
     if let Some(tpl) = &w.heartbeat_file
         && !tpl.has_id()
-        && rows.len() > 1
+        && local > 1
     {
         warn(
             "shared_heartbeat_file",
             format!(
-                "watch {}: {} running rows share one heartbeat file ({}): a dead row beside \
-                 a live one looks alive; put {{id}} in heartbeat_file",
+                "watch {}: {local} running rows share one heartbeat file ({}): a dead row \
+                 beside a live one looks alive; put {{id}} in heartbeat_file",
                 w.name,
-                rows.len(),
                 tpl.as_str()
             ),
         );
     }
-    let breaker_tripped = breaker(w, &rows, ctx.force, warn);
+    let breaker_tripped = breaker(w, &rows, local, ctx.force, warn);
     let hold = match ctx.run_hold {
         None if breaker_tripped && !ctx.force => Some(Hold::Breaker),
         h => h,
@@ -130,6 +136,7 @@ fn judge_rows(w: &Watch, store: &mut dyn Store, ctx: &SweepCtx<'_>) -> Result<Ve
         let decision = decide::decide(&evidence, t);
         let plan = plan_row(w, &decision, &row, None);
         rows.push(Judged {
+            owner_host: owner_host(&row, &evidence, ctx.host),
             row,
             evidence,
             decision,
@@ -140,10 +147,12 @@ fn judge_rows(w: &Watch, store: &mut dyn Store, ctx: &SweepCtx<'_>) -> Result<Ve
     Ok(rows)
 }
 
-/// The breaker of SPEC §6: true when it trips (with its warning said).
+/// The breaker of SPEC §6, over the `local` rows this host judges (another host's rows
+/// are not this host's to count): true when it trips (with its warning said).
 fn breaker(
     w: &Watch,
     rows: &[Judged],
+    local: usize,
     force: bool,
     warn: &mut dyn FnMut(&'static str, String),
 ) -> bool {
@@ -151,16 +160,15 @@ fn breaker(
         .iter()
         .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
         .count();
-    if !decide::breaker_trips(deaths, rows.len()) {
+    if !decide::breaker_trips(deaths, local) {
         return false;
     }
     warn(
         "breaker",
         format!(
-            "watch {}: breaker: {deaths} of {} running rows would be marked dead on heartbeat \
-             staleness alone{}",
+            "watch {}: breaker: {deaths} of {local} running rows would be marked dead on \
+             heartbeat staleness alone{}",
             w.name,
-            rows.len(),
             if force {
                 "; --force: marking them anyway"
             } else {
@@ -187,20 +195,24 @@ fn lock_users(w: &Watch, rows: &[Judged]) -> HashMap<PathBuf, usize> {
     users
 }
 
-/// The report of a judged row, before any write.
-pub(super) fn row_report(w: &Watch, schema: &Schema, j: Judged) -> RowReport {
+/// The report of a judged row on `host`, before any write.
+pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> RowReport {
     let t = thresholds(w);
     let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
-    // The file the lock probe looked at, whether or not it is to be released.
+    // The file the lock probe looked at, whether or not it is to be released (none for
+    // another host's row: its lock is that host's, never probed here).
     let lock_file = w
         .lock_file
         .as_ref()
+        .filter(|_| j.evidence.lock != decide::Lock::NotConfigured)
         .and_then(|t| t.render(&j.row.id.to_string()).ok())
         .map(|p| p.display().to_string());
     RowReport {
         watch: w.name.clone(),
         id: j.row.id,
+        host: host.name.clone(),
+        owner_host: j.owner_host,
         evidence: j.evidence,
         thresholds: t,
         decision: j.decision,

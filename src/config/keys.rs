@@ -162,6 +162,19 @@ pub const WATCH_KEYS: &[Key] = &[
         help: "Job table (table or database.table)",
     },
     Key {
+        name: "match",
+        kind: Kind::Map {
+            key: &Column,
+            value: &Status,
+            empty: "expected at least one column = \"value\", e.g. { job = \"full-sync\" }; \
+                    leave the key out to take every running row of the table",
+        },
+        need: Optional,
+        flag: flag("match", "COLUMN=VALUE"),
+        help: "Only rows whose COLUMN equals VALUE (repeatable): one watch per job kind in one \
+               table",
+    },
+    Key {
         name: "id_column",
         kind: Column,
         need: text("id"),
@@ -880,7 +893,9 @@ mod tests {
                 );
                 assert!(
                     !f.value_name.is_empty()
-                        && f.value_name.bytes().all(|b| b.is_ascii_uppercase()),
+                        && f.value_name
+                            .bytes()
+                            .all(|b| b.is_ascii_uppercase() || b == b'='),
                     "{}",
                     k.name
                 );

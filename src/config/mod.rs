@@ -7,10 +7,12 @@
 //!
 //! Here: the file, `[database]`, `[run]` and the choice of watches. Each `[[watch]]` key is
 //! defined once in [`keys`] (TOML key, flag, default, per-key check); the typed [`Watch`]
-//! and the rules between its keys are in `watch.rs`; identifiers, durations and path
-//! templates in `values.rs`.
+//! and the rules between its keys are in `watch.rs`; the rule between watches (no two
+//! may take the same rows) in `overlap.rs`; identifiers, durations and path templates in
+//! `values.rs`.
 
 pub mod keys;
+mod overlap;
 mod values;
 mod watch;
 
@@ -67,6 +69,7 @@ struct RawRun {
     metrics_file: Option<PathBuf>,
     clock_tolerance: Option<String>,
     remind_every: Option<String>,
+    host_names: Option<Vec<String>>,
 }
 
 /// Values given on the command line that override the file.
@@ -189,6 +192,9 @@ pub struct Run {
     /// The cron text shows a problem when it first appears or changes, then at most this
     /// often (`state_dir/reminders.json` remembers when it last did). Default 24 h.
     pub remind_every: Duration,
+    /// Other names this host goes by in owner columns and `host` pins, as written (each
+    /// may hold `{hostname}`, this host's own name); compared whole, ignoring case.
+    pub host_names: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -356,6 +362,8 @@ fn build(
             )
         })
         .collect();
+    // Every watch of the file, selected or not: rows may overlap with any of them.
+    let file_watches: Vec<RawWatch> = watches.iter().map(|(w, _)| w.clone()).collect();
     if !only.is_empty() {
         for name in only {
             if !watches.iter().any(|(w, _)| w.text("name") == Some(name)) {
@@ -408,6 +416,7 @@ fn build(
     for ((w, _), flags) in watches.iter().zip(&from_flags) {
         out.push(watch::validate(w, origin, flags)?);
     }
+    overlap::check(&file_watches, &out, origin)?;
 
     // Database: needed only when there is a watch to check.
     let url_origin = if overrides.db_url.is_some() {
@@ -500,6 +509,10 @@ fn build(
             ));
         }
     }
+    let host_names = rawrun.host_names.unwrap_or_default();
+    for (i, n) in host_names.iter().enumerate() {
+        check_host_name(n).map_err(|m| Error::config(origin, format!("run.host_names[{i}]"), m))?;
+    }
     Ok(Config {
         source,
         database,
@@ -513,6 +526,7 @@ fn build(
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
             remind_every,
+            host_names,
         },
         all_watches: if all_watches.is_empty() {
             out.iter()
@@ -523,6 +537,26 @@ fn build(
         },
         watches: out,
     })
+}
+
+/// A `[run] host_names` entry: a whole host name, which may hold `{hostname}`.
+fn check_host_name(n: &str) -> std::result::Result<(), String> {
+    let bare = n.replace(crate::host::HOSTNAME_PLACEHOLDER, "");
+    if n.is_empty() {
+        Err("expected a host name, got an empty string".into())
+    } else if n.contains(char::is_whitespace) || n.contains(':') {
+        Err(format!(
+            "expected a host name as owner columns write it before `:PID` (no spaces, no \
+             `:`), got {n:?}"
+        ))
+    } else if bare.contains(['{', '}']) {
+        Err(format!(
+            "expected a host name; the only placeholder is {{hostname}} (this host's own \
+             name), got {n:?}"
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 fn ordinal(n: usize) -> String {

@@ -352,7 +352,9 @@ fn a_watch_entirely_from_flags() {
 fn selecting_watches() {
     let two = format!(
         "{BASE}{}",
-        BASE[BASE.find("[[watch]]").expect("watch")..].replace("full-sync", "report")
+        BASE[BASE.find("[[watch]]").expect("watch")..]
+            .replace("full-sync", "report")
+            .replace("sync_log", "report_log")
     );
     let c = from_str(
         &two,
@@ -477,6 +479,13 @@ fn samples() -> Vec<(&'static str, Raw)> {
         ("name", t("full-sync")),
         ("host", t("web1")),
         ("table", t("appdb.sync_log")),
+        (
+            "match",
+            Raw::Map(std::collections::BTreeMap::from([
+                ("job".to_string(), t("full-sync")),
+                ("shard".to_string(), t("3")),
+            ])),
+        ),
         ("id_column", t("job_id")),
         ("status_column", t("state")),
         ("running_value", t("busy")),
@@ -538,6 +547,13 @@ fn every_key_reads_the_same_from_the_file_and_from_flags() {
     );
     let w = &from_file.watches[0];
     assert_eq!(w.host.as_deref(), Some("web1"));
+    assert_eq!(
+        w.matches
+            .iter()
+            .map(|(c, v)| format!("{c}={v}"))
+            .collect::<Vec<_>>(),
+        ["job=full-sync", "shard=3"]
+    );
     assert_eq!(w.id_column.name(), "job_id");
     assert_eq!(w.running_value, "busy");
     assert_eq!(w.dead_value, "failed");
@@ -615,4 +631,160 @@ fn toml_type_errors_point_at_the_line_and_the_value() {
         "success_values = [\"done\"]\nsuccess_values = [\"ok\"]",
     ));
     assert!(key.starts_with("line 13"), "{key}: {msg}");
+}
+
+#[test]
+fn host_names_are_whole_names_with_one_placeholder() {
+    let c =
+        with("[run]\nhost_names = [\"{hostname}.dc1.example.com\", \"10.0.0.2\"]").expect("valid");
+    assert_eq!(c.run.host_names, ["{hostname}.dc1.example.com", "10.0.0.2"]);
+    assert!(parse(BASE).expect("valid").run.host_names.is_empty());
+    for (bad, expect) in [
+        ("\"\"", "empty"),
+        ("\"web 1\"", "no spaces"),
+        ("\"web1:80\"", "no spaces, no `:`"),
+        (
+            "\"{host}.example.com\"",
+            "the only placeholder is {hostname}",
+        ),
+    ] {
+        let (_, key, msg) = config_err(with(&format!("[run]\nhost_names = [\"web1\", {bad}]")));
+        assert_eq!(key, "run.host_names[1]", "{bad}");
+        assert!(msg.contains(expect), "{bad}: {msg}");
+    }
+    let (_, _, msg) = config_err(with("[run]\nhost_names = \"web1\""));
+    assert!(msg.contains("sequence"), "{msg}");
+}
+
+#[test]
+fn match_takes_validated_columns_and_values_bound_later() {
+    let c = with("match = { job = \"full-sync\", Shard = \"3\" }").expect("valid");
+    let m: Vec<(String, String)> = c.watches[0]
+        .matches
+        .iter()
+        .map(|(c, v)| (c.to_string(), v.clone()))
+        .collect();
+    assert_eq!(
+        m,
+        [
+            ("Shard".to_string(), "3".to_string()),
+            ("job".to_string(), "full-sync".to_string())
+        ]
+    );
+    assert!(parse(BASE).expect("valid").watches[0].matches.is_empty());
+    for (bad, key, expect) in [
+        ("match = {}", "match", "at least one column"),
+        (
+            "match = { \"job kind\" = \"x\" }",
+            "match",
+            "plain column name",
+        ),
+        ("match = { job = \"\" }", "match", "non-empty"),
+        (
+            "match = { status = \"running\" }",
+            "match",
+            "is the status_column",
+        ),
+        (
+            "match = { job = \"a\", JOB = \"b\" }",
+            "match",
+            "named twice",
+        ),
+    ] {
+        let (_, k, msg) = config_err(with(bad));
+        assert_eq!(k, format!("watch 'full-sync': {key}"), "{bad}");
+        assert!(msg.contains(expect), "{bad}: {msg}");
+    }
+    // A value's quotes are the value's: nothing reaches SQL but a bound parameter.
+    let c = with("match = { job = \"x' OR '1'='1\" }").expect("any text is a value");
+    assert_eq!(c.watches[0].matches[0].1, "x' OR '1'='1");
+}
+
+/// The base file with a second watch on `table`, with the given extra keys, and the
+/// first watch's extra keys.
+fn two_watches(first: &str, table: &str, second: &str) -> String {
+    format!(
+        "{BASE}{first}\n\n[[watch]]\nname = \"report\"\ntable = \"{table}\"\n\
+         started_column = \"start_time\"\nheartbeat_file = \"/var/www/app/runtime/r.json\"\n\
+         stale_after = \"1m\"\nmax_age = \"10m\"\n{second}\n"
+    )
+}
+
+#[test]
+fn watches_whose_rows_can_overlap_are_refused() {
+    let overlap = [
+        ("", "sync_log", ""),
+        ("", "appdb.sync_log", ""),
+        ("", "SYNC_LOG", ""),
+        ("match = { job = \"full\" }", "sync_log", ""),
+        (
+            "match = { job = \"full\" }",
+            "sync_log",
+            "match = { kind = \"report\" }",
+        ),
+        (
+            "match = { job = \"full\" }",
+            "sync_log",
+            "match = { job = \"FULL \" }",
+        ),
+        (
+            "match = { job = \"full\" }",
+            "sync_log",
+            "match = { job = \"full\", shard = \"2\" }",
+        ),
+        ("", "sync_log", "running_value = \"RUNNING\""),
+    ];
+    for (first, table, second) in overlap {
+        let text = two_watches(first, table, second);
+        let (origin, key, msg) = config_err(parse(&text));
+        assert_eq!(origin, Origin::File(PathBuf::from(FILE)), "{text}");
+        assert_eq!(key, "watch 'report': match", "{text}");
+        assert!(
+            msg.contains("watch 'full-sync'") && msg.contains("judged twice"),
+            "{text}: {msg}"
+        );
+        // Selecting one of them does not hide the other.
+        let only = from_str(
+            &text,
+            Path::new(FILE),
+            &Overrides::default(),
+            &["report".into()],
+        );
+        assert!(only.is_err(), "{text}");
+    }
+    let apart = [
+        ("", "report_log", ""),
+        (
+            "match = { job = \"full\" }",
+            "sync_log",
+            "match = { job = \"report\" }",
+        ),
+        (
+            "match = { job = \"full\", shard = \"1\" }",
+            "sync_log",
+            "match = { shard = \"2\" }",
+        ),
+        ("", "sync_log", "running_value = \"reporting\""),
+    ];
+    for (first, table, second) in apart {
+        let text = two_watches(first, table, second);
+        let c = parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(c.watches.len(), 2);
+    }
+    // Two databases on one server: two tables.
+    let text = two_watches("", "other_db.sync_log", "").replacen(
+        "table = \"sync_log\"",
+        "table = \"appdb.sync_log\"",
+        1,
+    );
+    assert_eq!(parse(&text).expect("two tables").watches.len(), 2);
+    // A watch left out of this run that does not validate is its own run's error.
+    let text = two_watches("", "sync_log", "overtime = \"sometimes\"");
+    let c = from_str(
+        &text,
+        Path::new(FILE),
+        &Overrides::default(),
+        &["full-sync".into()],
+    );
+    assert!(c.is_ok(), "{c:?}");
 }

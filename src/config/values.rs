@@ -67,6 +67,22 @@ impl Ident {
         self.schema.as_deref()
     }
 
+    /// True when both name the same column: column names ignore case in MySQL and SQLite.
+    pub fn same_column(&self, other: &Ident) -> bool {
+        self.name.eq_ignore_ascii_case(&other.name)
+    }
+
+    /// True when both may name the same table: the names equal ignoring case (as MySQL
+    /// on a case-insensitive file system, and SQLite, compare them), and the databases
+    /// equal or at least one left to the connection's default.
+    pub fn may_be_same_table(&self, other: &Ident) -> bool {
+        self.name.eq_ignore_ascii_case(&other.name)
+            && match (&self.schema, &other.schema) {
+                (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                _ => true,
+            }
+    }
+
     /// Quoted with the given quote character (`` ` `` for MySQL, `"` for SQLite).
     /// Safe because validation admits no quote characters at all.
     pub fn quoted(&self, q: char) -> String {

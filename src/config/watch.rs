@@ -1,7 +1,8 @@
 //! One validated watch: the typed [`Watch`] built from a [`RawWatch`] in two steps. First
 //! every key on its own, as the key table says ([`keys::check_each`]: kind, required,
 //! default); then the rules that tie keys together, which live here and only here:
-//! a heartbeat source is required, `max_age` above `stale_after`, the retry triple, no
+//! a heartbeat source is required, `match` columns apart from the status column and from one
+//! another, `max_age` above `stale_after`, the retry triple, no
 //! status selfheal writes equal to `running_value`, `overtime = "manual"` needs
 //! `manual_value`, `release_lock = "if_free"` needs `lock_file`, and `success_values`
 //! apart from the statuses selfheal writes.
@@ -68,6 +69,9 @@ pub struct Watch {
     /// Only act on this host (heartbeat files and pids are host-local).
     pub host: Option<String>,
     pub table: Ident,
+    /// `match`: only rows whose column equals the value (bound as text), in column order.
+    /// Empty: every row of the table.
+    pub matches: Vec<(Ident, String)>,
     pub id_column: Ident,
     pub status_column: Ident,
     pub running_value: String,
@@ -206,6 +210,7 @@ pub(super) fn validate(
         name: v.need("name")?,
         host: v.get("host")?,
         table: v.need("table")?,
+        matches: v.get("match")?.unwrap_or_default(),
         id_column: v.need("id_column")?,
         status_column: v.need("status_column")?,
         running_value: v.need("running_value")?,
@@ -270,6 +275,26 @@ fn cross_key_rules(w: &Watch, at: &Place) -> Result<()> {
             "no heartbeat source: set heartbeat_file (a file the job touches) or \
              heartbeat_column (a column it updates); age alone is not liveness",
         ));
+    }
+    let mut seen: Vec<&Ident> = Vec::new();
+    for (col, _) in &w.matches {
+        if col.same_column(&w.status_column) {
+            return Err(at.err(
+                "match",
+                format!(
+                    "{col} is the status_column: running rows are those where it is \
+                     running_value ({:?}); match on another column",
+                    w.running_value
+                ),
+            ));
+        }
+        if seen.iter().any(|c| c.same_column(col)) {
+            return Err(at.err(
+                "match",
+                format!("{col} is named twice (column names ignore case)"),
+            ));
+        }
+        seen.push(col);
     }
     if w.max_age <= w.stale_after {
         return Err(at.err(

@@ -37,6 +37,11 @@ fn dead() -> Owner {
 fn reused() -> Owner {
     Owner::Reused { pid: 4242 }
 }
+fn web2() -> Owner {
+    Owner::NotLocal {
+        host: "web2".into(),
+    }
+}
 
 #[test]
 fn named_cases() {
@@ -290,18 +295,90 @@ fn named_cases() {
                 "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
             ),
         ),
+        // Another host's row (SPEC §5, precedence 2): never judged by this host's files,
+        // locks or pids, and reported only when its host may be gone for good.
         (
-            "owner on another host proves nothing",
+            "remote, no heartbeat column, within max_age",
+            ev(Some(3_000), Missing, NoLock, web2()),
+            Remote,
+            Basis::OtherHost("web2".into()),
+        ),
+        (
+            "remote, no heartbeat column, exactly max_age",
+            ev(Some(14_400), Missing, NoLock, web2()),
+            Remote,
+            Basis::OtherHost("web2".into()),
+        ),
+        (
+            "remote, no heartbeat column, past max_age",
+            ev(Some(14_401), Missing, NoLock, web2()),
+            Remote,
+            Basis::OtherHostPastMaxAge("web2".into()),
+        ),
+        (
+            "remote, heartbeat column fresh, within max_age",
+            ev(Some(3_000), hb(20), NoLock, web2()),
+            Remote,
+            Basis::OtherHost("web2".into()),
+        ),
+        (
+            "remote, heartbeat column stale (a lock held there is invisible here): not dead",
+            ev(Some(3_000), hb(2_820), NoLock, web2()),
+            Remote,
+            Basis::OtherHost("web2".into()),
+        ),
+        (
+            "remote, heartbeat column stale exactly max_age",
+            ev(Some(14_400), hb(14_400), NoLock, web2()),
+            Remote,
+            Basis::OtherHost("web2".into()),
+        ),
+        (
+            "remote, heartbeat column stale beyond max_age (older than the row)",
+            ev(Some(3_000), hb(14_401), NoLock, web2()),
+            Remote,
+            Basis::OtherHostSilent("web2".into()),
+        ),
+        (
+            "remote, heartbeat column fresh, past max_age",
+            ev(Some(20_000), hb(5), NoLock, web2()),
+            Remote,
+            Basis::OtherHostPastMaxAge("web2".into()),
+        ),
+        (
+            "remote, heartbeat column stale beyond max_age, past max_age",
+            ev(Some(20_000), hb(19_000), NoLock, web2()),
+            Remote,
+            Basis::OtherHostPastMaxAge("web2".into()),
+        ),
+        (
+            "remote, no heartbeat yet, young: remote, not starting",
+            ev(Some(30), Missing, NoLock, web2()),
+            Remote,
+            Basis::OtherHost("web2".into()),
+        ),
+        (
+            "remote beats a free lock: the holder there is invisible here",
+            ev(Some(3_000), Missing, Free, web2()),
+            Remote,
+            Basis::OtherHost("web2".into()),
+        ),
+        (
+            "unknown beats remote: an unreadable heartbeat column",
             ev(
                 Some(3_000),
-                hb(2_000),
+                Heartbeat::Unreadable("in the future".into()),
                 NoLock,
-                Owner::NotLocal {
-                    host: "web2".into(),
-                },
+                web2(),
             ),
-            Dead,
-            Basis::HeartbeatStale,
+            Unknown,
+            Basis::Unreadable("heartbeat: in the future".into()),
+        ),
+        (
+            "unknown beats remote: an unreadable start",
+            ev(None, hb(5), NoLock, web2()),
+            Unknown,
+            Basis::Unreadable("start time: NULL".into()),
         ),
         (
             "owner column empty proves nothing",
@@ -404,7 +481,30 @@ fn every_combination_keeps_the_promises() {
             assert_eq!(d.verdict, Verdict::Unknown, "{ctx}");
             return;
         }
+        // Another host's row is remote whatever this host's evidence says, never written,
+        // and needs a person only once its host may be gone.
+        if matches!(e.owner, Owner::NotLocal { .. }) {
+            assert_eq!(d.verdict, Verdict::Remote, "{ctx}");
+            let gone =
+                total > T.max_age || matches!(e.heartbeat, Heartbeat::Age(a) if a > T.max_age);
+            for p in [
+                POLICY,
+                ActionPolicy {
+                    manual_value: Some("m"),
+                    retry: Some(("r", 3)),
+                    overtime: Overtime::Manual,
+                    ..POLICY
+                },
+            ] {
+                let p = plan(d, Some(0), &p);
+                assert!(!p.writes(), "{ctx}");
+                assert_eq!(p.attention, gone, "{ctx}");
+            }
+            assert!(!d.conclusive(), "{ctx}");
+            return;
+        }
         match d.verdict {
+            Verdict::Remote => panic!("remote without another host: {ctx}"),
             Verdict::Unknown => {
                 // Only the lock-free-but-owner-alive contradiction is unknown otherwise.
                 assert!(
@@ -610,6 +710,31 @@ fn holds_keep_only_conclusive_deaths() {
         &lock_free,
         &plan(&lock_free, None, &POLICY)
     ));
+}
+
+#[test]
+fn remote_rows_are_never_written() {
+    let everything = ActionPolicy {
+        manual_value: Some("wait_manual"),
+        retry: Some(("pending", 3)),
+        ..POLICY
+    };
+    for (basis, attention) in [
+        (Basis::OtherHost("web2".into()), false),
+        (Basis::OtherHostPastMaxAge("web2".into()), true),
+        (Basis::OtherHostSilent("web2".into()), true),
+    ] {
+        let r = d(Verdict::Remote, basis);
+        for p in [&POLICY, &everything] {
+            let pl = plan(&r, Some(0), p);
+            assert_eq!((pl.action, pl.attention), (Action::None, attention));
+            for why in [Hold::Breaker, Hold::ClockSkew] {
+                assert_eq!(hold(pl.clone(), &r, why), pl);
+            }
+            assert!(!heartbeat_only_death(&r, &pl));
+        }
+        assert!(r.basis.describe().contains("host web2 owns the row"));
+    }
 }
 
 #[test]

@@ -66,8 +66,13 @@ pub struct JournalEntry {
     pub change: String,
     /// When it was journaled (UTC, RFC 3339).
     pub time: String,
-    /// The host that made it.
+    /// The host that made it (that judged the row).
     pub host: String,
+    /// The host the row belonged to: the `HOST` of its `HOST:PID` owner, or the judging
+    /// host for a bare `PID`, an empty owner or no owner column. Lines written before it
+    /// was recorded lack it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_host: Option<String>,
     pub watch: String,
     pub table: String,
     pub id: RowId,
@@ -116,6 +121,7 @@ impl Default for JournalEntry {
             change: String::new(),
             time: String::new(),
             host: String::new(),
+            owner_host: None,
             watch: String::new(),
             table: String::new(),
             id: RowId::Null,

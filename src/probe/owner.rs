@@ -1,10 +1,11 @@
 //! The worker named in a row's owner column (`HOST:PID` or `PID`).
 //!
-//! Checked only when the host is this host (a bare `PID` is taken as local): `kill(pid, 0)`
+//! Checked only when the host is this host by [`Host::is_me`] — whole names, never a short
+//! name's guess (a bare `PID` is taken as local): `kill(pid, 0)`
 //! says whether the pid exists (EPERM means it does, under another user), and the process
 //! start time from `/proc/PID/stat` tells a recycled pid (`reused`: started after the row)
 //! from the worker itself; a zombie (killed, not yet reaped by its parent) is dead. Another
-//! host's worker is `not_local`, never guessed.
+//! host's worker is [`Owner::NotLocal`] (shown as `remote`): its pid is never looked at.
 
 use nix::errno::Errno;
 use nix::sys::signal::kill;
@@ -163,6 +164,14 @@ mod tests {
             probe_owner(&host, Some("elsewhere.invalid:1"), now),
             Owner::NotLocal {
                 host: "elsewhere.invalid".into()
+            }
+        );
+        // Same short name, another domain: another machine, whose pids are not ours.
+        let gone = format!("{}.dc2.example.com:{pid}", host.name);
+        assert_eq!(
+            probe_owner(&host, Some(&gone), now),
+            Owner::NotLocal {
+                host: format!("{}.dc2.example.com", host.name)
             }
         );
         assert_eq!(probe_owner(&host, None, now), Owner::Empty);

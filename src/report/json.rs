@@ -33,12 +33,14 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
                 "lost_race": c.totals.lost_race,
                 "skipped": c.skipped,
                 "parked": c.parked,
+                "owners": c.owners.iter().map(|(h, n)| json!({"host": h, "rows": n})).collect::<Vec<_>>(),
             })
         })
         .collect();
     let t = s.totals();
     json!({
         "summary": true,
+        "host": s.host,
         "rows": t.rows,
         "changed": t.changed,
         "attention": t.attention,
@@ -68,6 +70,10 @@ pub struct JsonReporter<W: Write> {
 struct RowJson<'a> {
     watch: &'a str,
     id: serde_json::Value,
+    /// The host that judged the row.
+    host: &'a str,
+    /// The host the row belongs to.
+    owner_host: Option<&'a str>,
     verdict: Verdict,
     action: Action,
     applied: bool,
@@ -91,6 +97,8 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
     let row = RowJson {
         watch: &r.watch,
         id: r.id.to_json(),
+        host: &r.host,
+        owner_host: r.owner_host.as_deref(),
         verdict: r.decision.verdict,
         action: r.action,
         applied: r.applied,

@@ -27,6 +27,10 @@ pub enum Format {
 pub struct RowReport {
     pub watch: String,
     pub id: SqlValue,
+    /// The host that judged the row (this host's name).
+    pub host: String,
+    /// The host the row belongs to (see [`crate::evidence::owner_host`]).
+    pub owner_host: Option<String>,
     pub evidence: Evidence,
     pub thresholds: Thresholds,
     pub decision: Decision,
@@ -75,6 +79,10 @@ impl RowReport {
 pub struct WatchInfo {
     pub name: String,
     pub table: String,
+    /// The watch's `match`, as `col = "value"` pairs; empty without one.
+    pub matches: Vec<String>,
+    /// The host that judges the watch's rows (this host's name).
+    pub host: String,
     pub stale_after_s: u64,
     pub max_age_s: u64,
     /// Why the watch was not checked, if it was not.
@@ -120,6 +128,8 @@ pub struct WatchRun {
     pub verdicts: Vec<(Verdict, usize)>,
     /// Applied changes (and lost races) by action.
     pub actions: Vec<(Action, usize)>,
+    /// Running rows by the host they belong to (`?` for an owner that is not one).
+    pub owners: Vec<(String, usize)>,
     pub breaker_tripped: bool,
     pub duration: std::time::Duration,
     /// Rows parked in `manual_value` after this run (`None`: the watch has none, or was
@@ -146,6 +156,10 @@ impl WatchRun {
         let t = &mut self.totals;
         t.rows += 1;
         Self::bump(&mut self.verdicts, r.decision.verdict);
+        Self::bump(
+            &mut self.owners,
+            r.owner_host.clone().unwrap_or_else(|| "?".into()),
+        );
         if r.applied || r.action == Action::LostRace {
             Self::bump(&mut self.actions, r.action);
         }
@@ -182,6 +196,8 @@ impl WatchRun {
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
     pub dry_run: bool,
+    /// The host that ran the check.
+    pub host: String,
     /// Database clock minus host clock, seconds (MySQL only).
     pub clock_skew_s: Option<i64>,
     pub clock_skew_exceeded: bool,
@@ -247,6 +263,8 @@ mod tests {
         RowReport {
             watch: "w".into(),
             id: SqlValue::Int(1),
+            host: "web1".into(),
+            owner_host: Some("web1".into()),
             evidence: Evidence {
                 total_age: Ok(600),
                 heartbeat: Heartbeat::Missing,

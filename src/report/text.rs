@@ -4,6 +4,7 @@
 //! with `--explain` every row with its evidence (as [`crate::evidence`] renders it), its
 //! verdict and what a real run would do, and the rows parked in `manual_value`.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use super::{Parked, Reporter, RowReport, Summary, WatchInfo};
@@ -49,11 +50,16 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             Some(why) => writeln!(self.out, "watch {}: skipped: {why}", w.name),
             None => writeln!(
                 self.out,
-                "watch {} (table {}, stale_after {}, max_age {})",
+                "watch {} (table {}{}, stale_after {}, max_age {}), judged on host {}",
                 w.name,
                 w.table,
+                w.matches.iter().fold(String::new(), |mut s, m| {
+                    let _ = write!(s, ", match {m}");
+                    s
+                }),
                 fmt_duration(std::time::Duration::from_secs(w.stale_after_s)),
                 fmt_duration(std::time::Duration::from_secs(w.max_age_s)),
+                w.host,
             ),
         };
     }

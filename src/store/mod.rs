@@ -126,6 +126,8 @@ pub struct RunningRow {
     pub heartbeat: Option<TimeValue>,
     /// The owner column's text, when configured and not NULL.
     pub owner: Option<String>,
+    /// The owner column's value as read (NULL without one), for the compare-and-set.
+    pub owner_raw: SqlValue,
     /// The attempts column (NULL reads as 0), when the watch has a retry budget.
     pub attempts: Option<i64>,
 }
@@ -140,6 +142,9 @@ pub struct FinishedRow {
     /// The message column, only when it starts with selfheal's prefix (the database
     /// filters, so ordinary messages never cross the wire).
     pub marked: Option<String>,
+    /// The row is the watch's (its `match`, as the database compared it); always true
+    /// where the database filtered.
+    pub matched: bool,
 }
 
 /// A row parked in `manual_value`: a person owes it a look.
@@ -312,10 +317,17 @@ pub trait Introspect {
     fn column_definition(&mut self, _w: &Watch, _column: &Ident) -> Result<Option<String>> {
         Ok(None)
     }
+    /// Why the advisory lock ([`Coordination::try_watch_lock`]) does not coordinate hosts
+    /// that reach this database through different servers (a Galera cluster's `GET_LOCK`
+    /// is node-local), or `None` when it does or there is none to speak of (for `doctor`).
+    fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
+        Ok(None)
+    }
 }
 
-/// What keeps runs from acting on the same rows at once: across hosts (the per-watch
-/// advisory lock) and across a stopped run and the next (its server session).
+/// What keeps runs from acting on the same rows at once: across hosts (the advisory lock,
+/// per watch, or per watch and host) and across a stopped run and the next (its server
+/// session).
 pub trait Coordination {
     /// This connection on the server, recorded with a run's intents: a stopped run's last
     /// statement may still be running there.
@@ -328,9 +340,12 @@ pub trait Coordination {
     fn end_session(&mut self, _s: &Session) -> Result<bool> {
         Ok(true)
     }
-    /// Takes the per-watch advisory lock that keeps several hosts from acting on one watch
-    /// at once (`GET_LOCK` on MySQL). `false`: another run holds it.
-    fn try_watch_lock(&mut self, w: &Watch) -> Result<bool>;
+    /// Takes the advisory lock that keeps two runs from acting on the same rows at once
+    /// (`GET_LOCK` on MySQL): per watch and `host` when each host judges only the rows it
+    /// owns (`owner_column`), so hosts never turn one another away while a second run on
+    /// the same host still does; per watch when `host` is `None`. `false`: another run
+    /// holds it.
+    fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool>;
 }
 
 /// One database, every concern: what [`open`] returns and callers hold. Implemented for
@@ -369,9 +384,10 @@ pub struct ScanPlan {
     pub detail: String,
 }
 
-/// True for a row that is finished: not running, start and end both set.
+/// True for a row of the watch (its `match`) that is finished: not running, start and end
+/// both set.
 pub(crate) fn is_finished(w: &Watch, r: &FinishedRow) -> bool {
-    r.status != w.running_value && !r.started.raw.is_null() && !r.ended.raw.is_null()
+    r.matched && r.status != w.running_value && !r.started.raw.is_null() && !r.ended.raw.is_null()
 }
 
 /// The `LIKE` pattern for selfheal's message prefix.

@@ -5,7 +5,9 @@
 //! "rows affected" means "rows matched", and turns strict SQL mode on for its session (a
 //! value a column cannot hold fails its statement; it is never stored mangled). A statement that waits on a row lock gives up
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
-//! The per-watch advisory lock is `GET_LOCK`, released when the connection closes.
+//! The advisory lock is `GET_LOCK` (per watch, or per watch and host when rows are owned),
+//! released when the connection closes; `doctor` learns from `wsrep_on` whether it reaches
+//! every host.
 
 use std::time::Duration;
 
@@ -277,9 +279,29 @@ fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
     types::time_value(raw, ty.as_ref())
 }
 
-/// A `GET_LOCK` name at most 64 characters long, the same on every host for one watch.
-fn advisory_name(db: &str, watch: &str) -> String {
-    let name = format!("selfheal/{db}/{watch}");
+/// What `@@GLOBAL.wsrep_on` says about `GET_LOCK`: with Galera replication on, the lock is
+/// held on one node only, so hosts connected to different nodes do not see each other's.
+fn wsrep_gap(wsrep_on: Option<&SqlValue>) -> Option<String> {
+    let on = match wsrep_on? {
+        SqlValue::Int(n) => *n != 0,
+        SqlValue::UInt(n) => *n != 0,
+        SqlValue::Text(t) => t.eq_ignore_ascii_case("ON") || t == "1",
+        _ => false,
+    };
+    on.then(|| {
+        "wsrep_on is ON (a Galera cluster): GET_LOCK is held on one node only, so runs \
+         connected to different nodes do not turn each other away"
+            .to_string()
+    })
+}
+
+/// A `GET_LOCK` name at most 64 characters long: `selfheal/DB/WATCH`, the same on every
+/// host for one watch, or `selfheal/DB/WATCH@HOST` when each host judges its own rows.
+fn advisory_name(db: &str, watch: &str, host: Option<&str>) -> String {
+    let name = match host {
+        Some(h) => format!("selfheal/{db}/{watch}@{h}"),
+        None => format!("selfheal/{db}/{watch}"),
+    };
     if name.len() <= 64 {
         return name;
     }
@@ -338,16 +360,18 @@ impl JobTable for MysqlStore {
                 let (v, t) = next();
                 time_value(v, t)
             });
-            let owner = match w.owner_column {
-                Some(_) => next().0.into_text(),
-                None => None,
+            let owner_raw = match w.owner_column {
+                Some(_) => next().0,
+                None => SqlValue::Null,
             };
+            let owner = owner_raw.clone().into_text();
             let attempts = w.retry.as_ref().map(|_| next().0.into_count());
             each(RunningRow {
                 id,
                 started,
                 heartbeat,
                 owner,
+                owner_raw,
                 attempts,
             })?;
         }
@@ -414,12 +438,14 @@ impl JobTable for MysqlStore {
             let (e, et) = next();
             let status = next().0.to_string();
             let marked = next().0.into_text();
+            let matched = !sql::finished_has_match_cell(w, scope) || next().0.into_count() == 1;
             let row = FinishedRow {
                 id,
                 started: time_value(s, st),
                 ended: time_value(e, et),
                 status,
                 marked,
+                matched,
             };
             if super::is_finished(w, &row) {
                 each(row)?;
@@ -640,6 +666,18 @@ impl Introspect for MysqlStore {
         Ok(create.and_then(|c| definition_in(&c, column.name())))
     }
 
+    fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
+        match self
+            .conn
+            .query_first::<Value, _>("SELECT @@GLOBAL.wsrep_on")
+        {
+            Ok(v) => Ok(wsrep_gap(v.map(from_value).as_ref())),
+            // ER_UNKNOWN_SYSTEM_VARIABLE: a server built without Galera.
+            Err(mysql::Error::MySqlError(e)) if e.code == 1193 => Ok(None),
+            Err(e) => Err(self.err("reading wsrep_on", e)),
+        }
+    }
+
     fn session_time_zone(&mut self) -> Result<String> {
         let row: Option<(String, String, String)> = self
             .conn
@@ -720,7 +758,7 @@ impl Coordination for MysqlStore {
         }
     }
 
-    fn try_watch_lock(&mut self, w: &Watch) -> Result<bool> {
+    fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool> {
         let db: Option<String> = match w.table.schema() {
             Some(s) => Some(s.to_string()),
             None => self
@@ -729,7 +767,7 @@ impl Coordination for MysqlStore {
                 .map_err(|e| self.err("GET_LOCK", e))?
                 .flatten(),
         };
-        let name = advisory_name(db.as_deref().unwrap_or(""), &w.name);
+        let name = advisory_name(db.as_deref().unwrap_or(""), &w.name, host);
         let got: Option<Option<i64>> = self
             .conn
             .exec_first("SELECT GET_LOCK(?, 0)", (name,))
@@ -813,18 +851,48 @@ mod tests {
     }
 
     #[test]
+    fn galera_makes_the_advisory_lock_node_local() {
+        for on in [
+            SqlValue::Int(1),
+            SqlValue::UInt(1),
+            SqlValue::Text("ON".into()),
+        ] {
+            assert!(wsrep_gap(Some(&on)).is_some_and(|g| g.contains("one node only")));
+        }
+        for off in [
+            SqlValue::Int(0),
+            SqlValue::Text("OFF".into()),
+            SqlValue::Null,
+        ] {
+            assert_eq!(wsrep_gap(Some(&off)), None);
+        }
+        assert_eq!(wsrep_gap(None), None);
+    }
+
+    #[test]
     fn advisory_names_fit() {
         assert_eq!(
-            advisory_name("appdb", "full-sync"),
+            advisory_name("appdb", "full-sync", None),
             "selfheal/appdb/full-sync"
         );
-        let long = advisory_name(&"d".repeat(64), &"w".repeat(64));
+        assert_eq!(
+            advisory_name("appdb", "full-sync", Some("web2.dc1.example.com")),
+            "selfheal/appdb/full-sync@web2.dc1.example.com"
+        );
+        let long = advisory_name(&"d".repeat(64), &"w".repeat(64), None);
         assert_eq!(long.len(), 64);
-        assert_ne!(long, advisory_name(&"d".repeat(64), &"x".repeat(64)));
+        assert_ne!(long, advisory_name(&"d".repeat(64), &"x".repeat(64), None));
+        // Cut to fit, two hosts still take two locks.
+        let (a, b) = (
+            advisory_name("appdb", &"w".repeat(60), Some("web1")),
+            advisory_name("appdb", &"w".repeat(60), Some("web2")),
+        );
+        assert_eq!((a.len(), b.len()), (64, 64));
+        assert_ne!(a, b);
         // A multi-byte database name is cut on a character boundary, never inside one.
         for pad in 0..4 {
             let db = format!("{}{}", "d".repeat(pad), "数据库".repeat(8));
-            let name = advisory_name(&db, "sync");
+            let name = advisory_name(&db, "sync", None);
             assert!(name.len() <= 64 && name.len() > 64 - 4, "{name}");
             assert!(name.starts_with("selfheal/d") || name.starts_with("selfheal/数"));
         }

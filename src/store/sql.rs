@@ -111,7 +111,17 @@ pub(crate) fn select_columns(w: &Watch) -> Vec<&Ident> {
     cols
 }
 
-/// The `SELECT` of running rows, ordered by id (and what `doctor` explains).
+/// The watch's `match` as conditions (`col = ?`, values bound), in column order; empty
+/// without one.
+fn match_conditions(d: &Dialect, w: &Watch, b: &mut Binds<'_>) -> Vec<String> {
+    w.matches
+        .iter()
+        .map(|(col, v)| format!("{} = {}", d.quote(col), b.bind(SqlValue::Text(v.clone()))))
+        .collect()
+}
+
+/// The `SELECT` of running rows of the watch (its `match` too), ordered by id (and what
+/// `doctor` explains).
 pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
     let mut b = Binds::new(d);
     let cols = select_columns(w)
@@ -120,13 +130,22 @@ pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
         .collect::<Vec<_>>()
         .join(", ");
     let running = b.bind(SqlValue::Text(w.running_value.clone()));
+    let mut cond = vec![format!("{} = {running}", d.quote(&w.status_column))];
+    cond.extend(match_conditions(d, w, &mut b));
     let sql = format!(
-        "SELECT {cols} FROM {} WHERE {} = {running} ORDER BY {}",
+        "SELECT {cols} FROM {} WHERE {} ORDER BY {}",
         d.quote(&w.table),
-        d.quote(&w.status_column),
+        cond.join(" AND "),
         d.quote(&w.id_column),
     );
     b.finish(sql)
+}
+
+/// True when the `SELECT` of finished rows for `scope` ends with a cell that says whether
+/// the row is the watch's (`match`): [`History::Latest`] with a `match`, which reads the
+/// latest rows of every kind and leaves the comparison to the database.
+pub fn finished_has_match_cell(w: &Watch, scope: History) -> bool {
+    matches!(scope, History::Latest(_)) && !w.matches.is_empty()
 }
 
 /// The `SELECT` of one row by id: status, start, message (`NULL` without a message
@@ -152,11 +171,13 @@ pub fn current_sql(d: &Dialect, w: &Watch, id: &SqlValue) -> Statement {
 /// carries selfheal's prefix (`NULL` otherwise, so ordinary messages never cross the
 /// wire). Needs `ended_column`.
 ///
-/// [`History::All`] filters in the database and streams. [`History::Latest`] reads the
-/// latest rows through the id's index with no `WHERE` at all, and the caller keeps the
-/// finished ones (`store::is_finished`): a `WHERE … ORDER BY id DESC LIMIT n` would scan
-/// the whole table when few rows match, and a derived table is materialised (measured:
-/// ~15 ms against ~1 ms for 1000 rows of a 1,000,000-row MariaDB table).
+/// [`History::All`] filters in the database (the `match` too) and streams.
+/// [`History::Latest`] reads the latest rows through the id's index with no `WHERE` at all,
+/// and the caller keeps the finished ones (`store::is_finished`): a `WHERE … ORDER BY id
+/// DESC LIMIT n` would scan the whole table when few rows match, and a derived table is
+/// materialised (measured: ~15 ms against ~1 ms for 1000 rows of a 1,000,000-row MariaDB
+/// table). A `match` is then a last cell, `CASE WHEN … THEN 1 ELSE 0 END`, compared by the
+/// database as its `WHERE` would compare it ([`finished_has_match_cell`]).
 pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement> {
     let Some(ended) = &w.ended_column else {
         return Err(Error::Schema {
@@ -184,43 +205,63 @@ pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement>
         // Keeps the parameters the same either way.
         None => format!("CASE WHEN {pattern} IS NULL THEN NULL END"),
     };
+    let matched = if finished_has_match_cell(w, scope) {
+        format!(
+            ", CASE WHEN {} THEN 1 ELSE 0 END",
+            match_conditions(d, w, &mut b).join(" AND ")
+        )
+    } else {
+        String::new()
+    };
     let select = format!(
-        "SELECT {id}, {s}, {e}, {st}, {msg} FROM {}",
+        "SELECT {id}, {s}, {e}, {st}, {msg}{matched} FROM {}",
         d.quote(&w.table)
     );
     let sql = match scope {
         History::All => {
             let running = b.bind(SqlValue::Text(w.running_value.clone()));
-            format!("{select} WHERE {st} <> {running} AND {s} IS NOT NULL AND {e} IS NOT NULL")
+            let filters = match_conditions(d, w, &mut b)
+                .iter()
+                .fold(String::new(), |mut s, c| {
+                    s.push_str(" AND ");
+                    s.push_str(c);
+                    s
+                });
+            format!(
+                "{select} WHERE {st} <> {running} AND {s} IS NOT NULL AND {e} IS NOT NULL{filters}"
+            )
         }
         History::Latest(n) => format!("{select} ORDER BY {id} DESC LIMIT {n}"),
     };
     Ok(b.finish(sql))
 }
 
-/// The number of rows parked in `manual_value`: one `COUNT(*)` through the status index,
-/// whose cost follows the parked rows, not the table.
+/// The watch's rows parked in `manual_value` (its `match` too), as conditions.
+fn parked_conditions(d: &Dialect, w: &Watch, manual: &str, b: &mut Binds<'_>) -> String {
+    let value = b.bind(SqlValue::Text(manual.to_string()));
+    let mut cond = vec![format!("{} = {value}", d.quote(&w.status_column))];
+    cond.extend(match_conditions(d, w, b));
+    cond.join(" AND ")
+}
+
+/// The number of the watch's rows parked in `manual_value`: one `COUNT(*)` through the
+/// status index, whose cost follows the parked rows, not the table.
 pub fn parked_count_sql(d: &Dialect, w: &Watch, manual: &str) -> Statement {
     let mut b = Binds::new(d);
-    let value = b.bind(SqlValue::Text(manual.to_string()));
-    let sql = format!(
-        "SELECT COUNT(*) FROM {} WHERE {} = {value}",
-        d.quote(&w.table),
-        d.quote(&w.status_column),
-    );
+    let cond = parked_conditions(d, w, manual, &mut b);
+    let sql = format!("SELECT COUNT(*) FROM {} WHERE {cond}", d.quote(&w.table));
     b.finish(sql)
 }
 
-/// The first `limit` rows parked in `manual_value`, by id: id and start.
+/// The first `limit` of the watch's rows parked in `manual_value`, by id: id and start.
 pub fn parked_sql(d: &Dialect, w: &Watch, manual: &str, limit: u32) -> Statement {
     let mut b = Binds::new(d);
-    let value = b.bind(SqlValue::Text(manual.to_string()));
+    let cond = parked_conditions(d, w, manual, &mut b);
     let sql = format!(
-        "SELECT {}, {} FROM {} WHERE {} = {value} ORDER BY {} LIMIT {limit}",
+        "SELECT {}, {} FROM {} WHERE {cond} ORDER BY {} LIMIT {limit}",
         d.quote(&w.id_column),
         d.quote(&w.started_column),
         d.quote(&w.table),
-        d.quote(&w.status_column),
         d.quote(&w.id_column),
     );
     b.finish(sql)
@@ -250,7 +291,7 @@ pub fn release_sql(
             ended_expr(d, schema, &mut b)
         ));
     }
-    let cond = [
+    let mut cond = vec![
         format!("{} = {}", d.quote(&w.id_column), b.bind(row.id.clone())),
         format!(
             "{} = {}",
@@ -264,6 +305,7 @@ pub fn release_sql(
             b.bind(row.started.raw.clone())
         ),
     ];
+    cond.extend(match_conditions(d, w, &mut b));
     let sql = format!(
         "UPDATE {} SET {} WHERE {}",
         d.quote(&w.table),
@@ -344,7 +386,9 @@ fn ended_expr(d: &Dialect, schema: &Schema, b: &mut Binds<'_>) -> String {
 
 /// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time, the
 /// message and the attempts the watch has; matches the row only while it still has the
-/// id, the running status, and the start and heartbeat values selfheal observed.
+/// id, the running status, the start, heartbeat and owner values selfheal observed, and
+/// the watch's `match`: a row another host claimed, or that another watch's job kind took
+/// over, in the meantime is never written.
 pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> Statement {
     let mut b = Binds::new(d);
     let mut set = vec![format!(
@@ -391,6 +435,14 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
     if let (Some(col), Some(hb)) = (&w.heartbeat_column, &c.row.heartbeat) {
         cond.push(format!("{} {eq} {}", d.quote(col), b.bind(hb.raw.clone())));
     }
+    if let Some(col) = &w.owner_column {
+        cond.push(format!(
+            "{} {eq} {}",
+            d.quote(col),
+            b.bind(c.row.owner_raw.clone())
+        ));
+    }
+    cond.extend(match_conditions(d, w, &mut b));
     let hint = if schema.id_is_primary {
         d.force_primary
     } else {
@@ -453,6 +505,7 @@ mod tests {
             started: tv(SqlValue::Text("2026-11-29 10:00:00".into())),
             heartbeat: heartbeat.map(tv),
             owner: None,
+            owner_raw: SqlValue::Null,
             attempts: None,
         }
     }
@@ -477,6 +530,25 @@ mod tests {
             running_sql(SQLITE, &w).sql,
             "SELECT \"id\", \"start_time\", \"beat\", \"worker\" FROM \"app\".\"sync_log\" \
              WHERE \"status\" = ?1 ORDER BY \"id\""
+        );
+    }
+
+    #[test]
+    fn a_match_filters_running_rows_with_bound_values() {
+        let w = watch("match = { job = \"full-sync\", shard = \"3\" }");
+        assert_eq!(
+            running_sql(MYSQL, &w),
+            Statement {
+                sql: "SELECT `id`, `start_time` FROM `app`.`sync_log` WHERE `status` = ? AND \
+                      `job` = ? AND `shard` = ? ORDER BY `id`"
+                    .into(),
+                params: vec![text("running"), text("full-sync"), text("3")],
+            }
+        );
+        assert_eq!(
+            running_sql(SQLITE, &w).sql,
+            "SELECT \"id\", \"start_time\" FROM \"app\".\"sync_log\" WHERE \"status\" = ?1 \
+             AND \"job\" = ?2 AND \"shard\" = ?3 ORDER BY \"id\""
         );
     }
 
@@ -535,6 +607,31 @@ mod tests {
                 .sql,
             "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN ? IS NULL THEN NULL \
              END FROM `app`.`sync_log` ORDER BY `id` DESC LIMIT 5"
+        );
+        // A match: filtered in the database for every finished row; for the latest rows
+        // (no WHERE, so the primary key serves), a last cell the database computes.
+        let w = watch("ended_column = \"end_time\"\nmatch = { job = \"full-sync\" }");
+        assert_eq!(
+            finished_sql(MYSQL, &w, History::All).expect("sql"),
+            Statement {
+                sql: "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN ? IS NULL THEN \
+                      NULL END FROM `app`.`sync_log` WHERE `status` <> ? AND `start_time` IS NOT \
+                      NULL AND `end_time` IS NOT NULL AND `job` = ?"
+                    .into(),
+                params: vec![text("self-heal:%"), text("running"), text("full-sync")],
+            }
+        );
+        assert!(!finished_has_match_cell(&w, History::All));
+        assert!(finished_has_match_cell(&w, History::Latest(5)));
+        assert_eq!(
+            finished_sql(SQLITE, &w, History::Latest(5)).expect("sql"),
+            Statement {
+                sql: "SELECT \"id\", \"start_time\", \"end_time\", \"status\", CASE WHEN ?1 IS \
+                      NULL THEN NULL END, CASE WHEN \"job\" = ?2 THEN 1 ELSE 0 END FROM \
+                      \"app\".\"sync_log\" ORDER BY \"id\" DESC LIMIT 5"
+                    .into(),
+                params: vec![text("self-heal:%"), text("full-sync")],
+            }
         );
         let e = finished_sql(MYSQL, &watch(""), History::All).expect_err("no ended_column");
         assert_eq!(
@@ -651,6 +748,51 @@ mod tests {
         assert_eq!(
             literal(MYSQL, &SqlValue::UInt(u64::MAX)),
             "18446744073709551615"
+        );
+    }
+
+    #[test]
+    fn compare_and_set_matches_the_owner_and_the_match() {
+        // A row another host claimed, or another job kind took, in the meantime is not
+        // the row that was judged.
+        let w = watch("owner_column = \"worker\"\nmatch = { job = \"full-sync\" }");
+        let mut r = row(None);
+        r.owner = Some("web1:4242".into());
+        r.owner_raw = text("web1:4242");
+        let c = Change {
+            row: &r,
+            new_status: "error",
+            message: None,
+            bump_attempts: false,
+        };
+        assert_eq!(
+            cas_sql(MYSQL, &w, &schema(None, true), &c),
+            Statement {
+                sql: "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = ? WHERE `id` \
+                      = ? AND `status` = ? AND `start_time` <=> ? AND `worker` <=> ? AND `job` = ?"
+                    .into(),
+                params: vec![
+                    text("error"),
+                    SqlValue::Int(7),
+                    text("running"),
+                    text("2026-11-29 10:00:00"),
+                    text("web1:4242"),
+                    text("full-sync"),
+                ],
+            }
+        );
+        // An owner read as NULL still matches only NULL.
+        r.owner_raw = SqlValue::Null;
+        let c = Change {
+            row: &r,
+            new_status: "error",
+            message: None,
+            bump_attempts: false,
+        };
+        assert_eq!(
+            cas_sql(SQLITE, &w, &schema(None, true), &c).sql,
+            "UPDATE \"app\".\"sync_log\" SET \"status\" = ?1 WHERE \"id\" = ?2 AND \"status\" = \
+             ?3 AND \"start_time\" IS ?4 AND \"worker\" IS ?5 AND \"job\" = ?6"
         );
     }
 

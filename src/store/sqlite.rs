@@ -241,10 +241,11 @@ impl JobTable for SqliteStore {
                 Some(_) => Some(time_value(next().map_err(|e| Error::database(ctx(), e))?)),
                 None => None,
             };
-            let owner = match w.owner_column {
-                Some(_) => next().map_err(|e| Error::database(ctx(), e))?.into_text(),
-                None => None,
+            let owner_raw = match w.owner_column {
+                Some(_) => next().map_err(|e| Error::database(ctx(), e))?,
+                None => SqlValue::Null,
             };
+            let owner = owner_raw.clone().into_text();
             let attempts = match w.retry {
                 Some(_) => Some(next().map_err(|e| Error::database(ctx(), e))?.into_count()),
                 None => None,
@@ -254,6 +255,7 @@ impl JobTable for SqliteStore {
                 started,
                 heartbeat,
                 owner,
+                owner_raw,
                 attempts,
             })?;
         }
@@ -319,6 +321,7 @@ impl JobTable for SqliteStore {
                 ended: time_value(get(2)?),
                 status: get(3)?.to_string(),
                 marked: get(4)?.into_text(),
+                matched: !sql::finished_has_match_cell(w, scope) || get(5)?.into_count() == 1,
             };
             if super::is_finished(w, &row) {
                 each(row)?;
@@ -472,7 +475,7 @@ impl Introspect for SqliteStore {
 }
 
 impl Coordination for SqliteStore {
-    fn try_watch_lock(&mut self, _w: &Watch) -> Result<bool> {
+    fn try_watch_lock(&mut self, _w: &Watch, _host: Option<&str>) -> Result<bool> {
         // A SQLite database lives on one host; selfheal's run lock already serialises runs.
         Ok(true)
     }

@@ -410,6 +410,7 @@ pub fn named_columns(w: &Watch) -> Vec<(&'static str, &Ident, Role)> {
         ),
     ];
     v.extend(opt.into_iter().filter_map(|(k, c, r)| c.map(|c| (k, c, r))));
+    v.extend(w.matches.iter().map(|(c, _)| ("match", c, Role::Any)));
     v
 }
 
