@@ -744,6 +744,22 @@ mod tests {
             "UPDATE `app`.`sync_log` SET `status` = 'error', `end_time` = NOW() WHERE `id` = \
              'a''b\\\\c?\\nd' AND `status` = 'wait_manual' AND `start_time` <=> NULL"
         );
+        // A watch that is one job kind of a shared table counts and releases its own.
+        let w = watch("manual_value = \"wait_manual\"\nmatch = { job = \"full-sync\" }");
+        assert_eq!(
+            parked_count_sql(MYSQL, &w, "wait_manual"),
+            Statement {
+                sql: "SELECT COUNT(*) FROM `app`.`sync_log` WHERE `status` = ? AND `job` = ?"
+                    .into(),
+                params: vec![text("wait_manual"), text("full-sync")],
+            }
+        );
+        let r = row(SqlValue::Int(7), text("2026-11-29 10:00:00"));
+        let st = release_sql(MYSQL, &w, &schema(None, true), &r, "wait_manual", "error");
+        assert!(
+            for_a_person(MYSQL, &st).ends_with(" AND `job` = 'full-sync'"),
+            "{st:?}"
+        );
         assert_eq!(literal(MYSQL, &SqlValue::Bytes(vec![0, 255])), "X'00ff'");
         assert_eq!(
             literal(MYSQL, &SqlValue::UInt(u64::MAX)),
