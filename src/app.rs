@@ -10,7 +10,7 @@ use crate::cli::{CheckArgs, Cli, Command, Format, RunArgs, Shell, WatchFlags};
 use crate::config::{self, Config, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
 use crate::eventlog::{self, Event, EventLog, Severity};
-use crate::report::{JsonReporter, Reporter, RowReport, Summary, TextReporter, WatchInfo};
+use crate::report::{JsonReporter, Parked, Reporter, RowReport, Summary, TextReporter, WatchInfo};
 
 /// Runs the command and returns the process exit status.
 pub fn run(cli: Cli) -> u8 {
@@ -126,6 +126,20 @@ impl Reporter for Logged<'_> {
         self.inner.warning(msg);
     }
 
+    /// The log gets every run's warnings; only the cron text is spared the repeats.
+    fn warning_already_told(&mut self, msg: &str) {
+        self.log.send(&Event {
+            severity: Severity::Warning,
+            message: format!("warning: {msg}"),
+            fields: Vec::new(),
+        });
+        self.inner.warning_already_told(msg);
+    }
+
+    fn parked(&mut self, p: &Parked) {
+        self.inner.parked(p);
+    }
+
     fn finish(&mut self, s: &Summary) {
         self.inner.finish(s);
     }
@@ -134,9 +148,13 @@ impl Reporter for Logged<'_> {
 fn run_check(args: &CheckArgs) -> Result<u8> {
     let path = ConfigPath::resolve(args.config.as_deref());
     let cfg = config::load(&path, &overrides(&args.watch), &args.watches)?;
+    let dry_run = args.dry_run || args.explain;
     let opts = CheckOptions {
-        dry_run: args.dry_run || args.explain,
+        dry_run,
         force: args.force,
+        // The cron text (a real run printing text): unchanged problems once per
+        // remind_every. JSON, --explain, --dry-run and --quiet show or skip everything.
+        remind: args.format == Format::Text && !dry_run && !args.quiet,
     };
     let stdout = std::io::stdout().lock();
     let mut json;

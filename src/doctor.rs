@@ -3,9 +3,11 @@
 //! was reached; the database clock against the host's and the session time zone; per
 //! watch the table, its columns and their types, the index that finds running rows (by
 //! the database's own plan of the very query `check` runs, `match` included), the message
-//! column's room, times in the future, `max_age` against the runs it can see; the heartbeat
-//! and lock directories as the user selfheal runs as; selfheal's run lock, state directory
-//! and metrics file; a lock file kept by `selfheal run` or the PHP helper (`run_files`).
+//! column's room, times in the future, `max_age` against the runs it can see, whether the
+//! status column can hold every status the watch writes, the rows parked in `manual_value`
+//! (with the statement that releases each); the heartbeat and lock directories as the user
+//! selfheal runs as; selfheal's run lock, state directory and metrics file; a lock file
+//! kept by `selfheal run` or the PHP helper (`run_files`).
 //! For several hosts (SPEC §10): which hosts own the running rows now,
 //! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
 //! `owner_column` or `host`, and an advisory lock that does not reach every host. Also a
@@ -380,6 +382,7 @@ fn watch_database_checks(
         }
     };
     rep.add(columns_finding(w, &schema));
+    rep.add(values_finding(w, &schema, store));
     rep.add(match store.explain_running(w) {
         Ok(plan) => index_finding(w, &plan),
         Err(e) => Finding::warn(subject("index"), e.to_string(), "run EXPLAIN by hand"),
@@ -405,7 +408,116 @@ fn watch_database_checks(
         w,
         history::recent_runs(store, w, &schema, clocks),
     ));
+    for f in parked_findings(cfg, w, &schema, store, clocks) {
+        rep.add(f);
+    }
     true
+}
+
+/// How many parked rows doctor lists, each with the statement that releases it.
+const PARKED_LISTED: u32 = 10;
+
+/// The rows parked in `manual_value`: a backlog a person owes. Each listed with how long
+/// ago it started and, where the journal knows, how long ago it was parked, and the
+/// compare-and-set a person runs to release it after looking at the job.
+fn parked_findings(
+    cfg: &Config,
+    w: &Watch,
+    schema: &Schema,
+    store: &mut dyn Store,
+    clocks: &Clocks,
+) -> Vec<Finding> {
+    let Some(manual) = &w.manual_value else {
+        return Vec::new();
+    };
+    let subject = format!("watch {}: parked rows", w.name);
+    let count = match store.count_parked(w, manual) {
+        Ok(n) => n,
+        Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
+    };
+    if count == 0 {
+        return vec![Finding::pass(subject, format!("none in '{manual}'"))];
+    }
+    let rows = match store.parked_rows(w, manual, PARKED_LISTED) {
+        Ok(r) => r,
+        Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
+    };
+    let parked_at = parked_times(cfg, w, manual);
+    let (target, why) = match &w.retry {
+        Some(r) => (r.value.as_str(), "back to the queue (retry_value)"),
+        None => (w.dead_value.as_str(), "as dead (dead_value)"),
+    };
+    let mut out = vec![Finding::warn(
+        subject,
+        format!(
+            "{count} row{} in '{manual}' wait{} for a person (selfheal does not judge a \
+             parked row again; every run counts them: selfheal_parked_rows)",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "s" } else { "" },
+        ),
+        format!(
+            "look at each job (is its worker still running? what did it leave half done?), \
+             then release its row {why} with the statement below{}",
+            if count > rows.len() as u64 {
+                format!(" (the first {} are listed)", rows.len())
+            } else {
+                String::new()
+            }
+        ),
+    )];
+    let d = store.dialect();
+    let host_now = crate::clock::epoch(SystemTime::now());
+    for r in &rows {
+        let started = match r.started.stamp {
+            Ok(Some(s)) => age_on_db_clock(s, &clocks.db, clocks.tz)
+                .ok()
+                .and_then(|a| u64::try_from(a).ok())
+                .map_or_else(
+                    || format!("started at {}", r.started.raw),
+                    |a| format!("started {} ago", human(a)),
+                ),
+            _ => format!("started at {}", r.started.raw),
+        };
+        let key = (history::id_key(&r.id.to_json()), r.started.raw.to_string());
+        let parked = match parked_at.get(&key) {
+            Some((time, Some(t))) => format!(
+                "parked {} ago ({time}, from the journal)",
+                human(u64::try_from(host_now - t).unwrap_or(0))
+            ),
+            Some((time, None)) => format!("parked at {time} (from the journal)"),
+            None => "parked at a time the journal does not know".to_string(),
+        };
+        let release = store::sql::release_sql(d, w, schema, r, manual, target);
+        out.push(Finding::warn(
+            format!("watch {}: parked row id={}", w.name, r.id),
+            format!("{parked}; its run {started}"),
+            format!("after looking: {}", store::sql::for_a_person(d, &release)),
+        ));
+    }
+    out
+}
+
+/// When the journal says each row of the watch was parked in `manual`: by id key and the
+/// start value the compare-and-set matched, the entry's time and that time in unix seconds.
+fn parked_times(
+    cfg: &Config,
+    w: &Watch,
+    manual: &str,
+) -> std::collections::HashMap<(String, String), (String, Option<i64>)> {
+    let mut at = std::collections::HashMap::new();
+    let path = cfg.run.state_dir.join(crate::journal::JOURNAL_FILE);
+    let _ = crate::journal::read(&path, &mut |e| {
+        if e.watch == w.name && e.applied && e.to == manual {
+            let secs = chrono::DateTime::parse_from_rfc3339(&e.time)
+                .ok()
+                .map(|t| t.timestamp());
+            at.insert(
+                (e.id.key(), e.started.clone().unwrap_or_default()),
+                (e.time.clone(), secs),
+            );
+        }
+    });
+    at
 }
 
 fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
@@ -435,6 +547,109 @@ fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
              TIMESTAMP or integer unix seconds)",
         )
     }
+}
+
+/// Whether the status column can hold every status the watch writes; when it cannot, the
+/// `ALTER TABLE` that makes room (keeping the rest of the column's definition as the
+/// database writes it) and the configuration change that avoids it.
+fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) -> Finding {
+    let subject = format!("watch {}: status values", w.name);
+    let Some(col) = schema
+        .columns
+        .get(&w.status_column.name().to_ascii_lowercase())
+    else {
+        return Finding::pass(subject, "no status column to check");
+    };
+    let values = store::types::written_values(w);
+    let listed = values
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let misfits = store::types::misfits(w, schema);
+    let ty = col.type_text();
+    if misfits.is_empty() {
+        return Finding::pass(
+            subject,
+            if col.enforced {
+                format!("{} {ty} holds {listed}", w.status_column)
+            } else {
+                format!(
+                    "{} ({}) holds {listed} (SQLite stores any value)",
+                    w.status_column,
+                    if ty.is_empty() { "untyped" } else { &ty }
+                )
+            },
+        );
+    }
+    let detail = misfits
+        .iter()
+        .map(|(k, v, m)| {
+            format!(
+                "{k} {v:?} cannot be stored in {} {ty}: {m}",
+                w.status_column
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut fixes = Vec::new();
+    let bad: Vec<&str> = misfits.iter().map(|(_, v, _)| *v).collect();
+    if let Some(wider) = col.widened(&bad) {
+        let rest = store
+            .column_definition(w, &w.status_column)
+            .ok()
+            .flatten()
+            .map(|d| store::types::split_type(&d).1.to_string());
+        fixes.push(match rest {
+            Some(rest) => format!(
+                "ALTER TABLE {} MODIFY {} {wider}{rest}",
+                w.table.quoted('`'),
+                w.status_column.quoted('`')
+            ),
+            None => format!(
+                "ALTER TABLE {} MODIFY {} {wider} (keep its NULL, DEFAULT, character set \
+                 and comment: SHOW CREATE TABLE {} shows them)",
+                w.table.quoted('`'),
+                w.status_column.quoted('`'),
+                w.table
+            ),
+        });
+    }
+    for (key, _, m) in &misfits {
+        fixes.push(match m {
+            store::types::Misfit::NotMember { members } => {
+                let others: Vec<&str> = members
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|m| *m != w.running_value)
+                    .collect();
+                format!(
+                    "set {key} in watch '{}' to one of the column's values the application \
+                     means for it ({})",
+                    w.name,
+                    others.join(", ")
+                )
+            }
+            store::types::Misfit::TooLong { length, .. } => format!(
+                "set {key} in watch '{}' to a value of at most {length} characters",
+                w.name
+            ),
+            store::types::Misfit::NotANumber => format!(
+                "set {key} in watch '{}' to the number the application uses for that state",
+                w.name
+            ),
+        });
+    }
+    Finding::fail(
+        subject,
+        format!(
+            "{detail}: a strict server refuses every such change, a lenient one (sql_mode \
+             without STRICT_TRANS_TABLES) would store a mangled value and the row would \
+             vanish from every status the application knows; selfheal check refuses to \
+             start (exit 2) until it fits"
+        ),
+        fixes.join("; or "),
+    )
 }
 
 /// Below this many expected rows a full scan is no outage (MySQL picks one on small tables
@@ -495,23 +710,34 @@ fn message_finding(w: &Watch, schema: &Schema) -> Finding {
         );
     };
     let need = evidence::longest_message(w);
+    let words = evidence::longest_words(w);
+    let widen = format!(
+        "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR({}) (keep its NULL and DEFAULT)",
+        w.table,
+        need.max(255)
+    );
     match schema.message_max {
         None => Finding::pass(subject, format!("{col} holds any length")),
         Some(n) if n >= need => Finding::pass(
             subject,
             format!("{col} holds {n} characters; a reason needs at most {need}"),
         ),
-        Some(n) => Finding::warn(
+        Some(n) if n >= words => Finding::warn(
             subject,
             format!(
-                "{col} holds {n} characters; reasons of up to {need} will be cut (the lock \
-                 and the owner go first)"
+                "{col} holds {n} characters; reasons of up to {need} will be cut (the \
+                 figures in parentheses go first, the words stay)"
             ),
+            widen,
+        ),
+        Some(n) => Finding::fail(
+            subject,
             format!(
-                "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR(255) (keep its NULL and \
-                 DEFAULT)",
-                w.table
+                "{col} holds {n} characters, too few for the words of a reason (up to \
+                 {words}, e.g. \"self-heal: dead: lock free, worker gone\"): a person \
+                 reading the row would not learn why it was changed"
             ),
+            widen,
         ),
     }
 }

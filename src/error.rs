@@ -185,6 +185,18 @@ pub enum SchemaProblem {
         key: &'static str,
         why: &'static str,
     },
+    /// A status the watch writes (`key`: `dead_value`, …) that the status column cannot
+    /// hold (`why`: in words). Nothing is written: a lenient server would store a mangled
+    /// value.
+    #[error(
+        "{key} {value:?} cannot be stored in the status column {column}: {why}; nothing was written"
+    )]
+    ValueDoesNotFit {
+        key: &'static str,
+        value: String,
+        column: String,
+        why: String,
+    },
 }
 
 impl SchemaProblem {
@@ -208,6 +220,12 @@ impl SchemaProblem {
                 format!("point {key} in watch '{watch}' at a column of a usable type")
             }
             SchemaProblem::NotSet { key, .. } => format!("set {key} in watch '{watch}'"),
+            SchemaProblem::ValueDoesNotFit {
+                key, value, column, ..
+            } => format!(
+                "make room for {value:?} in {column} (selfheal doctor shows the ALTER TABLE), \
+                 or set {key} in watch '{watch}' to a status the column holds"
+            ),
         }
     }
 
@@ -216,7 +234,8 @@ impl SchemaProblem {
         match self {
             SchemaProblem::NoColumn { key, .. }
             | SchemaProblem::WrongType { key, .. }
-            | SchemaProblem::NotSet { key, .. } => Some(key),
+            | SchemaProblem::NotSet { key, .. }
+            | SchemaProblem::ValueDoesNotFit { key, .. } => Some(key),
             SchemaProblem::NoTable { .. } | SchemaProblem::NoDatabase { .. } => None,
         }
     }
@@ -224,9 +243,9 @@ impl SchemaProblem {
     /// The column involved, if any.
     pub fn column(&self) -> Option<&str> {
         match self {
-            SchemaProblem::NoColumn { column, .. } | SchemaProblem::WrongType { column, .. } => {
-                Some(column)
-            }
+            SchemaProblem::NoColumn { column, .. }
+            | SchemaProblem::WrongType { column, .. }
+            | SchemaProblem::ValueDoesNotFit { column, .. } => Some(column),
             _ => None,
         }
     }

@@ -14,7 +14,8 @@
 //!    row ([`store`]), the legacy lock release ([`release`]); a stopped run's intents are
 //!    settled by [`recovery`] (journal and store only).
 //! 6. report: [`report`] (cron text, `--explain`, JSON), `state_dir/last-run.json`
-//!    ([`state`]), [`metrics`], [`eventlog`].
+//!    ([`state`]), [`metrics`], [`eventlog`]; what the cron text already told a person
+//!    ([`remind`]: once per problem, then once per `remind_every`).
 //!
 //! Beside `check`: [`run`] is `selfheal run`, the wrapper that makes a job leave that
 //! evidence (a kernel lock, a heartbeat, an execution record); [`fsafe`] is how every file
@@ -75,6 +76,7 @@ pub mod mycnf;
 pub mod probe;
 pub mod recovery;
 pub mod release;
+pub mod remind;
 pub mod report;
 pub mod run;
 pub mod runlock;

@@ -87,11 +87,16 @@ impl Redact {
     }
 
     /// A pid, where the output shows one: `held:PID`, `alive:PID`, `dead:PID`,
-    /// `reused:PID` and the JSON `lock_pid`/`owner_pid` fields.
+    /// `reused:PID`, `pid PID` in the row message's words and the JSON
+    /// `lock_pid`/`owner_pid` fields.
     fn pid(mut self, pid: u32, name: &str) -> Redact {
         for state in ["held", "alive", "dead", "reused"] {
             self.0
                 .push((format!("{state}:{pid}"), format!("{state}:[{name}]")));
+        }
+        for after in [' ', ')', ','] {
+            self.0
+                .push((format!("pid {pid}{after}"), format!("pid [{name}]{after}")));
         }
         for field in ["lock_pid", "owner_pid"] {
             self.0.push((
@@ -960,6 +965,18 @@ fn redact_between(text: &str, before: &str, after: &str, name: &str) -> String {
 /// empty), with two runs that ended well (1h, 2h) and one row running 20m and beating,
 /// over the watch `watch` gives. The binary runs on the real clock, as the server does.
 fn doctor_mariadb(name: &str, about: &str, alter: &str, watch: fn(&Sandbox) -> String) {
+    mariadb_shot(name, about, alter, watch, &[&["doctor"]]);
+}
+
+/// Like [`doctor_mariadb`], with the transcripts of `commands` (each given `--config`), one
+/// after the other.
+fn mariadb_shot(
+    name: &str,
+    about: &str,
+    alter: &str,
+    watch: fn(&Sandbox) -> String,
+    commands: &[&[&str]],
+) {
     if std::env::var_os("SELFHEAL_TEST_MYSQL_URL").is_some() {
         // The snapshots are of the local MariaDB as scripts/test runs it; another server
         // (MySQL, another socket) words some lines differently.
@@ -986,11 +1003,6 @@ fn doctor_mariadb(name: &str, about: &str, alter: &str, watch: fn(&Sandbox) -> S
     let sb = Sandbox::new();
     sb.heartbeat(3, Duration::from_secs(5));
     let cfg = sb.config(&db.url, &watch(&sb));
-    let o = selfheal()
-        .args(["doctor", "--config"])
-        .arg(&cfg)
-        .output()
-        .expect("run selfheal");
     let mut r = Redact::new(&sb)
         .with(format!("mariadb {} at", version[0]), "mariadb [VERSION] at")
         .with(db.name.clone(), "[DATABASE]");
@@ -1003,7 +1015,18 @@ fn doctor_mariadb(name: &str, about: &str, alter: &str, watch: fn(&Sandbox) -> S
             );
         }
     }
-    let text = transcript(&["doctor"], &o, &r);
+    let text: String = commands
+        .iter()
+        .map(|args| {
+            let o = selfheal()
+                .args(*args)
+                .arg("--config")
+                .arg(&cfg)
+                .output()
+                .expect("run selfheal");
+            transcript(args, &o, &r)
+        })
+        .collect();
     snapshot(
         name,
         &format!(
@@ -1053,6 +1076,122 @@ fn doctor_mariadb_column_typo() {
          heartbeat_at).",
         "",
         |sb| mariadb_watch(sb).replace("\"heartbeat_at\"", "\"heartbeat\""),
+    );
+}
+
+#[test]
+fn mariadb_status_enum_without_the_dead_value() {
+    mariadb_shot(
+        "mariadb_status_enum_without_the_dead_value",
+        "The healthy MariaDB setup, but status is ENUM('running','done','failed') NOT NULL \
+         DEFAULT 'running' COMMENT 'job state' and dead_value is the default 'error': doctor, \
+         then check (refused before anything is written), then stats.",
+        "MODIFY status ENUM('running','done','failed') NOT NULL DEFAULT 'running' COMMENT \
+         'job state'",
+        mariadb_watch,
+        &[&["doctor"], &["check"], &["stats"]],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Parked rows
+
+const PARKED: &str = "The healthy SQLite setup with manual_value = \"wait_manual\": two runs \
+     that ended well (1h, 2h), row 3 running and beating; row 4 (started 40m ago, its \
+     heartbeat 25m old, its lock held by flock(1)) parked by a real check; row 5, started 3h \
+     ago, set to 'wait_manual' by hand (no journal knows it).";
+
+/// The parked-rows fixture: row 4 parked by real checks (as many as it takes), row 5 by
+/// hand. `None` without faketime.
+fn parked_fixture() -> Option<(Sandbox, SqliteDb, PathBuf)> {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    healthy_rows(&sb, &db);
+    db.insert_at(4, "running", ago(40 * MIN));
+    sb.heartbeat_at(4, ago(25 * MIN));
+    let holder = flock1_holder(&sb.lock_path(4), false);
+    db.insert_at(5, "wait_manual", ago(3 * HOUR));
+    let cfg = sb.config(
+        &db.url(),
+        &full_watch(&sb).replace(
+            "owner_column",
+            "manual_value = \"wait_manual\"\nowner_column",
+        ),
+    );
+    for _ in 0..3 {
+        run(&cfg, &["check"])?;
+        if db.status(4) != "running" {
+            break;
+        }
+    }
+    assert_eq!(db.status(4), "wait_manual");
+    drop(holder);
+    Some((sb, db, cfg))
+}
+
+#[test]
+fn parked_rows() {
+    let Some((sb, _db, cfg)) = parked_fixture() else {
+        return;
+    };
+    let r = Redact::new(&sb);
+    let mut text = String::new();
+    for args in [
+        &["doctor"][..],
+        &["check", "--explain"],
+        &["check"],
+        &["stats"],
+    ] {
+        let Some(o) = run(&cfg, args) else { return };
+        text.push_str(&transcript(args, &o, &r));
+    }
+    snapshot(
+        "parked_rows",
+        &format!("doctor, check --explain, the cron form of check and stats over: {PARKED}"),
+        &text,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Cron mail once per problem
+
+#[test]
+fn cron_tells_once_per_problem() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert_at(1, "running", ago(30 * MIN));
+    std::os::unix::fs::symlink("hb-1", sb.path("hb-1")).expect("symlink loop");
+    finished(&db, 2, "done", ago(26 * HOUR), 3 * HOUR);
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let r = Redact::new(&sb);
+    let mut text = String::new();
+    for (when, at) in [
+        ("now", None),
+        ("the next run", None),
+        ("a day later", Some("2035-03-15 16:09:26")),
+    ] {
+        let Some(mut c) = frozen_selfheal() else {
+            return;
+        };
+        if let Some(at) = at {
+            c.env("FAKETIME", at);
+        }
+        let o = c
+            .args(["check", "--config"])
+            .arg(&cfg)
+            .output()
+            .expect("run selfheal");
+        text.push_str("# ");
+        text.push_str(when);
+        text.push('\n');
+        text.push_str(&transcript(&["check"], &o, &r));
+    }
+    snapshot(
+        "cron_tells_once_per_problem",
+        "The cron form three times: now, at the next run, and a day later (remind_every 24h \
+         by default). Row 1 (30m) cannot be judged: its heartbeat file is a symlink loop; a \
+         run that ended well after 3h makes max_age 4h too low.",
+        &text,
     );
 }
 

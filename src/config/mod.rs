@@ -40,6 +40,8 @@ pub const RUN_LOCK_NAME: &str = "run.lock";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/selfheal";
 /// Default tolerance between the database clock and the host clock.
 pub const DEFAULT_CLOCK_TOLERANCE: Duration = Duration::from_secs(60);
+/// Default interval at which the cron text repeats an unchanged problem.
+pub const DEFAULT_REMIND_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 // ---------------------------------------------------------------------------------------
 // Raw, as written in the file (every field optional, unknown keys rejected).
@@ -69,6 +71,7 @@ struct RawRun {
     state_dir: Option<PathBuf>,
     metrics_file: Option<PathBuf>,
     clock_tolerance: Option<String>,
+    remind_every: Option<String>,
     host_names: Option<Vec<String>>,
 }
 
@@ -199,6 +202,9 @@ pub struct Run {
     pub metrics_file: Option<PathBuf>,
     /// Allowed difference between the database clock and the host clock.
     pub clock_tolerance: Duration,
+    /// The cron text shows a problem when it first appears or changes, then at most this
+    /// often (`state_dir/reminders.json` remembers when it last did). Default 24 h.
+    pub remind_every: Duration,
     /// Other names this host goes by in owner columns and `host` pins, as written (each
     /// may hold `{hostname}`, this host's own name); compared whole, ignoring case.
     pub host_names: Vec<String>,
@@ -518,6 +524,10 @@ fn build(
             parse_duration(&s).map_err(|m| Error::config(origin, "run.clock_tolerance", m))?
         }
     };
+    let remind_every = match rawrun.remind_every {
+        None => DEFAULT_REMIND_EVERY,
+        Some(s) => parse_duration(&s).map_err(|m| Error::config(origin, "run.remind_every", m))?,
+    };
     for (k, p) in [
         ("run.lock_file", &rawrun.lock_file),
         ("run.state_dir", &rawrun.state_dir),
@@ -552,6 +562,7 @@ fn build(
             state_dir,
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
+            remind_every,
             host_names,
         },
         all_watches: if all_watches.is_empty() {

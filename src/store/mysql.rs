@@ -1,8 +1,9 @@
 //! MySQL/MariaDB adapter: the usual case on legacy PHP hosts, over a unix socket or TCP.
 //!
 //! Connects with bounded timeouts, never takes a password from the URL given on the
-//! command line (the configuration layer refuses it), and asks for `CLIENT_FOUND_ROWS` so
-//! "rows affected" means "rows matched". A statement that waits on a row lock gives up
+//! command line (the configuration layer refuses it), asks for `CLIENT_FOUND_ROWS` so
+//! "rows affected" means "rows matched", and turns strict SQL mode on for its session (a
+//! value a column cannot hold fails its statement; it is never stored mangled). A statement that waits on a row lock gives up
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
 //! The advisory lock is `GET_LOCK` (per watch, or per watch and host when rows are owned),
 //! released when the connection closes; `doctor` learns from `wsrep_on` whether it reaches
@@ -19,10 +20,10 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
+    ParkedRow, RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
-use crate::config::{Database, DbUrl, Watch, redact_url};
+use crate::config::{Database, DbUrl, Ident, Watch, redact_url};
 use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
 
 /// MySQL's and MariaDB's SQL: `` ` `` quotes, `?` placeholders, `<=>` for null-safe
@@ -37,6 +38,7 @@ pub const DIALECT: Dialect = Dialect {
     zone_offset: SqlValue::Int,
     force_primary: " FORCE INDEX (PRIMARY)",
     enforces_types: true,
+    text_literal: types::mysql_literal,
 };
 
 pub struct MysqlStore {
@@ -54,6 +56,13 @@ const LOCK_WAIT_S: u32 = 10;
 /// ER_LOCK_WAIT_TIMEOUT and ER_LOCK_DEADLOCK.
 const LOCK_WAIT_TIMEOUT: u16 = 1205;
 const LOCK_DEADLOCK: u16 = 1213;
+
+/// Strict mode for this session, whatever the server's default: a value the column cannot
+/// hold fails the statement instead of being stored mangled (an unknown ENUM member as
+/// `''`, a cut string, a number clamped), so no server setting lets a compare-and-set
+/// write something the application never wrote. The session's other modes are kept.
+const STRICT_SESSION: &str = "SET SESSION sql_mode = \
+     CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES')";
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -76,9 +85,10 @@ impl MysqlStore {
             .read_timeout(Some(IO_TIMEOUT))
             .write_timeout(Some(IO_TIMEOUT))
             .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
-            .init(vec![format!(
-                "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
-            )]);
+            .init(vec![
+                format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"),
+                STRICT_SESSION.to_string(),
+            ]);
         let conn = Conn::new(b).map_err(|e| {
             let fix = connect_fix(&creds, url, &e);
             Error::database(
@@ -436,7 +446,7 @@ fn from_value(v: Value) -> SqlValue {
 }
 
 /// A time cell, understood by its wire type: the server sends a TIMESTAMP already in the
-/// session's time zone.
+/// session's time zone, a DECIMAL as its digits.
 fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
     let ty = match wire {
         ColumnType::MYSQL_TYPE_TIMESTAMP | ColumnType::MYSQL_TYPE_TIMESTAMP2 => {
@@ -444,6 +454,10 @@ fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
         }
         ColumnType::MYSQL_TYPE_DATETIME | ColumnType::MYSQL_TYPE_DATETIME2 => {
             Some(types::ColumnType::DateTime)
+        }
+        // Sent as digits: unix seconds with a fraction.
+        ColumnType::MYSQL_TYPE_NEWDECIMAL | ColumnType::MYSQL_TYPE_DECIMAL => {
+            Some(types::ColumnType::Decimal)
         }
         _ => None,
     };
@@ -652,6 +666,35 @@ impl JobTable for MysqlStore {
         Ok(())
     }
 
+    fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64> {
+        let st = sql::parked_count_sql(&DIALECT, w, manual);
+        let n: Option<u64> = self
+            .conn
+            .exec_first(&st.sql, values(&st))
+            .map_err(|e| self.err(&format!("counting parked rows of {}", w.table), e))?;
+        Ok(n.unwrap_or(0))
+    }
+
+    fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>> {
+        let st = sql::parked_sql(&DIALECT, w, manual, limit);
+        let rows: Vec<mysql::Row> = self
+            .conn
+            .exec(&st.sql, values(&st))
+            .map_err(|e| self.err(&format!("reading parked rows of {}", w.table), e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut cells = Cells::new(r);
+                let (id, _) = cells.next_cell();
+                let (s, t) = cells.next_cell();
+                ParkedRow {
+                    id,
+                    started: time_value(s, t),
+                }
+            })
+            .collect())
+    }
+
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
         let st = sql::current_sql(&DIALECT, w, id);
         let label = self.label.clone();
@@ -675,6 +718,10 @@ impl JobTable for MysqlStore {
 }
 
 impl Introspect for MysqlStore {
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
     fn describe_server(&mut self) -> Result<String> {
         let v: Option<String> = self
             .conn
@@ -796,6 +843,18 @@ impl Introspect for MysqlStore {
         })
     }
 
+    fn column_definition(&mut self, w: &Watch, column: &Ident) -> Result<Option<String>> {
+        let row: Option<mysql::Row> = self
+            .conn
+            .query_first(format!("SHOW CREATE TABLE {}", DIALECT.quote(&w.table)))
+            .map_err(|e| self.err("SHOW CREATE TABLE", e))?;
+        let create = row.and_then(|r| match r.as_ref(1) {
+            Some(Value::Bytes(b)) => String::from_utf8(b.clone()).ok(),
+            _ => None,
+        });
+        Ok(create.and_then(|c| definition_in(&c, column.name())))
+    }
+
     fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
         match self
             .conn
@@ -830,6 +889,17 @@ impl Introspect for MysqlStore {
             format!("{session}, UTC{offset} now")
         })
     }
+}
+
+/// The definition of `column` in a `CREATE TABLE` statement as MySQL writes it (one
+/// column a line, names in backquotes): what follows the name, without the comma.
+fn definition_in(create: &str, column: &str) -> Option<String> {
+    let name = format!("`{column}` ");
+    create.lines().map(str::trim).find_map(|l| {
+        let (head, rest) = l.split_at_checked(name.len())?;
+        head.eq_ignore_ascii_case(&name)
+            .then(|| rest.trim_end_matches(',').to_string())
+    })
 }
 
 impl Coordination for MysqlStore {
@@ -999,6 +1069,23 @@ mod tests {
                 .and_then(std::error::Error::source)
                 .is_some_and(|s| s.downcast_ref::<mysql::Error>().is_some())
         );
+    }
+
+    #[test]
+    fn a_columns_definition_is_read_from_create_table() {
+        let create = "CREATE TABLE `sync_log` (\n  `id` int(11) NOT NULL,\n  `Status` \
+                      enum('running','done') NOT NULL DEFAULT 'running' COMMENT 'it''s',\n  \
+                      `status_at` datetime DEFAULT NULL,\n  PRIMARY KEY (`id`)\n) \
+                      ENGINE=InnoDB";
+        assert_eq!(
+            definition_in(create, "status").as_deref(),
+            Some("enum('running','done') NOT NULL DEFAULT 'running' COMMENT 'it''s'")
+        );
+        assert_eq!(
+            definition_in(create, "status_at").as_deref(),
+            Some("datetime DEFAULT NULL")
+        );
+        assert_eq!(definition_in(create, "nope"), None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! database. "The database clock" is SQLite's `now`, which is the host clock in UTC; naive
 //! text timestamps are read as UTC unless `timezone` says how they were written.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    RunningRow, ScanPlan, Schema, SqlValue, TimeValue,
+    ParkedRow, RunningRow, ScanPlan, Schema, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
 use crate::config::Watch;
@@ -33,7 +34,25 @@ pub const DIALECT: Dialect = Dialect {
     zone_offset: zone_modifier,
     force_primary: "",
     enforces_types: false,
+    text_literal: sqlite_literal,
 };
+
+/// A string literal as SQLite reads it: quotes doubled; SQLite has no escapes, so a
+/// control character is joined in as `char(N)` (the statement stays on one line).
+fn sqlite_literal(s: &str) -> String {
+    let mut out = String::from("'");
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            c if c.is_control() => {
+                let _ = write!(out, "' || char({}) || '", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
 
 /// The `datetime()` modifier that shifts UTC by `secs`.
 fn zone_modifier(secs: i64) -> SqlValue {
@@ -399,6 +418,40 @@ impl JobTable for SqliteStore {
         })
     }
 
+    fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64> {
+        let st = sql::parked_count_sql(&DIALECT, w, manual);
+        let n: i64 = self
+            .conn
+            .query_row(
+                &st.sql,
+                params_from_iter(st.params.iter().map(to_sql)),
+                |r| r.get(0),
+            )
+            .map_err(|e| {
+                Error::database(self.ctx(&format!("counting parked rows of {}", w.table)), e)
+            })?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>> {
+        let st = sql::parked_sql(&DIALECT, w, manual, limit);
+        let ctx = self.ctx(&format!("reading parked rows of {}", w.table));
+        let mut stmt = self
+            .conn
+            .prepare(&st.sql)
+            .map_err(|e| Error::database(&ctx, e))?;
+        let rows = stmt
+            .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
+                Ok(ParkedRow {
+                    id: from_sql(r.get_ref(0)?),
+                    started: time_value(from_sql(r.get_ref(1)?)),
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| Error::database(&ctx, e))?;
+        Ok(rows)
+    }
+
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
         let st = sql::current_sql(&DIALECT, w, id);
         let ctx = self.ctx(&format!("reading a row of {}", w.table));
@@ -426,6 +479,10 @@ impl JobTable for SqliteStore {
 }
 
 impl Introspect for SqliteStore {
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
     fn describe_server(&mut self) -> Result<String> {
         Ok(format!("sqlite {}", rusqlite::version()))
     }
