@@ -1,5 +1,7 @@
 //! From a parsed command line to an exit status: builds the configuration, picks the
-//! reporter, runs the command, and prints a fatal error once, on stderr.
+//! reporter, runs the command, and prints a fatal error once, on stderr, followed by the
+//! fix that fits it (`selfheal: fix: …`, from [`crate::fix`]). A check run as root while
+//! cron runs selfheal as another user is warned about first ([`crate::cron`]).
 
 use std::io::Write;
 
@@ -8,10 +10,11 @@ use crate::cli::{CheckArgs, Cli, Command, Format, RunArgs, Shell, WatchFlags};
 use crate::config::{self, Config, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
 use crate::eventlog::{self, Event, EventLog, Severity};
-use crate::report::{JsonReporter, Reporter, RowReport, Summary, TextReporter, WatchInfo};
+use crate::report::{JsonReporter, Parked, Reporter, RowReport, Summary, TextReporter, WatchInfo};
 
 /// Runs the command and returns the process exit status.
 pub fn run(cli: Cli) -> u8 {
+    let command = command_name(&cli.command);
     let result = match cli.command {
         Command::Check(args) => run_check(&args),
         Command::Doctor(args) => Ok(crate::doctor::run(
@@ -26,15 +29,32 @@ pub fn run(cli: Cli) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            report_error(&e);
+            report_error(&e, command);
             e.exit_code()
         }
     }
 }
 
-/// Prints an error and its causes on stderr.
-pub fn report_error(e: &Error) {
-    let _ = writeln!(std::io::stderr(), "selfheal: error: {}", e.full_message());
+/// The subcommand, as a fix tells a person to run it again.
+fn command_name(c: &Command) -> &'static str {
+    match c {
+        Command::Check(_) => "check",
+        Command::Doctor(_) => "doctor",
+        Command::Demo(_) => "demo",
+        Command::Stats(_) => "stats",
+        Command::Completions(_) => "completions",
+        Command::Run(_) => "run",
+    }
+}
+
+/// Prints an error and its causes on stderr, then the fix that fits it, if one does:
+/// `selfheal: error: …` and `selfheal: fix: …`.
+pub fn report_error(e: &Error, command: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "selfheal: error: {}", e.full_message());
+    if let Some(fix) = crate::fix::for_error(e, command) {
+        let _ = writeln!(err, "selfheal: fix: {fix}");
+    }
 }
 
 /// The watch flags as a raw watch to overlay onto the file.
@@ -106,6 +126,20 @@ impl Reporter for Logged<'_> {
         self.inner.warning(msg);
     }
 
+    /// The log gets every run's warnings; only the cron text is spared the repeats.
+    fn warning_already_told(&mut self, msg: &str) {
+        self.log.send(&Event {
+            severity: Severity::Warning,
+            message: format!("warning: {msg}"),
+            fields: Vec::new(),
+        });
+        self.inner.warning_already_told(msg);
+    }
+
+    fn parked(&mut self, p: &Parked) {
+        self.inner.parked(p);
+    }
+
     fn finish(&mut self, s: &Summary) {
         self.inner.finish(s);
     }
@@ -114,9 +148,13 @@ impl Reporter for Logged<'_> {
 fn run_check(args: &CheckArgs) -> Result<u8> {
     let path = ConfigPath::resolve(args.config.as_deref());
     let cfg = config::load(&path, &overrides(&args.watch), &args.watches)?;
+    let dry_run = args.dry_run || args.explain;
     let opts = CheckOptions {
-        dry_run: args.dry_run || args.explain,
+        dry_run,
         force: args.force,
+        // The cron text (a real run printing text): unchanged problems once per
+        // remind_every. JSON, --explain, --dry-run and --quiet show or skip everything.
+        remind: args.format == Format::Text && !dry_run && !args.quiet,
     };
     let stdout = std::io::stdout().lock();
     let mut json;
@@ -149,6 +187,9 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
             &mut text
         }
     };
+    if let Some((what, fix)) = crate::cron::root_warning(&check_command(args)) {
+        rep.warning(&format!("{what}; fix: {fix}"));
+    }
     let Some(target) = args.log else {
         return check::run(&cfg, &opts, rep).map(|s| check::exit_code(&s));
     };
@@ -173,6 +214,21 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
         let _ = writeln!(std::io::stderr(), "selfheal: warning: {why}");
     }
     result.map(|s| check::exit_code(&s))
+}
+
+/// This check's command line, as a fix tells a person to run it as another user.
+fn check_command(args: &CheckArgs) -> String {
+    let mut c = String::from("check");
+    if args.explain {
+        c.push_str(" --explain");
+    } else if args.dry_run {
+        c.push_str(" --dry-run");
+    }
+    if let Some(p) = &args.config {
+        c.push_str(" --config ");
+        c.push_str(&p.display().to_string());
+    }
+    c
 }
 
 /// `--log`, as the library names it.

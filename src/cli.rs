@@ -18,8 +18,9 @@ use crate::config::{Raw, RawWatch};
 #[command(name = "selfheal", version, propagate_version = true)]
 #[command(
     after_help = "Exit status: 0 all rows handled; 1 some rows need a person; 2 bad command \
-                  line or configuration; 3 database or filesystem failure; 75 another run \
-                  holds the lock.\nSee selfheal(1) for the configuration file."
+                  line or configuration (also a table or column the database lacks); 3 \
+                  database or filesystem failure; 75 another run holds the lock.\nSee \
+                  selfheal(1) for the configuration file."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -29,12 +30,27 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Judge every running row and reclaim the dead (what cron runs)
+    #[command(
+        after_help = "The text form (what cron mails) prints each change, and a row that needs \
+                      a person when its problem first appears or changes, then at most once per \
+                      [run] remind_every (default 24h); the exit status stays 1 on every run \
+                      while a row needs a person. --explain, --dry-run and --format json show \
+                      everything."
+    )]
     Check(Box<CheckArgs>),
-    /// Check the configuration, database, schema, index, clocks and paths, one line each
+    /// Check the configuration, database, schema, status values, index, clocks, parked rows and
+    /// paths, one line each
+    #[command(
+        after_help = "Exit status: 0 every check passed; 1 something warned or failed (also: \
+                      no watch configured, or run as root while cron runs selfheal as another \
+                      user); 2 bad configuration (also a table or column the database lacks); 3 \
+                      the database cannot be reached."
+    )]
     Doctor(DoctorArgs),
     /// Build a throw-away SQLite sandbox and run the real check against it
     Demo(DemoArgs),
-    /// Runtimes of finished rows, selfheal's false positives, suggested stale_after and max_age
+    /// Runtimes of finished rows (a histogram), selfheal's false positives, suggested
+    /// stale_after and max_age
     Stats(StatsArgs),
     /// Run a job under a kernel lock with a bounded wait, a heartbeat and an execution record
     Run(RunArgs),
@@ -89,7 +105,8 @@ pub struct CheckArgs {
     #[arg(long = "watch", value_name = "NAME")]
     pub watches: Vec<String>,
 
-    /// Print every running row with its evidence and verdict; change nothing (implies --dry-run)
+    /// Print every running row with its evidence and verdict, and the rows parked in
+    /// manual_value; change nothing (implies --dry-run)
     #[arg(long)]
     pub explain: bool,
 

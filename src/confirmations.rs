@@ -15,8 +15,9 @@
 //!
 //! Dry runs and `--explain` count the same way to show what a real run would do now, but
 //! never write ([`crate::check`] decides). Pure, except [`load`] and [`save`], which read
-//! and replace the state file (through [`crate::state`]; not flushed to disk: losing the
-//! counts only delays an action by a run).
+//! and replace the state file (through [`crate::state`] and [`crate::fsafe`]: no link
+//! planted at its name is followed; not flushed to disk: losing the counts only delays an
+//! action by a run).
 
 use std::collections::{HashMap, HashSet};
 use std::io::ErrorKind;
@@ -218,7 +219,7 @@ pub enum Unread {
 
 /// Reads `state_dir/confirmations.json`: `Ok(None)` when there is none yet.
 pub fn load(state_dir: &Path) -> Result<Option<Counts>, Unread> {
-    state::read_typed::<Counts>(state_dir, &FILE).map_err(|e| match &e {
+    state::load_typed::<Counts>(state_dir, &FILE).map_err(|e| match &e {
         Error::Io { source, .. } if source.kind() == ErrorKind::InvalidData => Unread::Damaged(e),
         _ => Unread::Failed(e),
     })
@@ -228,7 +229,7 @@ pub fn load(state_dir: &Path) -> Result<Option<Counts>, Unread> {
 /// An error fails the run like a journal failure: without the counts, no inferred verdict
 /// would ever act.
 pub fn save(state_dir: &Path, counts: &Counts) -> Result<()> {
-    state::write_typed_unsynced(state_dir, &FILE, counts)
+    state::save_typed_unsynced(state_dir, &FILE, counts)
         .map(|_| ())
         .map_err(|e| match e {
             Error::Io { path, source, .. } => Error::Io {

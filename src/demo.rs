@@ -199,7 +199,11 @@ fn print_table(db: &Path, out: &mut dyn Write) -> Result<()> {
     );
     for row in rows {
         let (id, job, status, age, ended, msg) = row.map_err(sql_err)?;
-        let msg = if msg.chars().count() > 60 {
+        // What decided, in words; the figures are in the row and the journal.
+        let head = crate::message::head(&msg);
+        let msg = if head.len() < msg.len() {
+            format!("{head} (…)")
+        } else if msg.chars().count() > 60 {
             format!("{}…", crate::message::cut(&msg, Some(60)))
         } else {
             msg
@@ -234,6 +238,7 @@ fn run_check(cfg_path: &Path, explain: bool, out: &mut dyn Write) -> Result<u8> 
             &CheckOptions {
                 dry_run: explain,
                 force: false,
+                ..CheckOptions::default()
             },
             &mut rep,
         )?

@@ -3,13 +3,19 @@
 //! was reached; the database clock against the host's and the session time zone; per
 //! watch the table, its columns and their types, the index that finds running rows (by
 //! the database's own plan of the very query `check` runs, `match` included), the message
-//! column's room, times in the future, `max_age` against the runs it can see; the heartbeat
-//! and lock directories as the user selfheal runs as; whether pids and `/proc/locks` are
-//! the host's (selfheal outside the initial pid namespace); selfheal's run lock, state
-//! directory and metrics file; a lock file kept by `selfheal run` or the PHP helper
-//! (`run_files`). For several hosts (SPEC §10): which hosts own the running rows now,
+//! column's room, times in the future, `max_age` against the runs it can see, whether the
+//! status column can hold every status the watch writes, the rows parked in `manual_value`
+//! (with the statement that releases each); the heartbeat and lock directories as the user
+//! selfheal runs as; whether pids and `/proc/locks` are the host's (selfheal outside the
+//! initial pid namespace); selfheal's run lock, state directory and metrics file; a lock
+//! file kept by `selfheal run` or the PHP helper (`run_files`).
+//! For several hosts (SPEC §10): which hosts own the running rows now,
 //! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
-//! `owner_column` or `host`, and an advisory lock that does not reach every host.
+//! `owner_column` or `host`, and an advisory lock that does not reach every host. Also a
+//! configuration without a watch, and a run as root while cron runs selfheal as someone
+//! else. Each failure carries the fix that fits its cause and the running user
+//! (`crate::fix`); the exit status follows `check`'s where they meet (a table or column
+//! the database lacks is 2).
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -24,7 +30,7 @@ use nix::unistd::{AccessFlags, access};
 use crate::clock::{Clocks, age_on_db_clock, clock_skew, human, plausible_age, skew_text};
 use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
 use crate::decide::{self, Heartbeat, Verdict};
-use crate::error::{DbErrorKind, Error, SchemaProblem, Usage, exit};
+use crate::error::{Error, Usage, exit};
 use crate::evidence;
 use crate::history::{self, Recent};
 use crate::host::Host;
@@ -131,7 +137,8 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
                 Error::Usage(Usage::NoConfig { .. }) => {
                     "give --config FILE or set SELFHEAL_CONFIG".to_string()
                 }
-                _ => "correct it, then run selfheal doctor again".to_string(),
+                _ => crate::fix::for_error(&e, "doctor")
+                    .unwrap_or_else(|| "correct it, then run selfheal doctor again".to_string()),
             };
             rep.add(Finding::fail("configuration", e.to_string(), fix));
             return e.exit_code();
@@ -148,11 +155,15 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
             if cfg.watches.len() == 1 { "" } else { "es" }
         ),
     ));
+    if let Some(f) = no_watch_finding(&cfg) {
+        rep.add(f);
+    }
+    if let Some(f) = cron_user_finding() {
+        rep.add(f);
+    }
     let host = Host::for_config(&cfg);
-    let db_down = match database_checks(&cfg, &host, &mut rep) {
-        Ok(()) => false,
-        Err(()) => true,
-    };
+    // 3 when the database cannot be reached, 2 when it lacks what the configuration names.
+    let db_status = database_checks(&cfg, &host, &mut rep).err();
     for w in &cfg.watches {
         let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
         if !here {
@@ -182,13 +193,13 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     if let Some(f) = pid_namespace_finding(&cfg, PidNamespace::current()) {
         rep.add(f);
     }
-    rep.add(run_lock_finding(&cfg.run.lock_file));
+    rep.add(run_lock_finding(&cfg.run.lock_file, &cfg.run.state_dir));
     rep.add(state_dir_finding(&cfg.run.state_dir));
     if let Some(m) = &cfg.run.metrics_file {
         rep.add(metrics_finding(m));
     }
-    if db_down {
-        exit::FAILURE
+    if let Some(code) = db_status {
+        code
     } else if rep.findings.iter().any(|f| f.mark != Mark::Pass) {
         exit::ATTENTION
     } else {
@@ -196,8 +207,11 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     }
 }
 
-/// The database, its clock, and each watch's side of it. `Err` when it cannot be reached.
-fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<(), ()> {
+/// The database, its clock, and each watch's side of it. `Err` with doctor's exit status:
+/// 3 when the database cannot be reached (or refuses selfheal), 2 when the configuration
+/// names what it does not have (a database, table or column) or a file that cannot be
+/// read.
+fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<(), u8> {
     let Some(db) = &cfg.database else {
         rep.add(Finding::pass("database", "none needed: no watches"));
         return Ok(());
@@ -205,21 +219,13 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
     let mut store = match store::open(db, true) {
         Ok(s) => s,
         Err(e) => {
-            // By the kind of failure the driver's error code says; a file database is
-            // always the file.
-            let fix = match (&db.url, e.db_kind()) {
-                (config::DbUrl::Sqlite(_), _) => {
-                    "check [database] url: the file must exist and be readable by this user"
-                }
-                (_, Some(DbErrorKind::AccessDenied)) => {
-                    "the server refused the user named here: give it the right password \
-                     (password_file, $SELFHEAL_DB_PASSWORD, defaults_file or ~/.my.cnf), or \
-                     run selfheal as a user the server trusts over its socket"
-                }
-                _ => "is the server running, and are the host, port or socket right?",
-            };
+            // The fix the failure itself calls for: the store words it from the driver's
+            // error code and the settings it used; an unreadable option file gets the
+            // command that lets this user read it.
+            let fix = crate::fix::for_error(&e, "doctor")
+                .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
             rep.add(Finding::fail("database", e.to_string(), fix));
-            return Err(());
+            return Err(doctor_status(&e));
         }
     };
     match store.describe_server() {
@@ -228,12 +234,10 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
             format!("{v} at {}", store.connection()),
         )),
         Err(e) => {
-            rep.add(Finding::fail(
-                "database",
-                e.to_string(),
-                "check the server's health",
-            ));
-            return Err(());
+            let fix = crate::fix::for_error(&e, "doctor")
+                .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
+            rep.add(Finding::fail("database", e.to_string(), fix));
+            return Err(doctor_status(&e));
         }
     }
     for note in store.notes() {
@@ -250,18 +254,71 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
             tolerance_s: cfg.run.clock_tolerance.as_secs(),
         },
         Err(e) => {
-            rep.add(Finding::fail("clock", e.to_string(), "check the server"));
-            return Err(());
+            let fix = crate::fix::for_error(&e, "doctor")
+                .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
+            rep.add(Finding::fail("clock", e.to_string(), fix));
+            return Err(doctor_status(&e));
         }
     };
     rep.add(clock_finding(cfg, &clocks, store.as_mut()));
+    let mut bad_config = false;
     if let Some(f) = advisory_lock_finding(cfg, store.as_mut()) {
         rep.add(f);
     }
     for w in &cfg.watches {
-        watch_database_checks(cfg, w, store.as_mut(), &clocks, host, rep);
+        bad_config |= !watch_database_checks(cfg, w, store.as_mut(), &clocks, host, rep);
     }
-    Ok(())
+    if bad_config { Err(exit::USAGE) } else { Ok(()) }
+}
+
+/// The fix for a database failure when nothing more fitting is known: a configuration
+/// error names what is expected; a database says more in its own log.
+fn fallback_fix(e: &Error, url: Option<&config::DbUrl>) -> String {
+    match (e.exit_code(), url) {
+        (exit::USAGE, _) => "correct it, then run selfheal doctor again".into(),
+        (_, Some(config::DbUrl::Sqlite(p))) => format!(
+            "sqlite://{} must be an SQLite database this user can read and write",
+            p.display()
+        ),
+        (_, _) => "look at the server's error log".into(),
+    }
+}
+
+/// Doctor's exit status for an error that stopped its database checks: 2 for what the
+/// configuration names wrongly (as `check` exits), else 3 (the database cannot be used).
+fn doctor_status(e: &Error) -> u8 {
+    match e.exit_code() {
+        exit::USAGE => exit::USAGE,
+        _ => exit::FAILURE,
+    }
+}
+
+/// A configuration without a watch: the cron job runs, and does nothing.
+fn no_watch_finding(cfg: &Config) -> Option<Finding> {
+    if !cfg.watches.is_empty() {
+        return None;
+    }
+    let file = cfg
+        .source
+        .as_ref()
+        .map_or("the configuration".into(), |p| p.display().to_string());
+    Some(Finding::warn(
+        "watches",
+        format!(
+            "{file} has no [[watch]]: the cron job runs and checks nothing, so no stuck row \
+             is ever found"
+        ),
+        format!(
+            "add a [[watch]] table for each job table (the example in {file} or man \
+             selfheal, CONFIGURATION), then run selfheal doctor again"
+        ),
+    ))
+}
+
+/// Run as root while cron runs selfheal as another user: what passes here may fail there.
+fn cron_user_finding() -> Option<Finding> {
+    let (what, fix) = crate::cron::root_warning("doctor")?;
+    Some(Finding::warn("user", what, fix))
 }
 
 fn clock_finding(cfg: &Config, clocks: &Clocks, store: &mut dyn Introspect) -> Finding {
@@ -296,6 +353,8 @@ fn offset_text(secs: i64) -> String {
     format!("{sign}{:02}:{:02}", a / 3600, (a % 3600) / 60)
 }
 
+/// One watch's table, index, message column, running rows and history. False when the
+/// table or a column the watch names is missing (a bad configuration: exit 2).
 fn watch_database_checks(
     cfg: &Config,
     w: &Watch,
@@ -303,35 +362,33 @@ fn watch_database_checks(
     clocks: &Clocks,
     host: &Host,
     rep: &mut Report<'_>,
-) {
+) -> bool {
     let subject = |what: &str| format!("watch {}: {what}", w.name);
     let schema = match store.schema(w) {
         Ok(s) => s,
         Err(e) => {
-            let text = match &e {
-                Error::Schema { problem, .. } => problem.to_string(),
-                other => other.to_string(),
-            };
-            let fix = if let Error::Schema {
-                problem: SchemaProblem::NoColumn { .. },
-                ..
-            } = &e
-            {
-                format!(
-                    "name an existing column in watch '{}' of {} (or add the column)",
-                    w.name,
-                    cfg.source
-                        .as_ref()
-                        .map_or("the configuration".into(), |p| p.display().to_string())
-                )
-            } else {
-                "check table (and the database in the URL)".to_string()
+            let file = cfg
+                .source
+                .as_ref()
+                .map_or("the configuration".into(), |p| p.display().to_string());
+            let (text, fix) = match &e {
+                Error::Schema { problem, .. } => (
+                    problem.to_string(),
+                    format!("{} (watch '{}' is in {file})", problem.fix(&w.name), w.name),
+                ),
+                other => (
+                    other.to_string(),
+                    crate::fix::for_error(other, "doctor").unwrap_or_else(|| {
+                        fallback_fix(other, cfg.database.as_ref().map(|d| &d.url))
+                    }),
+                ),
             };
             rep.add(Finding::fail(subject("table"), text, fix));
-            return;
+            return e.exit_code() != exit::USAGE;
         }
     };
     rep.add(columns_finding(w, &schema));
+    rep.add(values_finding(w, &schema, store));
     rep.add(match store.explain_running(w) {
         Ok(plan) => index_finding(w, &plan),
         Err(e) => Finding::warn(subject("index"), e.to_string(), "run EXPLAIN by hand"),
@@ -357,6 +414,116 @@ fn watch_database_checks(
         w,
         history::recent_runs(store, w, &schema, clocks),
     ));
+    for f in parked_findings(cfg, w, &schema, store, clocks) {
+        rep.add(f);
+    }
+    true
+}
+
+/// How many parked rows doctor lists, each with the statement that releases it.
+const PARKED_LISTED: u32 = 10;
+
+/// The rows parked in `manual_value`: a backlog a person owes. Each listed with how long
+/// ago it started and, where the journal knows, how long ago it was parked, and the
+/// compare-and-set a person runs to release it after looking at the job.
+fn parked_findings(
+    cfg: &Config,
+    w: &Watch,
+    schema: &Schema,
+    store: &mut dyn Store,
+    clocks: &Clocks,
+) -> Vec<Finding> {
+    let Some(manual) = &w.manual_value else {
+        return Vec::new();
+    };
+    let subject = format!("watch {}: parked rows", w.name);
+    let count = match store.count_parked(w, manual) {
+        Ok(n) => n,
+        Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
+    };
+    if count == 0 {
+        return vec![Finding::pass(subject, format!("none in '{manual}'"))];
+    }
+    let rows = match store.parked_rows(w, manual, PARKED_LISTED) {
+        Ok(r) => r,
+        Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
+    };
+    let parked_at = parked_times(cfg, w, manual);
+    let (target, why) = match &w.retry {
+        Some(r) => (r.value.as_str(), "back to the queue (retry_value)"),
+        None => (w.dead_value.as_str(), "as dead (dead_value)"),
+    };
+    let mut out = vec![Finding::warn(
+        subject,
+        format!(
+            "{count} row{} in '{manual}' wait{} for a person (selfheal does not judge a \
+             parked row again; every run counts them: selfheal_parked_rows)",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "s" } else { "" },
+        ),
+        format!(
+            "look at each job (is its worker still running? what did it leave half done?), \
+             then release its row {why} with the statement below{}",
+            if count > rows.len() as u64 {
+                format!(" (the first {} are listed)", rows.len())
+            } else {
+                String::new()
+            }
+        ),
+    )];
+    let d = store.dialect();
+    let host_now = crate::clock::epoch(SystemTime::now());
+    for r in &rows {
+        let started = match r.started.stamp {
+            Ok(Some(s)) => age_on_db_clock(s, &clocks.db)
+                .ok()
+                .and_then(|a| u64::try_from(a).ok())
+                .map_or_else(
+                    || format!("started at {}", r.started.raw),
+                    |a| format!("started {} ago", human(a)),
+                ),
+            _ => format!("started at {}", r.started.raw),
+        };
+        let key = (history::id_key(&r.id.to_json()), r.started.raw.to_string());
+        let parked = match parked_at.get(&key) {
+            Some((time, Some(t))) => format!(
+                "parked {} ago ({time}, from the journal)",
+                human(u64::try_from(host_now - t).unwrap_or(0))
+            ),
+            Some((time, None)) => format!("parked at {time} (from the journal)"),
+            None => "parked at a time the journal does not know".to_string(),
+        };
+        let release = store::sql::release_sql(d, w, schema, r, manual, target);
+        out.push(Finding::warn(
+            format!("watch {}: parked row id={}", w.name, r.id),
+            format!("{parked}; its run {started}"),
+            format!("after looking: {}", store::sql::for_a_person(d, &release)),
+        ));
+    }
+    out
+}
+
+/// When the journal says each row of the watch was parked in `manual`: by id key and the
+/// start value the compare-and-set matched, the entry's time and that time in unix seconds.
+fn parked_times(
+    cfg: &Config,
+    w: &Watch,
+    manual: &str,
+) -> std::collections::HashMap<(String, String), (String, Option<i64>)> {
+    let mut at = std::collections::HashMap::new();
+    let path = cfg.run.state_dir.join(crate::journal::JOURNAL_FILE);
+    let _ = crate::journal::read(&path, &mut |e| {
+        if e.watch == w.name && e.applied && e.to == manual {
+            let secs = chrono::DateTime::parse_from_rfc3339(&e.time)
+                .ok()
+                .map(|t| t.timestamp());
+            at.insert(
+                (e.id.key(), e.started.clone().unwrap_or_default()),
+                (e.time.clone(), secs),
+            );
+        }
+    });
+    at
 }
 
 fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
@@ -386,6 +553,109 @@ fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
              TIMESTAMP or integer unix seconds)",
         )
     }
+}
+
+/// Whether the status column can hold every status the watch writes; when it cannot, the
+/// `ALTER TABLE` that makes room (keeping the rest of the column's definition as the
+/// database writes it) and the configuration change that avoids it.
+fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) -> Finding {
+    let subject = format!("watch {}: status values", w.name);
+    let Some(col) = schema
+        .columns
+        .get(&w.status_column.name().to_ascii_lowercase())
+    else {
+        return Finding::pass(subject, "no status column to check");
+    };
+    let values = store::types::written_values(w);
+    let listed = values
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let misfits = store::types::misfits(w, schema);
+    let ty = col.type_text();
+    if misfits.is_empty() {
+        return Finding::pass(
+            subject,
+            if col.enforced {
+                format!("{} {ty} holds {listed}", w.status_column)
+            } else {
+                format!(
+                    "{} ({}) holds {listed} (SQLite stores any value)",
+                    w.status_column,
+                    if ty.is_empty() { "untyped" } else { &ty }
+                )
+            },
+        );
+    }
+    let detail = misfits
+        .iter()
+        .map(|(k, v, m)| {
+            format!(
+                "{k} {v:?} cannot be stored in {} {ty}: {m}",
+                w.status_column
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut fixes = Vec::new();
+    let bad: Vec<&str> = misfits.iter().map(|(_, v, _)| *v).collect();
+    if let Some(wider) = col.widened(&bad) {
+        let rest = store
+            .column_definition(w, &w.status_column)
+            .ok()
+            .flatten()
+            .map(|d| store::types::split_type(&d).1.to_string());
+        fixes.push(match rest {
+            Some(rest) => format!(
+                "ALTER TABLE {} MODIFY {} {wider}{rest}",
+                w.table.quoted('`'),
+                w.status_column.quoted('`')
+            ),
+            None => format!(
+                "ALTER TABLE {} MODIFY {} {wider} (keep its NULL, DEFAULT, character set \
+                 and comment: SHOW CREATE TABLE {} shows them)",
+                w.table.quoted('`'),
+                w.status_column.quoted('`'),
+                w.table
+            ),
+        });
+    }
+    for (key, _, m) in &misfits {
+        fixes.push(match m {
+            store::types::Misfit::NotMember { members } => {
+                let others: Vec<&str> = members
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|m| *m != w.running_value)
+                    .collect();
+                format!(
+                    "set {key} in watch '{}' to one of the column's values the application \
+                     means for it ({})",
+                    w.name,
+                    others.join(", ")
+                )
+            }
+            store::types::Misfit::TooLong { length, .. } => format!(
+                "set {key} in watch '{}' to a value of at most {length} characters",
+                w.name
+            ),
+            store::types::Misfit::NotANumber => format!(
+                "set {key} in watch '{}' to the number the application uses for that state",
+                w.name
+            ),
+        });
+    }
+    Finding::fail(
+        subject,
+        format!(
+            "{detail}: a strict server refuses every such change, a lenient one (sql_mode \
+             without STRICT_TRANS_TABLES) would store a mangled value and the row would \
+             vanish from every status the application knows; selfheal check refuses to \
+             start (exit 2) until it fits"
+        ),
+        fixes.join("; or "),
+    )
 }
 
 /// Below this many expected rows a full scan is no outage (MySQL picks one on small tables
@@ -446,23 +716,34 @@ fn message_finding(w: &Watch, schema: &Schema) -> Finding {
         );
     };
     let need = evidence::longest_message(w);
+    let words = evidence::longest_words(w);
+    let widen = format!(
+        "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR({}) (keep its NULL and DEFAULT)",
+        w.table,
+        need.max(255)
+    );
     match schema.message_max {
         None => Finding::pass(subject, format!("{col} holds any length")),
         Some(n) if n >= need => Finding::pass(
             subject,
             format!("{col} holds {n} characters; a reason needs at most {need}"),
         ),
-        Some(n) => Finding::warn(
+        Some(n) if n >= words => Finding::warn(
             subject,
             format!(
-                "{col} holds {n} characters; reasons of up to {need} will be cut (the lock \
-                 and the owner go first)"
+                "{col} holds {n} characters; reasons of up to {need} will be cut (the \
+                 figures in parentheses go first, the words stay)"
             ),
+            widen,
+        ),
+        Some(n) => Finding::fail(
+            subject,
             format!(
-                "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR(255) (keep its NULL and \
-                 DEFAULT)",
-                w.table
+                "{col} holds {n} characters, too few for the words of a reason (up to \
+                 {words}, e.g. \"self-heal: dead: lock free, worker gone\"): a person \
+                 reading the row would not learn why it was changed"
             ),
+            widen,
         ),
     }
 }
@@ -754,15 +1035,6 @@ fn me() -> String {
     }
 }
 
-fn owner_of(p: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).ok()?;
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(m.uid()))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-}
-
 /// Whether this user can look inside `dir` (stat files there) — exactly what a heartbeat or
 /// lock probe needs.
 #[derive(Debug, PartialEq, Eq)]
@@ -812,23 +1084,16 @@ fn template_dir(t: &PathTemplate) -> (PathBuf, Option<PathBuf>) {
     (dir, None)
 }
 
+/// The command that lets this user look inside `dir` (or the directory above it that
+/// shuts it out), for the owner, group and mode found there.
 fn denied_fix(dir: &Path) -> String {
-    let me = nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map_or_else(|| "this user".to_string(), |u| u.name);
-    match owner_of(dir) {
-        Some(owner) => format!(
-            "run selfheal as {owner} (the owner of {0}), or let {me} in: chmod o+x {0} (or \
-             setfacl -m u:{me}:x {0})",
+    crate::fix::access_fix(dir, crate::fix::Need::Search).unwrap_or_else(|| {
+        format!(
+            "give {} search (x) permission on {} and every directory above it",
+            crate::fix::Me::current().name,
             dir.display()
-        ),
-        None => format!(
-            "run selfheal as the user that owns {0}, or give {me} search (x) permission on \
-             it and every directory above it",
-            dir.display()
-        ),
-    }
+        )
+    })
 }
 
 fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
@@ -969,7 +1234,7 @@ fn existing_ancestor(p: &Path) -> Option<&Path> {
     p.ancestors().find(|a| a.exists())
 }
 
-fn run_lock_finding(path: &Path) -> Finding {
+fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
     let subject = "run lock";
     if path.exists() {
         let usable = std::fs::OpenOptions::new()
@@ -981,26 +1246,23 @@ fn run_lock_finding(path: &Path) -> Finding {
             Ok(_) => Finding::pass(subject, format!("{} is usable", path.display())),
             Err(e) => Finding::fail(
                 subject,
-                format!("{}: {e}", path.display()),
-                format!(
-                    "let {} open it, or set run.lock_file to a file it can create",
-                    me()
-                ),
+                format!("{} cannot open {}: {e}", me(), path.display()),
+                lock_fix(path, state_dir),
             ),
         };
     }
     let dir = path.parent().unwrap_or(Path::new("/"));
-    if dir.is_dir() && writable(dir) {
-        Finding::pass(
+    // The directory may not be there yet: a run creates the state directory first.
+    match existing_ancestor(dir) {
+        Some(a) if a.is_dir() && writable(a) => Finding::pass(
             subject,
             format!(
                 "{} will be created in {} on the first run",
                 path.display(),
                 dir.display()
             ),
-        )
-    } else {
-        Finding::fail(
+        ),
+        _ => Finding::fail(
             subject,
             format!(
                 "{} does not exist and {} cannot create it in {}",
@@ -1008,9 +1270,30 @@ fn run_lock_finding(path: &Path) -> Finding {
                 me(),
                 dir.display()
             ),
-            "set run.lock_file to a file in a directory this user can write (e.g. /run/lock)",
-        )
+            lock_fix(path, state_dir),
+        ),
     }
+}
+
+/// The fix for a run lock this user cannot create or open: as for the state directory
+/// when it lives there (the default); a lock file set elsewhere is best left to the
+/// default.
+fn lock_fix(path: &Path, state_dir: &Path) -> String {
+    if path.starts_with(state_dir) && state_dir.exists() && !state_dir.is_dir() {
+        return format!(
+            "{} is not a directory: point run.state_dir at a directory (or move that file \
+             away)",
+            state_dir.display()
+        );
+    }
+    if path.starts_with(state_dir) {
+        return crate::fix::state_dir_fix(state_dir, "doctor");
+    }
+    format!(
+        "remove run.lock_file from the configuration: the lock then lives in state_dir \
+         ({}), which the run's user writes anyway",
+        state_dir.join(config::RUN_LOCK_NAME).display()
+    )
 }
 
 fn state_dir_finding(dir: &Path) -> Finding {
@@ -1035,10 +1318,7 @@ fn state_dir_finding(dir: &Path) -> Finding {
                     me(),
                     dir.display()
                 ),
-                format!(
-                    "chown the directory to the user selfheal runs as: chown -R USER {}",
-                    dir.display()
-                ),
+                crate::fix::state_dir_fix(dir, "doctor"),
             )
         };
     }
@@ -1065,10 +1345,7 @@ fn state_dir_finding(dir: &Path) -> Finding {
                 dir.display(),
                 me()
             ),
-            format!(
-                "create it for the user selfheal runs as: install -d -o USER {}",
-                dir.display()
-            ),
+            crate::fix::state_dir_fix(dir, "doctor"),
         ),
     }
 }

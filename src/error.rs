@@ -10,7 +10,13 @@
 //! error codes (each store implements [`DbCause`] for its driver's error type); a schema
 //! failure names the watch, the key and the column ([`SchemaProblem`]); a usage error says
 //! which one it is ([`Usage`]). `doctor` picks its fixes by these, never by message text.
-//! Pure: no I/O.
+//!
+//! Every message is a sentence for a person: what failed, the file, key or setting, and
+//! the cause in words — a driver's error is shown through its store's wording (a server's
+//! message and number, "timed out after 60 s"), never in a library's debug form, and no
+//! cause is shown twice. [`Error::fix`] is the fix that fits the cause, where it can be
+//! told without looking at the system; `crate::fix` adds the ones that need a look (file
+//! owners and modes, the cron user). Pure: no I/O.
 
 use std::path::PathBuf;
 
@@ -72,6 +78,30 @@ pub enum DbErrorKind {
 }
 
 impl DbErrorKind {
+    /// The fix for a failure of this kind when the store knows nothing more.
+    pub fn fix(self) -> Option<&'static str> {
+        match self {
+            DbErrorKind::AccessDenied => Some(
+                "give the database account the password it needs (password_file, \
+                 defaults_file or $SELFHEAL_DB_PASSWORD) and the rights selfheal needs: \
+                 SELECT, and UPDATE on the watched tables",
+            ),
+            DbErrorKind::UnknownObject => Some(
+                "correct the name in the configuration ([database] url names the database, \
+                 table and the *_column keys the rest)",
+            ),
+            DbErrorKind::Unreachable => {
+                Some("is the server running, and are the host, port or socket right?")
+            }
+            DbErrorKind::TimedOut => Some(
+                "the server is up but did not answer in time: is it stopped or frozen, \
+                 overloaded, or is a long transaction holding the rows? (SHOW PROCESSLIST, \
+                 the server's error log)",
+            ),
+            DbErrorKind::Other => None,
+        }
+    }
+
     /// The kind of an I/O failure on the way to or from a database server.
     pub fn of_io(kind: std::io::ErrorKind) -> DbErrorKind {
         use std::io::ErrorKind as K;
@@ -101,6 +131,21 @@ impl DbErrorKind {
 /// failure it is. Each store implements it for its driver's errors, in its own file.
 pub trait DbCause: std::error::Error + Send + Sync + 'static {
     fn kind(&self) -> DbErrorKind;
+
+    /// The fix that fits this failure, where the driver's error says more than its kind.
+    fn fix(&self) -> Option<String> {
+        None
+    }
+
+    /// What an [`Error::Database`] keeps as its source, and shows: the driver's error as
+    /// the store words it for a person (a store wraps a driver whose own `Display` is a
+    /// debug form; the driver's error stays reachable as the wrapper's source).
+    fn into_source(self) -> BoxError
+    where
+        Self: Sized,
+    {
+        Box::new(self)
+    }
 }
 
 /// The boxed source of an [`Error::Database`]: the driver's error, or selfheal's own words.
@@ -140,15 +185,57 @@ pub enum SchemaProblem {
         key: &'static str,
         why: &'static str,
     },
+    /// A status the watch writes (`key`: `dead_value`, …) that the status column cannot
+    /// hold (`why`: in words). Nothing is written: a lenient server would store a mangled
+    /// value.
+    #[error(
+        "{key} {value:?} cannot be stored in the status column {column}: {why}; nothing was written"
+    )]
+    ValueDoesNotFit {
+        key: &'static str,
+        value: String,
+        column: String,
+        why: String,
+    },
 }
 
 impl SchemaProblem {
+    /// The fix, for the watch named `watch`.
+    pub fn fix(&self, watch: &str) -> String {
+        match self {
+            SchemaProblem::NoTable { table, .. } => format!(
+                "correct table in watch '{watch}' (or the database in [database] url); if \
+                 {table} does exist, the database account cannot see it: grant it SELECT \
+                 and UPDATE on that table"
+            ),
+            SchemaProblem::NoDatabase { .. } => format!(
+                "name the database in [database] url (mysql://user@host/DB) or write table \
+                 as db.table in watch '{watch}'"
+            ),
+            SchemaProblem::NoColumn { key, table, .. } => format!(
+                "set {key} in watch '{watch}' to one of the columns listed, or add the \
+                 column to {table}"
+            ),
+            SchemaProblem::WrongType { key, .. } => {
+                format!("point {key} in watch '{watch}' at a column of a usable type")
+            }
+            SchemaProblem::NotSet { key, .. } => format!("set {key} in watch '{watch}'"),
+            SchemaProblem::ValueDoesNotFit {
+                key, value, column, ..
+            } => format!(
+                "make room for {value:?} in {column} (selfheal doctor shows the ALTER TABLE), \
+                 or set {key} in watch '{watch}' to a status the column holds"
+            ),
+        }
+    }
+
     /// The configuration key involved, if any.
     pub fn key(&self) -> Option<&'static str> {
         match self {
             SchemaProblem::NoColumn { key, .. }
             | SchemaProblem::WrongType { key, .. }
-            | SchemaProblem::NotSet { key, .. } => Some(key),
+            | SchemaProblem::NotSet { key, .. }
+            | SchemaProblem::ValueDoesNotFit { key, .. } => Some(key),
             SchemaProblem::NoTable { .. } | SchemaProblem::NoDatabase { .. } => None,
         }
     }
@@ -156,9 +243,9 @@ impl SchemaProblem {
     /// The column involved, if any.
     pub fn column(&self) -> Option<&str> {
         match self {
-            SchemaProblem::NoColumn { column, .. } | SchemaProblem::WrongType { column, .. } => {
-                Some(column)
-            }
+            SchemaProblem::NoColumn { column, .. }
+            | SchemaProblem::WrongType { column, .. }
+            | SchemaProblem::ValueDoesNotFit { column, .. } => Some(column),
             _ => None,
         }
     }
@@ -223,13 +310,33 @@ pub enum Error {
     #[error("{0}")]
     Usage(Usage),
 
-    /// The database cannot be reached, refuses us, or fails mid-run.
-    #[error("database: {context}: {source}")]
+    /// The database cannot be reached, refuses us, or fails mid-run. `context` says what
+    /// was being done and names the database ("cannot connect to mysql://…").
+    #[error("{context}: {source}")]
     Database {
         context: String,
         kind: DbErrorKind,
         #[source]
         source: BoxError,
+        /// The fix, where the store knows better than the kind (which password, which
+        /// socket, which grant).
+        fix: Option<String>,
+    },
+
+    /// A file selfheal must read before it starts — the configuration itself, or a file
+    /// it names (`defaults_file`, `password_file`) — cannot be read. `what` names it and
+    /// says how it was chosen ("the configuration /etc/selfheal/selfheal.toml (the
+    /// default: no --config given)").
+    #[error("cannot read {what}{}: {source}", as_user.as_ref().map(|u| format!(" as {u}")).unwrap_or_default())]
+    CannotRead {
+        what: String,
+        path: PathBuf,
+        /// The user that was refused, for a permission failure ("www-data (uid 33)").
+        as_user: Option<String>,
+        #[source]
+        source: std::io::Error,
+        /// The command that lets that user read it, or the setting to correct.
+        fix: Option<String>,
     },
 
     /// The table or a column a watch names does not exist, or has an unusable type.
@@ -264,15 +371,59 @@ pub enum Error {
 
 impl Error {
     /// The process exit status for this error (SPEC §7).
+    ///
+    /// A table, column or database the configuration names and the server lacks is a
+    /// bad configuration (2), like a key typo. Every schema is read before the first
+    /// write, so nothing was touched; a database that is unknown fails at connect.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Config { .. } | Error::Usage(_) => exit::USAGE,
-            Error::Database { .. }
+            Error::Config { .. }
+            | Error::Usage(_)
+            | Error::CannotRead { .. }
             | Error::Schema { .. }
-            | Error::Io { .. }
-            | Error::Journal { .. } => exit::FAILURE,
+            | Error::Database {
+                kind: DbErrorKind::UnknownObject,
+                ..
+            } => exit::USAGE,
+            Error::Database { .. } | Error::Io { .. } | Error::Journal { .. } => exit::FAILURE,
             Error::Busy { .. } => exit::BUSY,
         }
+    }
+
+    /// The fix that fits this error, where it can be told from the error alone (`None`
+    /// where the message already says what is expected, or where only a look at the
+    /// system can tell: see `crate::fix::for_error`).
+    pub fn fix(&self) -> Option<String> {
+        match self {
+            Error::Database { fix: Some(f), .. } | Error::CannotRead { fix: Some(f), .. } => {
+                Some(f.clone())
+            }
+            Error::Database { kind, .. } => kind.fix().map(str::to_string),
+            Error::Schema { watch, problem } => Some(problem.fix(watch)),
+            Error::Busy { path } => Some(format!(
+                "none if another run of this configuration is still at work (lslocks shows \
+                 the pid holding {}); if it happens on every run, a run takes longer than \
+                 the cron interval; if a run of another configuration holds it, leave \
+                 run.lock_file unset in both, so each locks in its own state_dir",
+                path.display()
+            )),
+            Error::Config { .. }
+            | Error::Usage(_)
+            | Error::CannotRead { fix: None, .. }
+            | Error::Io { .. }
+            | Error::Journal { .. } => None,
+        }
+    }
+
+    /// This error with `fix` as its fix (database failures and unreadable files; other
+    /// errors are returned unchanged).
+    pub fn with_fix(mut self, fix: Option<String>) -> Self {
+        if let Error::Database { fix: f, .. } | Error::CannotRead { fix: f, .. } = &mut self
+            && fix.is_some()
+        {
+            *f = fix;
+        }
+        self
     }
 
     /// The message with every cause, on one line (what is printed on stderr). A cause the
@@ -315,7 +466,8 @@ impl Error {
         Error::Database {
             context: context.into(),
             kind: cause.kind(),
-            source: Box::new(cause),
+            fix: cause.fix(),
+            source: cause.into_source(),
         }
     }
 
@@ -330,6 +482,7 @@ impl Error {
             context: context.into(),
             kind,
             source: cause.into(),
+            fix: None,
         }
     }
 
@@ -351,13 +504,13 @@ mod tests {
     #[test]
     fn a_database_error_shows_its_cause_once_and_keeps_it_as_source() {
         let e = Error::database_kind(
-            "mysql://app@db/appdb: reading the clock",
+            "reading the clock on mysql://app@db/appdb",
             DbErrorKind::TimedOut,
             "no row",
         );
         assert_eq!(
             e.to_string(),
-            "database: mysql://app@db/appdb: reading the clock: no row"
+            "reading the clock on mysql://app@db/appdb: no row"
         );
         assert_eq!(e.full_message(), e.to_string());
         assert_eq!(
@@ -393,7 +546,64 @@ mod tests {
             DbErrorKind::Other,
             Outer(std::io::Error::other("inner")),
         );
-        assert_eq!(e.full_message(), "database: x: outer");
+        assert_eq!(e.full_message(), "x: outer");
+    }
+
+    #[test]
+    fn what_the_configuration_names_wrongly_is_exit_2_and_gets_its_fix() {
+        let schema = Error::Schema {
+            watch: "full-sync".into(),
+            problem: SchemaProblem::NoTable {
+                table: "sync_lg".into(),
+                place: "database appdb".into(),
+            },
+        };
+        assert_eq!(schema.exit_code(), exit::USAGE);
+        assert!(
+            schema
+                .fix()
+                .is_some_and(|f| f.starts_with("correct table in watch 'full-sync'")),
+            "{:?}",
+            schema.fix()
+        );
+        let unknown_db = Error::database_kind(
+            "cannot connect to mysql://app@localhost/nodb",
+            DbErrorKind::UnknownObject,
+            "Unknown database 'nodb' (error 1049)",
+        );
+        assert_eq!(unknown_db.exit_code(), exit::USAGE);
+        let refused = Error::database_kind(
+            "cannot connect to mysql://app@localhost/appdb",
+            DbErrorKind::Unreachable,
+            "nothing answers at /run/mysqld/mysqld.sock: No such file or directory (os error 2)",
+        );
+        assert_eq!(refused.exit_code(), exit::FAILURE);
+        assert_eq!(refused.fix().as_deref(), DbErrorKind::Unreachable.fix());
+        let told = refused.with_fix(Some("start the server".into()));
+        assert_eq!(told.fix().as_deref(), Some("start the server"));
+    }
+
+    #[test]
+    fn an_unreadable_file_names_the_user_and_is_exit_2() {
+        let e = Error::CannotRead {
+            what: "the configuration /etc/selfheal/selfheal.toml (the default: no --config \
+                   given)"
+                .into(),
+            path: "/etc/selfheal/selfheal.toml".into(),
+            as_user: Some("www-data (uid 33)".into()),
+            source: std::io::Error::from_raw_os_error(13),
+            fix: Some("chgrp www-data /etc/selfheal/selfheal.toml".into()),
+        };
+        assert_eq!(
+            e.full_message(),
+            "cannot read the configuration /etc/selfheal/selfheal.toml (the default: no \
+             --config given) as www-data (uid 33): Permission denied (os error 13)"
+        );
+        assert_eq!(e.exit_code(), exit::USAGE);
+        assert_eq!(
+            e.fix().as_deref(),
+            Some("chgrp www-data /etc/selfheal/selfheal.toml")
+        );
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! One running row's evidence: gathered from the probes ([`gather`], the probe seam) and
-//! rendered, once, as name/value pairs ([`render`]) that every output takes its part of —
-//! the `--explain` line, the row message, the JSON row, the journal entry (and through
-//! them the text line, the event log and `stats`).
+//! rendered, once, as name/value pairs ([`render`]) that `--explain`, the JSON row and the
+//! journal entry take their part of, and in words for the row message ([`row_message`]:
+//! the deciding evidence in words, then the figures; through it the text line, the event
+//! log and `stats`).
 //!
 //! A new evidence source is a new file in `probe/` (it only looks, never writes) plus
 //! three small edits: its field in [`crate::decide::Evidence`] (whose rules then say what
-//! it proves), one line in [`gather`], and its entry in the one rendering — a block in
+//! it proves), one line in [`gather`], and its entry in the renderings — a block in
 //! [`render`] with its field in [`Record`] (the JSON row and the journal carry that as it
-//! is), and its widest form in [`longest_message`].
+//! is), its words for the row message, and its widest form in `widest_messages`.
 //!
 //! I/O: [`gather`] reads what the watch's probes read (a heartbeat file's mtime, the job's
 //! lock, the owner's `/proc` entry) — except for a row whose owner is another host, of
@@ -26,6 +27,7 @@ use crate::clock::{
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{Basis, Decision, Evidence, Heartbeat, Lock, Owner, Thresholds, Verdict};
 use crate::host::Host;
+use crate::message;
 use crate::probe::{self, LockTable};
 use crate::store::RunningRow;
 
@@ -210,7 +212,7 @@ pub struct Record {
     pub owner_pid: Option<u32>,
 }
 
-/// A value as the row message (and, mostly, `--explain`) writes it; formatted only where it
+/// A value as `--explain` writes it (where it is not a duration); formatted only where it
 /// is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
@@ -238,7 +240,7 @@ impl std::fmt::Display for Value {
 /// How `--explain` writes a value; formatted only when asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Human {
-    /// As in the row message.
+    /// The [`Value`] as it is: `held:4242`.
     Same,
     /// A duration: `47m`.
     Duration(u64),
@@ -253,15 +255,10 @@ pub enum Human {
 /// One piece of evidence as people read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
-    /// Its name in the row message: `heartbeat_age`, `lock`.
+    /// Its name: `heartbeat_age`, `lock`.
     pub key: &'static str,
-    /// Its value there: `2820s`, `held:4242`, `missing`.
+    /// Its value: `2820s`, `held:4242`, `missing`.
     pub value: Value,
-    /// The threshold it is judged against (name, seconds), written right after it in the
-    /// row message.
-    pub limit: Option<(&'static str, Value)>,
-    /// The row message shows it (an owner column that is not configured is left out).
-    pub in_message: bool,
     /// Its word in `--explain` (`heartbeat`), and its value there.
     pub word: &'static str,
     pub human: Human,
@@ -293,8 +290,8 @@ pub struct Rendered {
     pub record: Record,
 }
 
-/// Renders evidence judged against `t`. Each source is one block here.
-pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
+/// Renders evidence. Each source is one block here.
+pub fn render(e: &Evidence) -> Rendered {
     let mut items = Vec::with_capacity(4);
     let mut record = Record::default();
 
@@ -319,8 +316,6 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
     items.push(Item {
         key: "heartbeat_age",
         value,
-        limit: Some(("stale_after", Value::Secs(t.stale_after))),
-        in_message: true,
         word: "heartbeat",
         human: human_value,
         leads: false,
@@ -334,8 +329,6 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
     items.push(Item {
         key: "total_age",
         value,
-        limit: Some(("max_age", Value::Secs(t.max_age))),
-        in_message: true,
         word: "running",
         human: human_value,
         leads: true,
@@ -354,8 +347,6 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
     items.push(Item {
         key: "lock",
         value: pid.map_or(Value::Word(state), |p| Value::Pid(state, p)),
-        limit: None,
-        in_message: true,
         word: "lock",
         human: match &e.lock {
             Lock::Unconfirmed => Human::Words("free as far as /proc/locks shows (not confirmed)"),
@@ -388,8 +379,6 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
     items.push(Item {
         key: "owner",
         value,
-        limit: None,
-        in_message: e.owner != Owner::NotConfigured,
         word: "owner",
         human: Human::Same,
         leads: false,
@@ -399,19 +388,6 @@ pub fn render(e: &Evidence, t: Thresholds) -> Rendered {
 }
 
 impl Rendered {
-    /// The row message's name/value pairs: each piece shown there, followed by the
-    /// threshold it is judged against.
-    pub fn message_pairs(&self) -> Vec<(&'static str, &Value)> {
-        let mut pairs = Vec::with_capacity(self.items.len() + 2);
-        for i in self.items.iter().filter(|i| i.in_message) {
-            pairs.push((i.key, &i.value));
-            if let Some((name, limit)) = &i.limit {
-                pairs.push((name, limit));
-            }
-        }
-        pairs
-    }
-
     /// The evidence part of an `--explain` row: `running 47m, heartbeat 47m ago, lock
     /// free, owner none`.
     pub fn explain(&self) -> String {
@@ -424,35 +400,179 @@ impl Rendered {
     }
 }
 
-/// The longest row message this watch can write (before cutting), in characters: every
-/// figure at its widest, every source it names in its longest form.
-pub fn longest_message(w: &Watch) -> usize {
-    let t = thresholds(w);
-    let big = t.max_age.saturating_mul(100);
-    let ev = Evidence {
-        total_age: Ok(big),
-        heartbeat: Heartbeat::Age(big),
-        lock: match w.lock_file {
-            Some(_) => Lock::Held {
-                pid: Some(4_194_304),
-            },
-            None => Lock::NotConfigured,
-        },
-        owner: match w.owner_column {
-            Some(_) => Owner::Reused { pid: 4_194_304 },
-            None => Owner::NotConfigured,
-        },
+// ---------------------------------------------------------------------------------------
+// The row message: the deciding evidence in words, then the figures (SPEC §6)
+
+/// The words of the decision: `lock free, worker gone`, `heartbeat stale, lock held by
+/// pid 4242`. What a PHP developer reads first, so no bare numbers.
+fn decision_words(d: &Decision, e: &Evidence) -> String {
+    let owner_pid = match e.owner {
+        Owner::Alive { pid } | Owner::Dead { pid } | Owner::Reused { pid } => Some(pid),
+        _ => None,
     };
-    let d = Decision {
-        verdict: Verdict::Overtime,
-        basis: Basis::MaxAge,
-    };
-    row_message(&d, &ev, t).chars().count()
+    match &d.basis {
+        // The detail is in the basis (JSON, the text line, the journal): the row message of
+        // a row selfheal cannot judge is never written to the row.
+        Basis::Unreadable(_) => "evidence unreadable".into(),
+        Basis::OwnerDead => owner_pid.map_or("owner gone".into(), message::owner_gone),
+        Basis::OwnerReused => owner_pid.map_or("owner pid reused".into(), message::owner_reused),
+        Basis::LockFree => message::LOCK_FREE.into(),
+        Basis::MaxAge => "running past max_age".into(),
+        Basis::MaxAgeWorkerLives => "running past max_age, worker alive".into(),
+        Basis::NoHeartbeatYet => "starting, no heartbeat yet".into(),
+        Basis::HeartbeatFresh => "heartbeat fresh".into(),
+        Basis::StaleButLockHeld => format!(
+            "heartbeat stale, {}",
+            lock_words(&e.lock).unwrap_or_else(|| "lock held".into())
+        ),
+        Basis::StaleButOwnerAlive => format!(
+            "heartbeat stale, {}",
+            owner_words(&e.owner).unwrap_or_else(|| "owner alive".into())
+        ),
+        Basis::HeartbeatStale => "heartbeat stale, no sign of the worker".into(),
+        Basis::HeartbeatMissing => "no heartbeat, no sign of the worker".into(),
+        // Never written: another host's rows are that host's to write.
+        Basis::OtherHost(h) => format!("owned by host {h}, judged there"),
+        Basis::OtherHostPastMaxAge(h) => format!("owned by host {h}, past max_age"),
+        Basis::OtherHostSilent(h) => {
+            format!("owned by host {h}, its heartbeat silent beyond max_age")
+        }
+    }
 }
 
-/// The row message of SPEC §6 for a decision on this evidence, before it is cut.
+/// The job's lock in words, when the watch names one.
+fn lock_words(l: &Lock) -> Option<String> {
+    Some(match l {
+        Lock::NotConfigured => return None,
+        Lock::Held { pid: Some(p) } => format!("lock held by pid {p}"),
+        Lock::Held { pid: None } => "lock held".into(),
+        Lock::Unconfirmed => "lock seen free, not tried".into(),
+        Lock::Free => "lock free".into(),
+        Lock::Present => "lock file present".into(),
+        Lock::Absent => "no lock file".into(),
+        Lock::Unreadable(_) => "lock unreadable".into(),
+    })
+}
+
+/// The owner in words, when the watch names an owner column.
+fn owner_words(o: &Owner) -> Option<String> {
+    Some(match o {
+        Owner::NotConfigured => return None,
+        Owner::Empty => "no owner".into(),
+        Owner::Alive { pid } => format!("owner pid {pid} alive"),
+        Owner::Dead { pid } => format!("owner pid {pid} gone"),
+        Owner::Reused { pid } => format!("owner pid {pid} reused"),
+        Owner::NotLocal { host } => format!("owner on {host}"),
+        Owner::NotVisible { pid } => format!("owner pid {pid} not visible here"),
+        Owner::Invalid(_) => "owner invalid".into(),
+        Owner::Unreadable(_) => "owner unreadable".into(),
+    })
+}
+
+/// The row message of SPEC §6 for a decision on this evidence, before it is cut: the
+/// deciding evidence in words, then the row's age, its heartbeat, the threshold that
+/// decided (`max_age` for an overtime, else `stale_after`), and the lock and the owner
+/// where the words do not already name them.
 pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
-    crate::message::build(d.verdict, &render(e, t).message_pairs())
+    let beat = match &e.heartbeat {
+        Heartbeat::Age(a) => message::Beat::Ago(*a),
+        // An earlier row's beat: this row has none of its own.
+        Heartbeat::Missing | Heartbeat::BeforeRow(_) => message::Beat::Missing,
+        Heartbeat::Unreadable(_) => message::Beat::Unreadable,
+    };
+    let mut more = Vec::with_capacity(3);
+    more.push(match d.basis {
+        Basis::MaxAge
+        | Basis::MaxAgeWorkerLives
+        | Basis::OtherHostPastMaxAge(_)
+        | Basis::OtherHostSilent(_) => {
+            format!("max_age {}", message::duration(t.max_age))
+        }
+        _ => format!("stale_after {}", message::duration(t.stale_after)),
+    });
+    if !matches!(d.basis, Basis::LockFree | Basis::StaleButLockHeld) {
+        more.extend(lock_words(&e.lock));
+    }
+    if !matches!(
+        d.basis,
+        Basis::OwnerDead
+            | Basis::OwnerReused
+            | Basis::StaleButOwnerAlive
+            | Basis::OtherHost(_)
+            | Basis::OtherHostPastMaxAge(_)
+            | Basis::OtherHostSilent(_)
+    ) {
+        more.extend(owner_words(&e.owner));
+    }
+    message::build(
+        d.verdict,
+        &decision_words(d, e),
+        e.total_age.as_ref().ok().copied(),
+        beat,
+        &more,
+    )
+}
+
+/// Every row message this watch can write, each decision with its evidence at its widest
+/// (every figure large, every pid seven digits).
+fn widest_messages(w: &Watch) -> Vec<String> {
+    let t = thresholds(w);
+    let big = t.max_age.saturating_mul(100);
+    let pid = 4_194_304;
+    let decisions = [
+        (Verdict::Dead, Basis::OwnerDead),
+        (Verdict::Dead, Basis::OwnerReused),
+        (Verdict::Dead, Basis::LockFree),
+        (Verdict::Dead, Basis::HeartbeatStale),
+        (Verdict::Dead, Basis::HeartbeatMissing),
+        (Verdict::Hung, Basis::StaleButLockHeld),
+        (Verdict::Hung, Basis::StaleButOwnerAlive),
+        (Verdict::Overtime, Basis::MaxAge),
+        (Verdict::Overtime, Basis::MaxAgeWorkerLives),
+    ];
+    decisions
+        .into_iter()
+        .map(|(verdict, basis)| {
+            let lock = match (&w.lock_file, &basis) {
+                (None, _) => Lock::NotConfigured,
+                (Some(_), Basis::LockFree) => Lock::Free,
+                (Some(_), _) => Lock::Held { pid: Some(pid) },
+            };
+            let owner = match (&w.owner_column, &basis) {
+                (None, _) => Owner::NotConfigured,
+                (Some(_), Basis::OwnerDead) => Owner::Dead { pid },
+                (Some(_), Basis::OwnerReused) => Owner::Reused { pid },
+                (Some(_), _) => Owner::Reused { pid },
+            };
+            let ev = Evidence {
+                total_age: Ok(big),
+                heartbeat: Heartbeat::Age(big),
+                lock,
+                owner,
+            };
+            row_message(&Decision { verdict, basis }, &ev, t)
+        })
+        .collect()
+}
+
+/// The longest row message this watch can write (before cutting), in characters.
+pub fn longest_message(w: &Watch) -> usize {
+    widest_messages(w)
+        .iter()
+        .map(|m| m.chars().count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The longest part before the figures (`self-heal: <verdict>: <words>`) of a row message
+/// this watch can write, in characters: a message column shorter than this loses the
+/// words, not just figures.
+pub fn longest_words(w: &Watch) -> usize {
+    widest_messages(w)
+        .iter()
+        .map(|m| message::head(m).chars().count())
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -484,19 +604,19 @@ mod tests {
                 host: "web2".into(),
             },
         );
-        let r = render(&e, T);
+        let r = render(&e);
         assert_eq!(
             r.explain(),
             "running 50m, heartbeat 47m ago, lock held:42, owner remote:web2"
         );
         let d = Decision {
             verdict: Verdict::Hung,
-            basis: Basis::MaxAge,
+            basis: Basis::StaleButLockHeld,
         };
         assert_eq!(
             row_message(&d, &e, T),
-            "self-heal: hung: heartbeat_age=2820s stale_after=300s total_age=3000s \
-             max_age=14400s lock=held:42 owner=remote:web2"
+            "self-heal: hung: heartbeat stale, lock held by pid 42 (row 50m, heartbeat 47m \
+             ago, stale_after 5m, owner on web2)"
         );
         assert_eq!(
             serde_json::to_value(&r.record).expect("json"),
@@ -512,20 +632,115 @@ mod tests {
             Lock::NotConfigured,
             Owner::NotConfigured,
         );
-        let r = render(&e, T);
+        let r = render(&e);
         assert_eq!(
             r.explain(),
             "running unknown, heartbeat unreadable, lock none, owner none"
         );
+        let d = Decision {
+            verdict: Verdict::Unknown,
+            basis: Basis::Unreadable("heartbeat: EACCES".into()),
+        };
         assert_eq!(
-            message::build(Verdict::Unknown, &r.message_pairs()),
-            "self-heal: unknown: heartbeat_age=unreadable stale_after=300s total_age=unknown \
-             max_age=14400s lock=none"
+            row_message(&d, &e, T),
+            "self-heal: unknown: evidence unreadable (row age unknown, heartbeat unreadable, \
+             stale_after 5m)"
         );
         assert_eq!(r.record.heartbeat, "unreadable: EACCES");
         assert_eq!(
             (r.record.total_age_s, r.record.heartbeat_age_s),
             (None, None)
+        );
+    }
+
+    #[test]
+    fn the_message_says_what_decided_in_words_then_the_figures() {
+        let d = |verdict, basis| Decision { verdict, basis };
+        let cases = [
+            (
+                d(Verdict::Dead, Basis::LockFree),
+                ev(
+                    Ok(1200),
+                    Heartbeat::Age(100),
+                    Lock::Free,
+                    Owner::NotConfigured,
+                ),
+                "self-heal: dead: lock free, worker gone (row 20m, heartbeat 1m40s ago, \
+                 stale_after 5m)",
+            ),
+            (
+                d(Verdict::Dead, Basis::OwnerDead),
+                ev(
+                    Ok(900),
+                    Heartbeat::Age(10),
+                    Lock::Absent,
+                    Owner::Dead { pid: 4242 },
+                ),
+                "self-heal: dead: owner pid 4242 gone (row 15m, heartbeat 10s ago, \
+                 stale_after 5m, no lock file)",
+            ),
+            (
+                d(Verdict::Dead, Basis::HeartbeatMissing),
+                ev(
+                    Ok(3600),
+                    Heartbeat::Missing,
+                    Lock::NotConfigured,
+                    Owner::Empty,
+                ),
+                "self-heal: dead: no heartbeat, no sign of the worker (row 1h, no heartbeat, \
+                 stale_after 5m, no owner)",
+            ),
+            (
+                d(Verdict::Hung, Basis::StaleButOwnerAlive),
+                ev(
+                    Ok(3000),
+                    Heartbeat::Age(1800),
+                    Lock::NotConfigured,
+                    Owner::Alive { pid: 1 },
+                ),
+                "self-heal: hung: heartbeat stale, owner pid 1 alive (row 50m, heartbeat 30m \
+                 ago, stale_after 5m)",
+            ),
+            (
+                d(Verdict::Overtime, Basis::MaxAge),
+                ev(
+                    Ok(18_005),
+                    Heartbeat::Age(10),
+                    Lock::Held { pid: Some(77) },
+                    Owner::NotConfigured,
+                ),
+                "self-heal: overtime: running past max_age (row 5h5s, heartbeat 10s ago, \
+                 max_age 4h, lock held by pid 77)",
+            ),
+        ];
+        for (d, e, want) in cases {
+            assert_eq!(row_message(&d, &e, T), want);
+        }
+    }
+
+    #[test]
+    fn the_longest_message_is_the_widest_any_decision_writes() {
+        let cfg = crate::config::from_str(
+            "[database]\nurl = \"sqlite:///tmp/app.db\"\n\n[[watch]]\nname = \"w\"\n\
+             table = \"t\"\nstarted_column = \"s\"\nheartbeat_file = \"/run/{id}\"\n\
+             stale_after = \"5m\"\nmax_age = \"4h\"\nlock_file = \"/run/{id}.lock\"\n\
+             owner_column = \"o\"\n",
+            std::path::Path::new("/etc/selfheal/selfheal.toml"),
+            &crate::config::Overrides::default(),
+            &[],
+        )
+        .expect("config");
+        let w = &cfg.watches[0];
+        let all = widest_messages(w);
+        assert_eq!(
+            longest_message(w),
+            all.iter().map(|m| m.chars().count()).max().expect("some")
+        );
+        assert!(longest_words(w) < longest_message(w));
+        // The reused owner's words are the longest.
+        assert_eq!(
+            longest_words(w),
+            "self-heal: dead: owner pid 4194304 reused by a newer process".len()
         );
     }
 
@@ -561,22 +776,17 @@ mod tests {
                 for lock in &locks {
                     for owner in &owners {
                         let e = ev(total.clone(), hb.clone(), lock.clone(), owner.clone());
-                        let d = Decision {
-                            verdict: Verdict::Dead,
-                            basis: Basis::MaxAge,
-                        };
+                        let d = crate::decide::decide(&e, T);
                         let m = row_message(&d, &e, T);
                         let p = message::parse(&m).expect("prefix");
-                        assert_eq!(p.verdict, "dead", "{m}");
+                        assert_eq!(p.verdict, d.verdict.as_str(), "{m}");
                         assert_eq!(p.total_age_s, total.as_ref().ok().copied(), "{m}");
                         let hb_age = match hb {
                             Heartbeat::Age(a) => Some(*a),
                             _ => None,
                         };
                         assert_eq!(p.heartbeat_age_s, hb_age, "{m}");
-                        let conclusive = *lock == Lock::Free
-                            || matches!(owner, Owner::Dead { .. } | Owner::Reused { .. });
-                        assert_eq!(p.conclusive, conclusive, "{m}");
+                        assert_eq!(p.conclusive, d.conclusive(), "{m}");
                     }
                 }
             }

@@ -15,7 +15,8 @@
 //!    row ([`store`]), the legacy lock release ([`release`]); a stopped run's intents are
 //!    settled by [`recovery`] (journal and store only).
 //! 6. report: [`report`] (cron text, `--explain`, JSON), `state_dir/last-run.json`
-//!    ([`state`]), [`metrics`], [`eventlog`].
+//!    ([`state`]), [`metrics`], [`eventlog`]; what the cron text already told a person
+//!    ([`remind`]: once per problem, then once per `remind_every`).
 //!
 //! Beside `check`: [`run`] is `selfheal run`, the wrapper that makes a job leave that
 //! evidence (a kernel lock, a heartbeat, an execution record); [`fsafe`] is how every file
@@ -24,7 +25,8 @@
 //! Shared pieces are named for what they hold: the row message ([`message`], built and
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
 //! and `stats`), the state files ([`state`]; the confirmation counts in
-//! [`confirmations`]). [`doctor`] and [`stats`] read through the same
+//! [`confirmations`]), the fix that fits an error and the running user ([`fix`]), who cron
+//! runs selfheal as ([`cron`]). [`doctor`] and [`stats`] read through the same
 //! pieces and write nothing. No module uses one that uses it back.
 //!
 //! Where new things go:
@@ -59,12 +61,14 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod confirmations;
+pub mod cron;
 pub mod decide;
 pub mod demo;
 pub mod doctor;
 pub mod error;
 pub mod eventlog;
 pub mod evidence;
+pub mod fix;
 pub mod fsafe;
 pub mod history;
 pub mod host;
@@ -75,6 +79,7 @@ pub mod mycnf;
 pub mod probe;
 pub mod recovery;
 pub mod release;
+pub mod remind;
 pub mod report;
 pub mod run;
 pub mod runlock;

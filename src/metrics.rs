@@ -2,10 +2,11 @@
 //! real run (never by a dry run) while the run lock is held.
 //!
 //! Per watch of this host: running rows by verdict and by the host they belong to, rows
-//! that need a person, changes by action (counters), breaker trips (counter), the last
-//! run's time, duration and outcome, and the time of the last successful run — the
-//! watchdog's own dead man's switch; and the host that judged them. Names carry the
-//! `selfheal_` prefix, base units (seconds) and `_total` for counters.
+//! that need a person, rows parked in `manual_value` (the backlog a person owes), changes
+//! by action (counters), breaker trips (counter), the last run's time, duration and
+//! outcome, and the time of the last successful run — the watchdog's own dead man's
+//! switch; and the host that judged them. Names carry the `selfheal_` prefix, base units
+//! (seconds) and `_total` for counters.
 //!
 //! Counters and the last success survive from run to run by reading the previous file
 //! back: it is selfheal's own output, and a lost file merely resets the counters, which
@@ -55,7 +56,7 @@ const ACTIONS: [Action; 4] = [
 ];
 
 /// Metric families: name, type, help. Rendered in this order.
-const FAMILIES: [(&str, &str, &str); 13] = [
+const FAMILIES: [(&str, &str, &str); 14] = [
     (
         "selfheal_host_info",
         "gauge",
@@ -75,6 +76,11 @@ const FAMILIES: [(&str, &str, &str); 13] = [
         "selfheal_attention_rows",
         "gauge",
         "Rows that needed a person in the last run.",
+    ),
+    (
+        "selfheal_parked_rows",
+        "gauge",
+        "Rows parked in manual_value, waiting for a person (watches with a manual_value).",
     ),
     (
         "selfheal_changes_total",
@@ -299,6 +305,13 @@ pub fn samples(
                 &[("watch", w)],
                 s.totals.attention as f64,
             ));
+            if let Some(n) = s.parked {
+                out.push(Sample::new(
+                    "selfheal_parked_rows",
+                    &[("watch", w)],
+                    n as f64,
+                ));
+            }
             for (owner, n) in &s.owners {
                 out.push(Sample::new(
                     "selfheal_owner_rows",
@@ -510,8 +523,10 @@ mod tests {
     #[test]
     fn counters_accumulate_and_a_failed_run_keeps_the_last_success() {
         let watches = vec!["a".to_string(), "b".to_string()];
+        let mut a1 = stats("a");
+        a1.parked = Some(3);
         let s1 = Summary {
-            per_watch: vec![stats("a"), stats("b")],
+            per_watch: vec![a1, stats("b")],
             clock_skew_s: Some(-2),
             ..Summary::default()
         };
@@ -559,6 +574,15 @@ mod tests {
         assert_eq!(
             value(&first, "selfheal_clock_skew_seconds", &[]),
             Some(-2.0)
+        );
+        assert_eq!(
+            value(&first, "selfheal_parked_rows", &[("watch", "a")]),
+            Some(3.0)
+        );
+        assert_eq!(
+            value(&first, "selfheal_parked_rows", &[("watch", "b")]),
+            None,
+            "a watch without manual_value parks nothing"
         );
         // The host that judged, and the hosts the rows belong to.
         assert_eq!(

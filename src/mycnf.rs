@@ -220,6 +220,19 @@ impl fmt::Debug for Opt {
 pub struct LoadError {
     pub file: PathBuf,
     pub message: String,
+    /// For a file that could not be read at all: the kind of the failure and the OS
+    /// error number, so that a caller can tell "missing" from "not yours to read".
+    pub io: Option<(ErrorKind, Option<i32>)>,
+}
+
+impl LoadError {
+    /// The I/O failure that kept the file from being read, if that is what happened.
+    pub fn io_error(&self) -> Option<std::io::Error> {
+        self.io.map(|(kind, raw)| match raw {
+            Some(code) => std::io::Error::from_raw_os_error(code),
+            None => std::io::Error::from(kind),
+        })
+    }
 }
 
 impl fmt::Display for LoadError {
@@ -265,8 +278,14 @@ pub fn load(path: &Path) -> Result<OptionSet, LoadError> {
     let err = |m: String| LoadError {
         file: path.to_path_buf(),
         message: m,
+        io: None,
     };
-    let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read it: {e}")))?;
+    let unreadable = |e: std::io::Error| LoadError {
+        file: path.to_path_buf(),
+        message: format!("cannot read it: {e}"),
+        io: Some((e.kind(), e.raw_os_error())),
+    };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
     if world_writable(&meta) {
         return Err(err(
             "is world-writable; the mysql client ignores such a file, and so does selfheal \
@@ -275,7 +294,7 @@ pub fn load(path: &Path) -> Result<OptionSet, LoadError> {
         ));
     }
     let mut set = OptionSet::default();
-    read_into(path, 0, &mut set)?.map_err(|e| err(format!("cannot read it: {e}")))?;
+    read_into(path, 0, &mut set)?.map_err(unreadable)?;
     Ok(set)
 }
 
@@ -319,6 +338,7 @@ fn read_into(
     let lines = parse(&text).map_err(|e| LoadError {
         file: path.to_path_buf(),
         message: format!("line {}: {}", e.line, e.message),
+        io: None,
     })?;
     set.files.push(path.to_path_buf());
     let mut in_client_group = false;
@@ -344,6 +364,7 @@ fn read_into(
                     .map_err(|e| LoadError {
                         file: path.to_path_buf(),
                         message: format!("line {line}: !includedir {}: {e}", dir.display()),
+                        io: None,
                     })?
                     .filter_map(std::result::Result::ok)
                     .map(|e| {

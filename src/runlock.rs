@@ -27,8 +27,17 @@ pub fn acquire(path: &Path) -> Result<RunLock> {
     {
         Ok(f) => f,
         // Created by another user in a sticky directory: a read-only descriptor locks too.
-        Err(e) if e.kind() == ErrorKind::PermissionDenied => File::open(path)
-            .map_err(|e| Error::io(path, "opening the run lock (run.lock_file)", e))?,
+        // When there is no such file, the cause is the directory refusing to create it.
+        Err(denied) if denied.kind() == ErrorKind::PermissionDenied => {
+            File::open(path).map_err(|e| {
+                let cause = if e.kind() == ErrorKind::NotFound {
+                    denied
+                } else {
+                    e
+                };
+                Error::io(path, "opening the run lock (run.lock_file)", cause)
+            })?
+        }
         Err(e) => return Err(Error::io(path, "opening the run lock (run.lock_file)", e)),
     };
     match file.try_lock() {

@@ -10,8 +10,10 @@
 //! file in the same directory, flushed, then renamed over the old one, so a reader sees the
 //! old file or the new one, never half of either. A typed state file (one
 //! `#[derive(Serialize, Deserialize)]` value, read back only through that type) is
-//! [`write_typed`] and [`read_typed`]. A new state file is a new name and a type, nothing
-//! else.
+//! [`write_typed`] and [`read_typed`], or — for the files that go through
+//! [`crate::fsafe`], never following a link someone else could have planted —
+//! [`save_typed`] and [`load_typed`] (the cron text's reminders). A new state file is a
+//! new name and a type, nothing else.
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -131,37 +133,88 @@ pub fn read_typed<T: DeserializeOwned>(state_dir: &Path, f: &StateFile) -> Resul
     })
 }
 
+/// The largest state file [`load_typed`] reads: anything bigger is not one selfheal wrote.
+const MAX_TYPED: u64 = 16 << 20;
+
+/// An [`crate::fsafe`] failure as selfheal's error, naming the path once.
+fn from_fsafe(e: crate::fsafe::Error, action: &'static str) -> Error {
+    let path = e.path().to_path_buf();
+    match e {
+        crate::fsafe::Error::Io { source, .. } => Error::io(path, action, source),
+        other => {
+            let text = other.to_string();
+            let prefix = format!("{}: ", path.display());
+            let why = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
+            Error::io(path, action, std::io::Error::other(why))
+        }
+    }
+}
+
+/// Replaces a typed state file with `value` as pretty JSON, through [`crate::fsafe`]: the
+/// directory is reached (and created, mode 0750, where missing) one component at a time
+/// without following a link someone else could have planted, the file is written to an
+/// unpredictable temporary name beside it (mode 0640), flushed, and renamed over the old
+/// one.
+pub fn save_typed<T: Serialize>(state_dir: &Path, f: &StateFile, value: &T) -> Result<PathBuf> {
+    let path = state_dir.join(f.name);
+    let mut text = serde_json::to_vec_pretty(value)
+        .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
+    text.push(b'\n');
+    let dir = crate::fsafe::Dir::create(state_dir, 0o750).map_err(|e| from_fsafe(e, f.creating))?;
+    dir.replace(std::ffi::OsStr::new(f.name), FILE_MODE, |file| {
+        file.write_all(&text)
+    })
+    .map_err(|e| from_fsafe(e, f.writing))?;
+    Ok(path)
+}
+
+/// Reads a typed state file written by [`save_typed`], through [`crate::fsafe`] (a link at
+/// its name is refused, not followed; at most 16 MiB is read). `Ok(None)` when it (or the
+/// directory) does not exist; a file that is not a `T` is an error naming it.
+pub fn load_typed<T: DeserializeOwned>(state_dir: &Path, f: &StateFile) -> Result<Option<T>> {
+    use std::io::Read;
+    let path = state_dir.join(f.name);
+    let opened = crate::fsafe::Dir::open(state_dir)
+        .and_then(|dir| dir.open_read(std::ffi::OsStr::new(f.name)));
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(from_fsafe(e, f.reading)),
+    };
+    let mut text = Vec::new();
+    file.take(MAX_TYPED)
+        .read_to_end(&mut text)
+        .map_err(|e| Error::io(&path, f.reading, e))?;
+    serde_json::from_slice(&text).map(Some).map_err(|e| {
+        Error::io(
+            &path,
+            f.reading,
+            std::io::Error::new(ErrorKind::InvalidData, e),
+        )
+    })
+}
+
 /// Replaces a typed state file whose loss costs little (a later run only starts over)
-/// with `value` as JSON, through [`crate::fsafe`]: the directory reached without following
-/// a link someone else planted (created mode 0750 when missing), a new file under an
-/// unpredictable name beside the old one, written, renamed over it. Not flushed to disk:
-/// a reader sees the old file or the new one, and after a crash perhaps the old one.
-pub fn write_typed_unsynced<T: Serialize>(
+/// with `value` as JSON, as [`save_typed`] does but not flushed to disk: a reader sees the
+/// old file or the new one, and after a crash perhaps the old one.
+pub fn save_typed_unsynced<T: Serialize>(
     state_dir: &Path,
     f: &StateFile,
     value: &T,
 ) -> Result<PathBuf> {
     let path = state_dir.join(f.name);
-    let fs_err = |action: &'static str| {
-        let path = path.clone();
-        move |e: crate::fsafe::Error| {
-            let kind = e.io_kind().unwrap_or(ErrorKind::Other);
-            Error::io(path, action, std::io::Error::new(kind, e.to_string()))
-        }
-    };
     let mut text = serde_json::to_vec(value)
         .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
     text.push(b'\n');
-    let dir = crate::fsafe::Dir::create(state_dir, 0o750)
-        .map_err(fs_err("reaching the state directory (run.state_dir)"))?;
+    let dir = crate::fsafe::Dir::create(state_dir, 0o750).map_err(|e| from_fsafe(e, f.creating))?;
     let name = std::ffi::OsStr::new(f.name);
     let mut tmp = dir
         .create_temp(name, FILE_MODE)
-        .map_err(fs_err(f.creating))?;
+        .map_err(|e| from_fsafe(e, f.creating))?;
     tmp.file_mut()
         .write_all(&text)
         .map_err(|e| Error::io(&path, f.writing, e))?;
-    tmp.persist(name).map_err(fs_err("renaming into place"))?;
+    tmp.persist(name).map_err(|e| from_fsafe(e, f.writing))?;
     Ok(path)
 }
 
@@ -233,17 +286,46 @@ mod tests {
     }
 
     #[test]
+    fn a_typed_state_file_goes_through_fsafe_and_reads_back_as_its_type() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        assert_eq!(load_typed::<Counts>(&state, &COUNTS).expect("read"), None);
+        let c = Counts {
+            rows: vec![("full-sync/7".into(), 2)],
+        };
+        let p = save_typed(&state, &COUNTS, &c).expect("write");
+        assert_eq!(load_typed(&state, &COUNTS).expect("read"), Some(c));
+        let mode = std::fs::metadata(&p).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o640);
+        // A link planted at the name is neither read through nor written through.
+        std::fs::remove_file(&p).expect("remove");
+        let elsewhere = dir.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, "{\"rows\": []}").expect("write");
+        std::os::unix::fs::symlink(&elsewhere, &p).expect("symlink");
+        let e = load_typed::<Counts>(&state, &COUNTS).expect_err("a link");
+        assert!(e.to_string().contains("c.json"), "{e}");
+        save_typed(&state, &COUNTS, &Counts { rows: Vec::new() }).expect("replaces the link");
+        assert_eq!(
+            std::fs::read_to_string(&elsewhere).expect("read"),
+            "{\"rows\": []}",
+            "the link's target is untouched"
+        );
+        std::fs::write(&p, "[1]").expect("damage");
+        assert!(load_typed::<Counts>(&state, &COUNTS).is_err());
+    }
+
+    #[test]
     fn an_unsynced_typed_file_replaces_the_old_one_whole() {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let c = Counts {
             rows: vec![("full-sync/7".into(), 2)],
         };
-        let p = write_typed_unsynced(&state, &COUNTS, &c).expect("write");
-        assert_eq!(read_typed(&state, &COUNTS).expect("read"), Some(c));
-        write_typed_unsynced(&state, &COUNTS, &Counts { rows: vec![] }).expect("write");
+        let p = save_typed_unsynced(&state, &COUNTS, &c).expect("write");
+        assert_eq!(load_typed(&state, &COUNTS).expect("read"), Some(c));
+        save_typed_unsynced(&state, &COUNTS, &Counts { rows: vec![] }).expect("write");
         assert_eq!(
-            read_typed(&state, &COUNTS).expect("read"),
+            load_typed(&state, &COUNTS).expect("read"),
             Some(Counts { rows: vec![] })
         );
         let c = Counts { rows: vec![] };
@@ -259,7 +341,7 @@ mod tests {
         std::fs::write(&target, "theirs").expect("target");
         std::fs::remove_file(&p).expect("rm");
         std::os::unix::fs::symlink(&target, &p).expect("link");
-        write_typed_unsynced(&state, &COUNTS, &c).expect("write");
+        save_typed_unsynced(&state, &COUNTS, &c).expect("write");
         assert_eq!(std::fs::read_to_string(&target).expect("read"), "theirs");
         assert!(
             !std::fs::symlink_metadata(&p)
@@ -270,7 +352,7 @@ mod tests {
         // A state directory that is a file: an error naming it.
         let file = dir.path().join("a-file");
         std::fs::write(&file, "").expect("file");
-        let e = write_typed_unsynced(&file.join("state"), &COUNTS, &c).expect_err("not a dir");
+        let e = save_typed_unsynced(&file.join("state"), &COUNTS, &c).expect_err("not a dir");
         assert!(e.to_string().contains("a-file"), "{e}");
     }
 

@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
+
 use common::*;
 
 /// Holds `#`, both quotes, a space and `;`: everything an option file must quote.
@@ -246,4 +248,114 @@ fn root_over_the_socket_needs_no_password_as_from_cron() {
         assert_exit(&o, 0);
         assert_eq!(stderr(&o), "", "{}", src.name);
     }
+}
+
+/// Issue 15, item 6: the man page's example — a database account of selfheal's own,
+/// allowed SELECT and UPDATE on the job table only, its password in an option file mode
+/// 640 root:www-data, `url = "mysql:///DB"` with `defaults_file` — works as written, for
+/// doctor and a real check run as www-data; and the example no longer logs in as the
+/// database's root through debian.cnf.
+#[test]
+fn the_man_pages_example_account_and_option_file_work_as_www_data() {
+    let man = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/man/selfheal.1"))
+        .expect("man page");
+    let examples = man.split(".SH EXAMPLES").nth(1).expect("EXAMPLES");
+    for written in [
+        "GRANT SELECT, UPDATE ON appdb.sync_log TO 'selfheal'@'localhost'",
+        "install \\-m 640 \\-o root \\-g www\\-data /dev/null /etc/selfheal/app.cnf",
+        "url = \"mysql:///appdb\"\ndefaults_file = \"/etc/selfheal/app.cnf\"",
+    ] {
+        assert!(examples.contains(written), "the example shows {written:?}");
+    }
+    assert!(
+        !examples.contains("debian.cnf"),
+        "no root login in the example"
+    );
+    let server = MysqlDb::server_url();
+    if !server.contains("socket=/run/mysqld/mysqld.sock") {
+        // The example relies on the server's default socket.
+        eprintln!("SKIPPED: the example needs the local server on its default socket");
+        return;
+    }
+    if !root_or_skip("runs as www-data") {
+        return;
+    }
+    let as_www = || {
+        let mut c = std::process::Command::new("runuser");
+        c.args(["-u", "www-data", "--"])
+            .arg(bin())
+            .env_remove("SELFHEAL_CONFIG")
+            .env_remove("SELFHEAL_DB_PASSWORD")
+            .env("HOME", "/nonexistent")
+            .env("LC_ALL", "C");
+        c
+    };
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    db.insert(1, "done", 3 * 3600);
+    db.exec("UPDATE sync_log SET end_time = NOW() - INTERVAL 2 HOUR WHERE id = 1");
+    db.insert(2, "running", 50 * 60);
+    // The account with exactly the example's rights (its own name, dropped with the
+    // database).
+    let user = db.create_user("a-long-random-password");
+    db.exec(&format!(
+        "REVOKE ALL PRIVILEGES ON `{}`.* FROM '{user}'@'localhost'",
+        db.name
+    ));
+    db.exec(&format!(
+        "GRANT SELECT, UPDATE ON `{}`.sync_log TO '{user}'@'localhost'",
+        db.name
+    ));
+    let sb = Sandbox::new();
+    sb.heartbeat(2, std::time::Duration::from_secs(47 * 60));
+    let cnf = sb.file(
+        "app.cnf",
+        &format!("[client]\nuser = {user}\npassword = a-long-random-password\n"),
+        0o640,
+    );
+    let chown = std::process::Command::new("chown")
+        .arg("root:www-data")
+        .arg(&cnf)
+        .status()
+        .expect("chown");
+    assert!(chown.success());
+    let cfg = sb.config_with(
+        &format!(
+            "url = \"mysql:///{}\"\ndefaults_file = \"{}\"",
+            db.name,
+            cnf.display()
+        ),
+        "",
+        // Pinned to this host: the one thing doctor would still warn about.
+        &sb.watch(&format!("host = \"{}\"\n", hostname())),
+    );
+    std::fs::set_permissions(sb.dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+
+    let o = as_www()
+        .args(["doctor", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("doctor");
+    let out = stdout(&o);
+    assert_exit(&o, 0);
+    assert!(
+        out.contains(&format!(
+            "(user {user} (from {0}:2), a password from {0}:3, socket /run/mysqld/mysqld.sock (from default))",
+            cnf.display()
+        )),
+        "{out}"
+    );
+    let o = as_www()
+        .args(["check", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("check");
+    assert_exit(&o, 0);
+    assert!(
+        stdout(&o).contains("full-sync id=2: set status to 'error'"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(db.row(2).0, "error");
 }

@@ -280,6 +280,62 @@ fn the_readme_names_every_subcommand_and_the_man_page() {
     );
 }
 
+/// Issue 15, item 7: what a newcomer needs before the first command — the Rust version
+/// Cargo.toml asks for (and how to get it where the distribution's is older), every
+/// package `scripts/test` may install, and `runuser` wherever `sudo -u` is shown (minimal
+/// images often have no sudo).
+#[test]
+fn the_readme_says_what_a_build_and_the_tests_need() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(README).expect("README.md");
+    let cargo = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let version = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .map(|v| v.trim_matches('"').to_string())
+        .expect("rust-version in Cargo.toml");
+    assert!(
+        readme.contains(&format!("**Rust {version} or newer**")),
+        "README names rust-version {version}"
+    );
+    assert!(readme.contains("rustup"), "README says how to get it");
+    // Every package scripts/test installs with apt_install.
+    let script = std::fs::read_to_string(root.join("scripts/test")).expect("scripts/test");
+    let mut packages: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.split_once("apt_install ").map(|(_, rest)| rest))
+        .filter(|rest| !rest.starts_with("()") && !rest.starts_with('{'))
+        .flat_map(|rest| rest.split([';', '\\']).next())
+        .flat_map(str::split_whitespace)
+        .filter(|w| !w.starts_with('-') && !w.starts_with('$') && !w.starts_with('"'))
+        .collect();
+    packages.sort_unstable();
+    packages.dedup();
+    assert!(packages.len() >= 8, "{packages:?}");
+    for p in &packages {
+        assert!(
+            readme.contains(&format!("`{p}`")),
+            "README lists the package scripts/test installs: {p}"
+        );
+    }
+    // runuser beside every sudo -u.
+    let man = man_text();
+    let cron =
+        std::fs::read_to_string(root.join("packaging/selfheal.cron")).expect("selfheal.cron");
+    for (name, text) in [
+        ("README.md", &readme),
+        ("man page", &man),
+        ("selfheal.cron", &cron),
+    ] {
+        if text.contains("sudo -u") {
+            assert!(
+                text.contains("runuser -u"),
+                "{name} shows sudo -u without runuser -u"
+            );
+        }
+    }
+}
+
 #[test]
 fn completions_for_each_shell_cover_the_subcommands() {
     for shell in ["bash", "zsh", "fish"] {

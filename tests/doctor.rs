@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::*;
@@ -172,7 +173,8 @@ fn a_missing_column_is_named_with_the_columns_there_are() {
     let db = SqliteDb::new(&sb);
     let cfg = sb.config(&db.url(), &sb.watch("heartbeat_column = \"beat_at\""));
     let o = doctor(&cfg);
-    assert_exit(&o, 1);
+    // A column the table lacks is a bad configuration, as for check (SPEC §7).
+    assert_exit(&o, 2);
     let l = lines(&o);
     let t = line(&l, "watch full-sync: table");
     assert!(t.starts_with("✗ "), "{t}");
@@ -181,7 +183,10 @@ fn a_missing_column_is_named_with_the_columns_there_are() {
         "{t}"
     );
     assert!(t.contains("heartbeat_at"), "lists the real columns: {t}");
-    assert!(t.contains("fix: name an existing column"), "{t}");
+    assert!(
+        t.contains("fix: set heartbeat_column in watch 'full-sync' to one of the columns listed"),
+        "{t}"
+    );
     // The host-side checks still ran.
     line(&l, "watch full-sync: heartbeat_file");
     line(&l, "run lock");
@@ -209,13 +214,16 @@ fn an_unreadable_heartbeat_directory_as_an_unprivileged_user() {
         )),
         "{hb}"
     );
+    // Root's own directory: root keeps it, nobody's group may look inside; never "run
+    // selfheal as root".
     assert!(
         hb.contains(&format!(
-            "fix: run selfheal as root (the owner of {})",
+            "fix: chgrp nogroup {0} && chmod g+x {0}",
             private.display()
         )),
         "{hb}"
     );
+    assert!(!hb.contains("as root"), "{hb}");
     // The same directory is fine for root (with the watch pinned to this host, the one
     // thing doctor would still warn about).
     let text = std::fs::read_to_string(&cfg).expect("config");
@@ -308,7 +316,12 @@ fn a_bad_configuration_is_exit_2_and_an_unreachable_database_exit_3() {
         d.starts_with("✗ ") && d.contains("/nonexistent/mysqld.sock"),
         "{d}"
     );
-    assert!(d.contains("fix: is the server running"), "{d}");
+    assert!(
+        d.contains(
+            "fix: no socket at /nonexistent/mysqld.sock (from the URL): is the server running"
+        ),
+        "{d}"
+    );
     // What does not need the database is still checked.
     line(&l, "watch full-sync: heartbeat_file");
     line(&l, "state_dir");
@@ -342,7 +355,10 @@ fn the_database_fix_follows_the_servers_error_code() {
     assert!(
         d.starts_with("✗ ")
             && d.contains("Access denied")
-            && d.contains("fix: the server refused the user named here"),
+            && d.contains(&format!(
+                "fix: the server refused {user} with the password from $SELFHEAL_DB_PASSWORD: \
+                 correct it there"
+            )),
         "{d}"
     );
     // `check` prints the server's words once: the driver's error is the message's source
@@ -356,18 +372,149 @@ fn the_database_fix_follows_the_servers_error_code() {
     assert_exit(&o, 3);
     let err = stderr(&o);
     assert_eq!(err.matches("Access denied").count(), 1, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 2, "the error and its fix: {err}");
+    assert!(
+        err.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("selfheal: fix: ")),
+        "{err}"
+    );
 
     // Logged in, but the database in the URL does not exist (ER_BAD_DB_ERROR): no
-    // password problem.
+    // password problem, and a bad configuration (exit 2), as for check.
     let missing = format!("{}_missing", db.name);
     let cfg = sb.config(&with_database(&db.url, &missing), &sb.watch(""));
     let o = doctor(&cfg);
-    assert_exit(&o, 3);
+    assert_exit(&o, 2);
     let l = lines(&o);
     let d = line(&l, "database");
     assert!(
-        d.starts_with("✗ ") && d.contains(&missing) && d.contains("fix: is the server running"),
+        d.starts_with("✗ ")
+            && d.contains(&missing)
+            && d.contains("fix: correct the database name in [database] url"),
         "{d}"
     );
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 2);
+}
+
+/// Issue 15, item 5: the packaged configuration has no watch; the cron job then runs and
+/// finds nothing, ever. doctor says so (exit 1) rather than passing everything.
+#[test]
+fn a_configuration_without_a_watch_is_a_warning_that_the_cron_job_does_nothing() {
+    let sb = Sandbox::new();
+    let cfg = sb.path("selfheal.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[database]\n# url = \"mysql://app@localhost/appdb\"\n\n[run]\nstate_dir = \"{}\"\n",
+            sb.state_dir().display()
+        ),
+    )
+    .expect("write");
+    let o = doctor(&cfg);
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let w = line(&l, "watches");
+    assert!(
+        w.starts_with("! ")
+            && w.contains(&format!(
+                "{} has no [[watch]]: the cron job runs and checks nothing",
+                cfg.display()
+            ))
+            && w.contains("fix: add a [[watch]] table"),
+        "{w}"
+    );
+    // check itself stays a quiet no-op in cron.
+    cron_check_is_silent(&cfg);
+}
+
+/// The cron line of `user` in /etc/cron.d/selfheal, as the package installs it.
+fn cron_line(user: &str) -> String {
+    format!(
+        "MAILTO=root\\n*/10 * * * * {user} [ -x /usr/bin/selfheal ] && /usr/bin/selfheal check\\n"
+    )
+}
+
+/// Issue 15, item 5: root running check or doctor by hand while cron runs selfheal as
+/// www-data is told so — what root creates in state_dir would be root's, and root sees
+/// files www-data may not — with the runuser line that runs it as www-data. Not when cron
+/// runs it as root too, nor for www-data itself.
+#[test]
+fn root_is_warned_when_cron_runs_selfheal_as_another_user() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    // Pinned to this host: doctor has nothing else to warn about.
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!("host = \"{}\"\n", hostname())),
+    );
+    // The sandbox and the database readable by www-data, for the run as www-data.
+    std::fs::set_permissions(sb.dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::fs::set_permissions(&db.path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let run = |cron_user: &str, as_user: Option<&str>, args: &[&str]| {
+        let setup = format!("printf '{}' > /etc/cron.d/selfheal", cron_line(cron_user));
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(u) = as_user {
+            argv.extend(["runuser", "-u", u, "--"].map(Into::into));
+        }
+        argv.push(bin().into());
+        argv.extend(args.iter().map(Into::into));
+        argv.push("--config".into());
+        argv.push(cfg.clone().into());
+        let argv: Vec<&std::ffi::OsStr> = argv.iter().map(std::ffi::OsString::as_os_str).collect();
+        on_own_host(&["/etc"], &setup, &argv).map(|mut c| c.output().expect("run"))
+    };
+    let Some(o) = run("www-data", None, &["doctor"]) else {
+        return;
+    };
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let u = line(&l, "user");
+    assert!(
+        u.starts_with("! user: running as root, but /etc/cron.d/selfheal runs selfheal as www-data: root sees files www-data may not"),
+        "{u}"
+    );
+    assert!(
+        u.contains("would be root's")
+            && u.ends_with("fix: run it as www-data: runuser -u www-data -- selfheal doctor"),
+        "{u}"
+    );
+
+    // check: a warning on stderr (and in the JSON summary), the run itself as usual.
+    let o = run("www-data", None, &["check"]).expect("root");
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let err = stderr(&o);
+    assert!(
+        err.starts_with(
+            "selfheal: warning: running as root, but /etc/cron.d/selfheal runs selfheal as www-data"
+        ) && err.contains(&format!(
+            "fix: run it as www-data: runuser -u www-data -- selfheal check --config {}",
+            cfg.display()
+        )),
+        "{err}"
+    );
+    let o = run("www-data", None, &["check", "--format", "json"]).expect("root");
+    let (_, summary) = json_lines(&o);
+    assert!(
+        summary["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("running as root")),
+        "{summary}"
+    );
+
+    // Cron runs it as root: nothing to say.
+    let o = run("root", None, &["doctor"]).expect("root");
+    assert_exit(&o, 0);
+    assert!(!stdout(&o).contains("running as root"), "{}", stdout(&o));
+    let o = run("root", None, &["check"]).expect("root");
+    assert_exit(&o, 0);
+    assert_eq!(stderr(&o), "");
+
+    // www-data itself: nothing to say either.
+    let o = run("www-data", Some("www-data"), &["check", "--explain"]).expect("root");
+    assert_exit(&o, 0);
+    assert!(!stderr(&o).contains("running as root"), "{}", stderr(&o));
 }

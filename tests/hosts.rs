@@ -357,7 +357,7 @@ fn two_hosts_each_mark_exactly_their_own_dead_rows_concurrently_round_after_roun
             let (status, ended, msg) = db.row(*id);
             assert_eq!(status, "error", "round {round}: {host}'s dead row {id}");
             assert!(
-                ended && msg.contains(&format!("owner=dead:{gone}")),
+                ended && msg.contains(&format!("owner pid {gone} gone")),
                 "{msg}"
             );
         }

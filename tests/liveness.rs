@@ -354,7 +354,10 @@ fn a_worker_killed_with_sigkill_is_reclaimed_at_once_once_its_lock_is_free() {
     assert!(r["heartbeat_age_s"].as_u64().unwrap_or(999) < 300, "{r}");
     let (_, status, ended, msg) = db.dump().remove(0);
     assert_eq!((status.as_str(), ended), ("error", true));
-    assert!(msg.contains("lock=free"), "{msg}");
+    assert!(
+        msg.starts_with("self-heal: dead: lock free, worker gone ("),
+        "{msg}"
+    );
     assert_eq!(file_state(&lock), before, "the lock file is never deleted");
 }
 

@@ -162,7 +162,7 @@ fn log_syslog_sends_one_line_per_change_and_per_row_that_needs_a_person() {
     assert!(
         change.contains(
             "]: watch=full-sync id=2 running→error action=mark_dead verdict=dead \
-             reason=\"self-heal: dead: heartbeat_age=28"
+             reason=\"self-heal: dead: heartbeat stale, no sign of the worker (row"
         ),
         "{change}"
     );

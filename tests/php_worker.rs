@@ -199,7 +199,10 @@ fn a_killed_php_worker_is_reclaimed_and_the_next_worker_takes_the_lock_and_compl
     assert_eq!((status.as_str(), ended), ("error", true));
     assert!(msg.starts_with("self-heal: dead: "), "{msg}");
     assert!(
-        msg.contains("lock=free") && msg.contains(&format!("owner=dead:{}", first.pid())),
+        msg.starts_with(&format!(
+            "self-heal: dead: owner pid {} gone (",
+            first.pid()
+        )) && msg.contains(", lock free"),
         "{msg}"
     );
     assert_eq!(

@@ -21,6 +21,7 @@
 mod common;
 
 use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
@@ -86,11 +87,16 @@ impl Redact {
     }
 
     /// A pid, where the output shows one: `held:PID`, `alive:PID`, `dead:PID`,
-    /// `reused:PID` and the JSON `lock_pid`/`owner_pid` fields.
+    /// `reused:PID`, `pid PID` in the row message's words and the JSON
+    /// `lock_pid`/`owner_pid` fields.
     fn pid(mut self, pid: u32, name: &str) -> Redact {
         for state in ["held", "alive", "dead", "reused"] {
             self.0
                 .push((format!("{state}:{pid}"), format!("{state}:[{name}]")));
+        }
+        for after in [' ', ')', ','] {
+            self.0
+                .push((format!("pid {pid}{after}"), format!("pid [{name}]{after}")));
         }
         for field in ["lock_pid", "owner_pid"] {
             self.0.push((
@@ -983,6 +989,18 @@ fn redact_between(text: &str, before: &str, after: &str, name: &str) -> String {
 /// empty), with two runs that ended well (1h, 2h) and one row running 20m and beating,
 /// over the watch `watch` gives. The binary runs on the real clock, as the server does.
 fn doctor_mariadb(name: &str, about: &str, alter: &str, watch: fn(&Sandbox) -> String) {
+    mariadb_shot(name, about, alter, watch, &[&["doctor"]]);
+}
+
+/// Like [`doctor_mariadb`], with the transcripts of `commands` (each given `--config`), one
+/// after the other.
+fn mariadb_shot(
+    name: &str,
+    about: &str,
+    alter: &str,
+    watch: fn(&Sandbox) -> String,
+    commands: &[&[&str]],
+) {
     if std::env::var_os("SELFHEAL_TEST_MYSQL_URL").is_some() {
         // The snapshots are of the local MariaDB as scripts/test runs it; another server
         // (MySQL, another socket) words some lines differently.
@@ -1009,11 +1027,6 @@ fn doctor_mariadb(name: &str, about: &str, alter: &str, watch: fn(&Sandbox) -> S
     let sb = Sandbox::new();
     sb.heartbeat(3, Duration::from_secs(5));
     let cfg = sb.config(&db.url, &watch(&sb));
-    let o = selfheal()
-        .args(["doctor", "--config"])
-        .arg(&cfg)
-        .output()
-        .expect("run selfheal");
     let mut r = Redact::new(&sb)
         .with(format!("mariadb {} at", version[0]), "mariadb [VERSION] at")
         .with(db.name.clone(), "[DATABASE]");
@@ -1026,7 +1039,18 @@ fn doctor_mariadb(name: &str, about: &str, alter: &str, watch: fn(&Sandbox) -> S
             );
         }
     }
-    let text = transcript(&["doctor"], &o, &r);
+    let text: String = commands
+        .iter()
+        .map(|args| {
+            let o = selfheal()
+                .args(*args)
+                .arg("--config")
+                .arg(&cfg)
+                .output()
+                .expect("run selfheal");
+            transcript(args, &o, &r)
+        })
+        .collect();
     snapshot(
         name,
         &format!(
@@ -1076,6 +1100,122 @@ fn doctor_mariadb_column_typo() {
          heartbeat_at).",
         "",
         |sb| mariadb_watch(sb).replace("\"heartbeat_at\"", "\"heartbeat\""),
+    );
+}
+
+#[test]
+fn mariadb_status_enum_without_the_dead_value() {
+    mariadb_shot(
+        "mariadb_status_enum_without_the_dead_value",
+        "The healthy MariaDB setup, but status is ENUM('running','done','failed') NOT NULL \
+         DEFAULT 'running' COMMENT 'job state' and dead_value is the default 'error': doctor, \
+         then check (refused before anything is written), then stats.",
+        "MODIFY status ENUM('running','done','failed') NOT NULL DEFAULT 'running' COMMENT \
+         'job state'",
+        mariadb_watch,
+        &[&["doctor"], &["check"], &["stats"]],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Parked rows
+
+const PARKED: &str = "The healthy SQLite setup with manual_value = \"wait_manual\": two runs \
+     that ended well (1h, 2h), row 3 running and beating; row 4 (started 40m ago, its \
+     heartbeat 25m old, its lock held by flock(1)) parked by a real check; row 5, started 3h \
+     ago, set to 'wait_manual' by hand (no journal knows it).";
+
+/// The parked-rows fixture: row 4 parked by real checks (as many as it takes), row 5 by
+/// hand. `None` without faketime.
+fn parked_fixture() -> Option<(Sandbox, SqliteDb, PathBuf)> {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    healthy_rows(&sb, &db);
+    db.insert_at(4, "running", ago(40 * MIN));
+    sb.heartbeat_at(4, ago(25 * MIN));
+    let holder = flock1_holder(&sb.lock_path(4), false);
+    db.insert_at(5, "wait_manual", ago(3 * HOUR));
+    let cfg = sb.config(
+        &db.url(),
+        &full_watch(&sb).replace(
+            "owner_column",
+            "manual_value = \"wait_manual\"\nowner_column",
+        ),
+    );
+    for _ in 0..3 {
+        run(&cfg, &["check"])?;
+        if db.status(4) != "running" {
+            break;
+        }
+    }
+    assert_eq!(db.status(4), "wait_manual");
+    drop(holder);
+    Some((sb, db, cfg))
+}
+
+#[test]
+fn parked_rows() {
+    let Some((sb, _db, cfg)) = parked_fixture() else {
+        return;
+    };
+    let r = Redact::new(&sb);
+    let mut text = String::new();
+    for args in [
+        &["doctor"][..],
+        &["check", "--explain"],
+        &["check"],
+        &["stats"],
+    ] {
+        let Some(o) = run(&cfg, args) else { return };
+        text.push_str(&transcript(args, &o, &r));
+    }
+    snapshot(
+        "parked_rows",
+        &format!("doctor, check --explain, the cron form of check and stats over: {PARKED}"),
+        &text,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Cron mail once per problem
+
+#[test]
+fn cron_tells_once_per_problem() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert_at(1, "running", ago(30 * MIN));
+    std::os::unix::fs::symlink("hb-1", sb.path("hb-1")).expect("symlink loop");
+    finished(&db, 2, "done", ago(26 * HOUR), 3 * HOUR);
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let r = Redact::new(&sb);
+    let mut text = String::new();
+    for (when, at) in [
+        ("now", None),
+        ("the next run", None),
+        ("a day later", Some("2035-03-15 16:09:26")),
+    ] {
+        let Some(mut c) = frozen_selfheal() else {
+            return;
+        };
+        if let Some(at) = at {
+            c.env("FAKETIME", at);
+        }
+        let o = c
+            .args(["check", "--config"])
+            .arg(&cfg)
+            .output()
+            .expect("run selfheal");
+        text.push_str("# ");
+        text.push_str(when);
+        text.push('\n');
+        text.push_str(&transcript(&["check"], &o, &r));
+    }
+    snapshot(
+        "cron_tells_once_per_problem",
+        "The cron form three times: now, at the next run, and a day later (remind_every 24h \
+         by default). Row 1 (30m) cannot be judged: its heartbeat file is a symlink loop; a \
+         run that ended well after 3h makes max_age 4h too low.",
+        &text,
     );
 }
 
@@ -1187,6 +1327,248 @@ fn configuration_errors() {
         "configuration_errors",
         "check with a configuration (the standard watch over sync_log) broken one way at a \
          time.",
+        &text,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The common mistakes, as check and doctor word them (issue 15): each error a sentence
+// with the fix that fits the cause and the user
+
+/// One mistake: what it is, and the command it is seen through (`None` for a run as
+/// nobody, skipped when not root).
+struct Mistake {
+    about: &'static str,
+    cfg: PathBuf,
+    args: Vec<&'static str>,
+    as_nobody: bool,
+}
+
+/// The transcripts of `mistakes`, each under its `# about` line; `None` when a run as
+/// nobody or under the frozen clock cannot be made here (skipped outside CI).
+fn mistakes_transcript(sb: &Sandbox, mistakes: &[Mistake]) -> Option<String> {
+    // A run as nobody names nobody (uid 65534) as it is: the same on every host.
+    let r = Redact::new(sb);
+    let mut text = String::new();
+    for m in mistakes {
+        let mut c = if m.as_nobody {
+            as_nobody_frozen()?
+        } else {
+            frozen_selfheal()?
+        };
+        let o = c
+            .args(&m.args)
+            .arg("--config")
+            .arg(&m.cfg)
+            .output()
+            .expect("run selfheal");
+        let _ = writeln!(
+            text,
+            "# {}{}\n{}",
+            m.about,
+            if m.as_nobody { " (as nobody)" } else { "" },
+            transcript(&m.args, &o, &r)
+        );
+    }
+    Some(text)
+}
+
+/// The standard SQLite fixture (healthy rows) with the sandbox open to nobody, and one
+/// configuration per mistake.
+fn common_mistakes(command: &'static str) -> Option<(Sandbox, String)> {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    healthy_rows(&sb, &db);
+    std::fs::create_dir(sb.path("textfile")).expect("textfile dir");
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
+    };
+    // Every file here is one config_with writes: give each mistake its own name.
+    let write = |name: &str, database: &str, watch: &str| {
+        let p = sb.config_with(database, "", watch);
+        let to = sb.path(name);
+        std::fs::rename(&p, &to).expect("rename");
+        mode(&to, 0o644);
+        to
+    };
+    let url = format!("url = \"{}\"", db.url());
+    let good = full_watch(&sb);
+    let secret = sb.file(
+        "app.cnf",
+        "[client]\nuser = app\npassword = secret\n",
+        0o600,
+    );
+    let locked = write("locked.toml", &url, &good);
+    mode(&locked, 0o600);
+    let one = |about, cfg, as_nobody| Mistake {
+        about,
+        cfg,
+        args: vec![command],
+        as_nobody,
+    };
+    let mistakes = vec![
+        one(
+            "table = \"sync_lg\" (a typo)",
+            write(
+                "table-typo.toml",
+                &url,
+                &good.replace("\"sync_log\"", "\"sync_lg\""),
+            ),
+            false,
+        ),
+        one(
+            "started_column = \"start_tme\" (a typo)",
+            write(
+                "column-typo.toml",
+                &url,
+                &good.replace("\"start_time\"", "\"start_tme\""),
+            ),
+            false,
+        ),
+        one(
+            "url names a database file that does not exist",
+            write(
+                "db-typo.toml",
+                &format!("url = \"sqlite://{}/ap.db\"", sb.dir.path().display()),
+                &good,
+            ),
+            false,
+        ),
+        one(
+            "url names a socket where no server listens",
+            write(
+                "no-socket.toml",
+                "url = \"mysql://app@localhost/appdb?socket=/nonexistent/mysqld.sock\"",
+                &good,
+            ),
+            false,
+        ),
+        one(
+            "defaults_file names a file that does not exist",
+            write(
+                "no-cnf.toml",
+                "url = \"mysql:///appdb\"\ndefaults_file = \"/etc/selfheal/app.cnf\"",
+                &good,
+            ),
+            false,
+        ),
+        one(
+            "defaults_file is root's, mode 600",
+            write(
+                "root-cnf.toml",
+                &format!(
+                    "url = \"mysql:///appdb\"\ndefaults_file = \"{}\"",
+                    secret.display()
+                ),
+                &good,
+            ),
+            true,
+        ),
+        one("the configuration is root's, mode 600", locked, true),
+    ];
+    // The sandbox as a user's home would be: nobody may look and write in it.
+    mode(sb.dir.path(), 0o777);
+    let text = mistakes_transcript(&sb, &mistakes)?;
+    Some((sb, text))
+}
+
+#[test]
+fn check_common_mistakes() {
+    let Some((_sb, text)) = common_mistakes("check") else {
+        return;
+    };
+    snapshot(
+        "check_common_mistakes",
+        "check (the cron form) on the healthy SQLite setup broken one common way at a time: \
+         each error a sentence naming what failed, then the fix that fits the cause and the \
+         user (runs as nobody where said).",
+        &text,
+    );
+}
+
+#[test]
+fn doctor_common_mistakes() {
+    let Some((_sb, text)) = common_mistakes("doctor") else {
+        return;
+    };
+    snapshot(
+        "doctor_common_mistakes",
+        "doctor on the healthy SQLite setup broken one common way at a time (runs as nobody \
+         where said): a table or column the database lacks is exit 2, as in check.",
+        &text,
+    );
+}
+
+#[test]
+fn doctor_without_a_watch() {
+    let sb = Sandbox::new();
+    let cfg = sb.path("selfheal.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[database]\n# url = \"mysql://app@localhost/appdb\"\n\n[run]\nstate_dir = \"{}\"\n",
+            sb.state_dir().display()
+        ),
+    )
+    .expect("write");
+    let Some(o) = run(&cfg, &["doctor"]) else {
+        return;
+    };
+    snapshot(
+        "doctor_without_a_watch",
+        "doctor on a configuration with no [[watch]] (as the package ships it): a warning, \
+         exit 1.",
+        &transcript(&["doctor"], &o, &Redact::new(&sb)),
+    );
+}
+
+/// check and doctor against MariaDB, for the mistakes only a server shows: a database it
+/// does not have, a wrong password. (Real clock; the database and account names redacted.)
+#[test]
+fn mariadb_common_mistakes() {
+    if std::env::var_os("SELFHEAL_TEST_MYSQL_URL").is_some() {
+        eprintln!("SKIPPED: SELFHEAL_TEST_MYSQL_URL names another server than the snapshots'");
+        return;
+    }
+    let mut db = mysql_or_skip!();
+    db.create_sync_log("DATETIME");
+    let user = db.create_user("the-right-password");
+    let sb = Sandbox::new();
+    let r = Redact::new(&sb)
+        .with(user.clone(), "[DBUSER]")
+        .with(db.name.clone(), "[DATABASE]");
+    let base = db.url.clone();
+    let (scheme, rest) = base.split_once("://").expect("scheme");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let as_user = format!("{scheme}://{user}@{host}");
+    let mut text = String::new();
+    for (about, url, password) in [
+        (
+            "url names a database the server does not have",
+            with_database(&db.url, &format!("{}_old", db.name)),
+            None,
+        ),
+        (
+            "the password in $SELFHEAL_DB_PASSWORD is wrong",
+            as_user.clone(),
+            Some("a-wrong-password"),
+        ),
+        ("the account needs a password and has none", as_user, None),
+    ] {
+        let cfg = sb.config(&url, &sb.watch(""));
+        for cmd in ["check", "doctor"] {
+            let mut c = selfheal();
+            if let Some(p) = password {
+                c.env("SELFHEAL_DB_PASSWORD", p);
+            }
+            let o = c.args([cmd, "--config"]).arg(&cfg).output().expect("run");
+            let _ = writeln!(text, "# {about}\n{}", transcript(&[cmd], &o, &r));
+        }
+    }
+    snapshot(
+        "mariadb_common_mistakes",
+        "check and doctor against the local MariaDB with a wrong database name, a wrong \
+         password, no password (database and account names redacted).",
         &text,
     );
 }

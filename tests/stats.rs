@@ -499,7 +499,7 @@ fn stats_command_line() {
     );
     let cfg = sb.config(&db.url(), &sb.watch("").replace("sync_log", "missing"));
     let o = stats(&cfg, &[]);
-    assert_exit(&o, 3);
+    assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("table missing does not exist"),
         "{}",

@@ -406,7 +406,7 @@ fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -
         target: r.target.clone(),
         stale_after_s: r.thresholds.stale_after,
         max_age_s: r.thresholds.max_age,
-        evidence: evidence::render(&r.evidence, r.thresholds).record,
+        evidence: evidence::render(&r.evidence).record,
         lock_file: r.lock_file.clone(),
         lock_release: r.lock_release.as_ref().map(|l| l.as_str().to_string()),
         lock_release_detail: r

@@ -3,7 +3,8 @@
 //!
 //! Order of work, so that bad input never causes a partial write: the configuration is
 //! already validated; then the run lock (not for dry runs), the database clock, every
-//! watch's schema; only then rows are judged and written. Just before each write the file
+//! watch's schema (and that its status column can hold every status the watch writes);
+//! only then rows are judged and written. Just before each write the file
 //! evidence (heartbeat mtime, lock, owner pid) is read again, and a row whose evidence
 //! changed is left alone. The job's lock file is never deleted here, except by
 //! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::release`]).
@@ -17,10 +18,11 @@
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
 //! per watch and host when rows are owned, so hosts judge their own rows side by side —,
-//! recent runtimes), the confirmation counts (`state_dir/confirmations.json`: read by
-//! every run that has a watch with `confirm` above 1, replaced only by a real one),
-//! `state_dir/last-run.json` and the metrics file, each only in a real run; the rest
-//! through `sweep.rs` and `batch.rs`.
+//! recent runtimes, the count of rows parked in `manual_value`), the confirmation counts
+//! (`state_dir/confirmations.json`: read by every run that has a watch with `confirm`
+//! above 1, replaced only by a real one), `state_dir/last-run.json` and the metrics file,
+//! each only in a real run, and `state_dir/reminders.json` in a real run of the cron text
+//! ([`crate::remind`]); the rest through `sweep.rs` and `batch.rs`.
 
 mod batch;
 mod sweep;
@@ -38,7 +40,8 @@ use crate::error::{Error, Result, exit};
 use crate::evidence::thresholds;
 use crate::host::Host;
 use crate::journal::{Pending, RowId, RunId, Writer};
-use crate::report::{Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
+use crate::remind::Reminder;
+use crate::report::{Parked, Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, RunningRow, Schema, Store};
 
 use batch::{Batch, BatchEnd};
@@ -51,6 +54,10 @@ pub struct CheckOptions {
     pub dry_run: bool,
     /// Act even when the breaker trips or the clocks disagree.
     pub force: bool,
+    /// The cron text: a problem already shown (same row, verdict and basis; the same
+    /// run-level warning) is shown again only after `remind_every`, remembered in
+    /// `state_dir/reminders.json` ([`crate::remind`]). Real runs only.
+    pub remind: bool,
 }
 
 /// The exit status for a finished run (SPEC §7).
@@ -65,16 +72,40 @@ pub fn exit_code(s: &Summary) -> u8 {
 }
 
 /// Where a run's findings go: the summary (JSON, `last-run.json`, metrics) and the
-/// reporter.
+/// reporter, which the reminders spare what the cron text already showed.
 struct Out<'a> {
     rep: &'a mut dyn Reporter,
     summary: &'a mut Summary,
+    reminder: Option<Reminder>,
 }
 
 impl Out<'_> {
     fn warn(&mut self, msg: String) {
         self.rep.warning(&msg);
         self.summary.warnings.push(msg);
+    }
+
+    /// A run-level warning of a kind the cron text shows once per `remind_every`
+    /// (`watch`: the watch it is about, if any).
+    fn warn_once(&mut self, kind: &'static str, watch: Option<&str>, msg: String) {
+        let due = self
+            .reminder
+            .as_mut()
+            .is_none_or(|r| r.warning_due(kind, watch));
+        if due {
+            self.rep.warning(&msg);
+        } else {
+            self.rep.warning_already_told(&msg);
+        }
+        self.summary.warnings.push(msg);
+    }
+}
+
+/// The database as the reminders name it (never a user or password).
+fn database_label(db: &Database) -> String {
+    match &db.url {
+        crate::config::DbUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
+        crate::config::DbUrl::Mysql(u) => crate::config::redact_url(u),
     }
 }
 
@@ -104,10 +135,16 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             &mut Out {
                 rep,
                 summary: &mut summary,
+                reminder: None,
             },
         )?;
         rep.finish(&summary);
         return Ok(summary);
+    }
+    // The run lock lives in the state directory unless run.lock_file says otherwise; the
+    // first run of a configuration creates that directory.
+    if cfg.run.lock_file.starts_with(&cfg.run.state_dir) {
+        crate::state::create_dir(&cfg.run.state_dir)?;
     }
     let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
     let started = SystemTime::now();
@@ -115,8 +152,31 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
     let mut out = Out {
         rep,
         summary: &mut summary,
+        reminder: None,
     };
+    if opts.remind {
+        let (reminder, warning) = Reminder::load(
+            &cfg.run.state_dir,
+            cfg.run.remind_every,
+            crate::clock::epoch(started),
+            database_label(db),
+        );
+        out.reminder = Some(reminder);
+        if let Some(w) = warning {
+            out.warn(w);
+        }
+    }
     let result = run_watches(cfg, db, *opts, &mut out);
+    // What the cron text showed, for the next run; only after a whole run (a failed run's
+    // problems are shown again next time, never lost).
+    if let (Ok(()), Some(r)) = (&result, out.reminder.take())
+        && let Err(e) = r.save(&cfg.run.state_dir)
+    {
+        out.warn(format!(
+            "{}; the next run shows every problem again",
+            e.full_message()
+        ));
+    }
     let status = match &result {
         Ok(()) => exit_code(out.summary),
         Err(e) => e.exit_code(),
@@ -171,8 +231,10 @@ fn write_last_run(
     {
         out.warn(format!(
             "cannot write the last-run report: {}; the journal needs this directory too, \
-             so the next change would fail: fix run.state_dir",
-            e.full_message()
+             so the next change would fail; fix: {}",
+            e.full_message(),
+            crate::fix::for_error(&e, "check")
+                .unwrap_or_else(|| crate::fix::state_dir_fix(&cfg.run.state_dir, "check"))
         ));
     }
 }
@@ -209,10 +271,12 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
     let hold = compare_clocks(cfg, opts, &clocks, out);
 
     // Every schema first: a missing column in the last watch must not leave the first
-    // watch's rows half-handled.
+    // watch's rows half-handled. So too a status the column cannot hold (exit 2).
     let mut schemas: HashMap<&str, Schema> = HashMap::new();
     for w in &cfg.watches {
-        schemas.insert(&w.name, store.schema(w)?);
+        let schema = store.schema(w)?;
+        store::types::check_values(w, &schema)?;
+        schemas.insert(&w.name, schema);
     }
 
     let tally = load_tally(cfg, db, opts, out)?;
@@ -296,15 +360,19 @@ fn compare_clocks(
         return None;
     }
     out.summary.clock_skew_exceeded = true;
-    out.warn(format!(
-        "{}{}",
-        skew_text(skew, cfg.run.clock_tolerance.as_secs()),
-        if opts.force {
-            "; --force: acting on all evidence anyway"
-        } else {
-            "; acting only on conclusive evidence (owner pid gone, lock free)"
-        }
-    ));
+    out.warn_once(
+        "clock_skew",
+        None,
+        format!(
+            "{}{}",
+            skew_text(skew, cfg.run.clock_tolerance.as_secs()),
+            if opts.force {
+                "; --force: acting on all evidence anyway"
+            } else {
+                "; acting only on conclusive evidence (owner pid gone, lock free)"
+            }
+        ),
+    );
     (!opts.force).then_some(Hold::ClockSkew)
 }
 
@@ -362,6 +430,9 @@ fn check_watch(
     }
     out.rep.watch(&info);
     out.summary.watches_checked += 1;
+    if let Some(r) = out.reminder.as_mut() {
+        r.checked(&w.name);
+    }
     let Some(schema) = schema else {
         return Ok(());
     };
@@ -372,15 +443,62 @@ fn check_watch(
         run_hold: run.hold,
         force: run.opts.force,
     };
-    let swept = sweep::sweep(w, store, &ctx, run.tally.as_mut(), &mut |m| out.warn(m))?;
+    let swept = sweep::sweep(w, store, &ctx, run.tally.as_mut(), &mut |kind, m| {
+        out.warn_once(kind, Some(&w.name), m);
+    })?;
     if swept.breaker_tripped {
         out.summary.breaker_tripped.push(w.name.clone());
         counts.breaker_tripped = true;
     }
-    let result = write_and_report(run, w, &schema, swept, store, out, &mut counts);
+    let result = write_and_report(run, w, &schema, swept, store, out, &mut counts)
+        .and_then(|()| count_parked(run, w, store, out, &mut counts));
     counts.duration = t0.elapsed();
     out.summary.per_watch.push(counts);
     result
+}
+
+/// How many parked rows `--explain` lists.
+const PARKED_LISTED: u32 = 10;
+
+/// Counts the rows parked in `manual_value` (after this run's writes): one `COUNT(*)`
+/// through the status index per watch, whose cost follows the parked rows, not the
+/// table. A dry run (`--explain`) also lists the first few with their age.
+fn count_parked(
+    run: &Run<'_>,
+    w: &Watch,
+    store: &mut dyn Store,
+    out: &mut Out<'_>,
+    counts: &mut WatchRun,
+) -> Result<()> {
+    let Some(manual) = &w.manual_value else {
+        return Ok(());
+    };
+    let count = store.count_parked(w, manual)?;
+    counts.parked = Some(count);
+    let rows = if run.opts.dry_run && count > 0 {
+        store
+            .parked_rows(w, manual, PARKED_LISTED)?
+            .into_iter()
+            .map(|r| {
+                let age = match r.started.stamp {
+                    Ok(Some(s)) => crate::clock::age_on_db_clock(s, &run.clocks.db)
+                        .ok()
+                        .and_then(|a| u64::try_from(a).ok()),
+                    _ => None,
+                };
+                (r.id, age)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    out.rep.parked(&Parked {
+        watch: w.name.clone(),
+        value: manual.clone(),
+        count,
+        rows,
+    });
+    Ok(())
 }
 
 /// The configuration of the seed incident: a cap below the runs it must let live. Bounded
@@ -394,7 +512,7 @@ fn max_age_check(
 ) {
     match crate::history::recent_max_age_check(store, w, schema, clocks) {
         Ok(Some(warn)) => {
-            out.warn(warn.message());
+            out.warn_once("max_age_too_low", Some(&w.name), warn.message());
             out.summary.max_age_too_low.push(warn);
         }
         Ok(None) => {}
@@ -468,19 +586,43 @@ fn write_and_report(
         if end.stopped_at.is_some_and(|s| i >= s) {
             break;
         }
+        let started = j.row.started.raw.to_string();
         let report = match written.next_if(|(k, _)| *k == i) {
             Some((_, r)) => r,
             None => row_report(w, schema, &run.host, j),
         };
-        report_row(report, dry_run, out, counts);
+        report_row(report, &started, dry_run, out, counts);
     }
     end.error.map_or(Ok(()), Err)
 }
 
-/// Counts and reports one row.
-fn report_row(mut report: RowReport, dry_run: bool, out: &mut Out<'_>, counts: &mut WatchRun) {
+/// Counts and reports one row; a row that needs a person and was not changed is shown in
+/// the cron text only when the reminders say so.
+fn report_row(
+    mut report: RowReport,
+    started: &str,
+    dry_run: bool,
+    out: &mut Out<'_>,
+    counts: &mut WatchRun,
+) {
     if !dry_run && !report.plan.writes() {
         report.action = Action::None;
+    }
+    if let Some(r) = out.reminder.as_mut()
+        && !report.applied
+        && report.attention()
+    {
+        let failed = report
+            .note
+            .as_deref()
+            .is_some_and(|n| n.starts_with("write failed"));
+        let what = crate::remind::row_problem(
+            report.decision.verdict,
+            &report.decision.basis,
+            report.plan.hold,
+            failed,
+        );
+        report.already_told = !r.row_due(&report.watch, &report.id.to_string(), started, what);
     }
     counts.count(&report, dry_run);
     out.rep.row(&report);

@@ -120,13 +120,15 @@ pub(super) struct SweepCtx<'a> {
 }
 
 /// Judges every running row of `w`, counting inferred verdicts in `tally` (the run's
-/// confirmation counts; `None` when no watch of the run needs them); warnings go to `warn`.
+/// confirmation counts; `None` when no watch of the run needs them); warnings go to `warn`,
+/// with their kind (`shared_heartbeat_file`, `breaker`): the cron text shows each once per
+/// `remind_every`.
 pub(super) fn sweep(
     w: &Watch,
     store: &mut dyn Store,
     ctx: &SweepCtx<'_>,
     tally: Option<&mut Tally>,
-    warn: &mut dyn FnMut(String),
+    warn: &mut dyn FnMut(&'static str, String),
 ) -> Result<Swept> {
     let mut rows = judge_rows(w, store, ctx, tally)?;
     // Another host's rows are none of this host's files (and never written here).
@@ -138,12 +140,15 @@ pub(super) fn sweep(
         && !tpl.has_id()
         && local > 1
     {
-        warn(format!(
-            "watch {}: {local} running rows share one heartbeat file ({}): a dead row beside \
-             a live one looks alive; put {{id}} in heartbeat_file",
-            w.name,
-            tpl.as_str()
-        ));
+        warn(
+            "shared_heartbeat_file",
+            format!(
+                "watch {}: {local} running rows share one heartbeat file ({}): a dead row \
+                 beside a live one looks alive; put {{id}} in heartbeat_file",
+                w.name,
+                tpl.as_str()
+            ),
+        );
     }
     let breaker_tripped = breaker(w, &rows, local, ctx.force, warn);
     let hold = match ctx.run_hold {
@@ -210,7 +215,7 @@ fn breaker(
     rows: &[Judged],
     local: usize,
     force: bool,
-    warn: &mut dyn FnMut(String),
+    warn: &mut dyn FnMut(&'static str, String),
 ) -> bool {
     let deaths = rows
         .iter()
@@ -219,16 +224,19 @@ fn breaker(
     if !decide::breaker_trips(deaths, local) {
         return false;
     }
-    warn(format!(
-        "watch {}: breaker: {deaths} of {local} running rows would be marked dead on \
-         heartbeat staleness alone{}",
-        w.name,
-        if force {
-            "; --force: marking them anyway"
-        } else {
-            "; nothing is marked on heartbeat alone (check clocks, time zones, NFS; --force overrides)"
-        }
-    ));
+    warn(
+        "breaker",
+        format!(
+            "watch {}: breaker: {deaths} of {local} running rows would be marked dead on \
+             heartbeat staleness alone{}",
+            w.name,
+            if force {
+                "; --force: marking them anyway"
+            } else {
+                "; nothing is marked on heartbeat alone (check clocks, time zones, NFS; --force overrides)"
+            }
+        ),
+    );
     true
 }
 
@@ -253,9 +261,12 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
     let t = thresholds(w);
     let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
-    let lock_file = release_planned
-        .then_some(w.lock_file.as_ref())
-        .flatten()
+    // The file the lock probe looked at, whether or not it is to be released (none for
+    // another host's row: its lock is that host's, never probed here).
+    let lock_file = w
+        .lock_file
+        .as_ref()
+        .filter(|_| j.evidence.lock != decide::Lock::NotConfigured)
         .and_then(|t| t.render(&j.row.id.to_string()).ok())
         .map(|p| p.display().to_string());
     RowReport {
@@ -276,5 +287,6 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
         lock_file,
         confirmation: j.confirmation,
         plan: j.plan,
+        already_told: false,
     }
 }

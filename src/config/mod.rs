@@ -31,12 +31,17 @@ use crate::error::{Error, Origin, Result, Usage};
 /// Where the configuration is looked for when neither `--config` nor `$SELFHEAL_CONFIG`
 /// names one.
 pub const DEFAULT_CONFIG: &str = "/etc/selfheal/selfheal.toml";
-/// Default run lock: `/run/lock` is world-writable with the sticky bit on Debian.
-pub const DEFAULT_LOCK_FILE: &str = "/run/lock/selfheal.lock";
-/// Default directory for the journal and the last-run report.
+/// The run lock's name in the state directory, where it lives unless `run.lock_file` says
+/// otherwise: one per state directory, so separate configurations never wait on each other.
+pub const RUN_LOCK_NAME: &str = "run.lock";
+/// Default directory for the journal and the last-run report of a configuration named
+/// `selfheal.toml`; another configuration's is a directory in it (see
+/// [`default_state_dir`]).
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/selfheal";
 /// Default tolerance between the database clock and the host clock.
 pub const DEFAULT_CLOCK_TOLERANCE: Duration = Duration::from_secs(60);
+/// Default interval at which the cron text repeats an unchanged problem.
+pub const DEFAULT_REMIND_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 // ---------------------------------------------------------------------------------------
 // Raw, as written in the file (every field optional, unknown keys rejected).
@@ -66,6 +71,7 @@ struct RawRun {
     state_dir: Option<PathBuf>,
     metrics_file: Option<PathBuf>,
     clock_tolerance: Option<String>,
+    remind_every: Option<String>,
     host_names: Option<Vec<String>>,
 }
 
@@ -112,8 +118,18 @@ impl DbUrl {
                 redact_url(s)
             ));
         };
-        mysql::Opts::from_url(&with_host(&norm).0)
-            .map_err(|e| format!("not a usable MySQL URL ({e}): {:?}", redact_url(s)))?;
+        mysql::Opts::from_url(&with_host(&norm).0).map_err(|e| {
+            // The driver's Display is its debug form (`URL ParseError { … }`).
+            let why = match e {
+                mysql::UrlError::ParseError(p) => p.to_string(),
+                other => other.to_string(),
+            };
+            format!(
+                "not a usable MySQL URL ({why}): {:?}; expected \
+                 mysql://user@host:port/database?socket=/path",
+                redact_url(s)
+            )
+        })?;
         Ok(DbUrl::Mysql(norm))
     }
 
@@ -186,6 +202,9 @@ pub struct Run {
     pub metrics_file: Option<PathBuf>,
     /// Allowed difference between the database clock and the host clock.
     pub clock_tolerance: Duration,
+    /// The cron text shows a problem when it first appears or changes, then at most this
+    /// often (`state_dir/reminders.json` remembers when it last did). Default 24 h.
+    pub remind_every: Duration,
     /// Other names this host goes by in owner columns and `host` pins, as written (each
     /// may hold `{hostname}`, this host's own name); compared whole, ignoring case.
     pub host_names: Vec<String>,
@@ -234,13 +253,7 @@ impl ConfigPath {
 pub fn load(path: &ConfigPath, overrides: &Overrides, only: &[String]) -> Result<Config> {
     let (raw, origin, source) = match path {
         ConfigPath::Explicit(p, how) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                Error::config(
-                    how,
-                    "--config",
-                    format!("cannot read configuration file {}: {e}", p.display()),
-                )
-            })?;
+            let text = std::fs::read_to_string(p).map_err(|e| unreadable(p, Some(how), e))?;
             (
                 parse_toml(&text, p)?,
                 Origin::File(p.clone()),
@@ -259,16 +272,43 @@ pub fn load(path: &ConfigPath, overrides: &Overrides, only: &[String]) -> Result
                 }
                 (RawConfig::default(), Origin::CommandLine, None)
             }
-            Err(e) => {
-                return Err(Error::config(
-                    &Origin::File(p.clone()),
-                    "--config",
-                    format!("cannot read configuration file: {e}"),
-                ));
-            }
+            Err(e) => return Err(unreadable(p, None, e)),
         },
     };
     build(raw, &origin, source, overrides, only)
+}
+
+/// The configuration file cannot be read: the error says how it was chosen (`--config`,
+/// `$SELFHEAL_CONFIG`, or the default when `how` is `None`) and, when it is not this user's
+/// to read, names the user and the command that lets it.
+fn unreadable(p: &Path, how: Option<&Origin>, e: std::io::Error) -> Error {
+    use std::io::ErrorKind as K;
+    let chosen = match how {
+        Some(Origin::CommandLine) => "given with --config".to_string(),
+        Some(Origin::Env(name)) => format!("named by ${name}"),
+        Some(Origin::File(_)) | None => "the default: no --config given".to_string(),
+    };
+    let fix = match e.kind() {
+        K::PermissionDenied => crate::fix::access_fix(p, crate::fix::Need::Read),
+        K::NotFound => Some(match how {
+            Some(Origin::Env(name)) => {
+                format!("correct ${name}, or unset it to use {DEFAULT_CONFIG}")
+            }
+            _ => "correct the path given with --config".to_string(),
+        }),
+        K::IsADirectory => Some(format!(
+            "name the file, e.g. {}",
+            p.join("selfheal.toml").display()
+        )),
+        _ => None,
+    };
+    Error::CannotRead {
+        what: format!("the configuration {} ({chosen})", p.display()),
+        path: p.to_path_buf(),
+        as_user: (e.kind() == K::PermissionDenied).then(|| crate::fix::Me::current().describe()),
+        source: e,
+        fix,
+    }
 }
 
 /// Parses configuration text (used by `load` and by tests).
@@ -484,6 +524,10 @@ fn build(
             parse_duration(&s).map_err(|m| Error::config(origin, "run.clock_tolerance", m))?
         }
     };
+    let remind_every = match rawrun.remind_every {
+        None => DEFAULT_REMIND_EVERY,
+        Some(s) => parse_duration(&s).map_err(|m| Error::config(origin, "run.remind_every", m))?,
+    };
     for (k, p) in [
         ("run.lock_file", &rawrun.lock_file),
         ("run.state_dir", &rawrun.state_dir),
@@ -499,6 +543,11 @@ fn build(
             ));
         }
     }
+    let state_dir = match rawrun.state_dir {
+        Some(d) => d,
+        None => default_state_dir(source.as_deref())
+            .map_err(|m| Error::config(origin, "run.state_dir", m))?,
+    };
     let host_names = rawrun.host_names.unwrap_or_default();
     for (i, n) in host_names.iter().enumerate() {
         check_host_name(n).map_err(|m| Error::config(origin, format!("run.host_names[{i}]"), m))?;
@@ -509,12 +558,11 @@ fn build(
         run: Run {
             lock_file: rawrun
                 .lock_file
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_LOCK_FILE)),
-            state_dir: rawrun
-                .state_dir
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+                .unwrap_or_else(|| state_dir.join(RUN_LOCK_NAME)),
+            state_dir,
             metrics_file: rawrun.metrics_file,
             clock_tolerance,
+            remind_every,
             host_names,
         },
         all_watches: if all_watches.is_empty() {
@@ -526,6 +574,36 @@ fn build(
         },
         watches: out,
     })
+}
+
+/// The state directory of a configuration that sets none: [`DEFAULT_STATE_DIR`] for one
+/// named `selfheal.toml` (or for flags alone), `DEFAULT_STATE_DIR/NAME` for one named
+/// `NAME.toml`. Several applications on one host, one configuration each, so keep their
+/// journals and run locks apart without a setting; and the directory is one the package's
+/// state directory holds, so the cron user can create it.
+pub fn default_state_dir(config: Option<&Path>) -> Result<PathBuf, String> {
+    let Some(file) = config else {
+        return Ok(PathBuf::from(DEFAULT_STATE_DIR));
+    };
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if stem == "selfheal" {
+        return Ok(PathBuf::from(DEFAULT_STATE_DIR));
+    }
+    let usable = !stem.is_empty()
+        && !stem.starts_with('.')
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !usable {
+        return Err(format!(
+            "not set, and the configuration's file name {:?} makes no directory name \
+             (letters, digits, _, - and .): set state_dir = \"{DEFAULT_STATE_DIR}/NAME\"",
+            file.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ));
+    }
+    Ok(Path::new(DEFAULT_STATE_DIR).join(stem))
 }
 
 /// A `[run] host_names` entry: a whole host name, which may hold `{hostname}`.

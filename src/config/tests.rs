@@ -54,8 +54,8 @@ fn the_spec_example_parses_with_defaults() {
     assert_eq!(w.overtime, Overtime::MarkDead);
     assert_eq!(w.release_lock, ReleaseLock::Never);
     assert!(w.retry.is_none());
-    assert_eq!(c.run.lock_file, PathBuf::from(DEFAULT_LOCK_FILE));
     assert_eq!(c.run.state_dir, PathBuf::from(DEFAULT_STATE_DIR));
+    assert_eq!(c.run.lock_file, c.run.state_dir.join(RUN_LOCK_NAME));
     assert_eq!(c.run.clock_tolerance, Duration::from_secs(60));
     assert!(matches!(
         c.database.as_ref().map(|d| &d.url),
@@ -679,6 +679,44 @@ fn confirm_defaults_to_two_and_takes_a_positive_count() {
     }
     let (_, key, msg) = config_err(with("confirm = \"2\""));
     assert!(key.starts_with("line "), "{key}: {msg}");
+}
+
+#[test]
+fn each_configuration_gets_its_own_state_directory_and_run_lock_by_default() {
+    let dir = |p: Option<&str>| default_state_dir(p.map(Path::new));
+    assert_eq!(dir(None), Ok(PathBuf::from("/var/lib/selfheal")));
+    assert_eq!(
+        dir(Some("/etc/selfheal/selfheal.toml")),
+        Ok(PathBuf::from("/var/lib/selfheal"))
+    );
+    assert_eq!(
+        dir(Some("/etc/selfheal/shop.toml")),
+        Ok(PathBuf::from("/var/lib/selfheal/shop"))
+    );
+    assert_eq!(
+        dir(Some("/srv/blog/selfheal-blog.toml")),
+        Ok(PathBuf::from("/var/lib/selfheal/selfheal-blog"))
+    );
+    for bad in [
+        "/etc/selfheal/...toml",
+        "/etc/selfheal/.toml",
+        "/etc/selfheal/a b.toml",
+    ] {
+        let m = dir(Some(bad)).expect_err(bad);
+        assert!(m.contains("set state_dir"), "{bad}: {m}");
+    }
+    let shop = from_str(
+        BASE,
+        Path::new("/etc/selfheal/shop.toml"),
+        &Overrides::default(),
+        &[],
+    )
+    .expect("valid");
+    assert_eq!(shop.run.state_dir, PathBuf::from("/var/lib/selfheal/shop"));
+    assert_eq!(
+        shop.run.lock_file,
+        PathBuf::from("/var/lib/selfheal/shop/run.lock")
+    );
 }
 
 #[test]

@@ -32,6 +32,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
                 "attention": c.totals.attention,
                 "lost_race": c.totals.lost_race,
                 "skipped": c.skipped,
+                "parked": c.parked,
                 "owners": c.owners.iter().map(|(h, n)| json!({"host": h, "rows": n})).collect::<Vec<_>>(),
             })
         })
@@ -54,6 +55,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
         "max_age_too_low": s.max_age_too_low.iter().map(super::super::history::MaxAgeWarning::to_json).collect::<Vec<_>>(),
         "per_watch": per_watch,
         "warnings": w,
+        "parked": s.parked(),
     })
 }
 
@@ -118,7 +120,7 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         max_age_s: r.thresholds.max_age,
         confirmations: r.confirmation.map(|c| c.count),
         confirm: r.confirmation.map(|c| c.confirm),
-        evidence: evidence::render(&r.evidence, r.thresholds).record,
+        evidence: evidence::render(&r.evidence).record,
     };
     // Through a `Value`, whose map sorts the keys as SPEC §7's examples show them.
     serde_json::to_value(row).unwrap_or(serde_json::Value::Null)

@@ -51,11 +51,16 @@ pub struct RowReport {
     pub release_planned: bool,
     /// What became of the legacy lock file (only after an applied change).
     pub lock_release: Option<Release>,
-    /// The row's lock file, when a release is planned.
+    /// The row's lock file as the lock probe looked at it (the watch's `lock_file` with
+    /// the row's id), whether or not a release is planned.
     pub lock_file: Option<String>,
     /// How far an inferred verdict is confirmed (consecutive runs, and how many it takes);
     /// `None` for a verdict that is not inferred.
     pub confirmation: Option<Confirmation>,
+    /// The cron text already told a person of this very problem (the same row, verdict
+    /// and basis) less than `remind_every` ago: it leaves the row out this time. The exit
+    /// status, the metrics and JSON count it all the same.
+    pub already_told: bool,
 }
 
 impl RowReport {
@@ -130,6 +135,10 @@ pub struct WatchRun {
     pub owners: Vec<(String, usize)>,
     pub breaker_tripped: bool,
     pub duration: std::time::Duration,
+    /// Rows parked in `manual_value` after this run (`None`: the watch has none, or was
+    /// not checked): a backlog a person owes, counted every run, never a reason to exit 1
+    /// again.
+    pub parked: Option<u64>,
 }
 
 impl WatchRun {
@@ -213,6 +222,23 @@ impl Summary {
             .iter()
             .fold(Totals::default(), |sum, w| sum.add(&w.totals))
     }
+
+    /// Rows parked in `manual_value` across the watches that have one.
+    pub fn parked(&self) -> u64 {
+        self.per_watch.iter().filter_map(|w| w.parked).sum()
+    }
+}
+
+/// A watch's rows parked in `manual_value`: how many, and the first few with their age.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parked {
+    pub watch: String,
+    /// The watch's `manual_value`.
+    pub value: String,
+    pub count: u64,
+    /// The first rows by id, each with the seconds since it started (`None`: its start
+    /// cannot be read). Listed in dry runs only (`--explain`): a real run counts.
+    pub rows: Vec<(SqlValue, Option<u64>)>,
 }
 
 /// Renders a run. Text mode is silent unless something changed or needs a person.
@@ -220,6 +246,13 @@ pub trait Reporter {
     fn watch(&mut self, w: &WatchInfo);
     fn row(&mut self, r: &RowReport);
     fn warning(&mut self, msg: &str);
+    /// A run-level warning the cron text already showed less than `remind_every` ago:
+    /// every output but the cron text takes it as any warning.
+    fn warning_already_told(&mut self, msg: &str) {
+        self.warning(msg);
+    }
+    /// The rows a watch has parked in `manual_value` (after its rows).
+    fn parked(&mut self, _p: &Parked) {}
     fn finish(&mut self, s: &Summary);
 }
 
@@ -272,6 +305,7 @@ mod tests {
             lock_release: release,
             lock_file: None,
             confirmation: None,
+            already_told: false,
         }
     }
 

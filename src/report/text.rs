@@ -1,11 +1,14 @@
-//! The text a person reads: one line per change or attention item (cron mails it), and
+//! The text a person reads: one line per change or attention item (cron mails it; a
+//! problem it already told of is left out until it changes or `remind_every` passes, see
+//! [`crate::remind`]), and
 //! with `--explain` every row with its evidence (as [`crate::evidence`] renders it), its
-//! verdict and what a real run would do.
+//! verdict and what a real run would do, and the rows parked in `manual_value`.
 
 use std::fmt::Write as _;
 use std::io::Write;
 
-use super::{Reporter, RowReport, Summary, WatchInfo};
+use super::{Parked, Reporter, RowReport, Summary, WatchInfo};
+use crate::clock::human;
 use crate::config::fmt_duration;
 use crate::decide::{Action, Hold};
 use crate::evidence;
@@ -78,7 +81,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 "  id={:<4} {:<9} {}",
                 r.id.to_string(),
                 r.decision.verdict.as_str(),
-                evidence::render(e, r.thresholds).explain(),
+                evidence::render(e).explain(),
             );
             let _ = writeln!(self.out, "      because {}", r.decision.basis.describe());
             let _ = writeln!(self.out, "      a real run would {}", what_a_run_does(r));
@@ -131,6 +134,9 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 r.action.as_str(),
                 r.reason
             )
+        } else if r.attention() && r.already_told {
+            // Told less than remind_every ago; the exit status still says it.
+            return;
         } else if r.attention() {
             let why = match (&r.note, r.plan.hold) {
                 (Some(n), _) => n.clone(),
@@ -155,6 +161,41 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
 
     fn warning(&mut self, msg: &str) {
         let _ = writeln!(self.err, "selfheal: warning: {msg}");
+    }
+
+    /// Shown less than `remind_every` ago: cron mails whatever is printed.
+    fn warning_already_told(&mut self, _msg: &str) {}
+
+    /// `--explain` only: the cron text never repeats them (the person was told when they
+    /// were parked), and the metrics and JSON count them.
+    fn parked(&mut self, p: &Parked) {
+        if !self.explain || p.count == 0 {
+            return;
+        }
+        let rows: Vec<String> = p
+            .rows
+            .iter()
+            .map(|(id, age)| match age {
+                Some(a) => format!("id={id} (started {} ago)", human(*a)),
+                None => format!("id={id}"),
+            })
+            .collect();
+        let more = p.count.saturating_sub(p.rows.len() as u64);
+        let _ = writeln!(
+            self.out,
+            "  parked: {} row{} in '{}' wait{} for a person: {}{}; selfheal doctor shows how to \
+             release one",
+            p.count,
+            if p.count == 1 { "" } else { "s" },
+            p.value,
+            if p.count == 1 { "s" } else { "" },
+            rows.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
     }
 
     fn finish(&mut self, s: &Summary) {

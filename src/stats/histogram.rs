@@ -61,6 +61,18 @@ impl Histogram {
         self.iter().next().map(|(s, _)| s)
     }
 
+    /// How many runtimes fall in each bucket `[edges[i], edges[i+1])`, the last bucket
+    /// open-ended; runtimes below the first edge are not counted. `edges` ascending.
+    pub fn bucket_counts(&self, edges: &[u64]) -> Vec<u64> {
+        let mut counts = vec![0u64; edges.len()];
+        for (secs, c) in self.iter() {
+            if let Some(i) = edges.partition_point(|e| *e <= secs).checked_sub(1) {
+                counts[i] += c;
+            }
+        }
+        counts
+    }
+
     /// The nearest-rank percentile, `per_mille` in 1..=1000 (500 = median): the smallest
     /// runtime at or below which at least that share of the runs lie. Exact; `None` when
     /// empty.
@@ -130,6 +142,14 @@ mod tests {
             (only_long.min(), only_long.max()),
             (Some(100_000), Some(100_000))
         );
+
+        // Bucketed: each runtime in the bucket that starts at or below it.
+        let mut h = Histogram::default();
+        for s in [0, 1, 59, 60, 61, 3600, 100_000] {
+            h.add(s);
+        }
+        assert_eq!(h.bucket_counts(&[1, 60, 3600]), vec![2, 2, 2]);
+        assert_eq!(h.bucket_counts(&[0, 86_400]), vec![6, 1]);
 
         // One value: every percentile is it.
         let mut h = Histogram::default();

@@ -6,10 +6,12 @@
 //! I/O: reads the configuration, the journal (`state_dir/journal.jsonl`, damaged lines
 //! skipped with a warning) and, per watch, the finished rows, streamed once through an
 //! exact histogram ([`histogram`]): memory follows the number of distinct runtimes, not
-//! the rows. Writes nothing anywhere; opens SQLite read-only. Judgement lives in
+//! the rows; the text output draws it ([`chart`]: log-scaled buckets, the current and
+//! suggested `max_age` and the longest run marked). Writes nothing anywhere; opens SQLite read-only. Judgement lives in
 //! [`analysis`], pure.
 
 pub mod analysis;
+pub mod chart;
 pub mod histogram;
 
 use std::collections::HashMap;
@@ -375,6 +377,27 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
                 .unwrap_or_default()
         )?,
         _ => writeln!(out, "  runtime           no run ended well yet")?,
+    }
+    let mut marks: Vec<(u64, String)> = Vec::with_capacity(3);
+    if let Some(max) = h.max() {
+        marks.push((max, format!("longest run {}", human(max))));
+    }
+    if let Some(m) = &r.max_age {
+        marks.push((
+            m.secs,
+            format!("suggested max_age {}", secs_duration(m.secs)),
+        ));
+    }
+    marks.push((
+        r.max_age_s,
+        format!("max_age {}", secs_duration(r.max_age_s)),
+    ));
+    let chart = chart::lines(h, &marks);
+    if !chart.is_empty() {
+        writeln!(out, "  runtimes          (runs that ended well, log scale)")?;
+        for line in chart {
+            writeln!(out, "    {line}")?;
+        }
     }
     writeln!(
         out,

@@ -186,6 +186,30 @@ fn is_localhost(h: &str) -> bool {
     h.is_empty() || h.eq_ignore_ascii_case("localhost")
 }
 
+/// A file the configuration names (`key`) that cannot be read, with the fix for the user
+/// selfheal runs as.
+fn cannot_read(key: &str, path: &Path, e: std::io::Error) -> Error {
+    use std::io::ErrorKind as K;
+    let me = crate::fix::Me::current();
+    let fix = match e.kind() {
+        K::PermissionDenied => crate::fix::access_fix(path, crate::fix::Need::Read),
+        K::NotFound => Some(format!(
+            "correct {key} in the configuration, or create it for root to write and group \
+             {1} to read (install -m 640 -o root -g {1} /dev/null {0}), then write it",
+            path.display(),
+            crate::fix::reader_group(),
+        )),
+        _ => None,
+    };
+    Error::CannotRead {
+        what: format!("{key} {}", path.display()),
+        path: path.to_path_buf(),
+        as_user: (e.kind() == K::PermissionDenied).then(|| me.describe()),
+        source: e,
+        fix,
+    }
+}
+
 /// Resolves the settings of `db` (a MySQL database) by the precedence in the module header.
 pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
     let DbUrl::Mysql(raw) = &db.url else {
@@ -205,13 +229,8 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
     if password.is_none()
         && let Some(p) = &db.password_file
     {
-        let text = std::fs::read_to_string(p).map_err(|e| {
-            Error::config(
-                &Origin::File(p.clone()),
-                "database.password_file",
-                format!("cannot read the password file: {e}"),
-            )
-        })?;
+        let text =
+            std::fs::read_to_string(p).map_err(|e| cannot_read("database.password_file", p, e))?;
         let first = text.lines().next().unwrap_or("").to_string();
         password = Some(set(first, Source::PasswordFile(p.clone())));
     }
@@ -223,12 +242,13 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
 
     let mut notes: Vec<String> = Vec::new();
     let options = match &db.defaults_file {
-        Some(f) => Some(mycnf::load(f).map_err(|e| {
-            Error::config(
+        Some(f) => Some(mycnf::load(f).map_err(|e| match e.io_error() {
+            Some(io) if e.file == *f => cannot_read("database.defaults_file", f, io),
+            _ => Error::config(
                 &Origin::File(e.file.clone()),
                 "database.defaults_file",
                 e.message,
-            )
+            ),
         })?),
         None if url_user.is_none() && password.is_none() => match &inputs.home {
             Some(home) => {
@@ -283,7 +303,13 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
                         _ => PathBuf::new(),
                     }),
                     "port",
-                    format!("{s}: expected a port number, got {v:?}"),
+                    format!(
+                        "line {}: expected a port number, got {v:?}",
+                        match &s {
+                            Source::OptionFile { line, .. } => *line,
+                            _ => 0,
+                        }
+                    ),
                 )
             })?;
             set(p, s)
@@ -480,7 +506,8 @@ mod tests {
         let e = resolve(&db("mysql:///appdb", Some(&cnf), None), &inputs(dir.path()))
             .expect_err("port");
         assert!(
-            e.to_string().contains("port.cnf:2: expected a port number"),
+            e.to_string()
+                .contains("port.cnf: port: line 2: expected a port number"),
             "{e}"
         );
         let e = resolve(

@@ -5,7 +5,8 @@
 //! Three traits, one per concern, bundled for callers as [`Store`] (what [`open`] returns;
 //! every method is callable on a `&mut dyn Store` with only `Store` in scope):
 //! - [`JobTable`]: running rows, the compare-and-set, finished rows, a row as it is now,
-//!   groups of writes, the database clock (`check`, recovery, `stats`);
+//!   the rows parked in `manual_value`, groups of writes, the database clock (`check`,
+//!   recovery, `stats`, `doctor`);
 //! - [`Introspect`]: the server, how it was reached, the schema, the plan of the running-rows
 //!   query, the session's time zone (`doctor`; `check` reads the schema);
 //! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
@@ -44,7 +45,7 @@ use std::fmt;
 use chrono::NaiveDateTime;
 
 use crate::clock::{DbClock, Stamp};
-use crate::config::{Database, DbUrl, Watch};
+use crate::config::{Database, DbUrl, Ident, Watch};
 use crate::error::Result;
 
 /// A value as read from, and bound back to, the database.
@@ -144,6 +145,13 @@ pub struct FinishedRow {
     /// The row is the watch's (its `match`, as the database compared it); always true
     /// where the database filtered.
     pub matched: bool,
+}
+
+/// A row parked in `manual_value`: a person owes it a look.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParkedRow {
+    pub id: SqlValue,
+    pub started: TimeValue,
 }
 
 /// Which finished rows to read.
@@ -278,6 +286,10 @@ pub trait JobTable {
     }
     /// The row with this id as it is now (`None`: no such row).
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>>;
+    /// How many rows have the status `manual` (the parked rows): one indexed count.
+    fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64>;
+    /// The first `limit` rows with the status `manual`, by id.
+    fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>>;
 }
 
 /// What selfheal learns about the database and a watch's table: the server, how it was
@@ -300,6 +312,15 @@ pub trait Introspect {
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan>;
     /// The session's time zone, in words (for `doctor`).
     fn session_time_zone(&mut self) -> Result<String>;
+    /// The SQL this database speaks (for statements `doctor` shows a person).
+    fn dialect(&self) -> &'static Dialect;
+    /// A column's definition after its name, as the database itself writes it in its
+    /// table's `CREATE TABLE` (`enum('running','done') NOT NULL DEFAULT 'running'`), so that
+    /// `doctor` can show an `ALTER TABLE … MODIFY` that keeps everything but the type.
+    /// `None` where the database has no such statement or the column is not in it.
+    fn column_definition(&mut self, _w: &Watch, _column: &Ident) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// Why the advisory lock ([`Coordination::try_watch_lock`]) does not coordinate hosts
     /// that reach this database through different servers (a Galera cluster's `GET_LOCK`
     /// is node-local), or `None` when it does or there is none to speak of (for `doctor`).

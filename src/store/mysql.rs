@@ -1,8 +1,9 @@
 //! MySQL/MariaDB adapter: the usual case on legacy PHP hosts, over a unix socket or TCP.
 //!
 //! Connects with bounded timeouts, never takes a password from the URL given on the
-//! command line (the configuration layer refuses it), and asks for `CLIENT_FOUND_ROWS` so
-//! "rows affected" means "rows matched". A statement that waits on a row lock gives up
+//! command line (the configuration layer refuses it), asks for `CLIENT_FOUND_ROWS` so
+//! "rows affected" means "rows matched", and turns strict SQL mode on for its session (a
+//! value a column cannot hold fails its statement; it is never stored mangled). A statement that waits on a row lock gives up
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
 //! The advisory lock is `GET_LOCK` (per watch, or per watch and host when rows are owned),
 //! released when the connection closes; `doctor` learns from `wsrep_on` whether it reaches
@@ -19,10 +20,10 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
+    ParkedRow, RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
-use crate::config::{Database, DbUrl, Watch, redact_url};
+use crate::config::{Database, DbUrl, Ident, Watch, redact_url};
 use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
 
 /// MySQL's and MariaDB's SQL: `` ` `` quotes, `?` placeholders, `<=>` for null-safe
@@ -38,6 +39,7 @@ pub const DIALECT: Dialect = Dialect {
     force_primary: " FORCE INDEX (PRIMARY)",
     enforces_types: true,
     epoch_of: Some(("UNIX_TIMESTAMP(", ")")),
+    text_literal: types::mysql_literal,
 };
 
 pub struct MysqlStore {
@@ -55,6 +57,13 @@ const LOCK_WAIT_S: u32 = 10;
 /// ER_LOCK_WAIT_TIMEOUT and ER_LOCK_DEADLOCK.
 const LOCK_WAIT_TIMEOUT: u16 = 1205;
 const LOCK_DEADLOCK: u16 = 1213;
+
+/// Strict mode for this session, whatever the server's default: a value the column cannot
+/// hold fails the statement instead of being stored mangled (an unknown ENUM member as
+/// `''`, a cut string, a number clamped), so no server setting lets a compare-and-set
+/// write something the application never wrote. The session's other modes are kept.
+const STRICT_SESSION: &str = "SET SESSION sql_mode = \
+     CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES')";
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -77,14 +86,17 @@ impl MysqlStore {
             .read_timeout(Some(IO_TIMEOUT))
             .write_timeout(Some(IO_TIMEOUT))
             .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
-            .init(vec![format!(
-                "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
-            )]);
+            .init(vec![
+                format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"),
+                STRICT_SESSION.to_string(),
+            ]);
         let conn = Conn::new(b).map_err(|e| {
+            let fix = connect_fix(&creds, url, &e);
             Error::database(
                 format!("cannot connect to {label} ({})", creds.describe()),
                 e,
             )
+            .with_fix(fix)
         })?;
         Ok(MysqlStore {
             conn,
@@ -104,13 +116,13 @@ impl MysqlStore {
     }
 
     fn err(&self, what: &str, e: impl DbCause) -> Error {
-        Error::database(format!("{}: {what}", self.label), e)
+        Error::database(format!("{what} on {}", self.label), e)
     }
 
     /// A failure in selfheal's own words (an answer that makes no sense).
     fn odd(&self, what: &str, message: impl Into<String>) -> Error {
         Error::database_kind(
-            format!("{}: {what}", self.label),
+            format!("{what} on {}", self.label),
             DbErrorKind::Other,
             message.into(),
         )
@@ -141,9 +153,9 @@ impl DbCause for mysql::Error {
             mysql::Error::MySqlError(e) => server_kind(e.code),
             mysql::Error::IoError(e) => DbErrorKind::of_io(e.kind()),
             // The codec's own type is not re-exported; its source is the I/O error.
-            mysql::Error::CodecError(c) => std::error::Error::source(c)
-                .and_then(|s| s.downcast_ref::<std::io::Error>())
-                .map_or(DbErrorKind::Other, |e| DbErrorKind::of_io(e.kind())),
+            mysql::Error::CodecError(c) => {
+                codec_io(c).map_or(DbErrorKind::Other, |e| DbErrorKind::of_io(e.kind()))
+            }
             mysql::Error::DriverError(D::ConnectTimeout | D::Timeout) => DbErrorKind::TimedOut,
             mysql::Error::DriverError(D::CouldNotConnect(Some((_, _, kind)))) => {
                 DbErrorKind::of_io(*kind)
@@ -151,6 +163,189 @@ impl DbCause for mysql::Error {
             mysql::Error::DriverError(D::CouldNotConnect(None)) => DbErrorKind::Unreachable,
             _ => DbErrorKind::Other,
         }
+    }
+
+    fn into_source(self) -> crate::error::BoxError {
+        Box::new(Failure(self))
+    }
+}
+
+/// The I/O error under a codec error, if that is what it is.
+fn codec_io<'a>(c: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    c.source().and_then(|s| s.downcast_ref::<std::io::Error>())
+}
+
+/// A driver failure in selfheal's words: the server's own message and number, the socket
+/// or address that does not answer, a timeout with its limit. (The driver's `Display` is
+/// its debug form, `MySqlError { ERROR 1045 … }`; it stays reachable as the source.)
+#[derive(Debug)]
+struct Failure(mysql::Error);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use mysql::DriverError as D;
+        match &self.0 {
+            mysql::Error::MySqlError(e) => write!(f, "{} (error {})", e.message, e.code),
+            mysql::Error::IoError(e) => f.write_str(&io_words(e)),
+            mysql::Error::CodecError(c) => match codec_io(c) {
+                Some(e) => f.write_str(&io_words(e)),
+                None => write!(f, "{c}"),
+            },
+            mysql::Error::DriverError(D::ConnectTimeout) => write!(
+                f,
+                "no answer to the connection attempt: timed out after {} s",
+                CONNECT_TIMEOUT.as_secs()
+            ),
+            mysql::Error::DriverError(D::CouldNotConnect(Some((addr, desc, _)))) => {
+                write!(f, "nothing answers at {addr}: {desc}")
+            }
+            mysql::Error::DriverError(D::CouldNotConnect(None)) => {
+                f.write_str("no address to connect to")
+            }
+            mysql::Error::DriverError(D::Timeout) => f.write_str("timed out"),
+            mysql::Error::DriverError(d) => write!(f, "{d}"),
+            mysql::Error::UrlError(u) => write!(f, "a bad URL: {}", url_words(u)),
+            mysql::Error::FromValueError(_) | mysql::Error::FromRowError(_) => {
+                f.write_str("the server sent a value of an unexpected type")
+            }
+            mysql::Error::TlsError(t) => write!(f, "TLS: {t}"),
+        }
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// An I/O failure on the connection, in words: a read or write that ran past its limit is
+/// a timeout (Linux reports it as EAGAIN), a closed socket is a lost connection.
+fn io_words(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::WouldBlock | K::TimedOut => format!(
+            "the server did not answer: timed out after {} s",
+            IO_TIMEOUT.as_secs()
+        ),
+        K::UnexpectedEof | K::BrokenPipe | K::ConnectionReset | K::ConnectionAborted => {
+            "the server closed the connection (stopped, restarted, or it ended this session)".into()
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// A URL error without the driver's braces.
+fn url_words(u: &mysql::UrlError) -> String {
+    match u {
+        mysql::UrlError::ParseError(p) => p.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The fix for a connection that failed, from the server's error number or how the socket
+/// or address failed, and the settings that were used (never the password).
+fn connect_fix(creds: &Credentials, url: &str, e: &mysql::Error) -> Option<String> {
+    use mysql::DriverError as D;
+    use std::io::ErrorKind as K;
+    let user = creds.user.as_ref().map_or("", |u| u.value.as_str());
+    let me = crate::fix::Me::current();
+    let account_host = if creds.socket.is_some() {
+        "localhost"
+    } else {
+        "%"
+    };
+    let timed_out = || {
+        format!(
+            "the server took the connection but did not answer within {} s: it is stopped \
+             (SIGSTOP), frozen or overloaded; look at its error log, and at SHOW \
+             PROCESSLIST from another session",
+            IO_TIMEOUT.as_secs()
+        )
+    };
+    match e {
+        mysql::Error::MySqlError(se) => match se.code {
+            1045 => Some(match creds.password_source() {
+                Some(src) => format!(
+                    "the server refused {user} with the password from {src}: correct it \
+                     there, or set the account's password on the server (ALTER USER \
+                     '{user}'@'{account_host}' IDENTIFIED BY '…')"
+                ),
+                None => format!(
+                    "{user} needs a password: write it into a file only selfheal's user \
+                     can read and name that file as database.password_file (or put it in \
+                     database.defaults_file)"
+                ),
+            }),
+            1698 => Some(format!(
+                "the server refused {user} without a password: the account does not exist, \
+                 or it logs in only as the system user of the same name over the socket \
+                 (unix_socket), and selfheal runs as {}; give selfheal a database account of \
+                 its own with its password in an option file root and group {1} may read \
+                 (database.defaults_file, mode 640, root:{1})",
+                me.name,
+                crate::fix::reader_group()
+            )),
+            1044 => {
+                let db = mysql::Opts::from_url(&crate::config::with_host(url).0)
+                    .ok()
+                    .and_then(|o| o.get_db_name().map(str::to_string))
+                    .unwrap_or_else(|| "DB".into());
+                Some(format!(
+                    "grant {user} the rights selfheal needs on that database: GRANT SELECT, \
+                     UPDATE ON `{db}`.* TO '{user}'@'{account_host}'"
+                ))
+            }
+            1049 => Some(format!(
+                "correct the database name in [database] url (SHOW DATABASES lists the ones \
+                 {user} may see)"
+            )),
+            1040 => Some(
+                "the server has no connection left (max_connections): see SHOW PROCESSLIST; \
+                 the next run tries again"
+                    .into(),
+            ),
+            _ => None,
+        },
+        mysql::Error::DriverError(D::CouldNotConnect(Some((addr, _, kind)))) => {
+            let socket = creds.socket.as_ref().filter(|s| s.value == *addr);
+            match (kind, socket) {
+                (K::NotFound, Some(s)) => Some(format!(
+                    "no socket at {addr} (from {}): is the server running (systemctl status \
+                     mariadb)? If it is, SHOW VARIABLES LIKE 'socket' names its socket: set \
+                     it as ?socket= in [database] url",
+                    s.source
+                )),
+                (K::ConnectionRefused, Some(_)) => Some(format!(
+                    "{addr} is there but no server listens on it: the server is stopped or \
+                     crashed (systemctl status mariadb)"
+                )),
+                (K::PermissionDenied, Some(_)) => {
+                    crate::fix::access_fix(std::path::Path::new(addr), crate::fix::Need::ReadWrite)
+                }
+                (K::ConnectionRefused, None) => Some(format!(
+                    "nothing listens on {addr}: is the server running, and does it listen \
+                     there (port, bind-address)?"
+                )),
+                _ => None,
+            }
+        }
+        mysql::Error::DriverError(D::ConnectTimeout) => Some(format!(
+            "no answer from {}:{} within {} s: is the host up, and does a firewall drop the \
+             packets?",
+            creds.host.value,
+            creds.port.value,
+            CONNECT_TIMEOUT.as_secs()
+        )),
+        mysql::Error::IoError(io) if matches!(io.kind(), K::WouldBlock | K::TimedOut) => {
+            Some(timed_out())
+        }
+        mysql::Error::CodecError(c)
+            if codec_io(c).is_some_and(|io| matches!(io.kind(), K::WouldBlock | K::TimedOut)) =>
+        {
+            Some(timed_out())
+        }
+        _ => None,
     }
 }
 
@@ -269,7 +464,8 @@ fn server_epoch(v: &SqlValue) -> Option<i64> {
 
 /// A time cell, understood by its wire type and the instant the server gave it (the cell
 /// after it): a TIMESTAMP and a naive DATETIME with no `timezone` configured are the
-/// server's own instants; a DATETIME with one is placed in that zone.
+/// server's own instants; a DATETIME with one is placed in that zone; a DECIMAL comes as
+/// its digits.
 fn time_value(
     raw: SqlValue,
     wire: ColumnType,
@@ -282,6 +478,10 @@ fn time_value(
         }
         ColumnType::MYSQL_TYPE_DATETIME | ColumnType::MYSQL_TYPE_DATETIME2 => {
             Some(types::ColumnType::DateTime)
+        }
+        // Sent as digits: unix seconds with a fraction.
+        ColumnType::MYSQL_TYPE_NEWDECIMAL | ColumnType::MYSQL_TYPE_DECIMAL => {
+            Some(types::ColumnType::Decimal)
         }
         _ => None,
     };
@@ -357,7 +557,7 @@ impl JobTable for MysqlStore {
         let tz = self.tz;
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
-            Error::database(format!("{label}: reading running rows of {}", w.table), e)
+            Error::database(format!("reading running rows of {} on {label}", w.table), e)
         };
         let result = self.conn.exec_iter(&st.sql, values(&st)).map_err(ctx)?;
         for row in result {
@@ -437,7 +637,10 @@ impl JobTable for MysqlStore {
         let tz = self.tz;
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
-            Error::database(format!("{label}: reading finished rows of {}", w.table), e)
+            Error::database(
+                format!("reading finished rows of {} on {label}", w.table),
+                e,
+            )
         };
         // exec_iter reads the result set from the socket row by row: nothing is buffered.
         let result = self.conn.exec_iter(&st.sql, values(&st)).map_err(ctx)?;
@@ -492,11 +695,43 @@ impl JobTable for MysqlStore {
         Ok(())
     }
 
+    fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64> {
+        let st = sql::parked_count_sql(&DIALECT, w, manual);
+        let n: Option<u64> = self
+            .conn
+            .exec_first(&st.sql, values(&st))
+            .map_err(|e| self.err(&format!("counting parked rows of {}", w.table), e))?;
+        Ok(n.unwrap_or(0))
+    }
+
+    fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>> {
+        let st = sql::parked_sql(&DIALECT, w, manual, limit);
+        let tz = self.tz;
+        let rows: Vec<mysql::Row> = self
+            .conn
+            .exec(&st.sql, values(&st))
+            .map_err(|e| self.err(&format!("reading parked rows of {}", w.table), e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut cells = Cells::new(r);
+                let (id, _) = cells.next_cell();
+                let (s, t) = cells.next_cell();
+                let epoch = cells.next_cell().0;
+                ParkedRow {
+                    id,
+                    started: time_value(s, t, &epoch, tz),
+                }
+            })
+            .collect())
+    }
+
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
         let st = sql::current_sql(&DIALECT, w, id);
         let label = self.label.clone();
-        let ctx =
-            |e: mysql::Error| Error::database(format!("{label}: reading a row of {}", w.table), e);
+        let ctx = |e: mysql::Error| {
+            Error::database(format!("reading a row of {} on {label}", w.table), e)
+        };
         let row: Option<mysql::Row> = self.conn.exec_first(&st.sql, values(&st)).map_err(ctx)?;
         Ok(row.map(|r| {
             let mut vals = r.unwrap().into_iter().map(from_value);
@@ -514,6 +749,10 @@ impl JobTable for MysqlStore {
 }
 
 impl Introspect for MysqlStore {
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
     fn describe_server(&mut self) -> Result<String> {
         let v: Option<String> = self
             .conn
@@ -635,6 +874,18 @@ impl Introspect for MysqlStore {
         })
     }
 
+    fn column_definition(&mut self, w: &Watch, column: &Ident) -> Result<Option<String>> {
+        let row: Option<mysql::Row> = self
+            .conn
+            .query_first(format!("SHOW CREATE TABLE {}", DIALECT.quote(&w.table)))
+            .map_err(|e| self.err("SHOW CREATE TABLE", e))?;
+        let create = row.and_then(|r| match r.as_ref(1) {
+            Some(Value::Bytes(b)) => String::from_utf8(b.clone()).ok(),
+            _ => None,
+        });
+        Ok(create.and_then(|c| definition_in(&c, column.name())))
+    }
+
     fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
         match self
             .conn
@@ -669,6 +920,17 @@ impl Introspect for MysqlStore {
             format!("{session}, UTC{offset} now")
         })
     }
+}
+
+/// The definition of `column` in a `CREATE TABLE` statement as MySQL writes it (one
+/// column a line, names in backquotes): what follows the name, without the comma.
+fn definition_in(create: &str, column: &str) -> Option<String> {
+    let name = format!("`{column}` ");
+    create.lines().map(str::trim).find_map(|l| {
+        let (head, rest) = l.split_at_checked(name.len())?;
+        head.eq_ignore_ascii_case(&name)
+            .then(|| rest.trim_end_matches(',').to_string())
+    })
 }
 
 impl Coordination for MysqlStore {
@@ -789,6 +1051,72 @@ mod tests {
             .to_string(),
             "Deadlock found (error 1213)"
         );
+    }
+
+    #[test]
+    fn driver_failures_are_worded_without_the_drivers_braces() {
+        let words = |e: mysql::Error| Failure(e).to_string();
+        assert_eq!(
+            words(mysql::Error::MySqlError(mysql::MySqlError {
+                state: "28000".into(),
+                message: "Access denied for user 'app'@'localhost' (using password: YES)".into(),
+                code: 1045,
+            })),
+            "Access denied for user 'app'@'localhost' (using password: YES) (error 1045)"
+        );
+        // A read past the socket timeout: Linux says EAGAIN.
+        assert_eq!(
+            words(mysql::Error::IoError(std::io::Error::from_raw_os_error(11))),
+            "the server did not answer: timed out after 60 s"
+        );
+        assert_eq!(
+            words(mysql::Error::DriverError(
+                mysql::DriverError::CouldNotConnect(Some((
+                    "/run/mysqld/mysqld.sock".into(),
+                    "No such file or directory (os error 2)".into(),
+                    std::io::ErrorKind::NotFound,
+                )))
+            )),
+            "nothing answers at /run/mysqld/mysqld.sock: No such file or directory (os error 2)"
+        );
+        assert_eq!(
+            words(mysql::Error::DriverError(
+                mysql::DriverError::ConnectTimeout
+            )),
+            "no answer to the connection attempt: timed out after 5 s"
+        );
+        let e = Error::database(
+            "cannot connect",
+            mysql::Error::IoError(std::io::ErrorKind::UnexpectedEof.into()),
+        );
+        assert_eq!(
+            e.full_message(),
+            "cannot connect: the server closed the connection (stopped, restarted, or it \
+             ended this session)"
+        );
+        // The driver's error stays reachable under the wording.
+        assert!(
+            std::error::Error::source(&e)
+                .and_then(std::error::Error::source)
+                .is_some_and(|s| s.downcast_ref::<mysql::Error>().is_some())
+        );
+    }
+
+    #[test]
+    fn a_columns_definition_is_read_from_create_table() {
+        let create = "CREATE TABLE `sync_log` (\n  `id` int(11) NOT NULL,\n  `Status` \
+                      enum('running','done') NOT NULL DEFAULT 'running' COMMENT 'it''s',\n  \
+                      `status_at` datetime DEFAULT NULL,\n  PRIMARY KEY (`id`)\n) \
+                      ENGINE=InnoDB";
+        assert_eq!(
+            definition_in(create, "status").as_deref(),
+            Some("enum('running','done') NOT NULL DEFAULT 'running' COMMENT 'it''s'")
+        );
+        assert_eq!(
+            definition_in(create, "status_at").as_deref(),
+            Some("datetime DEFAULT NULL")
+        );
+        assert_eq!(definition_in(create, "nope"), None);
     }
 
     #[test]

@@ -1,11 +1,16 @@
 //! The SQL selfheal runs, built once for every database from a [`Dialect`]: the `SELECT` of
-//! running rows, of one row by id, of finished rows, and the compare-and-set `UPDATE`.
+//! running rows, of one row by id, of finished rows, of the rows parked in `manual_value`
+//! (and their count), and the compare-and-set `UPDATE`; and the one statement selfheal
+//! never runs but shows a person — the compare-and-set that releases a parked row
+//! ([`release_sql`]), its values written out as literals ([`for_a_person`]).
 //!
 //! Each builder returns a [`Statement`]: the text and its bound values in order, so the
 //! two can never drift apart. Identifiers are validated [`Ident`]s quoted with the
 //! dialect's quote character (validation admits no quote characters); every value is a
 //! bound parameter. Pure: no I/O, except that a compare-and-set that writes the end time
 //! in a configured zone reads the zone's offset from the host clock.
+
+use std::fmt::Write as _;
 
 use crate::config::{Ident, Watch};
 use crate::error::{Error, Result, SchemaProblem};
@@ -50,6 +55,9 @@ pub struct Dialect {
     /// MySQL: a `TIMESTAMP` exactly, a naive `DATETIME` by the session zone's rules), read
     /// beside each time column; `None` where the server has no zone (SQLite).
     pub epoch_of: Option<(&'static str, &'static str)>,
+    /// A text value as a string literal of this database, for SQL shown to a person (never
+    /// run): quotes doubled, and what the database cannot read inside quotes escaped.
+    pub text_literal: fn(&str) -> String,
 }
 
 impl Dialect {
@@ -236,6 +244,155 @@ pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement>
         History::Latest(n) => format!("{select} ORDER BY {id} DESC LIMIT {n}"),
     };
     Ok(b.finish(sql))
+}
+
+/// The watch's rows parked in `manual_value` (its `match` too), as conditions.
+fn parked_conditions(d: &Dialect, w: &Watch, manual: &str, b: &mut Binds<'_>) -> String {
+    let value = b.bind(SqlValue::Text(manual.to_string()));
+    let mut cond = vec![format!("{} = {value}", d.quote(&w.status_column))];
+    cond.extend(match_conditions(d, w, b));
+    cond.join(" AND ")
+}
+
+/// The number of the watch's rows parked in `manual_value`: one `COUNT(*)` through the
+/// status index, whose cost follows the parked rows, not the table.
+pub fn parked_count_sql(d: &Dialect, w: &Watch, manual: &str) -> Statement {
+    let mut b = Binds::new(d);
+    let cond = parked_conditions(d, w, manual, &mut b);
+    let sql = format!("SELECT COUNT(*) FROM {} WHERE {cond}", d.quote(&w.table));
+    b.finish(sql)
+}
+
+/// The first `limit` of the watch's rows parked in `manual_value`, by id: id and start
+/// (and its instant where the dialect gives one).
+pub fn parked_sql(d: &Dialect, w: &Watch, manual: &str, limit: u32) -> Statement {
+    let mut b = Binds::new(d);
+    let cond = parked_conditions(d, w, manual, &mut b);
+    let sql = format!(
+        "SELECT {}, {} FROM {} WHERE {cond} ORDER BY {} LIMIT {limit}",
+        d.quote(&w.id_column),
+        time_column(d, &w.started_column),
+        d.quote(&w.table),
+        d.quote(&w.id_column),
+    );
+    b.finish(sql)
+}
+
+/// The compare-and-set that releases a row parked in `manual_value` to `target` once a
+/// person has looked: sets the status (and the end time the way `check` writes it) only
+/// while the row still has its id, the manual status and the start value observed.
+pub fn release_sql(
+    d: &Dialect,
+    w: &Watch,
+    schema: &Schema,
+    row: &super::ParkedRow,
+    manual: &str,
+    target: &str,
+) -> Statement {
+    let mut b = Binds::new(d);
+    let mut set = vec![format!(
+        "{} = {}",
+        d.quote(&w.status_column),
+        b.bind(SqlValue::Text(target.to_string()))
+    )];
+    if let Some(col) = &w.ended_column {
+        set.push(format!(
+            "{} = {}",
+            d.quote(col),
+            ended_expr(d, schema, &mut b)
+        ));
+    }
+    let mut cond = vec![
+        format!("{} = {}", d.quote(&w.id_column), b.bind(row.id.clone())),
+        format!(
+            "{} = {}",
+            d.quote(&w.status_column),
+            b.bind(SqlValue::Text(manual.to_string()))
+        ),
+        format!(
+            "{} {} {}",
+            d.quote(&w.started_column),
+            d.null_safe_eq,
+            b.bind(row.started.raw.clone())
+        ),
+    ];
+    cond.extend(match_conditions(d, w, &mut b));
+    let sql = format!(
+        "UPDATE {} SET {} WHERE {}",
+        d.quote(&w.table),
+        set.join(", "),
+        cond.join(" AND ")
+    );
+    b.finish(sql)
+}
+
+/// A value as a literal of this database: numbers as they are, `NULL`, text and times
+/// quoted, bytes in hex.
+pub fn literal(d: &Dialect, v: &SqlValue) -> String {
+    match v {
+        SqlValue::Null => "NULL".into(),
+        SqlValue::Int(i) => i.to_string(),
+        SqlValue::UInt(u) => u.to_string(),
+        SqlValue::Float(f) if f.is_finite() => format!("{f:?}"),
+        SqlValue::Bytes(b) => {
+            let mut hex = String::with_capacity(3 + 2 * b.len());
+            hex.push_str("X'");
+            for x in b {
+                let _ = write!(hex, "{x:02x}");
+            }
+            hex.push('\'');
+            hex
+        }
+        other => (d.text_literal)(&other.to_string()),
+    }
+}
+
+/// A statement with its bound values written in as literals ([`literal`]): SQL a person
+/// can read and run by hand. Never run by selfheal, which binds every value. Placeholders
+/// are found in the statement's own text, which holds no quoted `?` (identifiers are
+/// validated, selfheal's SQL has none), and values are put in one pass, so a `?` inside
+/// a value is never taken for a placeholder.
+pub fn for_a_person(d: &Dialect, st: &Statement) -> String {
+    let mut out = String::with_capacity(st.sql.len() + 32);
+    let mut next = 0usize;
+    let mut chars = st.sql.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        if c != '?' {
+            out.push(c);
+            continue;
+        }
+        let index = match d.placeholder {
+            Placeholder::Question => {
+                next += 1;
+                next
+            }
+            Placeholder::Numbered => {
+                let mut n = 0usize;
+                while let Some((_, x)) = chars.peek().copied().filter(|(_, x)| x.is_ascii_digit()) {
+                    n = n * 10 + (x as usize - '0' as usize);
+                    chars.next();
+                }
+                n
+            }
+        };
+        match index.checked_sub(1).and_then(|i| st.params.get(i)) {
+            Some(v) => out.push_str(&literal(d, v)),
+            None => out.push('?'),
+        }
+    }
+    out
+}
+
+/// The end time's expression for a column of the watch (see [`super::Ended`]).
+fn ended_expr(d: &Dialect, schema: &Schema, b: &mut Binds<'_>) -> String {
+    match schema.ended {
+        None | Some(Ended::DbNow) => d.now.to_string(),
+        Some(Ended::Epoch) => d.epoch_now.to_string(),
+        Some(Ended::Zone(tz)) => {
+            let offset = b.bind((d.zone_offset)(super::zone_offset_now(tz)));
+            format!("{}{offset}{}", d.zone_now.0, d.zone_now.1)
+        }
+    }
 }
 
 /// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time (unless
@@ -542,6 +699,88 @@ mod tests {
                     .into(),
                 params,
             }
+        );
+    }
+
+    #[test]
+    fn parked_rows_and_the_statement_that_releases_one() {
+        let w = watch("ended_column = \"end_time\"\nmanual_value = \"wait_manual\"");
+        assert_eq!(
+            parked_count_sql(MYSQL, &w, "wait_manual"),
+            Statement {
+                sql: "SELECT COUNT(*) FROM `app`.`sync_log` WHERE `status` = ?".into(),
+                params: vec![text("wait_manual")],
+            }
+        );
+        assert_eq!(
+            parked_sql(SQLITE, &w, "wait_manual", 10).sql,
+            "SELECT \"id\", \"start_time\" FROM \"app\".\"sync_log\" WHERE \"status\" = ?1 \
+             ORDER BY \"id\" LIMIT 10"
+        );
+        let row = |id, started| crate::store::ParkedRow {
+            id,
+            started: TimeValue {
+                raw: started,
+                stamp: Ok(None),
+            },
+        };
+        let r = row(SqlValue::Int(7), text("2026-11-29 10:00:00"));
+        let st = release_sql(
+            MYSQL,
+            &w,
+            &schema(Some(Ended::DbNow), true),
+            &r,
+            "wait_manual",
+            "error",
+        );
+        assert_eq!(
+            for_a_person(MYSQL, &st),
+            "UPDATE `app`.`sync_log` SET `status` = 'error', `end_time` = NOW() WHERE `id` = 7 \
+             AND `status` = 'wait_manual' AND `start_time` <=> '2026-11-29 10:00:00'"
+        );
+        // Values from the database are written as literals, never spliced: a quote, a
+        // backslash, a `?` and a newline in an id; a NULL start; an integer end column.
+        let r = row(text("a'b\\c?\nd"), SqlValue::Null);
+        let st = release_sql(
+            SQLITE,
+            &w,
+            &schema(Some(Ended::Epoch), false),
+            &r,
+            "wait_manual",
+            "pending",
+        );
+        assert_eq!(
+            for_a_person(SQLITE, &st),
+            "UPDATE \"app\".\"sync_log\" SET \"status\" = 'pending', \"end_time\" = \
+             CAST(strftime('%s', 'now') AS INTEGER) WHERE \"id\" = 'a''b\\c?' || char(10) || 'd' \
+             AND \"status\" = 'wait_manual' AND \"start_time\" IS NULL"
+        );
+        let st = release_sql(MYSQL, &w, &schema(None, true), &r, "wait_manual", "error");
+        assert_eq!(
+            for_a_person(MYSQL, &st),
+            "UPDATE `app`.`sync_log` SET `status` = 'error', `end_time` = NOW() WHERE `id` = \
+             'a''b\\\\c?\\nd' AND `status` = 'wait_manual' AND `start_time` <=> NULL"
+        );
+        // A watch that is one job kind of a shared table counts and releases its own.
+        let w = watch("manual_value = \"wait_manual\"\nmatch = { job = \"full-sync\" }");
+        assert_eq!(
+            parked_count_sql(MYSQL, &w, "wait_manual"),
+            Statement {
+                sql: "SELECT COUNT(*) FROM `app`.`sync_log` WHERE `status` = ? AND `job` = ?"
+                    .into(),
+                params: vec![text("wait_manual"), text("full-sync")],
+            }
+        );
+        let r = row(SqlValue::Int(7), text("2026-11-29 10:00:00"));
+        let st = release_sql(MYSQL, &w, &schema(None, true), &r, "wait_manual", "error");
+        assert!(
+            for_a_person(MYSQL, &st).ends_with(" AND `job` = 'full-sync'"),
+            "{st:?}"
+        );
+        assert_eq!(literal(MYSQL, &SqlValue::Bytes(vec![0, 255])), "X'00ff'");
+        assert_eq!(
+            literal(MYSQL, &SqlValue::UInt(u64::MAX)),
+            "18446744073709551615"
         );
     }
 

@@ -5,6 +5,7 @@
 //! database. "The database clock" is SQLite's `now`, which is the host clock in UTC; naive
 //! text timestamps are read as UTC unless `timezone` says how they were written.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    RunningRow, ScanPlan, Schema, SqlValue,
+    ParkedRow, RunningRow, ScanPlan, Schema, SqlValue,
 };
 use crate::clock::DbClock;
 use crate::config::Watch;
@@ -34,7 +35,25 @@ pub const DIALECT: Dialect = Dialect {
     force_primary: "",
     enforces_types: false,
     epoch_of: None,
+    text_literal: sqlite_literal,
 };
+
+/// A string literal as SQLite reads it: quotes doubled; SQLite has no escapes, so a
+/// control character is joined in as `char(N)` (the statement stays on one line).
+fn sqlite_literal(s: &str) -> String {
+    let mut out = String::from("'");
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            c if c.is_control() => {
+                let _ = write!(out, "' || char({}) || '", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
 
 /// The `datetime()` modifier that shifts UTC by `secs`.
 fn zone_modifier(secs: i64) -> SqlValue {
@@ -55,17 +74,32 @@ impl SqliteStore {
         } else {
             base | OpenFlags::SQLITE_OPEN_READ_WRITE
         };
+        let context = || format!("cannot open sqlite://{}", path.display());
         if !path.exists() {
             return Err(Error::database_kind(
-                format!("sqlite://{}", path.display()),
+                context(),
                 DbErrorKind::Unreachable,
-                "no such database file (selfheal never creates one)",
-            ));
+                "no such file (selfheal never creates a database)",
+            )
+            .with_fix(Some(
+                "correct [database] url (sqlite:///absolute/path/to/app.db); the file must \
+                 exist"
+                    .into(),
+            )));
         }
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| Error::database(format!("cannot open sqlite://{}", path.display()), e))?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(|e| Error::database("sqlite busy_timeout", e))?;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| {
+            // The fix is for what a real check needs, even to a read-only opener (doctor):
+            // the file, and its directory, where SQLite puts its journal.
+            let fix = crate::fix::access_fix(path, crate::fix::Need::ReadWrite).or_else(|| {
+                crate::fix::access_fix(
+                    path.parent().unwrap_or(Path::new("/")),
+                    crate::fix::Need::Write,
+                )
+            });
+            Error::database(context(), e).with_fix(fix)
+        })?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| Error::database(context(), e))?;
         Ok(SqliteStore {
             conn,
             path: path.to_path_buf(),
@@ -74,7 +108,7 @@ impl SqliteStore {
     }
 
     fn ctx(&self, what: &str) -> String {
-        format!("sqlite://{}: {what}", self.path.display())
+        format!("{what} in sqlite://{}", self.path.display())
     }
 
     /// `(name, declared type, position in the primary key or 0)` per column.
@@ -128,6 +162,54 @@ impl DbCause for rusqlite::Error {
             }
             _ => DbErrorKind::Other,
         }
+    }
+
+    fn fix(&self) -> Option<String> {
+        match self.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => {
+                Some("correct [database] url: it names a file that is no SQLite database".into())
+            }
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Some(
+                "another process (the application, or a long transaction left open) holds \
+                     the database's lock; fuser names it, and the next run tries again"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn into_source(self) -> crate::error::BoxError {
+        Box::new(Failure(self))
+    }
+}
+
+/// How long a statement waits for another process's lock on the database.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A SQLite failure in selfheal's words: a wait for another process's lock that ran out
+/// says so, with its limit; the rest is SQLite's own message. (The driver's error stays
+/// reachable as the source.)
+#[derive(Debug)]
+struct Failure(rusqlite::Error);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                write!(
+                    f,
+                    "another process holds the database's lock: timed out after {} s",
+                    BUSY_TIMEOUT.as_secs()
+                )
+            }
+            _ => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
     }
 }
 
@@ -337,6 +419,46 @@ impl JobTable for SqliteStore {
         })
     }
 
+    fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64> {
+        let st = sql::parked_count_sql(&DIALECT, w, manual);
+        let n: i64 = self
+            .conn
+            .query_row(
+                &st.sql,
+                params_from_iter(st.params.iter().map(to_sql)),
+                |r| r.get(0),
+            )
+            .map_err(|e| {
+                Error::database(self.ctx(&format!("counting parked rows of {}", w.table)), e)
+            })?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>> {
+        let st = sql::parked_sql(&DIALECT, w, manual, limit);
+        let tz = self.tz;
+        let ctx = self.ctx(&format!("reading parked rows of {}", w.table));
+        let mut stmt = self
+            .conn
+            .prepare(&st.sql)
+            .map_err(|e| Error::database(&ctx, e))?;
+        let rows = stmt
+            .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
+                Ok(ParkedRow {
+                    id: from_sql(r.get_ref(0)?),
+                    started: types::time_value(
+                        from_sql(r.get_ref(1)?),
+                        None,
+                        tz,
+                        types::NaiveClock::Utc,
+                    ),
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| Error::database(&ctx, e))?;
+        Ok(rows)
+    }
+
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
         let st = sql::current_sql(&DIALECT, w, id);
         let ctx = self.ctx(&format!("reading a row of {}", w.table));
@@ -364,6 +486,10 @@ impl JobTable for SqliteStore {
 }
 
 impl Introspect for SqliteStore {
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
     fn describe_server(&mut self) -> Result<String> {
         Ok(format!("sqlite {}", rusqlite::version()))
     }
@@ -471,7 +597,9 @@ mod tests {
             .running_rows(&cfg.watches[0])
             .expect_err("no such table");
         assert_eq!(e.db_kind(), Some(DbErrorKind::UnknownObject));
-        let source = std::error::Error::source(&e).expect("a source");
+        let source = std::error::Error::source(&e)
+            .and_then(std::error::Error::source)
+            .expect("the driver's error, under selfheal's wording");
         assert!(source.downcast_ref::<rusqlite::Error>().is_some(), "{e}");
         assert!(e.to_string().contains("no such table: sync_log"), "{e}");
         // The schema check says the same structurally.

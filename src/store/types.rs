@@ -1,7 +1,9 @@
 //! What a column's type means to selfheal, in one place: the classification of a declared
 //! type ([`ColumnType`]), whether a column can do the job its key gives it ([`Role`],
-//! used by `doctor`), how the end time is written into it ([`ended_for`]), how a value read
-//! from a start, heartbeat or end column is understood ([`time_value`]), and the checks
+//! used by `doctor`), whether it can hold a status selfheal writes ([`Column::holds`],
+//! [`check_values`]: `check` refuses to start, `doctor` shows the `ALTER TABLE`), how the
+//! end time is written into it ([`ended_for`]), how a value read from a start, heartbeat
+//! or end column is understood ([`time_value`]: DECIMAL unix seconds too), and the checks
 //! every adapter runs on a watch's columns once it has read them ([`schema`]).
 //!
 //! Adapters only read what their database says about a column (MySQL's
@@ -55,6 +57,9 @@ pub struct Column {
     pub ty: ColumnType,
     /// The longest value in characters, when the type says (`VARCHAR(255)`).
     pub length: Option<usize>,
+    /// The database holds the column to its type (MySQL); SQLite's declarations are only
+    /// affinities, and any value fits.
+    pub enforced: bool,
 }
 
 /// Classifies a type by its base name (lowercase, without length or options).
@@ -131,6 +136,7 @@ impl Column {
             length: declared_length(&declared),
             ty,
             declared,
+            enforced: false,
         }
     }
 
@@ -142,7 +148,211 @@ impl Column {
             ty: classify(&declared, column_type),
             length: char_max.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             declared,
+            enforced: true,
         }
+    }
+
+    /// The type as the database would write it: `enum('running','done')`, `varchar(16)`.
+    pub fn type_text(&self) -> String {
+        match (&self.ty, self.length) {
+            (ColumnType::Enum { members }, _) => enum_type(members.iter().map(String::as_str)),
+            _ if self.declared.contains('(') => self.declared.clone(),
+            (ColumnType::Text, Some(n)) if self.declared.ends_with("char") => {
+                format!("{}({n})", self.declared)
+            }
+            _ => self.declared.clone(),
+        }
+    }
+
+    /// Whether the database can store `value` in this column as it is: a member of an
+    /// ENUM, no longer than the column's length, a whole number in an integer column.
+    /// Always, where the database does not enforce types (SQLite).
+    pub fn holds(&self, value: &str) -> Result<(), Misfit> {
+        if !self.enforced {
+            return Ok(());
+        }
+        match (&self.ty, self.length) {
+            (ColumnType::Enum { members }, _) if !members.iter().any(|m| m == value) => {
+                Err(Misfit::NotMember {
+                    members: members.clone(),
+                })
+            }
+            (ColumnType::Enum { .. }, _) => Ok(()),
+            (ColumnType::Integer, _) if value.trim().parse::<i64>().is_err() => {
+                Err(Misfit::NotANumber)
+            }
+            (_, Some(n)) if value.chars().count() > n => Err(Misfit::TooLong {
+                length: n,
+                chars: value.chars().count(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The type widened to hold `values` as well, as the database writes types: an ENUM
+    /// with the missing members added, a character column long enough. `None` when no
+    /// wider type of the same kind would do (an integer column).
+    pub fn widened(&self, values: &[&str]) -> Option<String> {
+        match &self.ty {
+            ColumnType::Enum { members } => {
+                let mut all: Vec<&str> = members.iter().map(String::as_str).collect();
+                for v in values {
+                    if !all.contains(v) {
+                        all.push(v);
+                    }
+                }
+                Some(enum_type(all.into_iter()))
+            }
+            ColumnType::Text => {
+                let need = values.iter().map(|v| v.chars().count()).max()?;
+                let base = base_of(&self.declared);
+                Some(if base.ends_with("char") {
+                    format!("{base}({})", need.max(self.length.unwrap_or(0)).max(32))
+                } else {
+                    // TINYTEXT and its like: the next size up holds 65,535 bytes.
+                    "text".into()
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `'it''s'`: a string literal as MySQL reads it (quotes doubled, backslashes and control
+/// characters escaped), for SQL shown to a person, never run.
+pub fn mysql_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\0' => out.push_str("\\0"),
+            '\x1a' => out.push_str("\\Z"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A column definition as `CREATE TABLE` writes it, split after its type: `enum('a','b''c')
+/// NOT NULL` → (`enum('a','b''c')`, ` NOT NULL`). Quotes inside the type's parentheses are
+/// respected.
+pub fn split_type(definition: &str) -> (&str, &str) {
+    let d = definition.trim_start();
+    let name_end = d
+        .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .unwrap_or(d.len());
+    let Some((name, after)) = d.split_at_checked(name_end) else {
+        return (d, "");
+    };
+    if !after.starts_with('(') {
+        return (name, after);
+    }
+    let mut quoted = false;
+    let mut chars = after.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match (c, quoted) {
+            ('\'', false) => quoted = true,
+            ('\'', true) if chars.peek().is_some_and(|(_, n)| *n == '\'') => {
+                chars.next();
+            }
+            ('\'', true) => quoted = false,
+            ('\\', true) => {
+                chars.next();
+            }
+            (')', false) => return d.split_at_checked(name_end + i + 1).unwrap_or((d, "")),
+            _ => {}
+        }
+    }
+    (d, "")
+}
+
+/// `enum('a','b')` from its members.
+fn enum_type<'a>(members: impl Iterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = members.map(mysql_literal).collect();
+    format!("enum({})", quoted.join(","))
+}
+
+/// Why a status selfheal would write cannot be stored in the status column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Misfit {
+    /// Not one of the ENUM's members.
+    NotMember { members: Vec<String> },
+    /// Longer than the column holds, in characters.
+    TooLong { length: usize, chars: usize },
+    /// Not a whole number, in an integer column.
+    NotANumber,
+}
+
+impl std::fmt::Display for Misfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Misfit::NotMember { members } => write!(
+                f,
+                "it is not one of the column's values ({})",
+                members.join(", ")
+            ),
+            Misfit::TooLong { length, chars } => write!(
+                f,
+                "it is {chars} characters long and the column holds {length}"
+            ),
+            Misfit::NotANumber => f.write_str("the column holds whole numbers only"),
+        }
+    }
+}
+
+/// The statuses a watch can write, with the key that sets each: `retry_value` and
+/// `manual_value` when set, and `dead_value` unless every path to it is taken by the
+/// other two (a retry budget, a manual value and `overtime` other than `mark_dead`).
+pub fn written_values(w: &Watch) -> Vec<(&'static str, &str)> {
+    let mut v = Vec::with_capacity(3);
+    let dead_unused = w.retry.is_some()
+        && w.manual_value.is_some()
+        && w.overtime != crate::config::Overtime::MarkDead;
+    if !dead_unused {
+        v.push(("dead_value", w.dead_value.as_str()));
+    }
+    v.extend(w.manual_value.as_deref().map(|m| ("manual_value", m)));
+    v.extend(w.retry.as_ref().map(|r| ("retry_value", r.value.as_str())));
+    v
+}
+
+/// Every status the watch can write that its status column cannot hold, with the key
+/// that sets it and why.
+pub fn misfits<'w>(w: &'w Watch, schema: &Schema) -> Vec<(&'static str, &'w str, Misfit)> {
+    let Some(col) = schema
+        .columns
+        .get(&w.status_column.name().to_ascii_lowercase())
+    else {
+        return Vec::new();
+    };
+    written_values(w)
+        .into_iter()
+        .filter_map(|(key, value)| col.holds(value).err().map(|m| (key, value, m)))
+        .collect()
+}
+
+/// Refuses a watch that would write a status its column cannot hold: a lenient server
+/// (no strict SQL mode) would store a mangled value (`''` for an unknown ENUM member, a
+/// cut string, 0), and the row would vanish from every status the application knows.
+/// `check` runs this for every watch before anything is written.
+pub fn check_values(w: &Watch, schema: &Schema) -> Result<()> {
+    match misfits(w, schema).into_iter().next() {
+        None => Ok(()),
+        Some((key, value, misfit)) => Err(Error::Schema {
+            watch: w.name.clone(),
+            problem: SchemaProblem::ValueDoesNotFit {
+                key,
+                value: value.to_string(),
+                column: w.status_column.to_string(),
+                why: misfit.to_string(),
+            },
+        }),
     }
 }
 
@@ -204,13 +414,13 @@ pub fn named_columns(w: &Watch) -> Vec<(&'static str, &Ident, Role)> {
     v
 }
 
-/// How the end time is written into a column of type `ty`: unix seconds into an integer;
+/// How the end time is written into a column of type `ty`: unix seconds into a number;
 /// the configured zone's wall-clock time into a DATETIME (and, where types are only
 /// declarations, into anything else), as the application writes it; else the database's
 /// own current time (a TIMESTAMP converts it itself).
 pub fn ended_for(ty: &ColumnType, tz: Option<chrono_tz::Tz>, enforces_types: bool) -> Ended {
     match (ty, tz) {
-        (ColumnType::Integer, _) => Ended::Epoch,
+        (ColumnType::Integer | ColumnType::Decimal | ColumnType::Float, _) => Ended::Epoch,
         (ColumnType::DateTime, Some(tz)) => Ended::Zone(tz),
         (_, Some(tz)) if !enforces_types => Ended::Zone(tz),
         _ => Ended::DbNow,
@@ -259,6 +469,8 @@ pub fn time_value(
         SqlValue::Float(f) => whole_seconds(*f)
             .map(|i| Some(Stamp::Epoch(i)))
             .ok_or_else(|| format!("{f} is not a unix timestamp")),
+        // MySQL sends a DECIMAL as its digits: unix seconds, the fraction dropped.
+        SqlValue::Text(s) if ty == Some(&ColumnType::Decimal) => decimal_seconds(s).map(Some),
         SqlValue::Text(s) if s.starts_with("0000-00-00") => Err(format!("{s:?} is a zero date")),
         SqlValue::Text(s) => match parse_text_stamp(s) {
             Ok(TextTime::Epoch(e)) => Ok(Some(Stamp::Epoch(e))),
@@ -269,6 +481,19 @@ pub fn time_value(
         other @ SqlValue::Bytes(_) => Err(format!("{other} is not a date-time or unix timestamp")),
     };
     TimeValue { raw, stamp }
+}
+
+/// Unix seconds from a DECIMAL's digits (`1796042168.250` → 1796042168).
+fn decimal_seconds(s: &str) -> Result<Stamp, String> {
+    let t = s.trim();
+    let whole = t.split_once('.').map_or(t, |(w, _)| w);
+    match whole {
+        "" | "-" => Ok(Stamp::Epoch(0)),
+        w => w
+            .parse::<i64>()
+            .map(Stamp::Epoch)
+            .map_err(|_| format!("{s:?} is not a unix timestamp")),
+    }
 }
 
 /// The checks every adapter runs once it has found the table and read its `columns`
@@ -360,6 +585,100 @@ mod tests {
     }
 
     #[test]
+    fn statuses_fit_their_column_or_say_why() {
+        let e = Column::mysql("enum", "enum('running','done','failed')", Some(7));
+        assert_eq!(e.holds("done"), Ok(()));
+        assert_eq!(
+            e.holds("error"),
+            Err(Misfit::NotMember {
+                members: vec!["running".into(), "done".into(), "failed".into()]
+            })
+        );
+        assert_eq!(e.type_text(), "enum('running','done','failed')");
+        assert_eq!(
+            e.widened(&["error", "it's"]).as_deref(),
+            Some("enum('running','done','failed','error','it''s')")
+        );
+        let v = Column::mysql("varchar", "varchar(8)", Some(8));
+        assert_eq!(v.holds("wait_man"), Ok(()));
+        assert_eq!(
+            v.holds("wait_manual"),
+            Err(Misfit::TooLong {
+                length: 8,
+                chars: 11
+            })
+        );
+        assert_eq!(v.holds("ééééééé"), Ok(()), "characters, not bytes");
+        assert_eq!(v.type_text(), "varchar(8)");
+        assert_eq!(v.widened(&["wait_manual"]).as_deref(), Some("varchar(32)"));
+        let n = Column::mysql("tinyint", "tinyint(4)", None);
+        assert_eq!(n.holds("3"), Ok(()));
+        assert_eq!(n.holds("error"), Err(Misfit::NotANumber));
+        assert_eq!(n.widened(&["error"]), None);
+        // SQLite stores anything anywhere.
+        let s = Column::declared("VARCHAR(4)");
+        assert_eq!(s.holds("wait_manual"), Ok(()));
+        assert_eq!(
+            Misfit::NotMember {
+                members: vec!["a".into(), "b".into()]
+            }
+            .to_string(),
+            "it is not one of the column's values (a, b)"
+        );
+    }
+
+    #[test]
+    fn literals_and_definitions_for_people() {
+        assert_eq!(mysql_literal("it's"), "'it''s'");
+        assert_eq!(mysql_literal("a\\b\nc"), "'a\\\\b\\nc'");
+        assert_eq!(
+            split_type("enum('a)','b''c') NOT NULL DEFAULT 'a)'"),
+            ("enum('a)','b''c')", " NOT NULL DEFAULT 'a)'")
+        );
+        assert_eq!(
+            split_type("varchar(16) CHARACTER SET latin1 NOT NULL"),
+            ("varchar(16)", " CHARACTER SET latin1 NOT NULL")
+        );
+        assert_eq!(split_type("tinytext NOT NULL"), ("tinytext", " NOT NULL"));
+        assert_eq!(split_type("text"), ("text", ""));
+    }
+
+    #[test]
+    fn decimal_unix_seconds() {
+        let dec = Some(&ColumnType::Decimal);
+        assert_eq!(
+            time_value(
+                SqlValue::Text("1796042168.250".into()),
+                dec,
+                None,
+                NaiveClock::Utc
+            )
+            .stamp,
+            Ok(Some(Stamp::Epoch(1_796_042_168)))
+        );
+        assert_eq!(
+            time_value(
+                SqlValue::Text("1796042168".into()),
+                dec,
+                None,
+                NaiveClock::Utc
+            )
+            .stamp,
+            Ok(Some(Stamp::Epoch(1_796_042_168)))
+        );
+        assert!(
+            time_value(SqlValue::Text("x.5".into()), dec, None, NaiveClock::Utc)
+                .stamp
+                .is_err()
+        );
+        assert_eq!(
+            ended_for(&ColumnType::Decimal, None, true),
+            Ended::Epoch,
+            "a DECIMAL end column gets unix seconds, not NOW()'s digits"
+        );
+    }
+
+    #[test]
     fn declared_lengths() {
         assert_eq!(declared_length("varchar(255)"), Some(255));
         assert_eq!(declared_length("character varying( 64 )"), Some(64));
@@ -376,6 +695,7 @@ mod tests {
                 declared: "varchar".into(),
                 ty: ColumnType::Text,
                 length: Some(64),
+                enforced: true,
             }
         );
         assert_eq!(

@@ -735,6 +735,24 @@ impl PrivateMariadb {
         }
     }
 
+    /// Freezes the server (SIGSTOP): its socket still accepts connections, nothing answers
+    /// — a server swapping to death or stopped in a debugger, as a client sees it.
+    pub fn freeze(&self) {
+        self.signal(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        if let Some(c) = &self.child {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(c.id()).expect("a pid"));
+            nix::sys::signal::kill(pid, sig).expect("signal mariadbd");
+        }
+    }
+
     /// Shuts the server down (SIGTERM, as `systemctl stop` does) and waits until it is gone.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -1120,5 +1138,49 @@ pub fn as_nobody_frozen() -> Option<Command> {
     .env_remove("FAKETIME_SHARED")
     .env("HOME", "/nonexistent")
     .env("LC_ALL", "C");
+    Some(c)
+}
+
+// ---------------------------------------------------------------------------------------
+// A host of its own: system directories overlaid in a private mount namespace
+
+/// `args` run as root in a private mount namespace where each of `dirs` (say `/etc`,
+/// `/var/lib`) is overlaid by an empty, writable layer, after the shell script `setup` ran
+/// there: files a test puts in `/etc/cron.d` or `/etc/selfheal`, users it adds to
+/// `/etc/passwd`, vanish with the namespace, and the host never sees them. `None` (skipped
+/// outside CI; in CI a failure) when not root.
+pub fn on_own_host(dirs: &[&str], setup: &str, args: &[&std::ffi::OsStr]) -> Option<Command> {
+    if !root_or_skip("a private mount namespace with overlaid system directories") {
+        return None;
+    }
+    let mut script = String::from(
+        // The layers live on a tmpfs over /mnt, seen in this namespace only.
+        "set -e\nlayers=/mnt\nmount -t tmpfs selfheal-layers \"$layers\"\n",
+    );
+    for (i, d) in dirs.iter().enumerate() {
+        let layer = format!(
+            "mkdir \"$layers/u{i}\" \"$layers/w{i}\"\n\
+             mount -t overlay selfheal-overlay -o \"lowerdir={d},upperdir=$layers/u{i},workdir=$layers/w{i}\" {d}\n"
+        );
+        script.push_str(&layer);
+    }
+    script.push_str(setup);
+    script.push_str("\nexec \"$@\"\n");
+    let mut c = Command::new("unshare");
+    c.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ])
+    .args(args)
+    .env_remove("SELFHEAL_CONFIG")
+    .env_remove("SELFHEAL_DB_PASSWORD")
+    .env("HOME", "/nonexistent/selfheal-test-home")
+    .env("LC_ALL", "C")
+    .env("SELFHEAL", bin());
     Some(c)
 }

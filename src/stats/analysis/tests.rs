@@ -4,8 +4,13 @@
 use super::*;
 use serde_json::json;
 
+/// The row message as earlier releases wrote it (rows still carry it).
 const MSG: &str = "self-heal: dead: heartbeat_age=2820s stale_after=300s total_age=3000s \
                    max_age=14400s lock=none";
+
+/// The same message as this release writes it.
+const WORDS: &str = "self-heal: dead: heartbeat stale, no sign of the worker (row 50m, \
+                     heartbeat 47m ago, stale_after 5m)";
 
 fn mark(started: Option<&str>, to: &str, verdict: &str) -> Mark {
     Mark {
@@ -110,6 +115,31 @@ fn false_positives_and_reruns_are_told_apart() {
         (
             "message, error",
             view(&id, "error", 3000, Some(MSG), false),
+            None,
+            "marked",
+        ),
+        // The same, in words.
+        (
+            "words, done, long run",
+            view(&id, "done", 7300, Some(WORDS), true),
+            None,
+            "fp:message:dead",
+        ),
+        (
+            "words, done, within clock slack",
+            view(&id, "done", 2941, Some(WORDS), true),
+            None,
+            "fp:message:dead",
+        ),
+        (
+            "words, done, shorter than the marked age",
+            view(&id, "done", 600, Some(WORDS), true),
+            None,
+            "rerun",
+        ),
+        (
+            "words, error",
+            view(&id, "error", 3000, Some(WORDS), false),
             None,
             "marked",
         ),

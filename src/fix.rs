@@ -1,0 +1,409 @@
+//! The fix that fits: for a file or directory the user selfheal runs as cannot use, the
+//! command that lets *that* user in, chosen from the owner, group and mode actually found
+//! on the path — `chmod u+x` for its own directory, `adduser selfheal www-data` where a
+//! group already has the access, `chgrp` and `chmod g+r` for a root-only file — and for the
+//! state directory, the way the package hands it over (`dpkg-reconfigure selfheal`) or the
+//! user cron runs selfheal as. Never "run as root", never a fix addressed to another user
+//! than the one that failed.
+//!
+//! I/O: `stat` and `access(2)` along a path, the passwd and group databases, the cron file
+//! ([`crate::cron`]), whether the package's maintainer script is installed. Writes nothing.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use nix::unistd::{AccessFlags, Gid, Group, Uid, User, access};
+
+use crate::error::Error;
+
+/// The user selfheal runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Me {
+    pub uid: u32,
+    /// The login name, else the numeric uid.
+    pub name: String,
+    /// The primary group's name, else its number.
+    pub group: String,
+    /// Every group the process has.
+    pub gids: Vec<u32>,
+}
+
+impl Me {
+    pub fn current() -> Me {
+        let uid = nix::unistd::geteuid();
+        let gid = nix::unistd::getegid();
+        let name = User::from_uid(uid)
+            .ok()
+            .flatten()
+            .map_or_else(|| uid.to_string(), |u| u.name);
+        let mut gids: Vec<u32> = nix::unistd::getgroups()
+            .unwrap_or_default()
+            .into_iter()
+            .map(Gid::as_raw)
+            .collect();
+        gids.push(gid.as_raw());
+        Me {
+            uid: uid.as_raw(),
+            name,
+            group: group_name(gid.as_raw()),
+            gids,
+        }
+    }
+
+    /// `www-data (uid 33)`.
+    pub fn describe(&self) -> String {
+        if self.name == self.uid.to_string() {
+            format!("uid {}", self.uid)
+        } else {
+            format!("{} (uid {})", self.name, self.uid)
+        }
+    }
+}
+
+/// The group that should read a secret selfheal needs (an option or password file, kept
+/// `640 root:GROUP`): the running user's, or — for root, who reads anything — the group
+/// of the user cron runs selfheal as, when the cron file names one.
+pub fn reader_group() -> String {
+    let me = Me::current();
+    if me.uid != 0 {
+        return me.group;
+    }
+    crate::cron::users()
+        .first()
+        .and_then(|u| User::from_name(u).ok().flatten())
+        .map_or(me.group, |u| group_name(u.gid.as_raw()))
+}
+
+fn group_name(gid: u32) -> String {
+    Group::from_gid(Gid::from_raw(gid))
+        .ok()
+        .flatten()
+        .map_or_else(|| gid.to_string(), |g| g.name)
+}
+
+fn user_name(uid: u32) -> String {
+    User::from_uid(Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |u| u.name)
+}
+
+/// What a user needs of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Read a file.
+    Read,
+    /// Look inside a directory (stat the files in it).
+    Search,
+    /// Create files in a directory.
+    Write,
+    /// Read and write a file (a SQLite database, a socket to connect to).
+    ReadWrite,
+}
+
+impl Need {
+    /// The permission letters `chmod` takes, in the order it shows them.
+    fn letters(self) -> &'static str {
+        match self {
+            Need::Read => "r",
+            Need::Search => "x",
+            Need::Write => "wx",
+            Need::ReadWrite => "rw",
+        }
+    }
+
+    /// The permission bits, as the owner's (shift for group or others).
+    fn bits(self) -> u32 {
+        match self {
+            Need::Read => 0o4,
+            Need::Search => 0o1,
+            Need::Write => 0o3,
+            Need::ReadWrite => 0o6,
+        }
+    }
+
+    fn flags(self) -> AccessFlags {
+        match self {
+            Need::Read => AccessFlags::R_OK,
+            Need::Search => AccessFlags::X_OK,
+            Need::Write => AccessFlags::W_OK | AccessFlags::X_OK,
+            Need::ReadWrite => AccessFlags::R_OK | AccessFlags::W_OK,
+        }
+    }
+}
+
+/// Groups that hand out more than one file: nobody should join them to read one.
+const PRIVILEGED_GROUPS: [&str; 8] = [
+    "root",
+    "adm",
+    "shadow",
+    "sudo",
+    "wheel",
+    "disk",
+    "staff",
+    "systemd-journal",
+];
+
+/// What keeps the running user from using `path` as `need` says, as the command that lets
+/// it: the first directory on the way it cannot look into, else the path itself. `None`
+/// when nothing does, or when the path or a directory on the way does not exist.
+pub fn access_fix(path: &Path, need: Need) -> Option<String> {
+    access_fix_for(&Me::current(), path, need)
+}
+
+/// [`access_fix`] for `me`.
+pub fn access_fix_for(me: &Me, path: &Path, need: Need) -> Option<String> {
+    let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
+    ancestors.reverse();
+    for dir in ancestors {
+        if dir.as_os_str().is_empty() {
+            continue;
+        }
+        match access(dir, AccessFlags::X_OK) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EACCES) => return Some(grant(me, dir, Need::Search)),
+            Err(_) => return None,
+        }
+    }
+    match access(path, need.flags()) {
+        Err(nix::errno::Errno::EACCES) => Some(grant(me, path, need)),
+        _ => None,
+    }
+}
+
+/// The command that gives `me` what `need` says on `target`, by the owner, group and mode
+/// found there (see the module header).
+fn grant(me: &Me, target: &Path, need: Need) -> String {
+    let t = target.display();
+    let l = need.letters();
+    let Ok(m) = std::fs::metadata(target) else {
+        return format!("let {} {} {t}", me.name, verb(need));
+    };
+    let mode = m.mode() & 0o7777;
+    let (uid, gid) = (m.uid(), m.gid());
+    let owner = user_name(uid);
+    let group = group_name(gid);
+    if uid == me.uid {
+        return format!(
+            "chmod u+{l} {t} ({t} is {}'s own, but its mode {mode:03o} shuts its owner out)",
+            me.name
+        );
+    }
+    if me.uid == 0 {
+        return format!(
+            "root is refused {t} (a network file system that maps root to nobody?): let \
+             its owner {owner} do the work, or export it without root squashing"
+        );
+    }
+    if me.gids.contains(&gid) {
+        return format!(
+            "chmod g+{l} {t} ({} is in its group {group}, which its mode {mode:03o} shuts \
+             out)",
+            me.name
+        );
+    }
+    let group_has = (mode >> 3) & need.bits() == need.bits();
+    let privileged = gid == 0 || PRIVILEGED_GROUPS.contains(&group.as_str());
+    let or_owner = if uid != 0 && m.is_dir() {
+        format!(", or run selfheal as {owner}, its owner")
+    } else {
+        String::new()
+    };
+    match (privileged, group_has, uid) {
+        (false, true, _) => format!(
+            "adduser {} {group} (group {group} may {} {t}; the next run cron starts has \
+             the new group){or_owner}",
+            me.name,
+            verb(need)
+        ),
+        (false, false, _) => format!(
+            "chmod g+{l} {t} && adduser {} {group} (its group {group} may then {} it){or_owner}",
+            me.name,
+            verb(need)
+        ),
+        (true, _, 0) => format!(
+            "chgrp {} {t} && chmod g+{l} {t} (root keeps it, group {} may {} it)",
+            me.group,
+            me.group,
+            verb(need)
+        ),
+        (true, _, _) => format!("setfacl -m u:{}:{l} {t}{or_owner}", me.name),
+    }
+}
+
+fn verb(need: Need) -> &'static str {
+    match need {
+        Need::Read => "read",
+        Need::Search => "look inside",
+        Need::Write => "write in",
+        Need::ReadWrite => "read and write",
+    }
+}
+
+/// Where the package keeps its state, and the maintainer script that hands it to the cron
+/// user (`dpkg-reconfigure selfheal` runs it again).
+const PACKAGE_STATE_DIR: &str = "/var/lib/selfheal";
+const POSTINST: &str = "/var/lib/dpkg/info/selfheal.postinst";
+
+/// The fix for a state directory (or the run lock in it) the running user cannot create or
+/// write: the cron user is the one that must (so, run as that user); the package's own
+/// directory is handed over by `dpkg-reconfigure selfheal`; anything else gets the command
+/// that gives it to this user. `command` is what was run (`doctor`, `check`).
+pub fn state_dir_fix(dir: &Path, command: &str) -> String {
+    state_dir_fix_for(&Me::current(), &crate::cron::users(), dir, command)
+}
+
+/// [`state_dir_fix`] for `me` and the users of the cron file.
+pub fn state_dir_fix_for(me: &Me, cron_users: &[String], dir: &Path, command: &str) -> String {
+    let d = dir.display();
+    if let Some(u) = cron_users.first()
+        && !cron_users.contains(&me.name)
+        && me.uid != 0
+    {
+        return format!(
+            "{} runs selfheal as {u}, not {}: run it as {u} (runuser -u {u} -- selfheal \
+             {command}), or name {} there and give it {d}",
+            crate::cron::CRON_FILE,
+            me.name,
+            me.name
+        );
+    }
+    if dir.starts_with(PACKAGE_STATE_DIR) && Path::new(POSTINST).exists() {
+        return format!(
+            "dpkg-reconfigure selfheal (as root): the package gives {PACKAGE_STATE_DIR} and \
+             what is in it to the user {} names",
+            crate::cron::CRON_FILE
+        );
+    }
+    if dir.is_dir() {
+        format!("chown -R {}: {d} (as root)", me.name)
+    } else {
+        format!(
+            "install -d -o {} -g {} -m 750 {d} (as root)",
+            me.name, me.group
+        )
+    }
+}
+
+/// The fix for `e` that only a look at the system can tell (who owns the state directory,
+/// who cron runs selfheal as), else [`Error::fix`]. `command` is what was run.
+pub fn for_error(e: &Error, command: &str) -> Option<String> {
+    if let Some(f) = e.fix() {
+        return Some(f);
+    }
+    match e {
+        Error::Io {
+            path,
+            action,
+            source,
+        } => io_fix(path, action, source.kind(), command),
+        Error::Journal { path, source, .. } => {
+            io_fix(path, "writing the journal", source.kind(), command)
+        }
+        _ => None,
+    }
+}
+
+/// The fix for a file of selfheal's own that could not be used: the state directory and
+/// what is in it (the journal, the run lock, `last-run.json`), the metrics file. `action`
+/// says what was done and names the setting ("creating the state directory
+/// (run.state_dir)").
+fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) -> Option<String> {
+    use std::io::ErrorKind as K;
+    let setting = action
+        .rsplit_once('(')
+        .and_then(|(_, k)| k.strip_suffix(')'))
+        .unwrap_or("");
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    match (kind, setting) {
+        (K::NotFound, "run.metrics_file") => Some(format!(
+            "create {} (node_exporter's textfile directory) for {} to write in, or correct \
+             run.metrics_file",
+            parent.display(),
+            Me::current().name
+        )),
+        (K::PermissionDenied, "run.metrics_file") => access_fix(parent, Need::Write),
+        // A run lock set apart from the state directory.
+        (_, "run.lock_file")
+            if path.file_name() != Some(std::ffi::OsStr::new(crate::config::RUN_LOCK_NAME)) =>
+        {
+            Some(format!(
+                "leave run.lock_file unset (the lock then lives in state_dir), or let {} \
+                 write {}",
+                Me::current().name,
+                parent.display()
+            ))
+        }
+        (K::AlreadyExists | K::NotADirectory, _) => Some(format!(
+            "{} is not a directory: point run.state_dir at a directory (or move that file away)",
+            if path.is_dir() { parent } else { path }.display()
+        )),
+        (K::ReadOnlyFilesystem, _) => Some(format!(
+            "{} is on a read-only file system: point {} at a writable directory",
+            path.display(),
+            if setting.is_empty() {
+                "run.state_dir"
+            } else {
+                setting
+            }
+        )),
+        (K::PermissionDenied, _) => {
+            // The state directory itself (it may not exist yet), or the one a state file
+            // is in.
+            let dir = if path.is_dir() || (!path.exists() && action.contains("directory")) {
+                path
+            } else {
+                parent
+            };
+            Some(state_dir_fix(dir, command))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn me(uid: u32, name: &str) -> Me {
+        Me {
+            uid,
+            name: name.into(),
+            group: name.into(),
+            gids: vec![uid],
+        }
+    }
+
+    #[test]
+    fn the_state_directory_goes_to_the_cron_user() {
+        let www = me(33, "www-data");
+        let cron = vec!["www-data".to_string()];
+        let dir = Path::new("/nonexistent/selfheal-state");
+        assert_eq!(
+            state_dir_fix_for(&www, &cron, dir, "doctor"),
+            "install -d -o www-data -g www-data -m 750 /nonexistent/selfheal-state (as root)"
+        );
+        let other = me(1000, "deploy");
+        let fix = state_dir_fix_for(&other, &cron, dir, "check");
+        assert!(
+            fix.starts_with("/etc/cron.d/selfheal runs selfheal as www-data, not deploy: run it as www-data (runuser -u www-data -- selfheal check)"),
+            "{fix}"
+        );
+    }
+
+    #[test]
+    fn a_directory_of_ones_own_gets_chmod_u() {
+        // As root the test cannot be refused; `grant` itself is what words the fix.
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        let uid = std::fs::metadata(d.path()).expect("stat").uid();
+        let fix = grant(&me(uid, "www-data"), d.path(), Need::Search);
+        assert!(
+            fix.starts_with(&format!("chmod u+x {}", d.path().display())),
+            "{fix}"
+        );
+        assert!(!fix.contains("run selfheal as"), "{fix}");
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+}
