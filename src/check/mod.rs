@@ -313,9 +313,11 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
 }
 
 /// The confirmation counts the last real run left, when a watch of this run needs them
-/// (`confirm` above 1). A damaged file is started over (the next write mends it). Any
-/// other failure to read it fails a real run (it could not count, so nothing inferred
-/// would ever act); a dry run or `--explain` says so and shows what a first run would do.
+/// (`confirm` above 1). A damaged file is started over (the next write mends it). One that
+/// cannot be read (another user's) is said, and the run counts as a first run would: a dry
+/// run or `--explain` shows that view; a real run replaces the file when it has anything
+/// to count, and fails (exit 3) if it cannot — an inferred verdict that can never be
+/// confirmed must not go unnoticed.
 fn load_tally(
     cfg: &Config,
     db: &Database,
@@ -335,14 +337,18 @@ fn load_tally(
             ));
             Tally::new(key, Some(confirmations::Counts::default()))
         }
-        Err(Unread::Failed(e)) if opts.dry_run => {
+        Err(Unread::Failed(e)) => {
             out.warn(format!(
-                "cannot read the confirmation counts ({}); showing what a first run would do",
-                e.full_message()
+                "cannot read the confirmation counts ({}); {}",
+                e.full_message(),
+                if opts.dry_run {
+                    "showing what a first run would do"
+                } else {
+                    "counting as a first run would"
+                }
             ));
             Tally::new(key, None)
         }
-        Err(Unread::Failed(e)) => return Err(e),
     }))
 }
 
