@@ -279,7 +279,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         schemas.insert(&w.name, schema);
     }
 
-    let tally = load_tally(cfg, db, opts, out)?;
+    let tally = load_tally(cfg, db, opts, out);
     let mut run = Run {
         cfg,
         opts,
@@ -318,17 +318,12 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
 /// run or `--explain` shows that view; a real run replaces the file when it has anything
 /// to count, and fails (exit 3) if it cannot — an inferred verdict that can never be
 /// confirmed must not go unnoticed.
-fn load_tally(
-    cfg: &Config,
-    db: &Database,
-    opts: CheckOptions,
-    out: &mut Out<'_>,
-) -> Result<Option<Tally>> {
+fn load_tally(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Option<Tally> {
     if cfg.watches.iter().all(|w| w.confirm <= 1) {
-        return Ok(None);
+        return None;
     }
     let key = confirmations::database_key(db);
-    Ok(Some(match confirmations::load(&cfg.run.state_dir) {
+    Some(match confirmations::load(&cfg.run.state_dir) {
         Ok(counts) => Tally::new(key, counts),
         Err(Unread::Damaged(e)) => {
             out.warn(format!(
@@ -349,7 +344,7 @@ fn load_tally(
             ));
             Tally::new(key, None)
         }
-    }))
+    })
 }
 
 /// Measures the database clock against the host's; beyond the tolerance, warns and (unless
