@@ -176,6 +176,21 @@ printf '%s\n' "$out" | sed 's/^/  doctor| /'
 [ "$rc" -eq 0 ] || fail "selfheal doctor as $CRON_USER exited $rc"
 ok "selfheal doctor as $CRON_USER against the test database: exit 0"
 
+# The first run finds row 2 silent and holds it: a death drawn from a heartbeat alone acts
+# only when the next run finds the same (confirm = 2). Nothing printed, nothing changed.
+set +e
+out=$(cd / && as_cron_user selfheal check --config "$tmp/selfheal.toml" 2>&1)
+rc=$?
+set -e
+[ "$rc" -eq 0 ] && [ -z "$out" ] || fail "first check: exit $rc, output: $out"
+rows=$(mariadb -N -B -e "SELECT id, status FROM \`$db\`.sync_log ORDER BY id" | tr '\t' ' ' | tr '\n' ';')
+[ "$rows" = "1 running;2 running;3 done;" ] || fail "rows after the first check: $rows"
+counts=/var/lib/selfheal/confirmations.json
+[ "$(stat -c '%U %a' "$counts")" = "$CRON_USER 640" ] || fail "confirmation counts: $(stat -c '%U %a' "$counts")"
+grep -q '"count":1' "$counts" || fail "no count for row 2: $(cat "$counts")"
+ok "the first check as $CRON_USER holds the silent row 2 to confirm it: exit 0, no output, the count in $counts"
+
+# Cron's next run confirms it and marks it.
 set +e
 out=$(cd / && as_cron_user selfheal check --config "$tmp/selfheal.toml" 2>&1)
 rc=$?
@@ -186,7 +201,7 @@ printf '%s\n' "$out" | grep -q 'full-sync.*2' || fail "check did not report row 
 rows=$(mariadb -N -B -e "SELECT id, status, end_time IS NOT NULL, error_msg LIKE 'self-heal: dead:%'
   FROM \`$db\`.sync_log ORDER BY id" | tr '\t' ' ' | tr '\n' ';')
 [ "$rows" = "1 running 0 0;2 error 1 1;3 done 0 0;" ] || fail "rows after check: $rows"
-ok "check as $CRON_USER marked the dead row 2 (error, end_time, reason); the beating row 1 is untouched"
+ok "the second check as $CRON_USER marked the dead row 2 (error, end_time, reason); the beating row 1 is untouched"
 journal=/var/lib/selfheal/journal.jsonl
 [ "$(stat -c '%U %a' "$journal")" = "$CRON_USER 640" ] || fail "journal: $(stat -c '%U %a' "$journal")"
 grep -q '"id":2' "$journal" || fail "journal has no entry for row 2: $(cat "$journal")"
@@ -239,8 +254,8 @@ CREATE TABLE app.sync_log (id INT PRIMARY KEY, status VARCHAR(16) NOT NULL, star
   end_time DATETIME, error_msg VARCHAR(255) NOT NULL DEFAULT '', KEY idx_status (status));
 INSERT INTO app.sync_log VALUES (2, 'running', NOW() - INTERVAL 50 MINUTE, NULL, '');
 SQL
-tls_check() { # URL query
-  (cd / && as_cron_user selfheal check --config "$tmp/selfheal.toml" \
+tls_check() { # URL query; confirm 1: this is about the connection, not about when to act
+  (cd / && as_cron_user selfheal check --config "$tmp/selfheal.toml" --confirm 1 \
     --db "mysql://tls@127.0.0.1:$port/app?prefer_socket=false$1" 2>&1)
 }
 set +e

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the .deb in a chroot of an older Debian release and runs it there: dpkg -i,
 # --version, the cron line with the shipped configuration (a quiet no-op), `doctor` and a
-# real `check` against a SQLite database as www-data that marks a dead row, then dpkg -P.
+# real `check` against a SQLite database as www-data that marks a dead row (two runs: the
+# second confirms what the first found), then dpkg -P.
 #
 # The release is the oldest one this host's Debian mirror (taken from apt's configuration)
 # still serves, from $SELFHEAL_OLD_SUITES (default: "stretch buster bullseye"); older ones
@@ -111,6 +112,15 @@ out=$(in_root runuser -u www-data -- sh -c 'cd / && selfheal doctor --config /va
   fail "doctor in the chroot: exit $?: $out"
 printf '%s\n' "$out" | sed 's/^/  doctor| /'
 ok "doctor as www-data in $suite: exit 0"
+# The first run holds the silent row to confirm it (confirm = 2): nothing printed or changed.
+out=$(in_root runuser -u www-data -- sh -c 'cd / && selfheal check --config /var/lib/app/selfheal.toml' 2>&1) ||
+  fail "first check in the chroot: exit $?: $out"
+[ -z "$out" ] || fail "the first check in $suite printed: $out"
+rows=$(sqlite3 "$root/var/lib/app/app.db" "SELECT id, status FROM sync_log ORDER BY id" | tr '|' ' ' | tr '\n' ';')
+[ "$rows" = "1 running;2 running;" ] || fail "rows after the first check in $suite: $rows"
+[ "$(stat -c %u "$root/var/lib/selfheal/confirmations.json")" = 33 ] || fail "confirmation counts not owned by www-data"
+ok "the first check as www-data in $suite holds the silent row to confirm it"
+# Cron's next run confirms and marks it.
 out=$(in_root runuser -u www-data -- sh -c 'cd / && selfheal check --config /var/lib/app/selfheal.toml' 2>&1) ||
   fail "check in the chroot: exit $?: $out"
 printf '%s\n' "$out" | sed 's/^/  check| /'

@@ -1,27 +1,36 @@
-//! Timestamps as databases store them, and ages measured against the clock that wrote them.
+//! Timestamps as databases store them, and ages measured as differences of instants.
 //!
-//! selfheal never subtracts a database timestamp from the host clock: a start or heartbeat
-//! column is compared with the database's own `NOW()` (read once per run), a heartbeat
-//! file's mtime with the host clock. The clocks a run measures against ([`Clocks`]) are
-//! read once by the caller and passed in; the skew between the database and the host is
-//! measured here once, for `check` and `doctor` alike ([`clock_skew`], [`skew_text`]).
-//! Pure, except [`now_rfc3339`], which reads the host clock.
+//! Every age is a difference of two absolute instants, each on the clock that wrote it: a
+//! start or heartbeat column against the database's own `UNIX_TIMESTAMP()` (read once per
+//! run), a heartbeat file's mtime against the host clock. A stored time becomes an instant
+//! ([`Stamp`]) where it is read: integer unix seconds and text with an offset are instants
+//! already; MySQL's `TIMESTAMP`, and a naive `DATETIME` read on the server's own clock,
+//! are placed by the server itself (`UNIX_TIMESTAMP(col)`); SQLite's naive text is UTC (what
+//! its `datetime('now')` writes). Only a naive value written in a configured `timezone`
+//! is placed here ([`Stamp::Local`], [`instant`]), by that zone's rules: a local time the
+//! autumn change repeats is the later of its two instants unless that one lies in the
+//! future, a local time the spring change skips is shifted forward by the gap — never an
+//! hour of error at a change.
+//!
+//! The clocks a run measures against ([`Clocks`]) are read once by the caller and passed
+//! in; the skew between the database and the host is measured here once, for `check` and
+//! `doctor` alike ([`clock_skew`], [`skew_text`]). Pure, except [`now_rfc3339`], which reads
+//! the host clock.
 
 use std::time::SystemTime;
 
-use chrono::{NaiveDateTime, TimeZone};
+use chrono::{LocalResult, NaiveDateTime, TimeDelta, TimeZone};
 
-/// What a stored time value means.
+/// A stored time, as an instant or as what it takes to place one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stamp {
-    /// A naive date-time as the application wrote it (MySQL DATETIME, SQLite text).
-    /// Interpreted in the configured `timezone`, else on the database's own clock.
-    Naive(NaiveDateTime),
-    /// A naive date-time already in the database session's time zone (MySQL TIMESTAMP,
-    /// which the server converts): always compared with the session's `NOW()`.
-    Session(NaiveDateTime),
-    /// Seconds since the Unix epoch (integer columns, text with an explicit offset).
+    /// Seconds since the Unix epoch: integer columns, text with an explicit offset, values
+    /// the database server placed itself (MySQL `UNIX_TIMESTAMP(col)`), SQLite's naive text
+    /// (UTC).
     Epoch(i64),
+    /// A naive wall-clock time the application wrote in the configured zone; placed by
+    /// [`instant`].
+    Local(NaiveDateTime, chrono_tz::Tz),
 }
 
 /// The database clock, read once per run.
@@ -39,6 +48,9 @@ pub struct Clocks {
     pub db: DbClock,
     /// The zone naive DATETIME values were written in (`[database] timezone`).
     pub tz: Option<chrono_tz::Tz>,
+    /// How far two clocks (or two values written on different clocks) may disagree before
+    /// it means something (`[run] clock_tolerance`), in seconds.
+    pub tolerance_s: u64,
 }
 
 /// Seconds since the epoch of a host time (negative before 1970).
@@ -84,53 +96,98 @@ pub fn human(secs: u64) -> String {
 /// Tolerance for "in the future": beyond this, a timestamp is a clock or time-zone mismatch.
 pub const FUTURE_TOLERANCE_S: i64 = 60;
 
-/// Age in whole seconds of `stamp` on the database clock. Negative when in the future.
-pub fn age_on_db_clock(
-    stamp: Stamp,
-    clock: &DbClock,
-    tz: Option<chrono_tz::Tz>,
-) -> Result<i64, String> {
-    match (stamp, tz) {
-        (Stamp::Epoch(e), _) => Ok(clock.now_epoch - e),
-        (Stamp::Session(n), _) | (Stamp::Naive(n), None) => Ok((clock.now_naive - n).num_seconds()),
-        (Stamp::Naive(n), Some(tz)) => match tz.from_local_datetime(&n).earliest() {
-            Some(t) => Ok(clock.now_epoch - t.timestamp()),
-            None => Err(format!("{n} does not exist in time zone {tz}")),
-        },
+/// The instant a naive local time in `tz` names, for a reader whose clock shows `now`
+/// (unix seconds): the one instant where there is one; in the hour the autumn change
+/// repeats, the later instant unless it lies in the future beyond [`FUTURE_TOLERANCE_S`]
+/// (then the earlier: a value cannot have been written in the future); in the gap of the
+/// spring change, the time shifted forward by the gap (the offset before the change, as a
+/// clock that was not yet moved forward wrote it).
+pub fn local_instant(n: NaiveDateTime, tz: chrono_tz::Tz, now: i64) -> Result<i64, String> {
+    match tz.from_local_datetime(&n) {
+        LocalResult::Single(t) => Ok(t.timestamp()),
+        LocalResult::Ambiguous(earlier, later) => {
+            if later.timestamp() <= now + FUTURE_TOLERANCE_S {
+                Ok(later.timestamp())
+            } else {
+                Ok(earlier.timestamp())
+            }
+        }
+        LocalResult::None => {
+            // No change is closer to another than a few hours: six hours before the gap,
+            // the offset in force is the one from before it.
+            let before = n - TimeDelta::hours(6);
+            match tz.from_local_datetime(&before).latest() {
+                Some(b) => {
+                    use chrono::Offset;
+                    let offset = i64::from(b.offset().fix().local_minus_utc());
+                    Ok(n.and_utc().timestamp() - offset)
+                }
+                None => Err(format!("{n} does not exist in time zone {tz}")),
+            }
+        }
     }
 }
 
-/// Seconds since the epoch of a stored time. Naive values are placed with the configured
-/// zone, else with the database session's current offset (as [`age_on_db_clock`] does).
-pub fn epoch_of(stamp: Stamp, clock: &DbClock, tz: Option<chrono_tz::Tz>) -> Result<i64, String> {
-    let session_offset = (clock.now_naive.and_utc().timestamp()) - clock.now_epoch;
-    match (stamp, tz) {
-        (Stamp::Epoch(e), _) => Ok(e),
-        (Stamp::Session(n), _) | (Stamp::Naive(n), None) => {
-            Ok(n.and_utc().timestamp() - session_offset)
-        }
-        (Stamp::Naive(n), Some(tz)) => match tz.from_local_datetime(&n).earliest() {
-            Some(t) => Ok(t.timestamp()),
-            None => Err(format!("{n} does not exist in time zone {tz}")),
-        },
+/// The instant (unix seconds) of a stored time, for a reader whose clock shows `now`.
+pub fn instant(stamp: Stamp, now: i64) -> Result<i64, String> {
+    match stamp {
+        Stamp::Epoch(e) => Ok(e),
+        Stamp::Local(n, tz) => local_instant(n, tz, now),
     }
 }
 
-/// Whole seconds from `start` to `end` of one finished row (a runtime). Two values of the
-/// same naive kind are subtracted directly; anything else goes through the epoch.
-pub fn seconds_between(
-    start: Stamp,
-    end: Stamp,
-    clock: &DbClock,
-    tz: Option<chrono_tz::Tz>,
-) -> Result<i64, String> {
-    match (start, end, tz) {
-        (Stamp::Session(a), Stamp::Session(b), _) | (Stamp::Naive(a), Stamp::Naive(b), None) => {
-            Ok((b - a).num_seconds())
-        }
-        (Stamp::Epoch(a), Stamp::Epoch(b), _) => Ok(b - a),
-        _ => Ok(epoch_of(end, clock, tz)? - epoch_of(start, clock, tz)?),
+/// Age in whole seconds of `stamp` on the database clock: the database's `NOW()` as an
+/// instant minus the stamp's instant. Negative when in the future.
+pub fn age_on_db_clock(stamp: Stamp, clock: &DbClock) -> Result<i64, String> {
+    Ok(clock.now_epoch - instant(stamp, clock.now_epoch)?)
+}
+
+/// The instants a stamp may name, the preferred one first: two for a local time the
+/// autumn change repeats (as [`local_instant`] prefers them), else one.
+fn candidates(stamp: Stamp, now: i64) -> Result<Vec<i64>, String> {
+    let first = instant(stamp, now)?;
+    Ok(match stamp {
+        Stamp::Local(n, tz) => match tz.from_local_datetime(&n) {
+            LocalResult::Ambiguous(a, b) => {
+                let other = if a.timestamp() == first { b } else { a };
+                vec![first, other.timestamp()]
+            }
+            _ => vec![first],
+        },
+        Stamp::Epoch(_) => vec![first],
+    })
+}
+
+/// Whole seconds from `start` to `end` of one finished row (a runtime): the difference of
+/// their instants. Where a local time the autumn change repeats leaves a choice, the
+/// preferred instants are taken unless they would make the run end before it started.
+pub fn seconds_between(start: Stamp, end: Stamp, clock: &DbClock) -> Result<i64, String> {
+    let now = clock.now_epoch;
+    let (starts, ends) = (candidates(start, now)?, candidates(end, now)?);
+    let preferred = ends[0] - starts[0];
+    if preferred >= 0 {
+        return Ok(preferred);
     }
+    Ok(starts
+        .iter()
+        .flat_map(|s| ends.iter().map(move |e| e - s))
+        .find(|d| *d >= 0)
+        .unwrap_or(preferred))
+}
+
+/// The earliest instant a job row can plausibly have started: 2000-01-01 UTC. Anything
+/// before it (an integer 0, the usual "unset", a negative or tiny number) is not a start.
+pub const EARLIEST_PLAUSIBLE: i64 = 946_684_800;
+
+/// Why an instant cannot be a job's start time, if it cannot.
+pub fn implausible_start(at: i64) -> Option<String> {
+    (at < EARLIEST_PLAUSIBLE).then(|| {
+        if at == 0 {
+            "not a start time (0 is how an unset value reads)".to_string()
+        } else {
+            "before 2000: not a start time".to_string()
+        }
+    })
 }
 
 /// Classifies a signed age: a value in the future by more than the tolerance is a
@@ -173,9 +230,16 @@ static NAIVE_FORMATS: std::sync::LazyLock<Vec<Vec<chrono::format::Item<'static>>
         .collect()
     });
 
+/// A time written as text: naive (the reader places it) or an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextTime {
+    Naive(NaiveDateTime),
+    Epoch(i64),
+}
+
 /// Parses a text timestamp as SQLite applications write them: `YYYY-MM-DD HH:MM:SS[.fff]`,
 /// with `T` or a space, optionally with `Z` or a `±HH:MM` offset (then it is absolute).
-pub fn parse_text_stamp(s: &str) -> Result<Stamp, String> {
+pub fn parse_text_stamp(s: &str) -> Result<TextTime, String> {
     let t = s.trim();
     // Naive forms first: they are what SQLite writes, and a string with an offset can never
     // match them (chrono rejects trailing input), so the order changes no result. Their
@@ -185,22 +249,22 @@ pub fn parse_text_stamp(s: &str) -> Result<Stamp, String> {
         if chrono::format::parse(&mut parsed, t, items.iter()).is_ok()
             && let Ok(n) = parsed.to_naive_datetime_with_offset(0)
         {
-            return Ok(Stamp::Naive(n));
+            return Ok(TextTime::Naive(n));
         }
     }
     if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(t) {
-        return Ok(Stamp::Epoch(dt.timestamp()));
+        return Ok(TextTime::Epoch(dt.timestamp()));
     }
     if let Ok(dt) = chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z") {
-        return Ok(Stamp::Epoch(dt.timestamp()));
+        return Ok(TextTime::Epoch(dt.timestamp()));
     }
     if let Some(z) = t.strip_suffix('Z').or_else(|| t.strip_suffix(" UTC"))
         && let Ok(n) = NaiveDateTime::parse_from_str(z, "%Y-%m-%d %H:%M:%S%.f")
     {
-        return Ok(Stamp::Epoch(n.and_utc().timestamp()));
+        return Ok(TextTime::Epoch(n.and_utc().timestamp()));
     }
     if let Ok(n) = t.parse::<i64>() {
-        return Ok(Stamp::Epoch(n));
+        return Ok(TextTime::Epoch(n));
     }
     Err(format!("{s:?} is not a date-time or unix timestamp"))
 }
@@ -262,95 +326,168 @@ mod tests {
             .expect("valid")
     }
 
+    fn berlin() -> chrono_tz::Tz {
+        "Europe/Berlin".parse().expect("tz")
+    }
+
+    fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(y, mo, d)
+            .and_then(|d| d.and_hms_opt(h, mi, s))
+            .expect("valid")
+    }
+
+    fn utc(n: NaiveDateTime) -> i64 {
+        n.and_utc().timestamp()
+    }
+
     #[test]
-    fn ages_use_the_clock_that_wrote_them() {
-        // Database session clock at 10:00 local (UTC+8), i.e. 02:00 UTC.
+    fn ages_are_differences_of_instants() {
+        // The database's NOW() as an instant: 02:00 UTC.
         let clock = DbClock {
             now_naive: dt(10, 0, 0),
-            now_epoch: dt(2, 0, 0).and_utc().timestamp(),
+            now_epoch: utc(dt(2, 0, 0)),
         };
         assert_eq!(
-            age_on_db_clock(Stamp::Naive(dt(9, 0, 0)), &clock, None),
-            Ok(3600)
+            age_on_db_clock(Stamp::Epoch(utc(dt(1, 50, 0))), &clock),
+            Ok(600)
         );
-        assert_eq!(
-            age_on_db_clock(Stamp::Session(dt(9, 59, 0)), &clock, None),
-            Ok(60)
-        );
-        let epoch = dt(1, 50, 0).and_utc().timestamp();
-        assert_eq!(age_on_db_clock(Stamp::Epoch(epoch), &clock, None), Ok(600));
         // Naive values written in Asia/Shanghai: 09:30 there is 01:30 UTC.
         let tz: chrono_tz::Tz = "Asia/Shanghai".parse().expect("tz");
         assert_eq!(
-            age_on_db_clock(Stamp::Naive(dt(9, 30, 0)), &clock, Some(tz)),
+            age_on_db_clock(Stamp::Local(dt(9, 30, 0), tz), &clock),
             Ok(1800)
         );
-        // ...while TIMESTAMP (session) values ignore the configured zone.
         assert_eq!(
-            age_on_db_clock(Stamp::Session(dt(9, 30, 0)), &clock, Some(tz)),
-            Ok(1800)
-        );
-        // Written in UTC but configured as UTC: same as naive.
-        let utc: chrono_tz::Tz = "UTC".parse().expect("tz");
-        assert_eq!(
-            age_on_db_clock(Stamp::Naive(dt(1, 0, 0)), &clock, Some(utc)),
+            age_on_db_clock(Stamp::Local(dt(1, 0, 0), chrono_tz::UTC), &clock),
             Ok(3600)
+        );
+        assert_eq!(
+            age_on_db_clock(Stamp::Epoch(utc(dt(2, 1, 0))), &clock),
+            Ok(-60)
+        );
+    }
+
+    #[test]
+    fn the_autumn_hour_that_repeats_is_read_as_the_later_instant_unless_that_is_ahead() {
+        // Europe/Berlin, 2026-10-25: 03:00 CEST goes back to 02:00 CET; 02:00-02:59 local
+        // happen twice, first at 00:00-00:59 UTC, then at 01:00-01:59 UTC.
+        let tz = berlin();
+        let beat = at(2026, 10, 25, 2, 29, 0);
+        // A heartbeat written a minute ago in the first pass (now 02:30 CEST = 00:30
+        // UTC): the later instant (01:29 UTC) is ahead, so the earlier one it is.
+        let now = utc(at(2026, 10, 25, 0, 30, 0));
+        assert_eq!(
+            local_instant(beat, tz, now),
+            Ok(utc(at(2026, 10, 25, 0, 29, 0)))
+        );
+        let clock = DbClock {
+            now_naive: at(2026, 10, 25, 2, 30, 0),
+            now_epoch: now,
+        };
+        assert_eq!(age_on_db_clock(Stamp::Local(beat, tz), &clock), Ok(60));
+        // The same wall-clock minute in the second pass (now 02:30 CET = 01:30 UTC): the
+        // later instant, a minute ago — not 1 h 1 min.
+        let now = utc(at(2026, 10, 25, 1, 30, 0));
+        let clock = DbClock {
+            now_naive: at(2026, 10, 25, 2, 30, 0),
+            now_epoch: now,
+        };
+        assert_eq!(age_on_db_clock(Stamp::Local(beat, tz), &clock), Ok(60));
+        // Long after: the later instant.
+        let now = utc(at(2026, 10, 26, 12, 0, 0));
+        assert_eq!(
+            local_instant(beat, tz, now),
+            Ok(utc(at(2026, 10, 25, 1, 29, 0)))
+        );
+    }
+
+    #[test]
+    fn a_spring_gap_time_is_shifted_forward() {
+        // Europe/Berlin, 2026-03-29: 02:00 CET jumps to 03:00 CEST; 02:30 local never
+        // happens. Written by a clock not yet moved forward, it is 01:30 UTC (03:30 CEST).
+        let tz = berlin();
+        let gap = at(2026, 3, 29, 2, 30, 0);
+        let now = utc(at(2026, 3, 29, 1, 32, 0));
+        assert_eq!(
+            local_instant(gap, tz, now),
+            Ok(utc(at(2026, 3, 29, 1, 30, 0)))
+        );
+        let clock = DbClock {
+            now_naive: at(2026, 3, 29, 3, 32, 0),
+            now_epoch: now,
+        };
+        assert_eq!(age_on_db_clock(Stamp::Local(gap, tz), &clock), Ok(120));
+        // Either side of the gap is one instant.
+        assert_eq!(
+            local_instant(at(2026, 3, 29, 1, 59, 0), tz, now),
+            Ok(utc(at(2026, 3, 29, 0, 59, 0)))
+        );
+        assert_eq!(
+            local_instant(at(2026, 3, 29, 3, 0, 0), tz, now),
+            Ok(utc(at(2026, 3, 29, 1, 0, 0)))
         );
     }
 
     #[test]
     fn runtimes_between_stored_times() {
-        // Session clock UTC+8.
         let clock = DbClock {
             now_naive: dt(10, 0, 0),
-            now_epoch: dt(2, 0, 0).and_utc().timestamp(),
+            now_epoch: utc(at(2026, 12, 1, 0, 0, 0)),
         };
-        let n = |h, m, s| Stamp::Naive(dt(h, m, s));
         assert_eq!(
-            seconds_between(n(8, 0, 0), n(10, 0, 5), &clock, None),
-            Ok(7205)
-        );
-        assert_eq!(
-            seconds_between(Stamp::Epoch(100), Stamp::Epoch(160), &clock, None),
+            seconds_between(Stamp::Epoch(100), Stamp::Epoch(160), &clock),
             Ok(60)
         );
-        // A naive start on the session clock and an epoch end: 09:00 local is 01:00 UTC.
-        let end = dt(1, 30, 0).and_utc().timestamp();
+        // Across the spring change in the configured zone: 01:30 CET to 03:30 CEST is one
+        // hour.
+        let tz = berlin();
+        let l = |n| Stamp::Local(n, tz);
         assert_eq!(
-            seconds_between(n(9, 0, 0), Stamp::Epoch(end), &clock, None),
-            Ok(1800)
-        );
-        // Across a DST change in the configured zone: 01:30 CET to 03:30 CEST is 1 hour.
-        let tz: chrono_tz::Tz = "Europe/Berlin".parse().expect("tz");
-        let day = |h, m| {
-            Stamp::Naive(
-                chrono::NaiveDate::from_ymd_opt(2026, 3, 29)
-                    .and_then(|d| d.and_hms_opt(h, m, 0))
-                    .expect("valid"),
-            )
-        };
-        assert_eq!(
-            seconds_between(day(1, 30), day(3, 30), &clock, Some(tz)),
+            seconds_between(
+                l(at(2026, 3, 29, 1, 30, 0)),
+                l(at(2026, 3, 29, 3, 30, 0)),
+                &clock
+            ),
             Ok(3600)
         );
+        // Across the autumn change: 01:30 CEST to 02:30 (later pass) CET is two hours.
         assert_eq!(
-            seconds_between(day(1, 30), day(3, 30), &clock, None),
+            seconds_between(
+                l(at(2026, 10, 25, 1, 30, 0)),
+                l(at(2026, 10, 25, 2, 30, 0)),
+                &clock
+            ),
             Ok(7200)
         );
-        assert!(seconds_between(day(2, 30), day(3, 30), &clock, Some(tz)).is_err());
+        // Both in the repeated hour, the end earlier on the wall clock: the end is in the
+        // second pass, the start in the first (50 minutes), never a negative run.
+        assert_eq!(
+            seconds_between(
+                l(at(2026, 10, 25, 2, 40, 0)),
+                l(at(2026, 10, 25, 2, 30, 0)),
+                &clock
+            ),
+            Ok(3000)
+        );
+        // A start in the spring gap is shifted forward like an age.
+        assert_eq!(
+            seconds_between(
+                l(at(2026, 3, 29, 2, 30, 0)),
+                l(at(2026, 3, 29, 3, 45, 0)),
+                &clock
+            ),
+            Ok(900)
+        );
     }
 
     #[test]
-    fn nonexistent_local_time_is_an_error() {
-        let tz: chrono_tz::Tz = "Europe/Berlin".parse().expect("tz");
-        let gap = NaiveDate::from_ymd_opt(2026, 3, 29)
-            .and_then(|d| d.and_hms_opt(2, 30, 0))
-            .expect("valid");
-        let clock = DbClock {
-            now_naive: gap,
-            now_epoch: 0,
-        };
-        assert!(age_on_db_clock(Stamp::Naive(gap), &clock, Some(tz)).is_err());
+    fn starts_before_2000_are_not_starts() {
+        assert!(implausible_start(0).is_some_and(|w| w.contains("unset")));
+        assert!(implausible_start(-5).is_some());
+        assert!(implausible_start(86_400).is_some());
+        assert!(implausible_start(EARLIEST_PLAUSIBLE - 1).is_some());
+        assert_eq!(implausible_start(EARLIEST_PLAUSIBLE), None);
+        assert_eq!(implausible_start(1_764_406_800), None);
     }
 
     #[test]
@@ -369,11 +506,11 @@ mod tests {
     fn text_stamps() {
         assert_eq!(
             parse_text_stamp("2026-11-29 09:00:00"),
-            Ok(Stamp::Naive(dt(9, 0, 0)))
+            Ok(TextTime::Naive(dt(9, 0, 0)))
         );
         assert_eq!(
             parse_text_stamp("2026-11-29T09:00:00.250"),
-            Ok(Stamp::Naive(
+            Ok(TextTime::Naive(
                 NaiveDateTime::parse_from_str("2026-11-29 09:00:00.250", "%Y-%m-%d %H:%M:%S%.f")
                     .expect("p")
             ))
@@ -381,23 +518,23 @@ mod tests {
         let utc9 = dt(9, 0, 0).and_utc().timestamp();
         assert_eq!(
             parse_text_stamp("2026-11-29T09:00:00Z"),
-            Ok(Stamp::Epoch(utc9))
+            Ok(TextTime::Epoch(utc9))
         );
         assert_eq!(
             parse_text_stamp("2026-11-29 17:00:00+08:00"),
-            Ok(Stamp::Epoch(utc9))
+            Ok(TextTime::Epoch(utc9))
         );
         assert_eq!(
             parse_text_stamp("1764406800"),
-            Ok(Stamp::Epoch(1_764_406_800))
+            Ok(TextTime::Epoch(1_764_406_800))
         );
         assert_eq!(
             parse_text_stamp("2026-11-29 09:00"),
-            Ok(Stamp::Naive(dt(9, 0, 0)))
+            Ok(TextTime::Naive(dt(9, 0, 0)))
         );
         assert_eq!(
             parse_text_stamp(" 2026-11-29 09:00:00 "),
-            Ok(Stamp::Naive(dt(9, 0, 0)))
+            Ok(TextTime::Naive(dt(9, 0, 0)))
         );
         assert!(parse_text_stamp("2026-11-29 25:00:00").is_err());
         assert!(parse_text_stamp("2026-11-29 09:00:00 junk").is_err());

@@ -4,21 +4,31 @@
 //!
 //! Precedence (SPEC §5), first match wins:
 //! 1. `unknown`: any evidence unreadable or implausible (permission denied, I/O error, a
-//!    timestamp in the future, an owner that cannot be parsed, a free lock while the owner
-//!    pid provably lives).
+//!    timestamp in the future, a start of 0, an owner that cannot be parsed, a free lock
+//!    while the owner pid provably lives).
 //! 2. `remote`: the owner column names another host. That host's files, locks and pids are
 //!    its own and never looked at here (a lock it holds is invisible from here, so not even
 //!    a stale heartbeat column proves its worker dead); its selfheal judges the row. Only
 //!    past `max_age`, or with a heartbeat (column) stale beyond `max_age`, is it reported
 //!    for a person: the owning host may be gone for good. Never written.
-//! 3. conclusive death: the owner pid is dead or was reused; or the job's lock is free
-//!    although the row is at least `stale_after` old (a worker takes its lock before it
-//!    writes its row, and holds it for the whole run). A legacy lock that is only the
-//!    file's existence (`Lock::Present`) proves nothing either way.
+//! 3. conclusive death: the owner pid is dead or was reused; or the job's lock is free —
+//!    confirmed by a try-lock that got it, not merely absent from `/proc/locks` — although
+//!    the row is at least `stale_after` old (a worker takes its lock before it writes its
+//!    row, and holds it for the whole run). A legacy lock that is only the file's existence
+//!    (`Lock::Present`), a lock nobody was seen holding but not yet tried
+//!    (`Lock::Unconfirmed`) and a pid this pid namespace cannot see (`Owner::NotVisible`)
+//!    prove nothing either way.
 //! 4. `overtime`: total age beyond `max_age` — a backstop against a stuck heartbeat.
 //! 5. by heartbeat: `starting` (none yet, row younger than `stale_after`), `alive`
 //!    (fresh), `hung` (stale, but the lock is held or the owner lives), `dead` (stale or
-//!    missing and nothing says the worker lives).
+//!    missing and nothing says the worker lives). A heartbeat older than the row itself
+//!    (`Heartbeat::BeforeRow`: an earlier row's with the same id) counts as missing.
+//!
+//! After the verdict, [`plan`] chooses the action (an `overtime` whose worker provably
+//! lives is never marked dead), [`confirm`] holds an inferred verdict (dead on heartbeat
+//! silence alone, hung) until the same row got it in `confirm` consecutive runs, and
+//! [`hold`] holds what is not conclusive when the breaker trips or the clocks disagree.
+//! The counting itself is the caller's (a state file); here it is an input.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +42,10 @@ pub enum Heartbeat {
     Age(u64),
     /// No beat at all (no file, or the column is NULL).
     Missing,
+    /// The last beat (seconds ago) is older than the row's own start, beyond the clock
+    /// tolerance: an earlier row's with the same id (ids reused after a `TRUNCATE` or an
+    /// auto-increment reset). Counts as [`Heartbeat::Missing`].
+    BeforeRow(u64),
     /// Could not be read; never taken as `Missing` (EACCES is not ENOENT).
     Unreadable(String),
 }
@@ -41,11 +55,17 @@ pub enum Heartbeat {
 pub enum Lock {
     /// The watch names no lock file.
     NotConfigured,
-    /// Some process holds a lock on the file's inode.
+    /// Some process holds a lock on the file's inode (`pid: None`: a try-lock failed, the
+    /// holder is not visible from here).
     Held {
         pid: Option<u32>,
     },
-    /// The file exists and nobody holds a lock on it.
+    /// The file exists and `/proc/locks` shows no holder, but that proves nothing yet: it
+    /// lists only the holders of this pid namespace, and none over NFS. Neutral until a
+    /// try-lock confirms it ([`Lock::Free`]) or fails ([`Lock::Held`]).
+    Unconfirmed,
+    /// The file exists and nobody holds a lock on it: a non-blocking try-lock got it (and
+    /// released it at once).
     Free,
     /// The file exists and nobody holds a kernel lock on it, but the job locks by the
     /// file's mere existence (`release_lock = "if_free"`): for such a job "no kernel lock"
@@ -79,6 +99,11 @@ pub enum Owner {
     /// that host's (verdict `remote`), shown as `remote:HOST`.
     NotLocal {
         host: String,
+    },
+    /// selfheal does not run in the host's initial pid namespace (a container, `unshare
+    /// --pid`): `kill(pid, 0)` and `/proc` answer for another set of pids. Neutral.
+    NotVisible {
+        pid: u32,
     },
     /// The value is not `HOST:PID` or `PID`.
     Invalid(String),
@@ -140,6 +165,8 @@ pub enum Basis {
     OwnerReused,
     LockFree,
     MaxAge,
+    /// Beyond `max_age`, but the job's lock is held or the owner pid lives.
+    MaxAgeWorkerLives,
     NoHeartbeatYet,
     HeartbeatFresh,
     /// Stale heartbeat, but the job's lock is held.
@@ -163,10 +190,13 @@ impl Basis {
             Basis::Unreadable(why) => format!("evidence unreadable: {why}"),
             Basis::OwnerDead => "the owner pid no longer exists".into(),
             Basis::OwnerReused => "the owner pid belongs to a process started after the row".into(),
-            Basis::LockFree => {
-                "nobody holds the job's lock, and the row is older than stale_after".into()
-            }
+            Basis::LockFree => "nobody holds the job's lock (a try-lock got it), and the row \
+                                is older than stale_after"
+                .into(),
             Basis::MaxAge => "total age is beyond max_age".into(),
+            Basis::MaxAgeWorkerLives => "total age is beyond max_age, but the worker provably \
+                                         lives (its lock is held or its pid alive)"
+                .into(),
             Basis::NoHeartbeatYet => {
                 "no heartbeat yet, and the row is younger than stale_after".into()
             }
@@ -179,7 +209,7 @@ impl Basis {
                 "the heartbeat is stale and nothing says the worker lives".into()
             }
             Basis::HeartbeatMissing => {
-                "no heartbeat at all, and the row is older than stale_after".into()
+                "no heartbeat of this row at all, and the row is older than stale_after".into()
             }
             Basis::OtherHost(h) => format!(
                 "host {h} owns the row: its files, locks and pids are not visible from here, \
@@ -211,6 +241,13 @@ impl Decision {
             self.basis,
             Basis::OwnerDead | Basis::OwnerReused | Basis::LockFree
         )
+    }
+
+    /// A verdict inferred rather than proven: `dead` on heartbeat silence alone, or `hung`.
+    /// It acts only once confirmed by consecutive runs ([`confirm`]).
+    pub fn inferred(&self) -> bool {
+        matches!(self.verdict, Verdict::Hung)
+            || (self.verdict == Verdict::Dead && !self.conclusive())
     }
 }
 
@@ -255,35 +292,38 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         Owner::Reused { .. } => return decision(Verdict::Dead, Basis::OwnerReused),
         _ => {}
     }
+    if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && owner_alive {
+        // The worker provably lives (in this very pid namespace) but nobody holds its
+        // lock: the configuration or the job is not what selfheal was told. A person must
+        // look; never mark.
+        return decision(
+            Verdict::Unknown,
+            Basis::Unreadable(
+                "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
+            ),
+        );
+    }
     if ev.lock == Lock::Free && !young {
-        if owner_alive {
-            // The worker provably lives but does not hold its lock: the configuration or
-            // the job is not what selfheal was told. A person must look; never mark.
-            return decision(
-                Verdict::Unknown,
-                Basis::Unreadable(
-                    "the job's lock is free, yet the owner pid is alive (is lock_file right?)"
-                        .into(),
-                ),
-            );
-        }
         return decision(Verdict::Dead, Basis::LockFree);
     }
 
     // 4. overtime
     if total > t.max_age {
+        if lock_held || owner_alive {
+            return decision(Verdict::Overtime, Basis::MaxAgeWorkerLives);
+        }
         return decision(Verdict::Overtime, Basis::MaxAge);
     }
 
-    // 5. by heartbeat
+    // 5. by heartbeat (a beat older than the row is an earlier row's: missing)
     let stale_basis = match ev.heartbeat {
-        Heartbeat::Missing if young => {
+        Heartbeat::Missing | Heartbeat::BeforeRow(_) if young => {
             return decision(Verdict::Starting, Basis::NoHeartbeatYet);
         }
         Heartbeat::Age(a) if a <= t.stale_after => {
             return decision(Verdict::Alive, Basis::HeartbeatFresh);
         }
-        Heartbeat::Missing => Basis::HeartbeatMissing,
+        Heartbeat::Missing | Heartbeat::BeforeRow(_) => Basis::HeartbeatMissing,
         _ => Basis::HeartbeatStale,
     };
     if lock_held {
@@ -293,6 +333,17 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     } else {
         decision(Verdict::Dead, stale_basis)
     }
+}
+
+/// What a row's lock would be if a try-lock confirmed what `/proc/locks` shows: the
+/// evidence a real run acts on when it confirms ([`Lock::Unconfirmed`] becomes
+/// [`Lock::Free`]). The caller tries the lock only when this evidence would have the row
+/// written, so that jobs in normal operation are never disturbed.
+pub fn as_if_confirmed(ev: &Evidence) -> Option<Evidence> {
+    (ev.lock == Lock::Unconfirmed).then(|| Evidence {
+        lock: Lock::Free,
+        ..ev.clone()
+    })
 }
 
 /// Another host's row: left to that host, and reported for a person only when the owning
@@ -340,6 +391,9 @@ impl Action {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Hold {
+    /// An inferred verdict not yet held for `confirm` consecutive real runs: shown as
+    /// judged, not acted on, not reported as needing a person.
+    Confirming,
     /// More than half of the watch's rows (and at least 3) would die on heartbeat alone.
     Breaker,
     /// The database and host clocks disagree beyond the tolerance.
@@ -349,6 +403,10 @@ pub enum Hold {
 impl Hold {
     pub fn describe(self) -> &'static str {
         match self {
+            Hold::Confirming => {
+                "confirming: an inferred verdict (a silent heartbeat, a hung worker) acts \
+                 only once consecutive runs find the same (confirm)"
+            }
             Hold::Breaker => {
                 "held back by the breaker: most rows of this watch would die on heartbeat \
                  alone, which is far more often a clock, time-zone or NFS fault (--force \
@@ -424,6 +482,12 @@ pub fn plan(d: &Decision, attempts: Option<i64>, p: &ActionPolicy<'_>) -> Plan {
             None => Plan::none(true),
         },
         Verdict::Overtime => match p.overtime {
+            // The cap is a backstop against a stuck heartbeat, not a licence to mark a
+            // process that provably runs: a person decides about that one.
+            Overtime::MarkDead if d.basis == Basis::MaxAgeWorkerLives => match p.manual_value {
+                Some(m) => Plan::set(Action::MarkManual, m, true),
+                None => Plan::none(true),
+            },
             // Never back to the queue: an overtime worker may still be running, and a
             // retry beside it is the second writer of the seed incident.
             Overtime::MarkDead => Plan::set(Action::MarkDead, p.dead_value, false),
@@ -459,6 +523,35 @@ pub fn hold(plan: Plan, d: &Decision, why: Hold) -> Plan {
         }
     } else {
         plan
+    }
+}
+
+/// How far a row's inferred verdict is confirmed: the consecutive real runs that judged
+/// this row (same id and start value) so, this one included, and how many it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Confirmation {
+    pub count: u32,
+    pub confirm: u32,
+}
+
+impl Confirmation {
+    pub fn confirmed(self) -> bool {
+        self.count >= self.confirm
+    }
+}
+
+/// Holds an inferred verdict until it is confirmed (SPEC §5): shown as judged, action
+/// `none`, not needing a person yet. Conclusive deaths, `overtime` and `unknown` act at
+/// once, as do plans for a row whose verdict is not inferred.
+pub fn confirm(plan: Plan, d: &Decision, c: Option<Confirmation>) -> Plan {
+    match c {
+        Some(c) if d.inferred() && !c.confirmed() => Plan {
+            action: Action::None,
+            target: None,
+            attention: false,
+            hold: Some(Hold::Confirming),
+        },
+        _ => plan,
     }
 }
 

@@ -2,8 +2,10 @@
 //! that is merely slow, a dead worker, one just starting, one past its cap, one hung while
 //! its job still holds the lock, one whose worker was just killed — real heartbeat files
 //! with set mtimes, and a live lock held by this process. It runs the real `--explain`,
-//! then the real check, and shows the table before and after. Then a job wrapped in
-//! `selfheal run` next to a bare one, as real processes (`wrapped`).
+//! then the real check twice (as cron would, one period apart: a verdict drawn from a
+//! quiet heartbeat acts only when a second run finds the same), and shows the table before
+//! and after. Then a job wrapped in `selfheal run` next to a bare one, as real processes
+//! (`wrapped`).
 //!
 //! I/O: creates a temporary directory (or `--keep DIR`), removed afterwards unless kept.
 
@@ -246,6 +248,14 @@ fn run_check(cfg_path: &Path, explain: bool, out: &mut dyn Write) -> Result<u8> 
     Ok(check::exit_code(&summary))
 }
 
+fn exit_words(code: u8) -> &'static str {
+    match code {
+        exit::OK => "every running row was judged and handled",
+        exit::ATTENTION => "done, and some rows need a person",
+        _ => "see above",
+    }
+}
+
 /// Runs the walkthrough; the exit status is the demo's own (0 when it ran).
 pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
     let tmp;
@@ -300,13 +310,19 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
     let code = run_check(&cfg, false, out)?;
     let _ = writeln!(
         out,
-        "(exit status {code}: {})",
-        match code {
-            exit::OK => "every running row was judged and handled",
-            exit::ATTENTION => "done, and some rows need a person",
-            _ => "see above",
-        }
+        "(exit status {code}: {}; proven deaths and overtime act at once, a quiet heartbeat \
+         waits for the next run to confirm it: confirm = 2)",
+        exit_words(code)
     );
+    print_table(&db, out)?;
+
+    let _ = writeln!(
+        out,
+        "\n$ selfheal check --config {}    # cron's next run",
+        cfg.display()
+    );
+    let code = run_check(&cfg, false, out)?;
+    let _ = writeln!(out, "(exit status {code}: {})", exit_words(code));
 
     let _ = writeln!(out, "\nAfter:");
     print_table(&db, out)?;

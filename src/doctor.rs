@@ -6,8 +6,9 @@
 //! column's room, times in the future, `max_age` against the runs it can see, whether the
 //! status column can hold every status the watch writes, the rows parked in `manual_value`
 //! (with the statement that releases each); the heartbeat and lock directories as the user
-//! selfheal runs as; selfheal's run lock, state directory and metrics file; a lock file
-//! kept by `selfheal run` or the PHP helper (`run_files`).
+//! selfheal runs as; whether pids and `/proc/locks` are the host's (selfheal outside the
+//! initial pid namespace); selfheal's run lock, state directory and metrics file; a lock
+//! file kept by `selfheal run` or the PHP helper (`run_files`).
 //! For several hosts (SPEC §10): which hosts own the running rows now,
 //! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
 //! `owner_column` or `host`, and an advisory lock that does not reach every host. Also a
@@ -34,6 +35,7 @@ use crate::evidence;
 use crate::history::{self, Recent};
 use crate::host::Host;
 use crate::probe::LockTable;
+use crate::probe::owner::{INITIAL_PID_NS, PidNamespace};
 use crate::store::{self, Introspect, ScanPlan, Schema, Store};
 
 mod run_files;
@@ -188,6 +190,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
             }
         }
     }
+    if let Some(f) = pid_namespace_finding(&cfg, PidNamespace::current()) {
+        rep.add(f);
+    }
     rep.add(run_lock_finding(&cfg.run.lock_file, &cfg.run.state_dir));
     rep.add(state_dir_finding(&cfg.run.state_dir));
     if let Some(m) = &cfg.run.metrics_file {
@@ -246,6 +251,7 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
         Ok(c) => Clocks {
             db: c,
             tz: db.timezone,
+            tolerance_s: cfg.run.clock_tolerance.as_secs(),
         },
         Err(e) => {
             let fix = crate::fix::for_error(&e, "doctor")
@@ -469,7 +475,7 @@ fn parked_findings(
     let host_now = crate::clock::epoch(SystemTime::now());
     for r in &rows {
         let started = match r.started.stamp {
-            Ok(Some(s)) => age_on_db_clock(s, &clocks.db, clocks.tz)
+            Ok(Some(s)) => age_on_db_clock(s, &clocks.db)
                 .ok()
                 .and_then(|a| u64::try_from(a).ok())
                 .map_or_else(
@@ -755,7 +761,7 @@ fn rows_findings(
     for r in rows {
         let mut look = |col: &str, tv: &store::TimeValue| {
             if let Ok(Some(s)) = &tv.stamp
-                && let Ok(age) = age_on_db_clock(*s, &clocks.db, clocks.tz)
+                && let Ok(age) = age_on_db_clock(*s, &clocks.db)
                 && plausible_age(age, col).is_err()
             {
                 future.push((format!("row {}: {col} = {}", r.id, tv.raw), -age));
@@ -1139,7 +1145,7 @@ fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
             format!("{} can read the heartbeat files in {}", me(), dir.display()),
         ),
         Some(f) => match crate::probe::file_heartbeat(&f, SystemTime::now()) {
-            Heartbeat::Age(a) => Finding::pass(
+            Heartbeat::Age(a) | Heartbeat::BeforeRow(a) => Finding::pass(
                 subject,
                 format!("{} is readable; it last beat {} ago", f.display(), human(a)),
             ),
@@ -1153,6 +1159,30 @@ fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
             Heartbeat::Unreadable(why) => Finding::fail(subject, why, denied_fix(&dir)),
         },
     }
+}
+
+/// Outside the host's initial pid namespace (a container, `unshare --pid`), pids and
+/// `/proc/locks` are another namespace's: said once, when a watch relies on them.
+fn pid_namespace_finding(cfg: &Config, ns: &PidNamespace) -> Option<Finding> {
+    let PidNamespace::Other(here) = ns else {
+        return None;
+    };
+    let owners = cfg.watches.iter().any(|w| w.owner_column.is_some());
+    let locks = cfg.watches.iter().any(|w| w.lock_file.is_some());
+    if !owners && !locks {
+        return None;
+    }
+    Some(Finding::warn(
+        "pid namespace",
+        format!(
+            "selfheal runs in pid namespace {here}, not the host's initial one ({INITIAL_PID_NS}): \
+             kill(pid, 0), /proc and /proc/locks see only this namespace's processes, so owner \
+             pids count as not_visible (they prove nothing either way) and a lock /proc/locks \
+             shows free is confirmed with a try-lock before a row is marked on it"
+        ),
+        "run selfheal on the host itself, not in a container, for owner pids to count as \
+         evidence",
+    ))
 }
 
 fn lock_dir_finding(w: &Watch, t: &PathTemplate) -> Finding {

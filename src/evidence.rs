@@ -13,14 +13,17 @@
 //! I/O: [`gather`] reads what the watch's probes read (a heartbeat file's mtime, the job's
 //! lock, the owner's `/proc` entry) — except for a row whose owner is another host, of
 //! which only the database's values are read (its files, locks and pids are that host's);
-//! rendering is pure.
+//! [`confirm_lock`] tries the job's lock (a non-blocking try-lock, released at once), called
+//! only for a row about to be written on the strength of a free lock; rendering is pure.
 
 use std::borrow::Cow;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{Clocks, age_on_db_clock, epoch, human, plausible_age};
+use crate::clock::{
+    Clocks, age_on_db_clock, epoch, human, implausible_start, instant, plausible_age,
+};
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{Basis, Decision, Evidence, Heartbeat, Lock, Owner, Thresholds, Verdict};
 use crate::host::Host;
@@ -72,15 +75,18 @@ pub fn gather(
         };
     }
     let id = row.id.to_string();
-    let heartbeat = heartbeat(w, row, &id, clocks, host_now);
+    let heartbeat = match (heartbeat(w, row, &id, clocks, host_now), &total_age) {
+        // Older than the row itself, beyond the tolerance between the two clocks: a beat
+        // of an earlier row with the same id.
+        (Heartbeat::Age(a), Ok(t)) if a > t.saturating_add(clocks.tolerance_s) => {
+            Heartbeat::BeforeRow(a)
+        }
+        (h, _) => h,
+    };
     let lock = match &w.lock_file {
         None => Lock::NotConfigured,
         Some(t) => match t.render(&id) {
-            // A legacy existence lock is never kernel-locked: "free" is its normal state.
-            Ok(p) => match probe::probe_lock(&p, locks) {
-                Lock::Free if w.release_lock == ReleaseLock::IfFree => Lock::Present,
-                l => l,
-            },
+            Ok(p) => legacy(w, probe::probe_lock(&p, locks)),
             Err(why) => Lock::Unreadable(format!("lock_file: {why}")),
         },
     };
@@ -92,13 +98,48 @@ pub fn gather(
     }
 }
 
-/// Seconds since the row started, on the database clock.
+/// A legacy existence lock is never kernel-locked: "free" is its normal state, and proves
+/// nothing.
+fn legacy(w: &Watch, l: Lock) -> Lock {
+    match l {
+        Lock::Free | Lock::Unconfirmed if w.release_lock == ReleaseLock::IfFree => Lock::Present,
+        l => l,
+    }
+}
+
+/// The evidence with a lock that `/proc/locks` showed free ([`Lock::Unconfirmed`]) tried:
+/// a non-blocking try-lock on the file, released at once. Got it: [`Lock::Free`]; someone
+/// holds it (a holder this pid namespace cannot see, or one over NFS): [`Lock::Held`].
+/// Only for a row about to be written on the strength of it (SPEC §5), so a job in normal
+/// operation is never disturbed; anything else is returned as it is.
+pub fn confirm_lock(w: &Watch, row: &RunningRow, ev: Evidence) -> Evidence {
+    if ev.lock != Lock::Unconfirmed {
+        return ev;
+    }
+    let lock = match w.lock_file.as_ref().map(|t| t.render(&row.id.to_string())) {
+        Some(Ok(p)) => legacy(w, probe::lock::try_lock(&p)),
+        Some(Err(why)) => Lock::Unreadable(format!("lock_file: {why}")),
+        None => Lock::NotConfigured,
+    };
+    Evidence { lock, ..ev }
+}
+
+/// Seconds since the row started, on the database clock. A start that is not a plausible
+/// start (0, a zero date, before 2000) is as good as none.
 fn total_age(w: &Watch, row: &RunningRow, clocks: &Clocks) -> Result<u64, String> {
+    let col = &w.started_column;
+    let raw = &row.started.raw;
     match &row.started.stamp {
-        Err(e) => Err(format!("{} = {}: {e}", w.started_column, row.started.raw)),
-        Ok(None) => Err(format!("{} is NULL", w.started_column)),
-        Ok(Some(s)) => age_on_db_clock(*s, &clocks.db, clocks.tz)
-            .and_then(|a| plausible_age(a, &format!("{} ({})", w.started_column, row.started.raw))),
+        Err(e) => Err(format!("{col} = {raw}: {e}")),
+        Ok(None) => Err(format!("{col} is NULL")),
+        Ok(Some(s)) => {
+            let at = instant(*s, clocks.db.now_epoch)?;
+            if let Some(why) = implausible_start(at) {
+                return Err(format!("{col} = {raw}: {why}"));
+            }
+            age_on_db_clock(*s, &clocks.db)
+                .and_then(|a| plausible_age(a, &format!("{col} ({raw})")))
+        }
     }
 }
 
@@ -141,7 +182,7 @@ pub fn owner_host(row: &RunningRow, e: &Evidence, host: &Host) -> Option<String>
 fn column_heartbeat(row: &RunningRow, clocks: &Clocks) -> Option<Heartbeat> {
     row.heartbeat.as_ref().map(|tv| match &tv.stamp {
         Ok(None) => Heartbeat::Missing,
-        Ok(Some(s)) => match age_on_db_clock(*s, &clocks.db, clocks.tz)
+        Ok(Some(s)) => match age_on_db_clock(*s, &clocks.db)
             .and_then(|a| plausible_age(a, &format!("heartbeat column ({})", tv.raw)))
         {
             Ok(a) => Heartbeat::Age(a),
@@ -158,12 +199,15 @@ fn column_heartbeat(row: &RunningRow, clocks: &Clocks) -> Option<Heartbeat> {
 pub struct Record {
     pub total_age_s: Option<u64>,
     pub heartbeat_age_s: Option<u64>,
-    /// `present`, `missing`, or `unreadable: why`.
+    /// `present`, `missing`, `before_row` (only a beat older than the row: an earlier
+    /// row's; counts as missing), or `unreadable: why`.
     pub heartbeat: Cow<'static, str>,
-    /// `none`, `held`, `free`, `present`, `absent`, `unreadable`.
+    /// `none`, `held`, `free` (a try-lock got it), `free_unconfirmed` (`/proc/locks`
+    /// shows no holder), `present`, `absent`, `unreadable`.
     pub lock: Cow<'static, str>,
     pub lock_pid: Option<u32>,
-    /// `none`, `empty`, `alive`, `dead`, `reused`, `remote`, `invalid`, `unreadable`.
+    /// `none`, `empty`, `alive`, `dead`, `reused`, `remote`, `not_visible`, `invalid`,
+    /// `unreadable`.
     pub owner: Cow<'static, str>,
     pub owner_pid: Option<u32>,
 }
@@ -202,6 +246,10 @@ pub enum Human {
     Duration(u64),
     /// A duration before now: `47m ago`.
     Ago(u64),
+    /// A beat older than the row: `missing (last beat 2h0m ago, before this row started)`.
+    BeforeRow(u64),
+    /// Words of their own: `free (not confirmed)`.
+    Words(&'static str),
 }
 
 /// One piece of evidence as people read it.
@@ -225,6 +273,11 @@ impl Item {
             Human::Same => self.value.to_string(),
             Human::Duration(a) => human(a),
             Human::Ago(a) => format!("{} ago", human(a)),
+            Human::BeforeRow(a) => format!(
+                "missing (last beat {} ago, before this row started: an earlier row's)",
+                human(a)
+            ),
+            Human::Words(w) => w.to_string(),
         }
     }
 }
@@ -245,6 +298,9 @@ pub fn render(e: &Evidence) -> Rendered {
     let (value, human_value) = match &e.heartbeat {
         Heartbeat::Age(a) => (Value::Secs(*a), Human::Ago(*a)),
         Heartbeat::Missing => (Value::Word("missing"), Human::Same),
+        // Missing as far as this row goes: the message and `stats` never read it as a
+        // silence of this run.
+        Heartbeat::BeforeRow(a) => (Value::Word("missing"), Human::BeforeRow(*a)),
         Heartbeat::Unreadable(_) => (Value::Word("unreadable"), Human::Same),
     };
     record.heartbeat_age_s = match e.heartbeat {
@@ -254,6 +310,7 @@ pub fn render(e: &Evidence) -> Rendered {
     record.heartbeat = match &e.heartbeat {
         Heartbeat::Age(_) => "present".into(),
         Heartbeat::Missing => "missing".into(),
+        Heartbeat::BeforeRow(_) => "before_row".into(),
         Heartbeat::Unreadable(why) => format!("unreadable: {why}").into(),
     };
     items.push(Item {
@@ -280,6 +337,7 @@ pub fn render(e: &Evidence) -> Rendered {
     let (state, pid) = match &e.lock {
         Lock::NotConfigured => ("none", None),
         Lock::Held { pid } => ("held", *pid),
+        Lock::Unconfirmed => ("free_unconfirmed", None),
         Lock::Free => ("free", None),
         Lock::Present => ("present", None),
         Lock::Absent => ("absent", None),
@@ -290,7 +348,14 @@ pub fn render(e: &Evidence) -> Rendered {
         key: "lock",
         value: pid.map_or(Value::Word(state), |p| Value::Pid(state, p)),
         word: "lock",
-        human: Human::Same,
+        human: match &e.lock {
+            Lock::Unconfirmed => Human::Words("free as far as /proc/locks shows (not confirmed)"),
+            Lock::Free => Human::Words("free (a try-lock got it)"),
+            Lock::Held { pid: None } => {
+                Human::Words("held (a try-lock failed; holder not visible)")
+            }
+            _ => Human::Same,
+        },
         leads: false,
     });
 
@@ -301,6 +366,7 @@ pub fn render(e: &Evidence) -> Rendered {
         Owner::Dead { pid } => ("dead", Some(*pid)),
         Owner::Reused { pid } => ("reused", Some(*pid)),
         Owner::NotLocal { .. } => ("remote", None),
+        Owner::NotVisible { pid } => ("not_visible", Some(*pid)),
         Owner::Invalid(_) => ("invalid", None),
         Owner::Unreadable(_) => ("unreadable", None),
     };
@@ -352,6 +418,7 @@ fn decision_words(d: &Decision, e: &Evidence) -> String {
         Basis::OwnerReused => owner_pid.map_or("owner pid reused".into(), message::owner_reused),
         Basis::LockFree => message::LOCK_FREE.into(),
         Basis::MaxAge => "running past max_age".into(),
+        Basis::MaxAgeWorkerLives => "running past max_age, worker alive".into(),
         Basis::NoHeartbeatYet => "starting, no heartbeat yet".into(),
         Basis::HeartbeatFresh => "heartbeat fresh".into(),
         Basis::StaleButLockHeld => format!(
@@ -379,6 +446,7 @@ fn lock_words(l: &Lock) -> Option<String> {
         Lock::NotConfigured => return None,
         Lock::Held { pid: Some(p) } => format!("lock held by pid {p}"),
         Lock::Held { pid: None } => "lock held".into(),
+        Lock::Unconfirmed => "lock seen free, not tried".into(),
         Lock::Free => "lock free".into(),
         Lock::Present => "lock file present".into(),
         Lock::Absent => "no lock file".into(),
@@ -395,6 +463,7 @@ fn owner_words(o: &Owner) -> Option<String> {
         Owner::Dead { pid } => format!("owner pid {pid} gone"),
         Owner::Reused { pid } => format!("owner pid {pid} reused"),
         Owner::NotLocal { host } => format!("owner on {host}"),
+        Owner::NotVisible { pid } => format!("owner pid {pid} not visible here"),
         Owner::Invalid(_) => "owner invalid".into(),
         Owner::Unreadable(_) => "owner unreadable".into(),
     })
@@ -407,12 +476,16 @@ fn owner_words(o: &Owner) -> Option<String> {
 pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
     let beat = match &e.heartbeat {
         Heartbeat::Age(a) => message::Beat::Ago(*a),
-        Heartbeat::Missing => message::Beat::Missing,
+        // An earlier row's beat: this row has none of its own.
+        Heartbeat::Missing | Heartbeat::BeforeRow(_) => message::Beat::Missing,
         Heartbeat::Unreadable(_) => message::Beat::Unreadable,
     };
     let mut more = Vec::with_capacity(3);
     more.push(match d.basis {
-        Basis::MaxAge | Basis::OtherHostPastMaxAge(_) | Basis::OtherHostSilent(_) => {
+        Basis::MaxAge
+        | Basis::MaxAgeWorkerLives
+        | Basis::OtherHostPastMaxAge(_)
+        | Basis::OtherHostSilent(_) => {
             format!("max_age {}", message::duration(t.max_age))
         }
         _ => format!("stale_after {}", message::duration(t.stale_after)),
@@ -455,6 +528,7 @@ fn widest_messages(w: &Watch) -> Vec<String> {
         (Verdict::Hung, Basis::StaleButLockHeld),
         (Verdict::Hung, Basis::StaleButOwnerAlive),
         (Verdict::Overtime, Basis::MaxAge),
+        (Verdict::Overtime, Basis::MaxAgeWorkerLives),
     ];
     decisions
         .into_iter()

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::clock::{Clocks, human, seconds_between};
+use crate::clock::{Clocks, human, implausible_start, instant, seconds_between};
 use crate::config::{Watch, fmt_duration};
 use crate::error::Result;
 use crate::store::{FinishedRow, History, Schema, Store};
@@ -140,19 +140,56 @@ pub fn recent_max_age_check(
     })
 }
 
-/// End minus start of a finished row, in whole seconds.
-pub fn runtime(r: &FinishedRow, clocks: &Clocks) -> Result<i64, String> {
+/// No job runs this long: a runtime beyond it is bad history, not a run (SPEC §9).
+pub const LONGEST_PLAUSIBLE_RUN_S: i64 = 366 * 86_400;
+
+/// Why a finished row's runtime is left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadRuntime {
+    /// Its start or end cannot be read as a time.
+    Unreadable(String),
+    /// Times that cannot be a real run: it ends before it starts, starts at 0 or before
+    /// 2000, or runs longer than a year.
+    Implausible(String),
+}
+
+impl From<&str> for BadRuntime {
+    fn from(s: &str) -> BadRuntime {
+        BadRuntime::Unreadable(s.to_string())
+    }
+}
+
+/// End minus start of a finished row, in whole seconds, when it can be a real run.
+pub fn runtime(r: &FinishedRow, clocks: &Clocks) -> Result<i64, BadRuntime> {
+    let unreadable = BadRuntime::Unreadable;
     let start = match &r.started.stamp {
         Ok(Some(s)) => *s,
-        Ok(None) => return Err("no start".into()),
-        Err(e) => return Err(format!("start {}: {e}", r.started.raw)),
+        Ok(None) => return Err(unreadable("no start".into())),
+        Err(e) => return Err(unreadable(format!("start {}: {e}", r.started.raw))),
     };
     let end = match &r.ended.stamp {
         Ok(Some(s)) => *s,
-        Ok(None) => return Err("no end".into()),
-        Err(e) => return Err(format!("end {}: {e}", r.ended.raw)),
+        Ok(None) => return Err(unreadable("no end".into())),
+        Err(e) => return Err(unreadable(format!("end {}: {e}", r.ended.raw))),
     };
-    seconds_between(start, end, &clocks.db, clocks.tz)
+    let at = instant(start, clocks.db.now_epoch).map_err(unreadable)?;
+    if let Some(why) = implausible_start(at) {
+        return Err(BadRuntime::Implausible(format!(
+            "start {}: {why}",
+            r.started.raw
+        )));
+    }
+    match seconds_between(start, end, &clocks.db).map_err(unreadable)? {
+        s if s < 0 => Err(BadRuntime::Implausible(format!(
+            "ends {}s before it starts",
+            -s
+        ))),
+        s if s > LONGEST_PLAUSIBLE_RUN_S => Err(BadRuntime::Implausible(format!(
+            "runs {}, longer than a year",
+            human(s.unsigned_abs())
+        ))),
+        s => Ok(s),
+    }
 }
 
 /// The key a row id is matched by: numbers as digits, strings as they are.

@@ -9,7 +9,8 @@
 //! 3. evidence: [`evidence::gather`] asks the probes ([`probe`]: heartbeat file, the job's
 //!    lock, the owner pid on this [`host`]) and takes the row's times from the database
 //!    ([`store`]) on the database's clock ([`clock`]).
-//! 4. verdict: [`decide`], pure; per watch, the breaker and the holds ([`check`]'s sweep).
+//! 4. verdict: [`decide`], pure; per watch, the confirmation of inferred verdicts across
+//!    runs ([`confirmations`]), the breaker and the holds ([`check`]'s sweep).
 //! 5. writes: [`check`]'s batch — intents and journal ([`journal`]), one compare-and-set per
 //!    row ([`store`]), the legacy lock release ([`release`]); a stopped run's intents are
 //!    settled by [`recovery`] (journal and store only).
@@ -23,8 +24,9 @@
 //!
 //! Shared pieces are named for what they hold: the row message ([`message`], built and
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
-//! and `stats`), the state files ([`state`]), the fix that fits an error and the running
-//! user ([`fix`]), who cron runs selfheal as ([`cron`]). [`doctor`] and [`stats`] read through the same
+//! and `stats`), the state files ([`state`]; the confirmation counts in
+//! [`confirmations`]), the fix that fits an error and the running user ([`fix`]), who cron
+//! runs selfheal as ([`cron`]). [`doctor`] and [`stats`] read through the same
 //! pieces and write nothing. No module uses one that uses it back.
 //!
 //! Where new things go:
@@ -58,6 +60,7 @@ pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod confirmations;
 pub mod cron;
 pub mod decide;
 pub mod demo;

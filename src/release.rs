@@ -192,6 +192,11 @@ pub fn release_if_free(path: &Path, host: &Host) -> Release {
             Owner::Alive { .. } => {
                 return Release::Kept(format!("pid {pid} written in it is alive"));
             }
+            Owner::NotVisible { .. } => {
+                return Release::Kept(format!(
+                    "pid {pid} written in it cannot be checked from this pid namespace"
+                ));
+            }
             Owner::Unreadable(why) => return Release::Failed(why),
             other => return Release::Failed(format!("pid {pid} written in it: {other:?}")),
         },

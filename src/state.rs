@@ -194,6 +194,30 @@ pub fn load_typed<T: DeserializeOwned>(state_dir: &Path, f: &StateFile) -> Resul
     })
 }
 
+/// Replaces a typed state file whose loss costs little (a later run only starts over)
+/// with `value` as JSON, as [`save_typed`] does but not flushed to disk: a reader sees the
+/// old file or the new one, and after a crash perhaps the old one.
+pub fn save_typed_unsynced<T: Serialize>(
+    state_dir: &Path,
+    f: &StateFile,
+    value: &T,
+) -> Result<PathBuf> {
+    let path = state_dir.join(f.name);
+    let mut text = serde_json::to_vec(value)
+        .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
+    text.push(b'\n');
+    let dir = crate::fsafe::Dir::create(state_dir, 0o750).map_err(|e| from_fsafe(e, f.creating))?;
+    let name = std::ffi::OsStr::new(f.name);
+    let mut tmp = dir
+        .create_temp(name, FILE_MODE)
+        .map_err(|e| from_fsafe(e, f.creating))?;
+    tmp.file_mut()
+        .write_all(&text)
+        .map_err(|e| Error::io(&path, f.writing, e))?;
+    tmp.persist(name).map_err(|e| from_fsafe(e, f.writing))?;
+    Ok(path)
+}
+
 /// Replaces `state_dir/last-run.json` with `report` (pretty JSON, mode 0640).
 pub fn write_last_run(state_dir: &Path, report: &serde_json::Value) -> Result<PathBuf> {
     write_typed(state_dir, &LAST_RUN, report)
@@ -288,6 +312,48 @@ mod tests {
         );
         std::fs::write(&p, "[1]").expect("damage");
         assert!(load_typed::<Counts>(&state, &COUNTS).is_err());
+    }
+
+    #[test]
+    fn an_unsynced_typed_file_replaces_the_old_one_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let c = Counts {
+            rows: vec![("full-sync/7".into(), 2)],
+        };
+        let p = save_typed_unsynced(&state, &COUNTS, &c).expect("write");
+        assert_eq!(load_typed(&state, &COUNTS).expect("read"), Some(c));
+        save_typed_unsynced(&state, &COUNTS, &Counts { rows: vec![] }).expect("write");
+        assert_eq!(
+            load_typed(&state, &COUNTS).expect("read"),
+            Some(Counts { rows: vec![] })
+        );
+        let c = Counts { rows: vec![] };
+        let names: Vec<String> = std::fs::read_dir(&state)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["c.json".to_string()], "no temporary file left");
+        let mode = std::fs::metadata(&p).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o640);
+        // A link planted at the name is replaced, never written through.
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "theirs").expect("target");
+        std::fs::remove_file(&p).expect("rm");
+        std::os::unix::fs::symlink(&target, &p).expect("link");
+        save_typed_unsynced(&state, &COUNTS, &c).expect("write");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "theirs");
+        assert!(
+            !std::fs::symlink_metadata(&p)
+                .expect("meta")
+                .file_type()
+                .is_symlink()
+        );
+        // A state directory that is a file: an error naming it.
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").expect("file");
+        let e = save_typed_unsynced(&file.join("state"), &COUNTS, &c).expect_err("not a dir");
+        assert!(e.to_string().contains("a-file"), "{e}");
     }
 
     #[test]

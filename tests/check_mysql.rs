@@ -46,12 +46,36 @@ fn sb_heartbeats_and_check(db: &mut MysqlDb) {
     sb.heartbeat(1, secs(20));
     sb.heartbeat(2, secs(47 * MIN));
     let cfg = sb.config(&db.url, &sb.watch(""));
+    // The first run finds row 2 silent and holds it for confirmation; the second acts.
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (rows, summary) = json_lines(&o);
+    let r = row(&rows, 2);
+    assert_eq!(
+        (
+            &r["verdict"],
+            &r["action"],
+            &r["held"],
+            &r["confirmations"],
+            &r["confirm"]
+        ),
+        (
+            &serde_json::json!("dead"),
+            &serde_json::json!("none"),
+            &serde_json::json!("confirming"),
+            &serde_json::json!(1),
+            &serde_json::json!(2)
+        )
+    );
+    assert_eq!(summary["changed"], 0);
+    assert_eq!(db.row(2).0, "running");
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, summary) = json_lines(&o);
     assert_eq!(row(&rows, 1)["verdict"], "alive");
     assert_eq!(row(&rows, 2)["verdict"], "dead");
     assert_eq!(row(&rows, 2)["applied"], true);
+    assert_eq!(row(&rows, 2)["confirmations"], 2);
     assert_eq!(row(&rows, 3)["verdict"], "starting");
     assert_eq!(summary["changed"], 1);
     let (status, ended, msg) = db.row(2);
@@ -102,7 +126,7 @@ fn start_columns_of_every_type_are_judged_on_the_database_clock() {
         let sb = Sandbox::new();
         sb.heartbeat(1, secs(20));
         sb.heartbeat(2, secs(47 * MIN));
-        let cfg = sb.config(&db.url, &sb.watch(""));
+        let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
         let o = check(&cfg, &["--format", "json"]);
         assert_exit(&o, 0);
         let (rows, _) = json_lines(&o);
@@ -134,7 +158,7 @@ fn naive_times_written_in_another_zone_need_the_timezone_key() {
     sb.heartbeat(2, secs(47 * MIN));
     let url = db.url.clone();
     // Without the zone: a start 7 h in the future is a mismatch, never a verdict.
-    let cfg = sb.config(&url, &sb.watch(""));
+    let cfg = sb.config(&url, &sb.watch("confirm = 1\n"));
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 1);
     let (rows, _) = json_lines(&o);
@@ -186,7 +210,7 @@ fn the_message_is_cut_to_the_column_length_under_strict_mode() {
     db.insert(2, "running", 50 * MIN);
     let sb = Sandbox::new();
     sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url, &sb.watch(""));
+    let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
     let (status, _, msg) = db.row(2);
@@ -238,7 +262,7 @@ fn a_row_finished_while_the_update_waits_is_not_overwritten() {
     db.insert(2, "running", 50 * MIN);
     let sb = Sandbox::new();
     sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url, &sb.watch(""));
+    let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
     let o = race(
         &mut db,
         &cfg,
@@ -261,7 +285,7 @@ fn a_row_restarted_with_a_new_start_time_while_the_update_waits_is_not_overwritt
     db.insert(2, "running", 50 * MIN);
     let sb = Sandbox::new();
     sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url, &sb.watch(""));
+    let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
     // A retry claimed the same row again: still 'running', new start.
     let o = race(
         &mut db,
@@ -286,7 +310,8 @@ fn a_lease_that_beat_while_the_update_waits_is_not_overwritten() {
     let cfg = sb.config(
         &db.url,
         "name = \"lease\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
-         heartbeat_column = \"heartbeat_at\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n",
+         heartbeat_column = \"heartbeat_at\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n\
+         confirm = 1\n",
     );
     let o = race(
         &mut db,
@@ -310,7 +335,7 @@ fn explain_and_dry_run_leave_the_table_identical() {
     sb.heartbeat(1, secs(20));
     sb.heartbeat(2, secs(47 * MIN));
     sb.heartbeat(3, secs(5));
-    let cfg = sb.config(&db.url, &sb.watch(""));
+    let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
     let before = db.dump();
     let checksum =
         |db: &mut MysqlDb| -> Vec<(String, Option<u64>)> { db.query("CHECKSUM TABLE sync_log") };
@@ -402,7 +427,7 @@ fn exit_3_for_an_unreachable_server_or_a_wrong_password_which_is_never_printed()
         db.name
     ));
     let url = db.url.replacen("root@", &format!("{user}@"), 1);
-    let cfg = sb.config(&url, &sb.watch(""));
+    let cfg = sb.config(&url, &sb.watch("confirm = 1\n"));
     let o = selfheal()
         .env("SELFHEAL_DB_PASSWORD", "Wrong-pass-9")
         .args(["check", "--config"])

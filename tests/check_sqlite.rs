@@ -38,6 +38,11 @@ fn a_dead_row_is_marked_with_status_end_time_and_a_reason_carrying_the_ages() {
     db.insert(2, "running", 50 * MIN);
     sb.heartbeat(2, secs(47 * MIN));
     let cfg = sb.config(&db.url(), &sb.watch(""));
+    // A death on heartbeat silence alone acts when a second run in a row finds it: the
+    // first is silent and changes nothing.
+    cron_check_is_silent(&cfg);
+    assert_eq!(db.status(2), "running");
+    assert!(sb.journal().is_empty());
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
     let out = stdout(&o);
@@ -101,7 +106,7 @@ fn explain_and_dry_run_leave_the_database_byte_for_byte_identical() {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     mixed(&sb, &db);
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let before = db.bytes();
     let mtime = std::fs::metadata(&db.path)
         .and_then(|m| m.modified())
@@ -151,7 +156,7 @@ fn json_output_carries_every_field() {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     mixed(&sb, &db);
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, summary) = json_lines(&o);
@@ -168,6 +173,9 @@ fn json_output_carries_every_field() {
             "heartbeat_age_s",
             "lock",
             "owner",
+            "held",
+            "confirmations",
+            "confirm",
         ] {
             assert!(r.get(f).is_some(), "{f} missing in {r}");
         }
@@ -196,6 +204,10 @@ fn json_output_carries_every_field() {
             .as_u64()
             .is_some_and(|a| (2_820..2_830).contains(&a)),
         "{dead}"
+    );
+    assert_eq!(
+        (dead["confirmations"].as_u64(), dead["confirm"].as_u64()),
+        (Some(1), Some(1))
     );
     let ot = row(&rows, 4);
     assert_eq!(
@@ -241,7 +253,7 @@ fn exit_75_when_another_run_holds_the_run_lock() {
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 50 * MIN);
     sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     // A real second holder: flock(1) in another process (--no-fork: the lock dies with it).
     let mut holder = std::process::Command::new("flock")
         .arg("--no-fork")
@@ -352,7 +364,8 @@ fn a_heartbeat_column_and_an_epoch_start_column_work_too() {
     let cfg = sb.config(
         &db.url(),
         "name = \"lease\"\ntable = \"sync_log\"\nstarted_column = \"started_epoch\"\n\
-         heartbeat_column = \"heartbeat_at\"\nstale_after = \"5m\"\nmax_age = \"4h\"\nmessage_column = \"error_msg\"\n",
+         heartbeat_column = \"heartbeat_at\"\nstale_after = \"5m\"\nmax_age = \"4h\"\nmessage_column = \"error_msg\"\n\
+         confirm = 1\n",
     );
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);

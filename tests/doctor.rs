@@ -250,6 +250,8 @@ fn a_heartbeat_column_written_in_the_future_is_a_clock_or_zone_mismatch() {
     let sb = Sandbox::new();
     let watch = sb.watch("heartbeat_column = \"heartbeat_at\"");
     let cfg = sb.config(&db.url, &watch);
+    // (30 s more than 8 h, so that the second that passes before doctor reads the clock
+    // leaves it 8h0m ahead.)
     let o = doctor(&cfg);
     assert_exit(&o, 1);
     let l = lines(&o);

@@ -175,8 +175,8 @@ fn two_runs_started_together_on_mariadb_change_every_row_once() {
     }
     // Two hosts: their own run locks and journals, the same table and heartbeat files; only
     // the database's advisory lock and the compare-and-set stand between them.
-    let ca = sa.config(&db.url, &sa.watch(""));
-    let cb = sb.config(&db.url, &sa.watch(""));
+    let ca = sa.config(&db.url, &sa.watch("confirm = 1\n"));
+    let cb = sb.config(&db.url, &sa.watch("confirm = 1\n"));
     for round in 0..12 {
         db.exec("DELETE FROM sync_log");
         for id in 1..=40 {
@@ -196,7 +196,7 @@ fn two_runs_started_together_on_mariadb_change_every_row_once() {
         });
     }
     // On one host the run lock decides: the second run exits 75 or finds nothing to do.
-    let cb = sb.config(&db.url, &sa.watch(""));
+    let cb = sb.config(&db.url, &sa.watch("confirm = 1\n"));
     let text = std::fs::read_to_string(&cb).expect("config").replace(
         &sb.run_lock().display().to_string(),
         &sa.run_lock().display().to_string(),
@@ -218,8 +218,8 @@ fn two_runs_started_together_on_sqlite_change_every_row_once() {
         sa.heartbeat(id, if id <= 30 { secs(47 * MIN) } else { secs(20) });
     }
     // Separate run locks: SQLite has no advisory lock, so the compare-and-set alone decides.
-    let ca = sa.config(&db.url(), &sa.watch(""));
-    let cb = sb.config(&db.url(), &sa.watch(""));
+    let ca = sa.config(&db.url(), &sa.watch("confirm = 1\n"));
+    let cb = sb.config(&db.url(), &sa.watch("confirm = 1\n"));
     for round in 0..15 {
         db.conn()
             .execute("DELETE FROM sync_log", [])
@@ -372,7 +372,7 @@ fn sigkill_anywhere_in_a_sqlite_run_over_1000_dead_rows_marks_and_journals_each_
         for id in 1..=1050 {
             sb.heartbeat(id, if id <= 1000 { secs(47 * MIN) } else { secs(20) });
         }
-        let cfg = sb.config(&db.url(), &sb.watch(""));
+        let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
         let dead: BTreeSet<i64> = (1..=1000).collect();
         // SQLite writes its pages with pwrite64 and syncs with fdatasync/fsync; the journal
         // and the intents are written with write and synced with fdatasync.
@@ -413,7 +413,7 @@ fn sigkill_anywhere_in_a_mariadb_run_over_1000_dead_rows_marks_and_journals_each
         for id in 1..=1050 {
             sb.heartbeat(id, if id <= 1000 { secs(47 * MIN) } else { secs(20) });
         }
-        let cfg = sb.config(&db.url, &sb.watch(""));
+        let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
         let dead: BTreeSet<i64> = (1..=1000).collect();
         // A statement goes out with sendto and its answer comes back with recvfrom: a kill
         // there lands after the server applied a write and before selfheal saw it.
@@ -455,7 +455,7 @@ fn a_killed_runs_update_still_waiting_on_the_server_is_ended_before_its_rows_are
         db.insert(id, "running", 50 * MIN);
         sb.heartbeat(id, secs(47 * MIN));
     }
-    let cfg = sb.config(&db.url, &sb.watch(""));
+    let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
     // Row 2 is held: the first run marks row 1, then waits on row 2 — and is killed there.
     // Its UPDATE stays on the server, waiting, ready to apply when row 2 is let go.
     let mut holder = db.conn();
@@ -544,7 +544,7 @@ fn the_mariadb_server_stopped_mid_run_exits_3_with_every_earlier_change_complete
     for id in 1..=10 {
         sb.heartbeat(id, secs(47 * MIN));
     }
-    let cfg = sb.config(&server.url("app"), &sb.watch(""));
+    let cfg = sb.config(&server.url("app"), &sb.watch("confirm = 1\n"));
 
     // Rows 1-5 are written and committed; row 6 is held, so selfheal waits on it; then the
     // server goes down under it.
@@ -636,7 +636,7 @@ fn a_heartbeat_file_replaced_by_rename_while_read_is_always_seen_whole() {
     for id in 1..=4 {
         sb.heartbeat(id, if id <= 2 { secs(20) } else { secs(47 * MIN) });
     }
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let dir = sb.dir.path().to_path_buf();
     let writer = {
@@ -698,11 +698,12 @@ fn unreadable_evidence_paths_are_unknown_never_dead() {
     // at once would be a configuration error).
     let a = format!(
         "name = \"a\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
-         heartbeat_file = \"{hb}\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n"
+         heartbeat_file = \"{hb}\"\nstale_after = \"5m\"\nmax_age = \"4h\"\nconfirm = 1\n"
     );
     let b = format!(
         "name = \"b\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
-         heartbeat_file = \"{}\"\nlock_file = \"{}/job.lock\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n",
+         heartbeat_file = \"{}\"\nlock_file = \"{}/job.lock\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n\
+         confirm = 1\n",
         sb.heartbeat_template(),
         looped.display()
     );
@@ -757,7 +758,7 @@ fn lock_files_on_a_read_only_file_system_are_probed_and_never_touched() {
     let locks = sb.path("locks");
     std::fs::create_dir(&locks).expect("locks dir");
     let watch = sb.watch(&format!(
-        "lock_file = \"{}/job-{{id}}.lock\"\nmanual_value = \"wait_manual\"\n",
+        "lock_file = \"{}/job-{{id}}.lock\"\nmanual_value = \"wait_manual\"\nconfirm = 1\n",
         locks.display()
     ));
     let cfg = sb.config(&db.url(), &watch);

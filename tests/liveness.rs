@@ -81,9 +81,10 @@ fn a_lock_held_by_flock1_or_by_a_child_s_own_lock_makes_a_stale_row_hung_never_d
                 );
                 let cfg = sb.config(&db.url(), &watch_with_lock(&sb, &extra));
 
-                // --explain shows the lock, its holder, and what decided.
+                // --explain shows the lock, its holder, and what decided — and, since no
+                // real run counted it yet, that a real run would hold it to confirm.
                 let o = check(&cfg, &["--explain"]);
-                assert_exit(&o, 1);
+                assert_exit(&o, 0);
                 let out = stdout(&o);
                 assert!(
                     out.lines().any(|l| l.contains("id=2")
@@ -95,11 +96,15 @@ fn a_lock_held_by_flock1_or_by_a_child_s_own_lock_makes_a_stale_row_hung_never_d
                     out.contains("because the heartbeat is stale, but the job's lock is held"),
                     "{ctx}\n{out}"
                 );
-                for run in 0..3 {
+                assert!(out.contains("confirming (1 of 2"), "{ctx}\n{out}");
+                // Run 0 holds the hung row to confirm it (exit 0); run 1 acts on it; run 2
+                // finds it parked (manual) or reports it again.
+                for run in 0..4 {
                     let o = check(&cfg, &["--format", "json"]);
-                    assert_exit(&o, i32::from(!(manual && run > 0)));
+                    let parked = manual && run > 1;
+                    assert_exit(&o, i32::from(run != 0 && !parked));
                     let (rows, _) = json(&o);
-                    if manual && run > 0 {
+                    if parked {
                         assert!(rows.is_empty(), "{ctx}: the row left 'running'");
                     } else {
                         let r = row(&rows, 2);
@@ -108,11 +113,13 @@ fn a_lock_held_by_flock1_or_by_a_child_s_own_lock_makes_a_stale_row_hung_never_d
                         assert_eq!(r["lock_pid"], lock_pid, "{ctx}");
                         assert_eq!(r["conclusive"], false, "{ctx}");
                         assert_eq!(r["lock_release"], serde_json::Value::Null, "{ctx}");
-                        assert_eq!(
-                            r["action"],
-                            if manual { "mark_manual" } else { "none" },
-                            "{ctx}"
-                        );
+                        let (action, held) = match (run, manual) {
+                            (0, _) => ("none", serde_json::json!("confirming")),
+                            (_, true) => ("mark_manual", serde_json::Value::Null),
+                            (_, false) => ("none", serde_json::Value::Null),
+                        };
+                        assert_eq!(r["action"], action, "{ctx}: run {run}");
+                        assert_eq!(r["held"], held, "{ctx}: run {run}");
                     }
                     assert_eq!(file_state(&lock), before, "{ctx}: run {run}");
                     assert!(lock_holders(&lock).contains(&lock_pid), "{ctx}");
@@ -140,7 +147,7 @@ fn the_lock_outlives_its_flock1_wrapper_while_the_job_it_started_runs() {
     // descriptor.
     wrapper.kill9();
     assert!(!lock_holders(&lock).is_empty(), "the child keeps the lock");
-    let cfg = sb.config(&db.url(), &watch_with_lock(&sb, ""));
+    let cfg = sb.config(&db.url(), &watch_with_lock(&sb, "confirm = 1\n"));
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 1);
     let (rows, _) = json(&o);
@@ -173,7 +180,7 @@ fn the_lock_outlives_its_flock1_wrapper_while_the_job_it_started_runs() {
     assert_eq!(row(&rows, 2)["verdict"], "dead");
     assert_eq!(
         row(&rows, 2)["basis"],
-        "nobody holds the job's lock, and the row is older than stale_after"
+        "nobody holds the job's lock (a try-lock got it), and the row is older than stale_after"
     );
     assert!(lock.exists(), "release_lock = never: the lock file stays");
 }
@@ -408,6 +415,19 @@ fn a_worker_killed_with_sigkill_is_reclaimed_at_once_once_its_pid_is_gone() {
     }
 }
 
+/// A live worker whose heartbeat stalled, for a watch with `stale_after = "1s"`: it starts
+/// before its row (a worker claims its row after it started) and beat when it claimed it,
+/// then not again. A worker cannot have beaten before its row started: a heartbeat older
+/// than the row is an earlier row's (missing), so the row is two seconds old.
+fn stalled_live_worker(sb: &Sandbox, db: &SqliteDb, id: i64) -> Proc {
+    let worker = sleeper();
+    std::thread::sleep(Duration::from_millis(2_500));
+    db.insert(id, "running", 2);
+    set_owner(db, id, &worker.pid().to_string());
+    sb.heartbeat(id, secs(2));
+    worker
+}
+
 #[test]
 fn an_owner_pid_recycled_by_a_process_started_after_the_row_is_reused_not_alive() {
     let sb = Sandbox::new();
@@ -418,14 +438,11 @@ fn an_owner_pid_recycled_by_a_process_started_after_the_row_is_reused_not_alive(
     set_owner(&db, 2, &format!("{}:{}", hostname(), recycled.pid()));
     sb.heartbeat(2, secs(20));
     // And a worker that started before its row, whose heartbeat stalled: alive, so hung.
-    let worker = sleeper();
-    std::thread::sleep(Duration::from_millis(50));
-    db.insert(3, "running", 0);
-    set_owner(&db, 3, &worker.pid().to_string());
-    sb.heartbeat(3, secs(47 * MIN));
+    let worker = stalled_live_worker(&sb, &db, 3);
     let cfg = sb.config(
         &db.url(),
-        &sb.watch("owner_column = \"worker\"\nmanual_value = \"wait_manual\"\n"),
+        &sb.watch("owner_column = \"worker\"\nmanual_value = \"wait_manual\"\nconfirm = 1\n")
+            .replace("stale_after = \"5m\"", "stale_after = \"1s\""),
     );
 
     let o = check(&cfg, &["--explain"]);
@@ -542,7 +559,7 @@ fn a_dead_legacy_job_s_lock_file_is_removed_after_its_row_was_marked() {
     let lock = legacy_lock(&sb, 2, gone);
     let cfg = sb.config(
         &db.url(),
-        &watch_with_lock(&sb, "release_lock = \"if_free\"\n"),
+        &watch_with_lock(&sb, "release_lock = \"if_free\"\nconfirm = 1\n"),
     );
 
     // A dry run says what it would do and removes nothing.
@@ -606,7 +623,7 @@ fn a_legacy_lock_is_kept_and_reported_when_its_pid_lives_or_other_rows_share_it(
     let before = file_state(&lock);
     let cfg = sb.config(
         &db.url(),
-        &watch_with_lock(&sb, "release_lock = \"if_free\"\n"),
+        &watch_with_lock(&sb, "release_lock = \"if_free\"\nconfirm = 1\n"),
     );
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 1);
@@ -651,7 +668,7 @@ fn a_legacy_lock_is_kept_and_reported_when_its_pid_lives_or_other_rows_share_it(
     let cfg = sb.config(
         &db.url(),
         &sb.watch(&format!(
-            "lock_file = \"{}\"\nrelease_lock = \"if_free\"\n",
+            "lock_file = \"{}\"\nrelease_lock = \"if_free\"\nconfirm = 1\n",
             shared.display()
         )),
     );
@@ -680,19 +697,17 @@ fn with_release_lock_never_or_for_hung_and_overtime_rows_the_lock_file_stays() {
     sb.heartbeat(4, secs(10));
     let lock4 = legacy_lock(&sb, 4, dead_pid());
     // hung: a live owner whose heartbeat stalled.
-    let worker = sleeper();
-    std::thread::sleep(Duration::from_millis(50));
-    db.insert(5, "running", 0);
-    set_owner(&db, 5, &worker.pid().to_string());
-    sb.heartbeat(5, secs(47 * MIN));
+    let _worker = stalled_live_worker(&sb, &db, 5);
     let lock5 = legacy_lock(&sb, 5, dead_pid());
     let states = [file_state(&lock4), file_state(&lock5)];
     let cfg = sb.config(
         &db.url(),
         &watch_with_lock(
             &sb,
-            "release_lock = \"if_free\"\nowner_column = \"worker\"\nmanual_value = \"wait_manual\"\n",
-        ),
+            "release_lock = \"if_free\"\nowner_column = \"worker\"\nmanual_value = \"wait_manual\"\n\
+             confirm = 1\n",
+        )
+        .replace("stale_after = \"5m\"", "stale_after = \"1s\""),
     );
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 1);
@@ -717,7 +732,7 @@ fn with_release_lock_never_or_for_hung_and_overtime_rows_the_lock_file_stays() {
     sb.heartbeat(2, secs(47 * MIN));
     let lock = legacy_lock(&sb, 2, dead_pid());
     let before = file_state(&lock);
-    let cfg = sb.config(&db.url(), &watch_with_lock(&sb, ""));
+    let cfg = sb.config(&db.url(), &watch_with_lock(&sb, "confirm = 1\n"));
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, _) = json(&o);
@@ -734,7 +749,7 @@ fn a_dead_legacy_job_whose_lock_file_is_already_gone_is_simply_marked() {
     sb.heartbeat(2, secs(47 * MIN));
     let cfg = sb.config(
         &db.url(),
-        &watch_with_lock(&sb, "release_lock = \"if_free\"\n"),
+        &watch_with_lock(&sb, "release_lock = \"if_free\"\nconfirm = 1\n"),
     );
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);

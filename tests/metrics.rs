@@ -24,7 +24,7 @@ fn setup() -> (Sandbox, SqliteDb, PathBuf, PathBuf) {
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
         &format!("metrics_file = \"{}\"", prom.display()),
-        &sb.watch(""),
+        &sb.watch("confirm = 1\n"),
     );
     (sb, db, cfg, prom)
 }
@@ -165,7 +165,7 @@ fn an_unwritable_metrics_directory_is_exit_3_after_the_work_is_done() {
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
         "metrics_file = \"/nonexistent/selfheal/selfheal.prom\"",
-        &sb.watch(""),
+        &sb.watch("confirm = 1\n"),
     );
     let o = check(&cfg, &[]);
     assert_exit(&o, 3);
@@ -359,14 +359,14 @@ fn a_run_of_one_watch_keeps_the_other_watches_lines() {
          UPDATE sync_log SET job = CASE id WHEN 1 THEN 'full-sync' ELSE 'nightly' END;",
     );
     let second = sb
-        .watch("match = { job = \"nightly\" }\n")
+        .watch("match = { job = \"nightly\" }\nconfirm = 1\n")
         .replace("name = \"full-sync\"", "name = \"nightly\"");
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
         &format!("metrics_file = \"{}\"", prom.display()),
         &format!(
             "{}\n\n[[watch]]\n{second}",
-            sb.watch("match = { job = \"full-sync\" }\n")
+            sb.watch("match = { job = \"full-sync\" }\nconfirm = 1\n")
         ),
     );
     let o = check(&cfg, &["--watch", "nightly"]);

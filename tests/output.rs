@@ -38,7 +38,7 @@ fn scenario() -> (Sandbox, SqliteDb, std::path::PathBuf, std::process::Child) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let watch = sb.watch(&format!(
-        "lock_file = \"{}/job-{{id}}.lock\"",
+        "lock_file = \"{}/job-{{id}}.lock\"\nconfirm = 1\n",
         sb.dir.path().display()
     ));
     let cfg = sb.config(&db.url(), &watch);

@@ -238,8 +238,24 @@ fn a_php_worker_whose_heartbeat_stalls_while_it_lives_is_hung_never_dead() {
     });
     let lock = file_state(&lock_file(&sb));
 
-    // Without manual_value: reported, exit 1, the row left alone.
+    // Without manual_value: the first run holds the verdict to confirm it (a stall shorter
+    // than a cron period must not mail anyone), exit 0.
     let cfg = config(&db, &sb, "");
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (rows, summary) = json_lines(&o);
+    let r = row(&rows, worker.id);
+    assert_eq!(
+        (&r["verdict"], &r["action"], &r["held"]),
+        (
+            &serde_json::json!("hung"),
+            &serde_json::json!("none"),
+            &serde_json::json!("confirming")
+        ),
+        "{r}"
+    );
+    assert_eq!(summary["attention"], 0);
+    // Confirmed by the next runs: reported, exit 1, the row left alone.
     for _ in 0..2 {
         let o = check(&cfg, &["--format", "json"]);
         assert_exit(&o, 1);
@@ -273,8 +289,12 @@ fn a_php_worker_whose_heartbeat_stalls_while_it_lives_is_hung_never_dead() {
     assert_exit(&o, 1);
     let (rows, _) = json_lines(&o);
     assert_eq!(row(&rows, worker.id)["action"], "mark_manual");
-    let (status, _, msg) = db.row(worker.id);
+    let (status, ended, msg) = db.row(worker.id);
     assert_eq!(status, "wait_manual");
+    assert!(
+        !ended,
+        "a row parked for a person is not ended: its worker still runs"
+    );
     assert!(msg.starts_with("self-heal: hung: "), "{msg}");
 
     // The worker lives on, still holding its untouched lock.

@@ -17,7 +17,10 @@ fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
-const RETRY: &str = "retry_value = \"pending\"\nattempts_column = \"attempts\"\nmax_attempts = 2\n";
+/// The retry budget; `confirm = 1`: these tests are about what happens once a row is
+/// judged dead, not about when.
+const RETRY: &str =
+    "retry_value = \"pending\"\nattempts_column = \"attempts\"\nmax_attempts = 2\nconfirm = 1\n";
 
 fn last_run(sb: &Sandbox) -> serde_json::Value {
     let p = sb.state_dir().join("last-run.json");
@@ -342,7 +345,7 @@ fn a_journal_line_cut_in_half_is_survived_by_writer_and_reader() {
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 50 * MIN);
     sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
     // A crash in the middle of writing the entry: half a line, no newline.
@@ -403,7 +406,7 @@ fn a_journal_that_cannot_be_opened_fails_with_exit_3_before_any_row_changes() {
     sb.heartbeat(2, secs(47 * MIN));
     // The state directory's path is taken by a file: unusable even for root.
     std::fs::write(sb.state_dir(), "not a directory").expect("file");
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let before = db.bytes();
     let o = check(&cfg, &[]);
     assert_exit(&o, 3);
@@ -429,7 +432,7 @@ fn a_journal_write_that_fails_after_the_change_stops_the_run_with_exit_3_and_the
     std::fs::create_dir(sb.state_dir()).expect("state dir");
     let journal = sb.state_dir().join("journal.jsonl");
     std::os::unix::fs::symlink("/dev/full", &journal).expect("symlink");
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let o = check(&cfg, &[]);
     assert_exit(&o, 3);
     // SQLite commits a watch's writes together, then journals them: both changes were
@@ -505,7 +508,7 @@ fn dry_runs_leave_no_journal_and_no_last_run() {
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 50 * MIN);
     sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     for args in [
         &["--dry-run"][..],
         &["--explain"],
@@ -535,7 +538,7 @@ fn every_real_run_leaves_a_last_run_report() {
     sb.heartbeat(1, secs(20));
     db.insert(2, "running", 50 * MIN);
     sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
     let last = last_run(&sb);
@@ -590,7 +593,8 @@ fn every_real_run_leaves_a_last_run_report() {
     // A failed run says so in the report.
     let cfg = sb.config(
         &db.url(),
-        &sb.watch("").replace("sync_log", "no_such_table"),
+        &sb.watch("confirm = 1\n")
+            .replace("sync_log", "no_such_table"),
     );
     let o = check(&cfg, &[]);
     assert_exit(&o, 2);
@@ -611,7 +615,7 @@ fn an_unusable_state_dir_is_a_warning_when_nothing_needs_the_journal() {
     db.insert(1, "running", 2 * 3600);
     sb.heartbeat(1, secs(20));
     std::fs::write(sb.state_dir(), "not a directory").expect("file");
-    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let o = cron_check_is_silent(&cfg);
     let err = stderr(&o);
     assert!(

@@ -15,7 +15,8 @@ use std::time::Duration;
 use common::*;
 use mysql::prelude::Queryable;
 
-/// A configuration with no `[run]` table: every path is the default.
+/// A configuration with no `[run]` table: every path is the default. `confirm = 1`: these
+/// runs are about paths and locks, and act on what they find at once.
 fn write_config(path: &Path, url: &str, watch: &str, heartbeats: &Path) {
     std::fs::write(
         path,
@@ -23,7 +24,7 @@ fn write_config(path: &Path, url: &str, watch: &str, heartbeats: &Path) {
             "[database]\nurl = \"{url}\"\n\n[[watch]]\nname = \"{watch}\"\ntable = \"sync_log\"\n\
              started_column = \"start_time\"\nheartbeat_file = \"{}/hb-{{id}}\"\n\
              stale_after = \"5m\"\nmax_age = \"4h\"\nended_column = \"end_time\"\n\
-             message_column = \"error_msg\"\n",
+             message_column = \"error_msg\"\nconfirm = 1\n",
             heartbeats.display()
         ),
     )

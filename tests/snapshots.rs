@@ -241,6 +241,8 @@ struct EveryVerdict {
     cfg: PathBuf,
     /// Holds row 8's lock.
     holder: Proc,
+    /// Holds row 20's lock.
+    holder20: Proc,
     /// Row 6's worker, which has exited.
     dead_pid: u32,
 }
@@ -254,8 +256,11 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      11 unknown: start 2h in the future, 12 unknown: owner 'web-3', 13 unknown: lock free \
      but owner alive, 14 unknown: heartbeat file is a symlink loop, 15 remote: owner on \
      web2.invalid, no heartbeat here (50m), 16 remote past max_age (5h, owner on web2.invalid), \
-     17 remote: owner THIS-HOST.dc2.example.com with a pid that exited here (50m); watch \
-     nightly (match job = nightly) runs on another host.";
+     17 remote: owner THIS-HOST.dc2.example.com with a pid that exited here (50m), 18 \
+     starting: 8s old, its heartbeat file 2h old (an earlier row 18's), 19 unknown: start 0, \
+     20 overtime (5h) while its lock is held by flock(1) (never marked dead); watch nightly \
+     (match job = nightly) runs on another host. Inferred verdicts (3, 4, 8, 9) need \
+     confirm = 2 runs in a row.";
 
 fn every_verdict() -> EveryVerdict {
     // (id, started, heartbeat, lock file: None / Some(held), owner)
@@ -324,6 +329,9 @@ fn every_verdict() -> EveryVerdict {
             None,
             Some(format!("{host}.dc2.example.com:{dead_pid}")),
         ),
+        (18, ago(8), Some(2 * HOUR), None, None),
+        (19, ago(HOUR), Some(10), None, None),
+        (20, ago(5 * HOUR), Some(5), Some(true), None),
     ];
     for (id, started, hb, lock, owner) in &rows {
         db.insert_at(*id, "running", *started);
@@ -346,7 +354,10 @@ fn every_verdict() -> EveryVerdict {
     db.exec("ALTER TABLE sync_log ADD COLUMN job TEXT NOT NULL DEFAULT 'full-sync'");
     // A heartbeat that cannot be read: stat(2) fails with ELOOP, not ENOENT.
     std::os::unix::fs::symlink("hb-14", sb.path("hb-14")).expect("symlink");
+    // A start of 0, the usual "unset".
+    db.exec("UPDATE sync_log SET start_time = 0 WHERE id = 19");
     let holder = flock1_holder(&sb.lock_path(8), false);
+    let holder20 = flock1_holder(&sb.lock_path(20), false);
     let watch = format!(
         "{}\n[[watch]]\nname = \"nightly\"\nhost = \"batch-9.invalid\"\ntable = \"sync_log\"\n\
          match = {{ job = \"nightly\" }}\n\
@@ -363,6 +374,7 @@ fn every_verdict() -> EveryVerdict {
         db,
         cfg,
         holder,
+        holder20,
         dead_pid,
     }
 }
@@ -380,6 +392,7 @@ impl EveryVerdict {
     fn redact(&self) -> Redact {
         Redact::new(&self.sb)
             .pid(self.holder.pid(), "FLOCK_PID")
+            .pid(self.holder20.pid(), "FLOCK20_PID")
             .pid(self.dead_pid, "EXITED_PID")
             .with(format!("this is {}", hostname()), "this is [HOST]")
     }
@@ -403,10 +416,16 @@ fn cron_every_verdict() {
     let args = ["check"];
     let Some(o) = run(&f.cfg, &args) else { return };
     let r = f.redact();
-    let text = transcript(&args, &o, &r) + &r.apply(&table(&f.db));
+    let mut text = transcript(&args, &o, &r) + &r.apply(&table(&f.db));
+    // Cron's next run: the inferred verdicts are confirmed now.
+    let Some(o) = run(&f.cfg, &args) else { return };
+    text += &(transcript(&args, &o, &r) + &r.apply(&table(&f.db)));
     snapshot(
         "cron_every_verdict",
-        &format!("The cron form (a real run) over: {EVERY_VERDICT} Then the table."),
+        &format!(
+            "The cron form (a real run), twice, as cron runs it, over: {EVERY_VERDICT} The \
+             table after each run."
+        ),
         &text,
     );
 }
@@ -495,7 +514,7 @@ fn legacy_locks() -> (Sandbox, SqliteDb, PathBuf, Redact) {
     let cfg = sb.config(
         &db.url(),
         &sb.watch(&format!(
-            "lock_file = \"{}\"\nrelease_lock = \"if_free\"\n",
+            "lock_file = \"{}\"\nrelease_lock = \"if_free\"\nconfirm = 1\n",
             sb.lock_template()
         )),
     );
@@ -506,7 +525,7 @@ fn legacy_locks() -> (Sandbox, SqliteDb, PathBuf, Redact) {
     (sb, db, cfg, r)
 }
 
-const LEGACY_LOCKS: &str = "release_lock = \"if_free\": row 1 dead (heartbeat 47m old), its \
+const LEGACY_LOCKS: &str = "release_lock = \"if_free\", confirm = 1: row 1 dead (heartbeat 47m old), its \
      lock file naming a pid that exited; row 2 dead (no heartbeat), its lock file naming pid 1 \
      (alive); row 3 dead (heartbeat 30m old), no lock file; row 4 alive, its lock file naming \
      pid 1; rows 5 and 6 alive.";
@@ -568,9 +587,10 @@ fn cron_shot(
 fn cron_breaker_tripped() {
     cron_shot(
         "cron_breaker_tripped",
-        "Four rows 3h into a 4h cap, three of them with heartbeat files 2h old, one beating: \
-         three deaths on heartbeat alone out of four rows trip the breaker; nothing is marked.",
-        |sb| sb.watch(""),
+        "Four rows 3h into a 4h cap, three of them with heartbeat files 2h old, one beating, \
+         confirm = 1: three deaths on heartbeat alone out of four rows trip the breaker; \
+         nothing is marked.",
+        |sb| sb.watch("confirm = 1\n"),
         |sb, db| {
             for id in 1..=4 {
                 db.insert_at(id, "running", ago(3 * HOUR));
@@ -631,15 +651,16 @@ fn json_breaker_and_max_age_warnings() {
     finished(&db, 5, "done", ago(26 * HOUR), 3 * HOUR + 10 * MIN);
     let cfg = sb.config(
         &db.url(),
-        &sb.watch("").replace("max_age = \"4h\"", "max_age = \"2h\""),
+        &sb.watch("confirm = 1\n")
+            .replace("max_age = \"4h\"", "max_age = \"2h\""),
     );
     let args = ["check", "--format", "json"];
     let Some(o) = run(&cfg, &args) else { return };
     snapshot(
         "json_breaker_and_max_age_warnings",
-        "--format json of a real run (each object pretty-printed here): four rows 90m into a \
-         2h cap, three with heartbeats 1h old (the breaker trips), one beating; a run that \
-         ended well after 3h10m (id 5) makes max_age too low.",
+        "--format json of a real run (each object pretty-printed here), confirm = 1: four \
+         rows 90m into a 2h cap, three with heartbeats 1h old (the breaker trips), one \
+         beating; a run that ended well after 3h10m (id 5) makes max_age too low.",
         &json_transcript(&args, &o, &Redact::new(&sb)),
     );
 }
@@ -820,7 +841,7 @@ fn doctor_sqlite_heartbeat_dir_unreadable() {
 // stats
 
 const STATS: &str = "Runs that ended well: 20m, 35m, 50m, 1h10m, 1h25m ('done') and 5m ('failed', \
-     counted by default); row 6 marked dead by a real check on a 47m-old heartbeat, then \
+     counted by default); row 6 marked dead by two real checks on a 47m-old heartbeat, then \
      finished 'done' after 1h10m (a false positive, from the journal); row 7 marked dead \
      (no heartbeat) and stayed so; row 8 'done' after 40m carrying a selfheal message no \
      journal knows (a false positive, from the message).";
@@ -854,8 +875,11 @@ fn stats_fixture() -> Option<(Sandbox, PathBuf)> {
     sb.heartbeat_at(6, ago(47 * MIN));
     db.insert_at(7, "running", ago(HOUR));
     let cfg = sb.config(&db.url(), &sb.watch(""));
-    let o = run(&cfg, &["check"])?;
-    assert_exit(&o, 0);
+    // Two cron runs: the first finds both silent, the second confirms it.
+    for _ in 0..2 {
+        let o = run(&cfg, &["check"])?;
+        assert_exit(&o, 0);
+    }
     assert_eq!(
         (db.status(6), db.status(7)),
         ("error".into(), "error".into())

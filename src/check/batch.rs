@@ -17,10 +17,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::sweep::plan_row;
+use super::sweep::{judge, plan_row};
 use crate::clock::{Clocks, now_rfc3339};
 use crate::config::Watch;
-use crate::decide::{self, Action, Hold};
+use crate::decide::{Action, Confirmation, Hold};
 use crate::error::{Error, Result};
 use crate::evidence::{self, gather};
 use crate::host::Host;
@@ -280,8 +280,17 @@ fn cas_row(
         SystemTime::now(),
         locks.as_ref(),
     );
-    let d2 = decide::decide(&again, report.thresholds);
-    let p2 = plan_row(w, &d2, row, ctx.hold);
+    let (_, d2) = judge(w, row, again);
+    // The same inferred verdict keeps this run's count; another one would be its first.
+    let c2 = match report.confirmation {
+        Some(c) if d2.inferred() && d2.verdict == report.decision.verdict => Some(c),
+        _ if d2.inferred() => Some(Confirmation {
+            count: 1,
+            confirm: w.confirm,
+        }),
+        _ => None,
+    };
+    let p2 = plan_row(w, &d2, row, c2, ctx.hold);
     if (p2.action, &p2.target) != (report.plan.action, &report.plan.target) {
         report.action = Action::None;
         report.note = Some(format!(
@@ -297,6 +306,8 @@ fn cas_row(
         new_status: &target,
         message: w.message_column.as_ref().map(|_| report.reason.clone()),
         bump_attempts: report.plan.action == Action::MarkRetry,
+        // A row parked for a person may still have a running worker: not ended.
+        set_ended: report.plan.action != Action::MarkManual,
     };
     match store.compare_and_set(w, ctx.schema, &change)? {
         CasOutcome::Applied => report.applied = true,

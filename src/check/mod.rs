@@ -18,9 +18,11 @@
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
 //! per watch and host when rows are owned, so hosts judge their own rows side by side —,
-//! recent runtimes, the count of rows parked in `manual_value`), `state_dir/last-run.json`
-//! and the metrics file, each only in a real run, and `state_dir/reminders.json` in a real
-//! run of the cron text ([`crate::remind`]); the rest through `sweep.rs` and `batch.rs`.
+//! recent runtimes, the count of rows parked in `manual_value`), the confirmation counts
+//! (`state_dir/confirmations.json`: read by every run that has a watch with `confirm`
+//! above 1, replaced only by a real one), `state_dir/last-run.json` and the metrics file,
+//! each only in a real run, and `state_dir/reminders.json` in a real run of the cron text
+//! ([`crate::remind`]); the rest through `sweep.rs` and `batch.rs`.
 
 mod batch;
 mod sweep;
@@ -32,11 +34,12 @@ use serde_json::json;
 
 use crate::clock::{Clocks, clock_skew, skew_text};
 use crate::config::{Config, Database, Watch};
+use crate::confirmations::{self, Tally, Unread};
 use crate::decide::{Action, Hold};
 use crate::error::{Error, Result, exit};
 use crate::evidence::thresholds;
 use crate::host::Host;
-use crate::journal::{Pending, RunId, Writer};
+use crate::journal::{Pending, RowId, RunId, Writer};
 use crate::remind::Reminder;
 use crate::report::{Parked, Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, RunningRow, Schema, Store};
@@ -247,6 +250,8 @@ struct Run<'a> {
     id: RunId,
     /// Opened before the run's first change (or to settle a stopped run's intents).
     writer: Option<Writer>,
+    /// The confirmation counts, when a watch of the run needs them.
+    tally: Option<Tally>,
 }
 
 /// Everything after the run lock: connect, read the clocks and every schema, settle what a
@@ -261,6 +266,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
+        tolerance_s: cfg.run.clock_tolerance.as_secs(),
     };
     let hold = compare_clocks(cfg, opts, &clocks, out);
 
@@ -273,6 +279,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         schemas.insert(&w.name, schema);
     }
 
+    let tally = load_tally(cfg, db, opts, out);
     let mut run = Run {
         cfg,
         opts,
@@ -281,6 +288,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         clocks,
         hold,
         writer: None,
+        tally,
     };
     if !opts.dry_run && Pending::left_behind(&cfg.run.state_dir) {
         let jw = run.writer.insert(Writer::open(&cfg.run.state_dir)?);
@@ -292,7 +300,51 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         let schema = schemas.remove(w.name.as_str());
         check_watch(&mut run, w, schema, store.as_mut(), out)?;
     }
+    // Like the journal: a run that cannot keep the counts must say so (exit 3), or no
+    // inferred verdict would ever act.
+    if let Some(t) = run.tally.take()
+        && !opts.dry_run
+        && t.worth_writing()
+    {
+        let counts = t.into_counts(crate::clock::epoch(SystemTime::now()));
+        confirmations::save(&cfg.run.state_dir, &counts)?;
+    }
     Ok(())
+}
+
+/// The confirmation counts the last real run left, when a watch of this run needs them
+/// (`confirm` above 1). A damaged file is started over (the next write mends it). One that
+/// cannot be read (another user's) is said, and the run counts as a first run would: a dry
+/// run or `--explain` shows that view; a real run replaces the file when it has anything
+/// to count, and fails (exit 3) if it cannot — an inferred verdict that can never be
+/// confirmed must not go unnoticed.
+fn load_tally(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Option<Tally> {
+    if cfg.watches.iter().all(|w| w.confirm <= 1) {
+        return None;
+    }
+    let key = confirmations::database_key(db);
+    Some(match confirmations::load(&cfg.run.state_dir) {
+        Ok(counts) => Tally::new(key, counts),
+        Err(Unread::Damaged(e)) => {
+            out.warn(format!(
+                "{}; the counts of inferred verdicts start over",
+                e.full_message()
+            ));
+            Tally::new(key, Some(confirmations::Counts::default()))
+        }
+        Err(Unread::Failed(e)) => {
+            out.warn(format!(
+                "cannot read the confirmation counts ({}); {}",
+                e.full_message(),
+                if opts.dry_run {
+                    "showing what a first run would do"
+                } else {
+                    "counting as a first run would"
+                }
+            ));
+            Tally::new(key, None)
+        }
+    })
 }
 
 /// Measures the database clock against the host's; beyond the tolerance, warns and (unless
@@ -392,7 +444,7 @@ fn check_watch(
         run_hold: run.hold,
         force: run.opts.force,
     };
-    let swept = sweep::sweep(w, store, &ctx, &mut |kind, m| {
+    let swept = sweep::sweep(w, store, &ctx, run.tally.as_mut(), &mut |kind, m| {
         out.warn_once(kind, Some(&w.name), m);
     })?;
     if swept.breaker_tripped {
@@ -430,7 +482,7 @@ fn count_parked(
             .into_iter()
             .map(|r| {
                 let age = match r.started.stamp {
-                    Ok(Some(s)) => crate::clock::age_on_db_clock(s, &run.clocks.db, run.clocks.tz)
+                    Ok(Some(s)) => crate::clock::age_on_db_clock(s, &run.clocks.db)
                         .ok()
                         .and_then(|a| u64::try_from(a).ok()),
                     _ => None,
@@ -521,6 +573,12 @@ fn write_and_report(
             error: end.error,
         }
     };
+    // A row written is no longer running: it keeps no confirmation count.
+    if let Some(t) = run.tally.as_mut() {
+        for (row, _) in batch.iter().filter(|(_, r)| r.applied) {
+            t.forget(w, &RowId::from(&row.id).key(), &row.started.raw.to_string());
+        }
+    }
     let mut written = writes
         .into_iter()
         .zip(batch.into_iter().map(|(_, r)| r))

@@ -1,22 +1,27 @@
 //! One watch's running rows in, judged rows out: each row's evidence gathered
-//! ([`crate::evidence::gather`]) and judged ([`crate::decide`]) as it comes off the wire,
-//! then what concerns the watch as a whole — the shared-heartbeat warning, the breaker, a
-//! hold on everything not conclusive — and which legacy lock files several rows name.
-//! Nothing is written here.
+//! ([`crate::evidence::gather`]) and judged ([`crate::decide`]) as it comes off the wire —
+//! a lock `/proc/locks` shows free confirmed by a try-lock first when the row would be
+//! written on the strength of it ([`judge`]), an inferred verdict counted across runs
+//! ([`crate::confirmations`]) and held until confirmed — then what concerns the watch as a
+//! whole: the shared-heartbeat warning, the breaker, a hold on everything not conclusive,
+//! and which legacy lock files several rows name. Nothing is written here.
 //!
 //! I/O: streams the watch's running rows from the store; reads `/proc/locks` once when the
-//! watch names a lock file; the probes of [`crate::evidence::gather`].
+//! watch names a lock file; the probes of [`crate::evidence::gather`], and the try-lock of
+//! [`crate::evidence::confirm_lock`] for a row about to be written on a free lock.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use crate::clock::Clocks;
+use crate::clock::{Clocks, epoch};
 use crate::config::{ReleaseLock, Watch};
-use crate::decide::{self, ActionPolicy, Decision, Evidence, Hold, Plan, Verdict};
+use crate::confirmations::Tally;
+use crate::decide::{self, ActionPolicy, Confirmation, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
-use crate::evidence::{gather, owner_host, row_message, thresholds};
+use crate::evidence::{confirm_lock, gather, owner_host, row_message, thresholds};
 use crate::host::Host;
+use crate::journal::RowId;
 use crate::message::cut;
 use crate::probe::LockTable;
 use crate::report::RowReport;
@@ -31,13 +36,48 @@ fn action_policy(w: &Watch) -> ActionPolicy<'_> {
     }
 }
 
-/// The plan for one row under the watch's hold, if any.
-pub(super) fn plan_row(w: &Watch, d: &Decision, row: &RunningRow, hold: Option<Hold>) -> Plan {
+/// The plan for one row: held while its inferred verdict is not confirmed, then under
+/// the watch's hold, if any.
+pub(super) fn plan_row(
+    w: &Watch,
+    d: &Decision,
+    row: &RunningRow,
+    confirmation: Option<Confirmation>,
+    hold: Option<Hold>,
+) -> Plan {
     let p = decide::plan(d, row.attempts, &action_policy(w));
+    let p = decide::confirm(p, d, confirmation);
     match hold {
         Some(h) => decide::hold(p, d, h),
         None => p,
     }
+}
+
+/// A row's evidence and verdict. A lock `/proc/locks` shows free proves nothing yet (it
+/// lists the holders of this pid namespace only, and none over NFS): it is tried — a
+/// non-blocking try-lock, released at once — when, and only when, the row would be written
+/// on the strength of it, so that jobs in normal operation are never disturbed.
+pub(super) fn judge(w: &Watch, row: &RunningRow, evidence: Evidence) -> (Evidence, Decision) {
+    let t = thresholds(w);
+    let decision = decide::decide(&evidence, t);
+    if let Some(hypothesis) = decide::as_if_confirmed(&evidence) {
+        let d = decide::decide(&hypothesis, t);
+        if decide::plan(&d, row.attempts, &action_policy(w)).writes() {
+            let evidence = confirm_lock(w, row, evidence);
+            let decision = decide::decide(&evidence, t);
+            return (evidence, decision);
+        }
+    }
+    (evidence, decision)
+}
+
+/// The confirmation a row's verdict has on a watch that counts none this run (no tally):
+/// with `confirm = 1` every inferred verdict is confirmed at once.
+fn uncounted(w: &Watch, d: &Decision) -> Option<Confirmation> {
+    d.inferred().then_some(Confirmation {
+        count: 1,
+        confirm: w.confirm,
+    })
 }
 
 /// True when a real run removes the row's legacy lock file after marking it: only for
@@ -55,6 +95,8 @@ pub(super) struct Judged {
     pub owner_host: Option<String>,
     pub evidence: Evidence,
     pub decision: Decision,
+    /// How far its inferred verdict is confirmed (`None`: not inferred).
+    pub confirmation: Option<Confirmation>,
     pub plan: Plan,
 }
 
@@ -77,15 +119,18 @@ pub(super) struct SweepCtx<'a> {
     pub force: bool,
 }
 
-/// Judges every running row of `w`; warnings go to `warn`, with their kind
-/// (`shared_heartbeat_file`, `breaker`): the cron text shows each once per `remind_every`.
+/// Judges every running row of `w`, counting inferred verdicts in `tally` (the run's
+/// confirmation counts; `None` when no watch of the run needs them); warnings go to `warn`,
+/// with their kind (`shared_heartbeat_file`, `breaker`): the cron text shows each once per
+/// `remind_every`.
 pub(super) fn sweep(
     w: &Watch,
     store: &mut dyn Store,
     ctx: &SweepCtx<'_>,
+    tally: Option<&mut Tally>,
     warn: &mut dyn FnMut(&'static str, String),
 ) -> Result<Swept> {
-    let mut rows = judge_rows(w, store, ctx)?;
+    let mut rows = judge_rows(w, store, ctx, tally)?;
     // Another host's rows are none of this host's files (and never written here).
     let local = rows
         .iter()
@@ -112,7 +157,7 @@ pub(super) fn sweep(
     };
     if hold.is_some() {
         for j in &mut rows {
-            j.plan = plan_row(w, &j.decision, &j.row, hold);
+            j.plan = plan_row(w, &j.decision, &j.row, j.confirmation, hold);
         }
     }
     let lock_users = lock_users(w, &rows);
@@ -126,20 +171,36 @@ pub(super) fn sweep(
 
 /// Each row is judged as it comes off the wire; what is kept is its evidence and verdict
 /// (the breaker needs every verdict of the watch before any write).
-fn judge_rows(w: &Watch, store: &mut dyn Store, ctx: &SweepCtx<'_>) -> Result<Vec<Judged>> {
-    let t = thresholds(w);
+fn judge_rows(
+    w: &Watch,
+    store: &mut dyn Store,
+    ctx: &SweepCtx<'_>,
+    mut tally: Option<&mut Tally>,
+) -> Result<Vec<Judged>> {
     let host_now = SystemTime::now();
+    let now = epoch(host_now);
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
     let mut rows: Vec<Judged> = Vec::new();
+    if let Some(t) = tally.as_deref_mut() {
+        t.checked(w);
+    }
     store.each_running_row(w, &mut |row| {
-        let evidence = gather(w, &row, ctx.clocks, ctx.host, host_now, locks.as_ref());
-        let decision = decide::decide(&evidence, t);
-        let plan = plan_row(w, &decision, &row, None);
+        let gathered = gather(w, &row, ctx.clocks, ctx.host, host_now, locks.as_ref());
+        let (evidence, decision) = judge(w, &row, gathered);
+        let confirmation = match tally.as_deref_mut() {
+            Some(t) => {
+                let id = RowId::from(&row.id).key();
+                t.count(w, &id, &row.started.raw.to_string(), &decision, now)
+            }
+            None => uncounted(w, &decision),
+        };
+        let plan = plan_row(w, &decision, &row, confirmation, None);
         rows.push(Judged {
             owner_host: owner_host(&row, &evidence, ctx.host),
             row,
             evidence,
             decision,
+            confirmation,
             plan,
         });
         Ok(())
@@ -224,6 +285,7 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
         release_planned,
         lock_release: None,
         lock_file,
+        confirmation: j.confirmation,
         plan: j.plan,
         already_told: false,
     }

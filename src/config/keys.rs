@@ -313,6 +313,14 @@ pub const WATCH_KEYS: &[Key] = &[
                after marking a dead row if nobody locks it and the pid in it is gone",
     },
     Key {
+        name: "confirm",
+        kind: Kind::Int { min: 1, max: 1_000 },
+        need: Need::Default(Lit::Int(2)),
+        flag: flag("confirm", "N"),
+        help: "Runs in a row an inferred verdict (dead on heartbeat alone, hung) must hold \
+               before it acts; 1 acts at once [default: 2]",
+    },
+    Key {
         name: "success_values",
         kind: Kind::List {
             item: &Status,

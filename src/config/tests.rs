@@ -508,6 +508,7 @@ fn samples() -> Vec<(&'static str, Raw)> {
         ("max_attempts", Raw::Int(3)),
         ("overtime", t("manual")),
         ("release_lock", t("if_free")),
+        ("confirm", Raw::Int(3)),
         ("success_values", Raw::List(vec![t("done"), t("ok")])),
     ]
 }
@@ -631,6 +632,53 @@ fn toml_type_errors_point_at_the_line_and_the_value() {
         "success_values = [\"done\"]\nsuccess_values = [\"ok\"]",
     ));
     assert!(key.starts_with("line 13"), "{key}: {msg}");
+}
+
+#[test]
+fn a_duration_below_one_second_is_an_error_naming_its_key() {
+    // Every duration key of a watch, in the file and as a flag, and [run]'s.
+    for key in keys::WATCH_KEYS
+        .iter()
+        .filter(|k| k.kind == keys::Kind::Duration)
+    {
+        let text = BASE.replace(
+            &format!("{} = \"", key.name),
+            &format!("{} = \"300ms\" # was \"", key.name),
+        );
+        let (_, k, msg) = config_err(parse(&text));
+        assert_eq!(k, format!("watch 'full-sync': {}", key.name), "{msg}");
+        assert!(
+            msg.contains("at least one second") && msg.contains("\"300ms\""),
+            "{}: {msg}",
+            key.name
+        );
+        let mut o = Overrides::default();
+        o.watch.set(key.name, "300ms").expect("a watch key");
+        let (origin, k, msg) = config_err(from_str(BASE, Path::new(FILE), &o, &[]));
+        assert_eq!(origin, Origin::CommandLine);
+        assert_eq!(k, key.flag_spelling(), "{msg}");
+        assert!(msg.contains("at least one second"), "{msg}");
+    }
+    let (_, key, msg) = config_err(with("[run]\nclock_tolerance = \"500ms\""));
+    assert_eq!(key, "run.clock_tolerance");
+    assert!(msg.contains("at least one second"), "{msg}");
+    // One second is the least, in any spelling.
+    let c = parse(&BASE.replace("\"5m\"", "\"1000ms\"")).expect("one second");
+    assert_eq!(c.watches[0].stale_after, Duration::from_secs(1));
+}
+
+#[test]
+fn confirm_defaults_to_two_and_takes_a_positive_count() {
+    assert_eq!(parse(BASE).expect("valid").watches[0].confirm, 2);
+    assert_eq!(with("confirm = 1").expect("valid").watches[0].confirm, 1);
+    assert_eq!(with("confirm = 5").expect("valid").watches[0].confirm, 5);
+    for bad in ["confirm = 0", "confirm = -1", "confirm = 1001"] {
+        let (_, key, msg) = config_err(with(bad));
+        assert_eq!(key, "watch 'full-sync': confirm", "{bad}");
+        assert!(msg.contains("from 1 to 1000"), "{bad}: {msg}");
+    }
+    let (_, key, msg) = config_err(with("confirm = \"2\""));
+    assert!(key.starts_with("line "), "{key}: {msg}");
 }
 
 #[test]

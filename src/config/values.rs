@@ -102,7 +102,9 @@ impl fmt::Display for Ident {
     }
 }
 
-/// A duration in humantime syntax (`90s`, `5m`, `1h 30m`); must be positive.
+/// A duration in humantime syntax (`90s`, `5m`, `1h 30m`); at least one second. Every
+/// threshold selfheal keeps is whole seconds: `"300ms"` would silently become 0 s (every
+/// heartbeat older than a second stale), so it is refused like `"0s"`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s.trim()).map_err(|e| {
         format!(
@@ -111,6 +113,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     })?;
     if d.is_zero() {
         return Err(format!("expected a positive duration, got {s:?}"));
+    }
+    if d < Duration::from_secs(1) {
+        return Err(format!(
+            "expected a duration of at least one second (\"1s\"), got {s:?}"
+        ));
     }
     Ok(d)
 }
@@ -209,6 +216,15 @@ mod tests {
         assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
         assert!(parse_duration("0s").is_err());
+        for short in ["300ms", "999ms", "1us", "5ns"] {
+            let e = parse_duration(short).expect_err(short);
+            assert!(
+                e.contains("at least one second") && e.contains(short),
+                "{e}"
+            );
+        }
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("1000ms").unwrap(), Duration::from_secs(1));
         assert!(parse_duration("5 minutes please").is_err());
         assert!(parse_duration("").is_err());
         assert!(parse_duration("-5m").is_err());

@@ -99,6 +99,9 @@ pub struct Watch {
     /// marked that later shows one of them was a false positive. `None`: every status but
     /// the running, dead, manual and retry values.
     pub success_values: Option<Vec<String>>,
+    /// Consecutive real runs an inferred verdict (dead on heartbeat silence alone, hung)
+    /// must hold for the same row before it acts; 1 acts at once (SPEC §5).
+    pub confirm: u32,
 }
 
 impl Watch {
@@ -229,6 +232,7 @@ pub(super) fn validate(
         overtime: v.need("overtime")?,
         release_lock: v.need("release_lock")?,
         success_values: v.get("success_values")?,
+        confirm: v.need("confirm")?,
     };
     cross_key_rules(&w, &at)?;
     Ok(w)

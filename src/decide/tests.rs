@@ -21,8 +21,8 @@ fn hb(a: u64) -> Heartbeat {
     Heartbeat::Age(a)
 }
 
-use Heartbeat::Missing;
-use Lock::{Absent, Free, NotConfigured as NoLock};
+use Heartbeat::{BeforeRow, Missing};
+use Lock::{Absent, Free, NotConfigured as NoLock, Unconfirmed};
 use Owner::{Empty, NotConfigured as NoOwner};
 
 fn held() -> Lock {
@@ -36,6 +36,9 @@ fn dead() -> Owner {
 }
 fn reused() -> Owner {
     Owner::Reused { pid: 4242 }
+}
+fn not_visible() -> Owner {
+    Owner::NotVisible { pid: 4242 }
 }
 fn web2() -> Owner {
     Owner::NotLocal {
@@ -109,8 +112,20 @@ fn named_cases() {
             Basis::MaxAge,
         ),
         (
-            "overtime even while the lock is held",
+            "overtime even while the lock is held, but the worker provably lives",
             ev(Some(20_000), hb(5), held(), NoOwner),
+            Overtime,
+            Basis::MaxAgeWorkerLives,
+        ),
+        (
+            "overtime with the owner alive: the worker provably lives",
+            ev(Some(20_000), hb(9_000), NoLock, alive()),
+            Overtime,
+            Basis::MaxAgeWorkerLives,
+        ),
+        (
+            "overtime with a lock nobody was seen holding: not proof of life",
+            ev(Some(20_000), hb(5), Unconfirmed, NoOwner),
             Overtime,
             Basis::MaxAge,
         ),
@@ -189,10 +204,38 @@ fn named_cases() {
             Basis::StaleButLockHeld,
         ),
         (
-            "lock free, row old: dead at once, fresh heartbeat or not",
+            "lock confirmed free, row old: dead at once, fresh heartbeat or not",
             ev(Some(3_000), hb(10), Free, NoOwner),
             Dead,
             Basis::LockFree,
+        ),
+        // The case 1: /proc/locks (another pid namespace, NFS) shows no holder of
+        // a lock the worker holds, and it beat 0 s ago.
+        (
+            "lock free only as /proc/locks shows it, fresh heartbeat: alive",
+            ev(Some(3_000), hb(0), Unconfirmed, NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+        (
+            "unconfirmed free lock, stale: dead by heartbeat only, never conclusive",
+            ev(Some(3_000), hb(2_000), Unconfirmed, NoOwner),
+            Dead,
+            Basis::HeartbeatStale,
+        ),
+        (
+            "a try-lock that failed: held, holder not visible: hung",
+            ev(Some(3_000), hb(2_000), Lock::Held { pid: None }, NoOwner),
+            Hung,
+            Basis::StaleButLockHeld,
+        ),
+        (
+            "unconfirmed free lock beside a living owner: the same contradiction",
+            ev(Some(3_000), hb(20), Unconfirmed, alive()),
+            Unknown,
+            Basis::Unreadable(
+                "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
+            ),
         ),
         (
             "lock free, row exactly stale_after old",
@@ -386,6 +429,51 @@ fn named_cases() {
             Alive,
             Basis::HeartbeatFresh,
         ),
+        // Outside the initial pid namespace: the pid says nothing.
+        (
+            "owner pid not visible, fresh: alive",
+            ev(Some(3_000), hb(0), NoLock, not_visible()),
+            Alive,
+            Basis::HeartbeatFresh,
+        ),
+        (
+            "owner pid not visible, stale: dead by heartbeat only, never conclusive",
+            ev(Some(3_000), hb(2_000), NoLock, not_visible()),
+            Dead,
+            Basis::HeartbeatStale,
+        ),
+        (
+            "owner pid not visible, lock confirmed free: the lock decides",
+            ev(Some(3_000), hb(0), Free, not_visible()),
+            Dead,
+            Basis::LockFree,
+        ),
+        // A heartbeat older than the row: an earlier row's (ids reused). The case
+        // 3: a new row 12, 8 s old, and a file 7209 s old.
+        (
+            "heartbeat older than a young row: starting, not dead",
+            ev(Some(8), BeforeRow(7_209), NoLock, NoOwner),
+            Starting,
+            Basis::NoHeartbeatYet,
+        ),
+        (
+            "heartbeat older than a young row with its lock held: starting, not hung",
+            ev(Some(3), BeforeRow(7_209), held(), NoOwner),
+            Starting,
+            Basis::NoHeartbeatYet,
+        ),
+        (
+            "heartbeat older than an old row: missing",
+            ev(Some(3_000), BeforeRow(7_209), NoLock, NoOwner),
+            Dead,
+            Basis::HeartbeatMissing,
+        ),
+        (
+            "heartbeat older than an old row, lock held: hung",
+            ev(Some(3_000), BeforeRow(7_209), held(), NoOwner),
+            Hung,
+            Basis::StaleButLockHeld,
+        ),
     ];
     for (name, e, verdict, basis) in cases {
         let d = decide(&e, T);
@@ -412,6 +500,8 @@ fn all_heartbeats() -> Vec<Heartbeat> {
     vec![
         Heartbeat::Unreadable("x".into()),
         Missing,
+        BeforeRow(20),
+        BeforeRow(7_209),
         hb(0),
         hb(20),
         hb(299),
@@ -426,6 +516,7 @@ fn all_locks() -> Vec<Lock> {
         NoLock,
         held(),
         Lock::Held { pid: None },
+        Unconfirmed,
         Free,
         Lock::Present,
         Absent,
@@ -439,6 +530,7 @@ fn all_owners() -> Vec<Owner> {
         alive(),
         dead(),
         reused(),
+        not_visible(),
         Owner::NotLocal { host: "h".into() },
         Owner::Invalid("?".into()),
         Owner::Unreadable("x".into()),
@@ -473,8 +565,12 @@ fn every_combination_keeps_the_promises() {
         let total = e.total_age.clone().unwrap_or(0);
         let lives = matches!(e.lock, Lock::Held { .. }) || matches!(e.owner, Owner::Alive { .. });
         let owner_gone = matches!(e.owner, Owner::Dead { .. } | Owner::Reused { .. });
+        // Only a lock a try-lock got is free enough to prove a death.
         let lock_free_old = e.lock == Lock::Free && total >= T.stale_after;
+        let seen_free_old =
+            matches!(e.lock, Lock::Free | Lock::Unconfirmed) && total >= T.stale_after;
         let fresh = matches!(e.heartbeat, Heartbeat::Age(a) if a <= T.stale_after);
+        let no_beat = matches!(e.heartbeat, Missing | BeforeRow(_));
 
         // Unreadable evidence is always unknown, never dead.
         if unreadable {
@@ -508,7 +604,7 @@ fn every_combination_keeps_the_promises() {
             Verdict::Unknown => {
                 // Only the lock-free-but-owner-alive contradiction is unknown otherwise.
                 assert!(
-                    lock_free_old && matches!(e.owner, Owner::Alive { .. }),
+                    seen_free_old && matches!(e.owner, Owner::Alive { .. }),
                     "{ctx}"
                 );
             }
@@ -524,12 +620,11 @@ fn every_combination_keeps_the_promises() {
             }
             Verdict::Overtime => {
                 assert!(total > T.max_age && !owner_gone && !lock_free_old, "{ctx}");
+                // A worker that provably runs is told apart: it is never marked dead.
+                assert_eq!(d.basis == Basis::MaxAgeWorkerLives, lives, "{ctx}");
             }
             Verdict::Starting => {
-                assert!(
-                    total < T.stale_after && e.heartbeat == Missing && !owner_gone,
-                    "{ctx}"
-                );
+                assert!(total < T.stale_after && no_beat && !owner_gone, "{ctx}");
             }
             Verdict::Alive => {
                 assert!(
@@ -542,16 +637,75 @@ fn every_combination_keeps_the_promises() {
                     lives && !fresh && total <= T.max_age && !owner_gone,
                     "{ctx}"
                 );
-                assert!(!(e.heartbeat == Missing && total < T.stale_after), "{ctx}");
+                assert!(!(no_beat && total < T.stale_after), "{ctx}");
             }
         }
+        // Evidence selfheal cannot trust proves nothing: a lock nobody was seen holding is
+        // never conclusive, nor is a pid of another namespace.
+        if d.conclusive() {
+            assert!(e.lock != Lock::Unconfirmed || owner_gone, "{ctx}");
+            assert!(
+                !matches!(e.owner, Owner::NotVisible { .. }) || lock_free_old,
+                "{ctx}"
+            );
+        }
+        // Inferred verdicts are exactly the heartbeat-only deaths and the hung rows.
+        assert_eq!(
+            d.inferred(),
+            d.verdict == Verdict::Hung || (d.verdict == Verdict::Dead && !d.conclusive()),
+            "{ctx}"
+        );
         // A fresh heartbeat within the cap with no conclusive death is always alive:
         // the seed's legitimate two-hour run.
-        if fresh && total <= T.max_age && !owner_gone && !lock_free_old {
+        let contradiction = seen_free_old && matches!(e.owner, Owner::Alive { .. });
+        if fresh && total <= T.max_age && !owner_gone && !lock_free_old && !contradiction {
             assert_eq!(d.verdict, Verdict::Alive, "{ctx}");
         }
     });
-    assert_eq!(n, 11 * 9 * 7 * 8);
+    assert_eq!(n, 11 * 11 * 8 * 9);
+}
+
+/// Replaces one piece of evidence.
+fn with(e: &Evidence, f: impl FnOnce(&mut Evidence)) -> Evidence {
+    let mut e = e.clone();
+    f(&mut e);
+    e
+}
+
+#[test]
+fn evidence_selfheal_cannot_trust_weighs_like_no_evidence() {
+    sweep(|e, d| {
+        // A heartbeat older than the row is exactly a missing one.
+        if let BeforeRow(_) = e.heartbeat {
+            let missing = with(e, |e| e.heartbeat = Missing);
+            assert_eq!(*d, decide(&missing, T), "{e:?}");
+        }
+        // A pid of another namespace is exactly no owner column.
+        if let Owner::NotVisible { .. } = e.owner {
+            let none = with(e, |e| e.owner = NoOwner);
+            assert_eq!(*d, decide(&none, T), "{e:?}");
+        }
+        // A lock nobody was seen holding is an absent one, but for the contradiction with
+        // a living owner.
+        if e.lock == Unconfirmed && d.verdict != Verdict::Unknown {
+            let absent = with(e, |e| e.lock = Absent);
+            assert_eq!(*d, decide(&absent, T), "{e:?}");
+        }
+        // Confirming the lock only ever turns a verdict into a conclusive death or leaves
+        // it: a held lock (the try-lock failed) never makes a row look deader.
+        if let Some(confirmed) = as_if_confirmed(e) {
+            let c = decide(&confirmed, T);
+            assert!(c == *d || c.conclusive(), "{e:?}: {d:?} -> {c:?}");
+            let held = decide(&with(e, |e| e.lock = Lock::Held { pid: None }), T);
+            let owner_gone = matches!(e.owner, Owner::Dead { .. } | Owner::Reused { .. });
+            assert!(
+                held.verdict != Verdict::Dead || owner_gone,
+                "{e:?}: {held:?}"
+            );
+        } else {
+            assert_ne!(e.lock, Unconfirmed);
+        }
+    });
 }
 
 #[test]
@@ -747,4 +901,123 @@ fn breaker_threshold() {
     assert!(breaker_trips(4, 7));
     assert!(!breaker_trips(5, 10));
     assert!(breaker_trips(6, 10));
+}
+
+#[test]
+fn overtime_with_a_living_worker_is_never_marked_dead() {
+    // The case 8: a 5-hour run whose worker holds its flock and beat 5 s ago.
+    let lives = decide(&ev(Some(18_000), hb(5), held(), NoOwner), T);
+    assert_eq!(lives.basis, Basis::MaxAgeWorkerLives);
+    let manual = ActionPolicy {
+        manual_value: Some("wait_manual"),
+        ..POLICY
+    };
+    let p = plan(&lives, None, &manual);
+    assert_eq!(
+        (p.action, p.target.as_deref(), p.attention),
+        (Action::MarkManual, Some("wait_manual"), true)
+    );
+    let p = plan(&lives, None, &POLICY);
+    assert_eq!(
+        (p.action, p.target, p.attention),
+        (Action::None, None, true)
+    );
+    // manual and report stay as they are.
+    for (policy, action) in [
+        (Overtime::Manual, Action::MarkManual),
+        (Overtime::Report, Action::None),
+    ] {
+        let p = plan(
+            &lives,
+            None,
+            &ActionPolicy {
+                overtime: policy,
+                ..manual
+            },
+        );
+        assert_eq!(p.action, action, "{policy:?}");
+    }
+    // A stuck heartbeat with nothing alive: the backstop marks it.
+    let stuck = decide(&ev(Some(18_000), hb(5), NoLock, NoOwner), T);
+    assert_eq!(plan(&stuck, None, &manual).action, Action::MarkDead);
+    // Over every combination: a plan never sets dead_value past max_age while the lock
+    // is held or the owner lives.
+    sweep(|e, d| {
+        let lives = matches!(e.lock, Lock::Held { .. }) || matches!(e.owner, Owner::Alive { .. });
+        if d.verdict == Verdict::Overtime && lives {
+            for p in [&POLICY, &manual] {
+                let pl = plan(d, None, p);
+                assert_ne!(pl.action, Action::MarkDead, "{e:?}");
+                assert_ne!(pl.target.as_deref(), Some("error"), "{e:?}");
+            }
+        }
+    });
+}
+
+#[test]
+fn inferred_verdicts_wait_for_confirmation_and_conclusive_ones_do_not() {
+    let manual = ActionPolicy {
+        manual_value: Some("wait_manual"),
+        ..POLICY
+    };
+    let first = Some(Confirmation {
+        count: 1,
+        confirm: 2,
+    });
+    let second = Some(Confirmation {
+        count: 2,
+        confirm: 2,
+    });
+    let confirming = Plan {
+        action: Action::None,
+        target: None,
+        attention: false,
+        hold: Some(Hold::Confirming),
+    };
+    for inferred in [
+        d(Verdict::Dead, Basis::HeartbeatStale),
+        d(Verdict::Dead, Basis::HeartbeatMissing),
+        d(Verdict::Hung, Basis::StaleButLockHeld),
+        d(Verdict::Hung, Basis::StaleButOwnerAlive),
+    ] {
+        assert!(inferred.inferred(), "{inferred:?}");
+        for p in [&POLICY, &manual] {
+            let planned = plan(&inferred, None, p);
+            assert_eq!(confirm(planned.clone(), &inferred, first), confirming);
+            assert_eq!(confirm(planned.clone(), &inferred, second), planned);
+            // Not counted at all (`confirm = 1` with no state): as planned.
+            assert_eq!(confirm(planned.clone(), &inferred, None), planned);
+        }
+    }
+    // Conclusive deaths, overtime, unknown and the living act (or not) at once.
+    for now in [
+        d(Verdict::Dead, Basis::LockFree),
+        d(Verdict::Dead, Basis::OwnerDead),
+        d(Verdict::Dead, Basis::OwnerReused),
+        d(Verdict::Overtime, Basis::MaxAge),
+        d(Verdict::Overtime, Basis::MaxAgeWorkerLives),
+        d(Verdict::Unknown, Basis::Unreadable("x".into())),
+        d(Verdict::Alive, Basis::HeartbeatFresh),
+        d(Verdict::Starting, Basis::NoHeartbeatYet),
+    ] {
+        assert!(!now.inferred(), "{now:?}");
+        let planned = plan(&now, None, &manual);
+        assert_eq!(confirm(planned.clone(), &now, first), planned, "{now:?}");
+    }
+    // A confirming row is neither a breaker death nor held back as one.
+    let silent = d(Verdict::Dead, Basis::HeartbeatStale);
+    let held = confirm(plan(&silent, None, &POLICY), &silent, first);
+    assert!(!heartbeat_only_death(&silent, &held));
+    assert_eq!(hold(held.clone(), &silent, Hold::Breaker), held);
+}
+
+#[test]
+fn a_lock_is_tried_only_as_a_hypothesis_of_a_free_one() {
+    let e = ev(Some(3_000), hb(0), Unconfirmed, NoOwner);
+    let c = as_if_confirmed(&e).expect("unconfirmed");
+    assert_eq!(c.lock, Free);
+    assert_eq!(decide(&c, T).basis, Basis::LockFree);
+    for l in [NoLock, held(), Free, Lock::Present, Absent] {
+        assert_eq!(as_if_confirmed(&ev(Some(3_000), hb(0), l, NoOwner)), None);
+    }
 }

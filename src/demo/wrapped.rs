@@ -235,7 +235,10 @@ pub(super) fn show(dir: &Path, out: &mut dyn Write) -> Result<()> {
         let _ = kill(p, Signal::SIGKILL);
     }
     wait_for("row 8's job ends", || {
-        matches!(probe_lock(&lock, LockTable::read().as_ref()), Lock::Free)
+        matches!(
+            probe_lock(&lock, LockTable::read().as_ref()),
+            Lock::Free | Lock::Unconfirmed
+        )
     })?;
     let _ = writeln!(out, "\n$ kill -9 <row 8's job>");
     let _ = writeln!(out, "$ selfheal check --explain --config {}", cfg.display());

@@ -35,11 +35,17 @@ pub fn file_heartbeat(path: &Path, now: SystemTime) -> Heartbeat {
 /// no fresh-enough beat, anything unreadable makes the whole unreadable.
 pub fn combine(a: Heartbeat, b: Heartbeat) -> Heartbeat {
     use Heartbeat::*;
-    match (a, b) {
+    // A beat is a beat here; whether it belongs to this row is judged after combining.
+    let plain = |h| match h {
+        BeforeRow(x) => Age(x),
+        h => h,
+    };
+    match (plain(a), plain(b)) {
         (Age(x), Age(y)) => Age(x.min(y)),
         (Unreadable(w), _) | (_, Unreadable(w)) => Unreadable(w),
         (Age(x), Missing) | (Missing, Age(x)) => Age(x),
         (Missing, Missing) => Missing,
+        (BeforeRow(_), _) | (_, BeforeRow(_)) => Missing,
     }
 }
 

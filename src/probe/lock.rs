@@ -3,8 +3,14 @@
 //! Primary method, non-intrusive: read `/proc/locks` once and match the file's device and
 //! inode (flock, POSIX and OFD locks; the holder's pid when the kernel gives one). The
 //! probe takes no lock at all then, so a job starting at that instant never fails its own
-//! `flock -n` because of selfheal. Only when `/proc/locks` cannot be read does it fall
-//! back to a non-blocking `flock` on a read-only descriptor, released at once.
+//! `flock -n` because of selfheal. A lock found there is held; one not found is only
+//! [`Lock::Unconfirmed`]: `/proc/locks` lists the holders of the reader's pid namespace
+//! only (selfheal in a container or under `unshare --pid` sees none of the host's), and no
+//! lock held over NFS from another machine. Before a row is written on the strength of a
+//! free lock, [`try_lock`] confirms it: a non-blocking `flock` on a read-only descriptor
+//! and a test for POSIX locks (`F_GETLK`, which takes nothing), released at once — both
+//! answer for every holder, whatever its namespace, and NFS passes them to the server.
+//! When `/proc/locks` cannot be read at all, [`try_lock`] is the probe.
 //!
 //! The file is never created, truncated or deleted here. Where the device number in
 //! `/proc/locks` differs from `stat`'s (overlay file systems), a lock on the same inode
@@ -159,7 +165,8 @@ fn read_pass(first: usize) -> Option<String> {
     String::from_utf8(text).ok()
 }
 
-/// The state of the lock on `path`, using `table` when there is one.
+/// The state of the lock on `path`, using `table` when there is one (then a lock with no
+/// holder in it is [`Lock::Unconfirmed`]), else [`try_lock`].
 pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -174,25 +181,59 @@ pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
             meta.ino(),
         ) {
             Some(l) => Lock::Held { pid: l.pid },
-            None => Lock::Free,
+            None => Lock::Unconfirmed,
         };
     }
-    if !meta.is_file() {
-        return Lock::Unreadable(format!("{}: not a regular file", path.display()));
-    }
-    // Fallback: a try-lock on a read-only descriptor, released at once (drop closes it).
+    try_lock(path)
+}
+
+/// Whether anyone holds a lock on `path`, asked of the kernel itself: a non-blocking
+/// exclusive `flock` on a read-only descriptor (released at once: unlocked, and the
+/// descriptor closed) and an `F_GETLK` test for a POSIX or OFD lock on the whole file.
+/// Got the flock and no POSIX lock in the way: [`Lock::Free`]; either refused:
+/// [`Lock::Held`] with no pid (the holder may not be visible from here). Never creates,
+/// truncates or deletes the file.
+pub fn try_lock(path: &Path) -> Lock {
     let f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Lock::Absent,
         Err(e) => return Lock::Unreadable(format!("{}: {e}", path.display())),
     };
+    match f.metadata() {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Lock::Unreadable(format!("{}: not a regular file", path.display())),
+        Err(e) => return Lock::Unreadable(format!("{}: {e}", path.display())),
+    }
     match f.try_lock() {
         Ok(()) => {
             let _ = f.unlock();
-            Lock::Free
         }
-        Err(TryLockError::WouldBlock) => Lock::Held { pid: None },
-        Err(TryLockError::Error(e)) => Lock::Unreadable(format!("{}: flock: {e}", path.display())),
+        Err(TryLockError::WouldBlock) => return Lock::Held { pid: None },
+        Err(TryLockError::Error(e)) => {
+            return Lock::Unreadable(format!("{}: flock: {e}", path.display()));
+        }
+    }
+    posix_lock(&f, path)
+}
+
+/// `F_GETLK` for a write lock on the whole file: takes nothing, reports a conflicting
+/// POSIX or OFD lock of any process.
+fn posix_lock(f: &File, path: &Path) -> Lock {
+    use nix::fcntl::{FcntlArg, fcntl};
+    #[allow(clippy::cast_possible_truncation)] // F_WRLCK, SEEK_SET and F_UNLCK are 1, 0, 2
+    let mut query = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    match fcntl(f, FcntlArg::F_GETLK(&mut query)) {
+        Ok(_) if i32::from(query.l_type) == libc::F_UNLCK => Lock::Free,
+        Ok(_) => Lock::Held {
+            pid: u32::try_from(query.l_pid).ok().filter(|p| *p > 0),
+        },
+        Err(e) => Lock::Unreadable(format!("{}: fcntl(F_GETLK): {e}", path.display())),
     }
 }
 
@@ -293,6 +334,51 @@ garbage line
         assert_eq!(missed, 0, "held locks read as free in a busy lock table");
     }
 
+    /// The try-lock answers for every kind of holder: a flock and a POSIX lock of another
+    /// process, shared or exclusive (python3 children hold them).
+    #[test]
+    fn a_try_lock_sees_flock_and_posix_holders() {
+        use std::io::{BufRead, BufReader};
+        use std::process::{Command, Stdio};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("job.lock");
+        std::fs::write(&p, "").expect("create");
+        for how in [
+            "fcntl.flock(f, fcntl.LOCK_EX)",
+            "fcntl.flock(f, fcntl.LOCK_SH)",
+            "fcntl.lockf(f, fcntl.LOCK_EX)",
+            "fcntl.lockf(f, fcntl.LOCK_SH)",
+        ] {
+            let mode = if how.contains("lockf(f, fcntl.LOCK_EX)") {
+                "r+"
+            } else {
+                "r"
+            };
+            let mut holder = Command::new("python3")
+                .arg("-c")
+                .arg(format!(
+                    "import fcntl, sys, time\nf = open(sys.argv[1], '{mode}')\n{how}\n\
+                     print('ready', flush=True)\ntime.sleep(600)\n"
+                ))
+                .arg(&p)
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3");
+            let mut line = String::new();
+            BufReader::new(holder.stdout.as_mut().expect("stdout"))
+                .read_line(&mut line)
+                .expect("ready");
+            assert_eq!(line.trim(), "ready", "{how}");
+            let got = try_lock(&p);
+            let _ = holder.kill();
+            let _ = holder.wait();
+            assert!(matches!(got, Lock::Held { .. }), "{how}: {got:?}");
+        }
+        assert_eq!(try_lock(&p), Lock::Free);
+        assert_eq!(try_lock(&dir.path().join("none")), Lock::Absent);
+        assert!(matches!(try_lock(dir.path()), Lock::Unreadable(_)));
+    }
+
     #[test]
     fn passes_go_on_until_two_agree_and_every_lock_seen_counts() {
         let a = "1: FLOCK  ADVISORY  WRITE 5678 00:1f:98765 0 EOF\n";
@@ -331,8 +417,12 @@ garbage line
         assert_eq!(probe_lock(&p, LockTable::read().as_ref()), Lock::Absent);
         assert_eq!(probe_lock(&p, None), Lock::Absent);
         let holder = File::create(&p).expect("create");
-        assert_eq!(probe_lock(&p, LockTable::read().as_ref()), Lock::Free);
+        assert_eq!(
+            probe_lock(&p, LockTable::read().as_ref()),
+            Lock::Unconfirmed
+        );
         assert_eq!(probe_lock(&p, None), Lock::Free);
+        assert_eq!(try_lock(&p), Lock::Free);
         holder.lock().expect("lock");
         let me = std::process::id();
         assert_eq!(
@@ -340,8 +430,13 @@ garbage line
             Lock::Held { pid: Some(me) }
         );
         assert_eq!(probe_lock(&p, None), Lock::Held { pid: None });
+        assert_eq!(try_lock(&p), Lock::Held { pid: None });
         holder.unlock().expect("unlock");
-        assert_eq!(probe_lock(&p, LockTable::read().as_ref()), Lock::Free);
+        assert_eq!(
+            probe_lock(&p, LockTable::read().as_ref()),
+            Lock::Unconfirmed
+        );
+        assert_eq!(try_lock(&p), Lock::Free);
         assert!(p.exists(), "the probe never deletes the lock file");
     }
 }

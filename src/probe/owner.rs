@@ -6,6 +6,14 @@
 //! start time from `/proc/PID/stat` tells a recycled pid (`reused`: started after the row)
 //! from the worker itself; a zombie (killed, not yet reaped by its parent) is dead. Another
 //! host's worker is [`Owner::NotLocal`] (shown as `remote`): its pid is never looked at.
+//!
+//! Pids are only as good as the namespace they are read in: `kill(pid, 0)` and `/proc`
+//! answer for the reader's pid namespace. Outside the host's initial one
+//! (`/proc/self/ns/pid` is not `pid:[4026531836]`: a container, `unshare --pid`), the
+//! worker's pid means nothing here — absent, or another process — so every pid is
+//! `not_visible` (neutral), never `dead` ([`PidNamespace`], read once per process).
+//!
+//! I/O: `kill(pid, 0)`, `/proc/PID/stat`, `/proc/PID/task`, and `/proc/self/ns/pid` once.
 
 use nix::errno::Errno;
 use nix::sys::signal::kill;
@@ -13,6 +21,45 @@ use nix::unistd::Pid;
 
 use crate::decide::Owner;
 use crate::host::Host;
+
+/// The inode number of the initial pid namespace: a constant of the kernel
+/// (`PROC_PID_INIT_INO`), the same on every host.
+pub const INITIAL_PID_NS: &str = "pid:[4026531836]";
+
+/// Where selfheal's pids live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PidNamespace {
+    /// The host's initial pid namespace: pids are the host's.
+    Initial,
+    /// Another one (`pid:[N]`, as `/proc/self/ns/pid` reads): pids of the host are not
+    /// visible from here.
+    Other(String),
+    /// A kernel without `/proc/self/ns/pid` (before 3.8): taken as the initial one, there
+    /// being no pid namespaces to speak of.
+    Unknown(String),
+}
+
+impl PidNamespace {
+    /// This process's pid namespace (read once; it never changes).
+    pub fn current() -> &'static PidNamespace {
+        static NS: std::sync::OnceLock<PidNamespace> = std::sync::OnceLock::new();
+        NS.get_or_init(|| PidNamespace::of(std::fs::read_link("/proc/self/ns/pid")))
+    }
+
+    /// Judges what `/proc/self/ns/pid` reads as.
+    pub fn of(link: std::io::Result<std::path::PathBuf>) -> PidNamespace {
+        match link {
+            Ok(p) if p.as_os_str() == INITIAL_PID_NS => PidNamespace::Initial,
+            Ok(p) => PidNamespace::Other(p.display().to_string()),
+            Err(e) => PidNamespace::Unknown(e.to_string()),
+        }
+    }
+
+    /// True when a pid read here is a pid of the host.
+    pub fn sees_host_pids(&self) -> bool {
+        !matches!(self, PidNamespace::Other(_))
+    }
+}
 
 /// A process that started more than this many seconds after its row cannot be the worker
 /// that claimed it (the row's start has one-second resolution).
@@ -63,6 +110,15 @@ fn only_leader_left(pid: u32) -> bool {
 /// waits for its parent to reap it), or `Reused` (the process started after `written`, so
 /// it cannot be the one that wrote it).
 pub fn judge_pid(host: &Host, pid: u32, written: f64) -> Owner {
+    judge_pid_in(PidNamespace::current(), host, pid, written)
+}
+
+/// [`judge_pid`] for a process in pid namespace `ns`: outside the initial one, every pid is
+/// [`Owner::NotVisible`].
+pub fn judge_pid_in(ns: &PidNamespace, host: &Host, pid: u32, written: f64) -> Owner {
+    if !ns.sees_host_pids() {
+        return Owner::NotVisible { pid };
+    }
     // Pids end at i32::MAX (pid_max is at most 2^22): a larger value names no process.
     let Ok(raw) = i32::try_from(pid) else {
         return Owner::Invalid(pid.to_string());
@@ -103,6 +159,37 @@ mod tests {
         ] {
             assert_eq!(parse_owner(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn pids_outside_the_initial_namespace_are_not_visible() {
+        use std::path::PathBuf;
+        assert_eq!(
+            PidNamespace::of(Ok(PathBuf::from("pid:[4026531836]"))),
+            PidNamespace::Initial
+        );
+        let other = PidNamespace::of(Ok(PathBuf::from("pid:[4026532178]")));
+        assert_eq!(other, PidNamespace::Other("pid:[4026532178]".into()));
+        assert!(!other.sees_host_pids());
+        let old = PidNamespace::of(Err(std::io::ErrorKind::NotFound.into()));
+        assert!(old.sees_host_pids());
+        let host = Host::current();
+        let now = chrono::Utc::now().timestamp() as f64;
+        // An exited pid is not "dead" from another namespace: it says nothing there.
+        let gone = {
+            let mut c = std::process::Command::new("true").spawn().expect("spawn");
+            let pid = c.id();
+            c.wait().expect("wait");
+            pid
+        };
+        assert_eq!(
+            judge_pid_in(&other, &host, gone, now),
+            Owner::NotVisible { pid: gone }
+        );
+        assert_eq!(
+            judge_pid_in(&PidNamespace::Initial, &host, gone, now),
+            Owner::Dead { pid: gone }
+        );
     }
 
     #[test]

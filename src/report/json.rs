@@ -89,6 +89,10 @@ struct RowJson<'a> {
     lock_release_detail: Option<&'a str>,
     stale_after_s: u64,
     max_age_s: u64,
+    /// An inferred verdict: the consecutive real runs that found it (this one included,
+    /// in a dry run as a real run would count now), and how many it takes to act.
+    confirmations: Option<u32>,
+    confirm: Option<u32>,
     #[serde(flatten)]
     evidence: evidence::Record,
 }
@@ -114,6 +118,8 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         lock_release_detail: r.lock_release.as_ref().and_then(Release::detail),
         stale_after_s: r.thresholds.stale_after,
         max_age_s: r.thresholds.max_age,
+        confirmations: r.confirmation.map(|c| c.count),
+        confirm: r.confirmation.map(|c| c.confirm),
         evidence: evidence::render(&r.evidence).record,
     };
     // Through a `Value`, whose map sorts the keys as SPEC §7's examples show them.

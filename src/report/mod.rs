@@ -7,7 +7,7 @@
 pub mod json;
 pub mod text;
 
-use crate::decide::{Action, Decision, Evidence, Plan, Thresholds, Verdict};
+use crate::decide::{Action, Confirmation, Decision, Evidence, Plan, Thresholds, Verdict};
 use crate::release::Release;
 use crate::store::SqlValue;
 
@@ -54,6 +54,9 @@ pub struct RowReport {
     /// The row's lock file as the lock probe looked at it (the watch's `lock_file` with
     /// the row's id), whether or not a release is planned.
     pub lock_file: Option<String>,
+    /// How far an inferred verdict is confirmed (consecutive runs, and how many it takes);
+    /// `None` for a verdict that is not inferred.
+    pub confirmation: Option<Confirmation>,
     /// The cron text already told a person of this very problem (the same row, verdict
     /// and basis) less than `remind_every` ago: it leaves the row out this time. The exit
     /// status, the metrics and JSON count it all the same.
@@ -301,6 +304,7 @@ mod tests {
             release_planned: release.is_some(),
             lock_release: release,
             lock_file: None,
+            confirmation: None,
             already_told: false,
         }
     }

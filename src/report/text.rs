@@ -10,7 +10,7 @@ use std::io::Write;
 use super::{Parked, Reporter, RowReport, Summary, WatchInfo};
 use crate::clock::human;
 use crate::config::fmt_duration;
-use crate::decide::Action;
+use crate::decide::{Action, Hold};
 use crate::evidence;
 use crate::release::Release;
 
@@ -26,6 +26,15 @@ pub struct TextReporter<W: Write, E: Write> {
 
 fn what_a_run_does(r: &RowReport) -> String {
     match (r.plan.action, &r.plan.target, r.plan.hold) {
+        (_, _, Some(Hold::Confirming)) => {
+            let (count, confirm) = r.confirmation.map_or((1, 1), |c| (c.count, c.confirm));
+            format!(
+                "leave it for now: confirming ({count} of {confirm} runs in a row that must \
+                 find it {}; an inferred verdict acts only then, so a short stall never \
+                 parks or kills a job)",
+                r.decision.verdict.as_str()
+            )
+        }
         (_, _, Some(h)) => format!("leave it and report it ({})", h.describe()),
         (Action::None, _, _) if r.plan.attention => {
             "leave it and report it: a person must look".into()

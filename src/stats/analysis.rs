@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::histogram::Histogram;
 use crate::clock::human;
 use crate::config::fmt_duration;
-use crate::history::{friendly_ceil, id_key, max_age_too_low};
+use crate::history::{BadRuntime, friendly_ceil, id_key, max_age_too_low};
 use crate::journal::JournalEntry;
 use crate::message;
 
@@ -46,6 +46,8 @@ pub struct Mark {
     pub verdict: String,
     pub time: Option<String>,
     pub heartbeat_age_s: Option<u64>,
+    /// How old the run was when it was marked.
+    pub total_age_s: Option<u64>,
     /// Death proven by the host (pid gone, lock free) rather than inferred from a heartbeat.
     pub conclusive: bool,
     /// Which evidence decided, in words.
@@ -68,6 +70,7 @@ impl Mark {
                 verdict: e.verdict.as_str().to_string(),
                 time: text(&e.time),
                 heartbeat_age_s: e.evidence.heartbeat_age_s,
+                total_age_s: e.evidence.total_age_s,
                 conclusive: e.conclusive,
                 basis: text(&e.basis),
             },
@@ -99,6 +102,8 @@ pub struct FalsePositive {
     /// The status selfheal set (journal only; the row shows the worker's status now).
     pub set_to: Option<String>,
     pub heartbeat_age_s: Option<u64>,
+    /// How old the run was when selfheal marked it.
+    pub total_age_s: Option<u64>,
     pub conclusive: bool,
     /// Which evidence decided (journal only).
     pub basis: Option<String>,
@@ -131,7 +136,7 @@ pub struct RowView<'a> {
 
 /// Classifies a finished row; `marks` are the journal's changes of this row id.
 pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
-    let fp = |source, verdict: String, m: Option<&Mark>, hb, conclusive| {
+    let fp = |source, verdict: String, m: Option<&Mark>, hb, total, conclusive| {
         Judgement::FalsePositive(Box::new(FalsePositive {
             id: r.id.clone(),
             status: r.status.to_string(),
@@ -141,6 +146,7 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
             marked_at: m.and_then(|m| m.time.clone()),
             set_to: m.map(|m| m.to.clone()),
             heartbeat_age_s: hb,
+            total_age_s: total,
             conclusive,
             basis: m.and_then(|m| m.basis.clone()),
         }))
@@ -156,6 +162,7 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
                 m.verdict.clone(),
                 Some(m),
                 m.heartbeat_age_s,
+                m.total_age_s,
                 m.conclusive,
             ),
             (Some(_), false) => Judgement::Marked,
@@ -181,6 +188,7 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
         p.verdict,
         None,
         p.heartbeat_age_s,
+        p.total_age_s,
         p.conclusive,
     )
 }
@@ -190,9 +198,13 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
 pub struct WatchStats {
     /// Rows not running, with a start and an end.
     pub finished: u64,
-    /// Finished rows whose start or end cannot be read, or ends before it starts.
+    /// Finished rows whose start or end cannot be read.
     pub unreadable: u64,
     pub unreadable_example: Option<String>,
+    /// Finished rows whose times cannot be a real run (ends before it starts, starts at 0
+    /// or before 2000, runs longer than a year): counted, left out of every figure.
+    pub implausible: u64,
+    pub implausible_example: Option<String>,
     /// Runtimes of the runs that ended well.
     pub runtimes: Histogram,
     /// Runs that ended well, by status (at most [`MAX_STATUSES`] names).
@@ -209,18 +221,21 @@ pub struct WatchStats {
     pub listed: Vec<FalsePositive>,
     /// The longest heartbeat silence of a live run that selfheal took for death.
     pub fp_heartbeat_max_s: Option<u64>,
+    /// Silences of false positives longer than the run itself had lasted (a beat of an
+    /// earlier row with the same id): impossible, so they suggest nothing.
+    pub fp_heartbeat_impossible: u64,
     /// False positives that rested on evidence selfheal takes as proof (job lock free,
     /// owner pid gone): the watch's lock_file or owner_column does not describe the job.
     pub fp_conclusive: u64,
 }
 
 impl WatchStats {
-    /// Counts one finished row. `runtime` is end minus start, or why it cannot be known.
+    /// Counts one finished row. `runtime` is end minus start, or why it is left out.
     pub fn add(
         &mut self,
         id: &Value,
         status: &str,
-        runtime: Result<i64, String>,
+        runtime: Result<i64, BadRuntime>,
         success: bool,
         j: Judgement,
     ) {
@@ -243,8 +258,9 @@ impl WatchStats {
                     self.runtimes.add(s);
                 }
             }
-            Ok(s) => self.unreadable(id, &format!("ends {}s before it starts", s.unsigned_abs())),
-            Err(why) => self.unreadable(id, &why),
+            Ok(s) => self.implausible(id, &format!("ends {}s before it starts", s.unsigned_abs())),
+            Err(BadRuntime::Implausible(why)) => self.implausible(id, &why),
+            Err(BadRuntime::Unreadable(why)) => self.unreadable(id, &why),
         }
         match j {
             Judgement::Plain => {}
@@ -259,12 +275,24 @@ impl WatchStats {
                 if fp.conclusive {
                     self.fp_conclusive += 1;
                 } else if fp.verdict == "dead" {
-                    self.fp_heartbeat_max_s = self.fp_heartbeat_max_s.max(fp.heartbeat_age_s);
+                    match fp.heartbeat_age_s {
+                        Some(gap) if !possible_silence(gap, &fp) => {
+                            self.fp_heartbeat_impossible += 1;
+                        }
+                        gap => self.fp_heartbeat_max_s = self.fp_heartbeat_max_s.max(gap),
+                    }
                 }
                 if self.listed.len() < MAX_LISTED {
                     self.listed.push(*fp);
                 }
             }
+        }
+    }
+
+    fn implausible(&mut self, id: &Value, why: &str) {
+        self.implausible += 1;
+        if self.implausible_example.is_none() {
+            self.implausible_example = Some(format!("id={}: {why}", id_key(id)));
         }
     }
 
@@ -274,6 +302,16 @@ impl WatchStats {
             self.unreadable_example = Some(format!("id={}: {why}", id_key(id)));
         }
     }
+}
+
+/// A heartbeat silence a run can have had: no longer than the run was old when selfheal
+/// saw it, nor than the whole run (beyond clock noise). A longer one was an earlier row's
+/// beat (ids reused), not a pause of this run.
+fn possible_silence(gap: u64, fp: &FalsePositive) -> bool {
+    let slack = CLOCK_SLACK_S as u64;
+    fp.total_age_s
+        .is_none_or(|t| gap <= t.saturating_add(slack))
+        && fp.runtime_s.is_none_or(|r| gap <= r.saturating_add(slack))
 }
 
 /// A suggested value and why.

@@ -15,6 +15,7 @@ pub mod chart;
 pub mod histogram;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -149,6 +150,7 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
     let clocks = Clocks {
         db: store.clock()?,
         tz: db.timezone,
+        tolerance_s: cfg.run.clock_tolerance.as_secs(),
     };
     let mut schemas = Vec::with_capacity(cfg.watches.len());
     for w in &cfg.watches {
@@ -288,12 +290,15 @@ pub fn watch_json(r: &WatchReport) -> Value {
         "success_values_default": r.default_success,
         "unreadable": s.unreadable,
         "unreadable_example": s.unreadable_example,
+        "implausible": s.implausible,
+        "implausible_example": s.implausible_example,
         "runtime_s": runtime,
         "marked": s.marked,
         "rerun_after_mark": s.rerun,
         "false_positives": s.false_positives,
         "false_positives_by_verdict": s.false_positives_by_verdict,
         "false_positives_conclusive": s.fp_conclusive,
+        "false_positives_impossible_silence": s.fp_heartbeat_impossible,
         "false_positive_rows": listed,
         "max_age_too_low": r.max_age_too_low(),
         "suggested_stale_after": suggestion(&r.stale_after),
@@ -331,15 +336,20 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
         } else {
             format!(": {}", by.join(", "))
         },
-        if s.unreadable > 0 {
-            format!(
-                "; {} with unreadable times, e.g. {}",
-                s.unreadable,
-                s.unreadable_example.as_deref().unwrap_or("")
-            )
-        } else {
-            String::new()
-        }
+        [
+            (s.unreadable, "with unreadable times", &s.unreadable_example),
+            (
+                s.implausible,
+                "implausible, left out",
+                &s.implausible_example
+            ),
+        ]
+        .iter()
+        .filter(|(n, _, _)| *n > 0)
+        .fold(String::new(), |mut acc, (n, what, e)| {
+            let _ = write!(acc, "; {n} {what}, e.g. {}", e.as_deref().unwrap_or(""));
+            acc
+        })
     )?;
     if r.default_success && s.by_status.len() > 1 {
         writeln!(
@@ -439,6 +449,14 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
              job's lock free, its owner pid gone): check that lock_file and owner_column \
              describe how the job really locks and records itself",
             s.fp_conclusive
+        )?;
+    }
+    if s.fp_heartbeat_impossible > 0 {
+        writeln!(
+            out,
+            "  note              {} of them showed a heartbeat older than the run itself (an \
+             earlier row's, ids reused): no silence of a live run, left out of stale_after",
+            s.fp_heartbeat_impossible
         )?;
     }
     if s.marked > 0 || s.rerun > 0 {

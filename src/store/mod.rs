@@ -215,6 +215,10 @@ pub struct Change<'a> {
     pub message: Option<String>,
     /// Raise the attempts column by one (a reclaim to the retry queue).
     pub bump_attempts: bool,
+    /// Set `ended_column`: the row is marked dead or retried. Never for a row parked in
+    /// `manual_value` (SPEC §6): its worker may still be running, and `stats` would count
+    /// it as finished.
+    pub set_ended: bool,
 }
 
 /// Result of one compare-and-set.

@@ -38,6 +38,7 @@ pub const DIALECT: Dialect = Dialect {
     zone_offset: SqlValue::Int,
     force_primary: " FORCE INDEX (PRIMARY)",
     enforces_types: true,
+    epoch_of: Some(("UNIX_TIMESTAMP(", ")")),
     text_literal: types::mysql_literal,
 };
 
@@ -445,9 +446,32 @@ fn from_value(v: Value) -> SqlValue {
     }
 }
 
-/// A time cell, understood by its wire type: the server sends a TIMESTAMP already in the
-/// session's time zone, a DECIMAL as its digits.
-fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
+/// The instant the server gave a time cell (`UNIX_TIMESTAMP(col)`): whole seconds of an
+/// integer or a decimal (`DATETIME(6)` gives fractions); `None` for NULL (a value the
+/// server cannot place) or anything else.
+fn server_epoch(v: &SqlValue) -> Option<i64> {
+    match v {
+        SqlValue::Int(i) => Some(*i),
+        SqlValue::UInt(u) => i64::try_from(*u).ok(),
+        SqlValue::Float(f) => crate::clock::whole_seconds(f.floor()),
+        SqlValue::Text(t) => match t.split_once('.') {
+            Some((whole, _)) => whole.trim().parse().ok(),
+            None => t.trim().parse().ok(),
+        },
+        _ => None,
+    }
+}
+
+/// A time cell, understood by its wire type and the instant the server gave it (the cell
+/// after it): a TIMESTAMP and a naive DATETIME with no `timezone` configured are the
+/// server's own instants; a DATETIME with one is placed in that zone; a DECIMAL comes as
+/// its digits.
+fn time_value(
+    raw: SqlValue,
+    wire: ColumnType,
+    epoch: &SqlValue,
+    tz: Option<chrono_tz::Tz>,
+) -> TimeValue {
     let ty = match wire {
         ColumnType::MYSQL_TYPE_TIMESTAMP | ColumnType::MYSQL_TYPE_TIMESTAMP2 => {
             Some(types::ColumnType::Timestamp)
@@ -461,7 +485,8 @@ fn time_value(raw: SqlValue, wire: ColumnType) -> TimeValue {
         }
         _ => None,
     };
-    types::time_value(raw, ty.as_ref())
+    let clock = types::NaiveClock::Server(server_epoch(epoch));
+    types::time_value(raw, ty.as_ref(), tz, clock)
 }
 
 /// What `@@GLOBAL.wsrep_on` says about `GET_LOCK`: with Galera replication on, the lock is
@@ -529,6 +554,7 @@ impl JobTable for MysqlStore {
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
         let st = sql::running_sql(&DIALECT, w);
+        let tz = self.tz;
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(format!("reading running rows of {} on {label}", w.table), e)
@@ -540,10 +566,10 @@ impl JobTable for MysqlStore {
             let mut next = || cells.next_cell();
             let (id, _) = next();
             let (s, st) = next();
-            let started = time_value(s, st);
+            let started = time_value(s, st, &next().0, tz);
             let heartbeat = w.heartbeat_column.as_ref().map(|_| {
                 let (v, t) = next();
-                time_value(v, t)
+                time_value(v, t, &next().0, tz)
             });
             let owner_raw = match w.owner_column {
                 Some(_) => next().0,
@@ -608,6 +634,7 @@ impl JobTable for MysqlStore {
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
         let st = sql::finished_sql(&DIALECT, w, scope)?;
+        let tz = self.tz;
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {
             Error::database(
@@ -623,14 +650,16 @@ impl JobTable for MysqlStore {
             let mut next = || cells.next_cell();
             let (id, _) = next();
             let (s, st) = next();
+            let started = time_value(s, st, &next().0, tz);
             let (e, et) = next();
+            let ended = time_value(e, et, &next().0, tz);
             let status = next().0.to_string();
             let marked = next().0.into_text();
             let matched = !sql::finished_has_match_cell(w, scope) || next().0.into_count() == 1;
             let row = FinishedRow {
                 id,
-                started: time_value(s, st),
-                ended: time_value(e, et),
+                started,
+                ended,
                 status,
                 marked,
                 matched,
@@ -677,6 +706,7 @@ impl JobTable for MysqlStore {
 
     fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>> {
         let st = sql::parked_sql(&DIALECT, w, manual, limit);
+        let tz = self.tz;
         let rows: Vec<mysql::Row> = self
             .conn
             .exec(&st.sql, values(&st))
@@ -687,9 +717,10 @@ impl JobTable for MysqlStore {
                 let mut cells = Cells::new(r);
                 let (id, _) = cells.next_cell();
                 let (s, t) = cells.next_cell();
+                let epoch = cells.next_cell().0;
                 ParkedRow {
                     id,
-                    started: time_value(s, t),
+                    started: time_value(s, t, &epoch, tz),
                 }
             })
             .collect())
@@ -1155,10 +1186,29 @@ mod tests {
         assert!(
             time_value(
                 SqlValue::Text("0000-00-00 00:00:00".into()),
-                ColumnType::MYSQL_TYPE_DATETIME
+                ColumnType::MYSQL_TYPE_DATETIME,
+                &SqlValue::Int(0),
+                None,
             )
             .stamp
             .is_err()
         );
+        // The server's instant: integers, decimals (DATETIME(6)), NULL.
+        assert_eq!(
+            server_epoch(&SqlValue::Int(1_764_406_800)),
+            Some(1_764_406_800)
+        );
+        assert_eq!(
+            server_epoch(&SqlValue::Text("1764406800.250000".into())),
+            Some(1_764_406_800)
+        );
+        assert_eq!(server_epoch(&SqlValue::Null), None);
+        let t = time_value(
+            d.clone(),
+            ColumnType::MYSQL_TYPE_TIMESTAMP,
+            &SqlValue::Text("1764406800.000345".into()),
+            Some(chrono_tz::Asia::Shanghai),
+        );
+        assert_eq!(t.stamp, Ok(Some(crate::clock::Stamp::Epoch(1_764_406_800))));
     }
 }

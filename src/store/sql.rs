@@ -51,6 +51,10 @@ pub struct Dialect {
     pub force_primary: &'static str,
     /// The database enforces declared column types (MySQL); SQLite's are declarations only.
     pub enforces_types: bool,
+    /// The instant the server itself gives a stored time (`UNIX_TIMESTAMP(` col `)` on
+    /// MySQL: a `TIMESTAMP` exactly, a naive `DATETIME` by the session zone's rules), read
+    /// beside each time column; `None` where the server has no zone (SQLite).
+    pub epoch_of: Option<(&'static str, &'static str)>,
     /// A text value as a string literal of this database, for SQL shown to a person (never
     /// run): quotes doubled, and what the database cannot read inside quotes escaped.
     pub text_literal: fn(&str) -> String,
@@ -101,14 +105,13 @@ impl<'d> Binds<'d> {
     }
 }
 
-/// The column list every adapter selects for a running row, in order: id, start, then
-/// the heartbeat, owner and attempts columns the watch has.
-pub(crate) fn select_columns(w: &Watch) -> Vec<&Ident> {
-    let mut cols = vec![&w.id_column, &w.started_column];
-    cols.extend(w.heartbeat_column.as_ref());
-    cols.extend(w.owner_column.as_ref());
-    cols.extend(w.retry.as_ref().map(|r| &r.attempts_column));
-    cols
+/// A time column as selected: the column, then (where the dialect has one) the instant
+/// the server gives it.
+fn time_column(d: &Dialect, c: &Ident) -> String {
+    match d.epoch_of {
+        Some((open, close)) => format!("{q}, {open}{q}{close}", q = d.quote(c)),
+        None => d.quote(c),
+    }
 }
 
 /// The watch's `match` as conditions (`col = ?`, values bound), in column order; empty
@@ -121,14 +124,16 @@ fn match_conditions(d: &Dialect, w: &Watch, b: &mut Binds<'_>) -> Vec<String> {
 }
 
 /// The `SELECT` of running rows of the watch (its `match` too), ordered by id (and what
-/// `doctor` explains).
+/// `doctor` explains): id, start (and its instant where the dialect gives one), then the
+/// heartbeat column (likewise), owner and attempts columns the watch has — the order every
+/// adapter reads them in.
 pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
     let mut b = Binds::new(d);
-    let cols = select_columns(w)
-        .iter()
-        .map(|c| d.quote(c))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut cols = vec![d.quote(&w.id_column), time_column(d, &w.started_column)];
+    cols.extend(w.heartbeat_column.as_ref().map(|c| time_column(d, c)));
+    cols.extend(w.owner_column.as_ref().map(|c| d.quote(c)));
+    cols.extend(w.retry.as_ref().map(|r| d.quote(&r.attempts_column)));
+    let cols = cols.join(", ");
     let running = b.bind(SqlValue::Text(w.running_value.clone()));
     let mut cond = vec![format!("{} = {running}", d.quote(&w.status_column))];
     cond.extend(match_conditions(d, w, &mut b));
@@ -167,9 +172,9 @@ pub fn current_sql(d: &Dialect, w: &Watch, id: &SqlValue) -> Statement {
     b.finish(sql)
 }
 
-/// The `SELECT` of finished rows: id, start, end, status, and the message when it
-/// carries selfheal's prefix (`NULL` otherwise, so ordinary messages never cross the
-/// wire). Needs `ended_column`.
+/// The `SELECT` of finished rows: id, start, end (each followed by its instant where the
+/// dialect gives one), status, and the message when it carries selfheal's prefix (`NULL`
+/// otherwise, so ordinary messages never cross the wire). Needs `ended_column`.
 ///
 /// [`History::All`] filters in the database (the `match` too) and streams.
 /// [`History::Latest`] reads the latest rows through the id's index with no `WHERE` at all,
@@ -205,6 +210,11 @@ pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement>
         // Keeps the parameters the same either way.
         None => format!("CASE WHEN {pattern} IS NULL THEN NULL END"),
     };
+    let times = format!(
+        "{}, {}",
+        time_column(d, &w.started_column),
+        time_column(d, ended)
+    );
     let matched = if finished_has_match_cell(w, scope) {
         format!(
             ", CASE WHEN {} THEN 1 ELSE 0 END",
@@ -214,7 +224,7 @@ pub fn finished_sql(d: &Dialect, w: &Watch, scope: History) -> Result<Statement>
         String::new()
     };
     let select = format!(
-        "SELECT {id}, {s}, {e}, {st}, {msg}{matched} FROM {}",
+        "SELECT {id}, {times}, {st}, {msg}{matched} FROM {}",
         d.quote(&w.table)
     );
     let sql = match scope {
@@ -253,14 +263,15 @@ pub fn parked_count_sql(d: &Dialect, w: &Watch, manual: &str) -> Statement {
     b.finish(sql)
 }
 
-/// The first `limit` of the watch's rows parked in `manual_value`, by id: id and start.
+/// The first `limit` of the watch's rows parked in `manual_value`, by id: id and start
+/// (and its instant where the dialect gives one).
 pub fn parked_sql(d: &Dialect, w: &Watch, manual: &str, limit: u32) -> Statement {
     let mut b = Binds::new(d);
     let cond = parked_conditions(d, w, manual, &mut b);
     let sql = format!(
         "SELECT {}, {} FROM {} WHERE {cond} ORDER BY {} LIMIT {limit}",
         d.quote(&w.id_column),
-        d.quote(&w.started_column),
+        time_column(d, &w.started_column),
         d.quote(&w.table),
         d.quote(&w.id_column),
     );
@@ -384,11 +395,11 @@ fn ended_expr(d: &Dialect, schema: &Schema, b: &mut Binds<'_>) -> String {
     }
 }
 
-/// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time, the
-/// message and the attempts the watch has; matches the row only while it still has the
-/// id, the running status, the start, heartbeat and owner values selfheal observed, and
-/// the watch's `match`: a row another host claimed, or that another watch's job kind took
-/// over, in the meantime is never written.
+/// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time (unless
+/// the row is parked for a person), the message and the attempts the watch has; matches
+/// the row only while it still has the id, the running status, the start, heartbeat and
+/// owner values selfheal observed, and the watch's `match`: a row another host claimed, or
+/// that another watch's job kind took over, in the meantime is never written.
 pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> Statement {
     let mut b = Binds::new(d);
     let mut set = vec![format!(
@@ -396,7 +407,7 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         d.quote(&w.status_column),
         b.bind(SqlValue::Text(c.new_status.to_string()))
     )];
-    if let Some(col) = &w.ended_column {
+    if let Some(col) = w.ended_column.as_ref().filter(|_| c.set_ended) {
         let expr = match schema.ended {
             None | Some(Ended::DbNow) => d.now.to_string(),
             Some(Ended::Epoch) => d.epoch_now.to_string(),
@@ -520,8 +531,9 @@ mod tests {
         assert_eq!(
             running_sql(MYSQL, &w),
             Statement {
-                sql: "SELECT `id`, `start_time`, `beat`, `worker` FROM `app`.`sync_log` \
-                      WHERE `status` = ? ORDER BY `id`"
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `beat`, \
+                      UNIX_TIMESTAMP(`beat`), `worker` FROM `app`.`sync_log` WHERE `status` = ? \
+                      ORDER BY `id`"
                     .into(),
                 params: vec![text("running")],
             }
@@ -539,8 +551,9 @@ mod tests {
         assert_eq!(
             running_sql(MYSQL, &w),
             Statement {
-                sql: "SELECT `id`, `start_time` FROM `app`.`sync_log` WHERE `status` = ? AND \
-                      `job` = ? AND `shard` = ? ORDER BY `id`"
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`) FROM \
+                      `app`.`sync_log` WHERE `status` = ? AND `job` = ? AND `shard` = ? ORDER BY \
+                      `id`"
                     .into(),
                 params: vec![text("running"), text("full-sync"), text("3")],
             }
@@ -577,9 +590,10 @@ mod tests {
         assert_eq!(
             finished_sql(MYSQL, &w, History::All).expect("sql"),
             Statement {
-                sql: "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN `error_msg` \
-                      LIKE ? THEN `error_msg` END FROM `app`.`sync_log` WHERE `status` <> ? \
-                      AND `start_time` IS NOT NULL AND `end_time` IS NOT NULL"
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `end_time`, \
+                      UNIX_TIMESTAMP(`end_time`), `status`, CASE WHEN `error_msg` LIKE ? THEN \
+                      `error_msg` END FROM `app`.`sync_log` WHERE `status` <> ? AND \
+                      `start_time` IS NOT NULL AND `end_time` IS NOT NULL"
                     .into(),
                 params: vec![text("self-heal:%"), text("running")],
             }
@@ -605,8 +619,9 @@ mod tests {
             finished_sql(MYSQL, &w, History::Latest(5))
                 .expect("sql")
                 .sql,
-            "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN ? IS NULL THEN NULL \
-             END FROM `app`.`sync_log` ORDER BY `id` DESC LIMIT 5"
+            "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `end_time`, \
+             UNIX_TIMESTAMP(`end_time`), `status`, CASE WHEN ? IS NULL THEN NULL END FROM \
+             `app`.`sync_log` ORDER BY `id` DESC LIMIT 5"
         );
         // A match: filtered in the database for every finished row; for the latest rows
         // (no WHERE, so the primary key serves), a last cell the database computes.
@@ -614,9 +629,10 @@ mod tests {
         assert_eq!(
             finished_sql(MYSQL, &w, History::All).expect("sql"),
             Statement {
-                sql: "SELECT `id`, `start_time`, `end_time`, `status`, CASE WHEN ? IS NULL THEN \
-                      NULL END FROM `app`.`sync_log` WHERE `status` <> ? AND `start_time` IS NOT \
-                      NULL AND `end_time` IS NOT NULL AND `job` = ?"
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `end_time`, \
+                      UNIX_TIMESTAMP(`end_time`), `status`, CASE WHEN ? IS NULL THEN NULL END \
+                      FROM `app`.`sync_log` WHERE `status` <> ? AND `start_time` IS NOT NULL AND \
+                      `end_time` IS NOT NULL AND `job` = ?"
                     .into(),
                 params: vec![text("self-heal:%"), text("running"), text("full-sync")],
             }
@@ -653,6 +669,7 @@ mod tests {
             new_status: "queued",
             message: Some("self-heal: dead".into()),
             bump_attempts: true,
+            set_ended: true,
         };
         let params = vec![
             text("queued"),
@@ -780,6 +797,7 @@ mod tests {
             new_status: "error",
             message: None,
             bump_attempts: false,
+            set_ended: true,
         };
         assert_eq!(
             cas_sql(MYSQL, &w, &schema(None, true), &c),
@@ -804,6 +822,7 @@ mod tests {
             new_status: "error",
             message: None,
             bump_attempts: false,
+            set_ended: true,
         };
         assert_eq!(
             cas_sql(SQLITE, &w, &schema(None, true), &c).sql,
@@ -821,6 +840,7 @@ mod tests {
             new_status: "error",
             message: None,
             bump_attempts: false,
+            set_ended: true,
         };
         let epoch = schema(Some(Ended::Epoch), false);
         assert_eq!(
@@ -866,6 +886,16 @@ mod tests {
                     text("2026-11-29 10:00:00"),
                 ],
             }
+        );
+        // A row parked for a person keeps no end time, even with an end column.
+        let parked = Change {
+            set_ended: false,
+            ..c.clone()
+        };
+        assert_eq!(
+            cas_sql(MYSQL, &w, &epoch, &parked).sql,
+            "UPDATE `app`.`sync_log` SET `status` = ? WHERE `id` = ? AND `status` = ? AND \
+             `start_time` <=> ?"
         );
         // No end column: nothing but the status is set.
         let w = watch("");

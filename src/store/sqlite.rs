@@ -16,7 +16,7 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    ParkedRow, RunningRow, ScanPlan, Schema, SqlValue, TimeValue,
+    ParkedRow, RunningRow, ScanPlan, Schema, SqlValue,
 };
 use crate::clock::DbClock;
 use crate::config::Watch;
@@ -34,6 +34,7 @@ pub const DIALECT: Dialect = Dialect {
     zone_offset: zone_modifier,
     force_primary: "",
     enforces_types: false,
+    epoch_of: None,
     text_literal: sqlite_literal,
 };
 
@@ -234,10 +235,6 @@ fn from_sql(v: ValueRef<'_>) -> SqlValue {
     }
 }
 
-fn time_value(raw: SqlValue) -> TimeValue {
-    types::time_value(raw, None)
-}
-
 /// Reads `EXPLAIN QUERY PLAN` details: `SEARCH t USING INDEX i (status=?)` finds running
 /// rows through an index; `SCAN t` (even `SCAN t USING INDEX i`) reads every row.
 fn plan_of(details: &[String]) -> ScanPlan {
@@ -283,6 +280,8 @@ impl JobTable for SqliteStore {
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
         let st = sql::running_sql(&DIALECT, w);
+        let tz = self.tz;
+        let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
         let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
         let mut stmt = self
             .conn
@@ -299,9 +298,9 @@ impl JobTable for SqliteStore {
                 v
             };
             let id = next().map_err(|e| Error::database(ctx(), e))?;
-            let started = time_value(next().map_err(|e| Error::database(ctx(), e))?);
+            let started = tz_time(next().map_err(|e| Error::database(ctx(), e))?);
             let heartbeat = match w.heartbeat_column {
-                Some(_) => Some(time_value(next().map_err(|e| Error::database(ctx(), e))?)),
+                Some(_) => Some(tz_time(next().map_err(|e| Error::database(ctx(), e))?)),
                 None => None,
             };
             let owner_raw = match w.owner_column {
@@ -364,6 +363,8 @@ impl JobTable for SqliteStore {
         each: &mut dyn FnMut(FinishedRow) -> Result<()>,
     ) -> Result<()> {
         let st = sql::finished_sql(&DIALECT, w, scope)?;
+        let tz = self.tz;
+        let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
         let ctx = self.ctx(&format!("reading finished rows of {}", w.table));
         let mut stmt = self
             .conn
@@ -380,8 +381,8 @@ impl JobTable for SqliteStore {
             };
             let row = FinishedRow {
                 id: get(0)?,
-                started: time_value(get(1)?),
-                ended: time_value(get(2)?),
+                started: tz_time(get(1)?),
+                ended: tz_time(get(2)?),
                 status: get(3)?.to_string(),
                 marked: get(4)?.into_text(),
                 matched: !sql::finished_has_match_cell(w, scope) || get(5)?.into_count() == 1,
@@ -435,6 +436,7 @@ impl JobTable for SqliteStore {
 
     fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>> {
         let st = sql::parked_sql(&DIALECT, w, manual, limit);
+        let tz = self.tz;
         let ctx = self.ctx(&format!("reading parked rows of {}", w.table));
         let mut stmt = self
             .conn
@@ -444,7 +446,12 @@ impl JobTable for SqliteStore {
             .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
                 Ok(ParkedRow {
                     id: from_sql(r.get_ref(0)?),
-                    started: time_value(from_sql(r.get_ref(1)?)),
+                    started: types::time_value(
+                        from_sql(r.get_ref(1)?),
+                        None,
+                        tz,
+                        types::NaiveClock::Utc,
+                    ),
                 })
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())

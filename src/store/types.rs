@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::clock::{Stamp, parse_text_stamp, whole_seconds};
+use crate::clock::{Stamp, TextTime, parse_text_stamp, whole_seconds};
 use crate::config::{Ident, Watch};
 use crate::error::{Error, Result, SchemaProblem};
 
@@ -427,13 +427,41 @@ pub fn ended_for(ty: &ColumnType, tz: Option<chrono_tz::Tz>, enforces_types: boo
     }
 }
 
-/// What a value read from a time column means. `ty` is the column's type when the driver
-/// sends it with the value (MySQL); without it the value decides.
-pub fn time_value(raw: SqlValue, ty: Option<&ColumnType>) -> TimeValue {
+/// How an adapter places a naive date-time that no `timezone` is configured for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NaiveClock {
+    /// UTC: SQLite, whose `datetime('now')` writes UTC.
+    Utc,
+    /// As the server placed it on its own clock: `UNIX_TIMESTAMP(col)`, read beside the
+    /// value (MySQL/MariaDB; `None` when the server gave no instant for it).
+    Server(Option<i64>),
+}
+
+/// What a value read from a time column means: an instant, or a naive time to place in
+/// the configured zone. `ty` is the column's type when the driver sends it with the value
+/// (MySQL); without it the value decides. A `TIMESTAMP` is always the server's instant
+/// (stored as UTC, whatever the session's zone); a naive `DATETIME` or text is placed in
+/// `tz` when one is configured, else by `clock`.
+pub fn time_value(
+    raw: SqlValue,
+    ty: Option<&ColumnType>,
+    tz: Option<chrono_tz::Tz>,
+    clock: NaiveClock,
+) -> TimeValue {
+    let naive = |n: chrono::NaiveDateTime, zone: Option<chrono_tz::Tz>| match (zone, clock) {
+        (Some(tz), _) => Ok(Some(Stamp::Local(n, tz))),
+        (None, NaiveClock::Utc) => Ok(Some(Stamp::Epoch(n.and_utc().timestamp()))),
+        (None, NaiveClock::Server(Some(e))) => Ok(Some(Stamp::Epoch(e))),
+        (None, NaiveClock::Server(None)) => Err(format!(
+            "{} cannot be placed on the server's clock (UNIX_TIMESTAMP gives none; it is \
+             outside the range of a TIMESTAMP); set [database] timezone",
+            n.format("%Y-%m-%d %H:%M:%S")
+        )),
+    };
     let stamp = match &raw {
         SqlValue::Null => Ok(None),
-        SqlValue::DateTime(d) if ty == Some(&ColumnType::Timestamp) => Ok(Some(Stamp::Session(*d))),
-        SqlValue::DateTime(d) => Ok(Some(Stamp::Naive(*d))),
+        SqlValue::DateTime(d) if ty == Some(&ColumnType::Timestamp) => naive(*d, None),
+        SqlValue::DateTime(d) => naive(*d, tz),
         SqlValue::Int(i) => Ok(Some(Stamp::Epoch(*i))),
         SqlValue::UInt(u) => i64::try_from(*u)
             .map(|i| Some(Stamp::Epoch(i)))
@@ -444,7 +472,12 @@ pub fn time_value(raw: SqlValue, ty: Option<&ColumnType>) -> TimeValue {
         // MySQL sends a DECIMAL as its digits: unix seconds, the fraction dropped.
         SqlValue::Text(s) if ty == Some(&ColumnType::Decimal) => decimal_seconds(s).map(Some),
         SqlValue::Text(s) if s.starts_with("0000-00-00") => Err(format!("{s:?} is a zero date")),
-        SqlValue::Text(s) => parse_text_stamp(s).map(Some),
+        SqlValue::Text(s) => match parse_text_stamp(s) {
+            Ok(TextTime::Epoch(e)) => Ok(Some(Stamp::Epoch(e))),
+            Ok(TextTime::Naive(n)) if ty == Some(&ColumnType::Timestamp) => naive(n, None),
+            Ok(TextTime::Naive(n)) => naive(n, tz),
+            Err(e) => Err(e),
+        },
         other @ SqlValue::Bytes(_) => Err(format!("{other} is not a date-time or unix timestamp")),
     };
     TimeValue { raw, stamp }
@@ -614,14 +647,30 @@ mod tests {
     fn decimal_unix_seconds() {
         let dec = Some(&ColumnType::Decimal);
         assert_eq!(
-            time_value(SqlValue::Text("1796042168.250".into()), dec).stamp,
+            time_value(
+                SqlValue::Text("1796042168.250".into()),
+                dec,
+                None,
+                NaiveClock::Utc
+            )
+            .stamp,
             Ok(Some(Stamp::Epoch(1_796_042_168)))
         );
         assert_eq!(
-            time_value(SqlValue::Text("1796042168".into()), dec).stamp,
+            time_value(
+                SqlValue::Text("1796042168".into()),
+                dec,
+                None,
+                NaiveClock::Utc
+            )
+            .stamp,
             Ok(Some(Stamp::Epoch(1_796_042_168)))
         );
-        assert!(time_value(SqlValue::Text("x.5".into()), dec).stamp.is_err());
+        assert!(
+            time_value(SqlValue::Text("x.5".into()), dec, None, NaiveClock::Utc)
+                .stamp
+                .is_err()
+        );
         assert_eq!(
             ended_for(&ColumnType::Decimal, None, true),
             Ended::Epoch,
@@ -707,39 +756,108 @@ mod tests {
         let d = chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
             .and_then(|d| d.and_hms_opt(10, 0, 0))
             .expect("date");
-        assert_eq!(time_value(SqlValue::Null, None).stamp, Ok(None));
+        let utc = NaiveClock::Utc;
+        let server = NaiveClock::Server(Some(1_764_406_800));
+        let tz = Some(chrono_tz::Europe::Berlin);
+        assert_eq!(time_value(SqlValue::Null, None, tz, utc).stamp, Ok(None));
         assert_eq!(
-            time_value(SqlValue::Int(5), None).stamp,
+            time_value(SqlValue::Int(5), None, None, utc).stamp,
             Ok(Some(Stamp::Epoch(5)))
         );
+        // A TIMESTAMP is the server's instant, whatever zone is configured.
+        for zone in [None, tz] {
+            assert_eq!(
+                time_value(
+                    SqlValue::DateTime(d),
+                    Some(&ColumnType::Timestamp),
+                    zone,
+                    server
+                )
+                .stamp,
+                Ok(Some(Stamp::Epoch(1_764_406_800)))
+            );
+        }
+        // A DATETIME: in the configured zone, else as the server places it.
         assert_eq!(
-            time_value(SqlValue::DateTime(d), Some(&ColumnType::Timestamp)).stamp,
-            Ok(Some(Stamp::Session(d)))
+            time_value(
+                SqlValue::DateTime(d),
+                Some(&ColumnType::DateTime),
+                tz,
+                server
+            )
+            .stamp,
+            Ok(Some(Stamp::Local(d, chrono_tz::Europe::Berlin)))
         );
         assert_eq!(
-            time_value(SqlValue::DateTime(d), Some(&ColumnType::DateTime)).stamp,
-            Ok(Some(Stamp::Naive(d)))
+            time_value(
+                SqlValue::DateTime(d),
+                Some(&ColumnType::DateTime),
+                None,
+                server
+            )
+            .stamp,
+            Ok(Some(Stamp::Epoch(1_764_406_800)))
+        );
+        let far = time_value(
+            SqlValue::DateTime(d),
+            Some(&ColumnType::DateTime),
+            None,
+            NaiveClock::Server(None),
         );
         assert_eq!(
-            time_value(SqlValue::Text("2026-11-29 10:00:00".into()), None).stamp,
-            Ok(Some(Stamp::Naive(d)))
-        );
-        assert!(time_value(SqlValue::UInt(u64::MAX), None).stamp.is_err());
-        assert_eq!(
-            time_value(SqlValue::Float(1_764_406_800.5), None).stamp,
+            time_value(SqlValue::Float(1_764_406_800.5), None, None, utc).stamp,
             Ok(Some(Stamp::Epoch(1_764_406_800)))
         );
         for f in [f64::NAN, f64::INFINITY, 1e30] {
-            assert!(time_value(SqlValue::Float(f), None).stamp.is_err(), "{f}");
+            assert!(
+                time_value(SqlValue::Float(f), None, None, utc)
+                    .stamp
+                    .is_err(),
+                "{f}"
+            );
         }
         assert!(
-            time_value(SqlValue::Text("soon".into()), None)
+            far.stamp
+                .is_err_and(|e| e.contains("set [database] timezone"))
+        );
+        // SQLite's naive text is UTC unless a zone is configured.
+        assert_eq!(
+            time_value(
+                SqlValue::Text("2026-11-29 10:00:00".into()),
+                None,
+                None,
+                utc
+            )
+            .stamp,
+            Ok(Some(Stamp::Epoch(d.and_utc().timestamp())))
+        );
+        assert_eq!(
+            time_value(SqlValue::Text("2026-11-29 10:00:00".into()), None, tz, utc).stamp,
+            Ok(Some(Stamp::Local(d, chrono_tz::Europe::Berlin)))
+        );
+        assert!(
+            time_value(SqlValue::UInt(u64::MAX), None, None, utc)
                 .stamp
                 .is_err()
         );
-        assert!(time_value(SqlValue::Bytes(vec![1]), None).stamp.is_err());
+        assert!(
+            time_value(SqlValue::Text("soon".into()), None, None, utc)
+                .stamp
+                .is_err()
+        );
+        assert!(
+            time_value(SqlValue::Bytes(vec![1]), None, None, utc)
+                .stamp
+                .is_err()
+        );
         assert_eq!(
-            time_value(SqlValue::Text("0000-00-00 00:00:00".into()), None).stamp,
+            time_value(
+                SqlValue::Text("0000-00-00 00:00:00".into()),
+                None,
+                None,
+                utc
+            )
+            .stamp,
             Err("\"0000-00-00 00:00:00\" is a zero date".into())
         );
     }

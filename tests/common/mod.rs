@@ -589,6 +589,8 @@ pub fn root_or_skip(what: &str) -> bool {
 pub struct PrivateMariadb {
     pub dir: tempfile::TempDir,
     child: Option<std::process::Child>,
+    /// Server options given on every start (`--default-time-zone=…`).
+    extra: Vec<String>,
 }
 
 impl PrivateMariadb {
@@ -631,9 +633,47 @@ impl PrivateMariadb {
             .output()
             .expect("mariadb-install-db");
         assert!(o.status.success(), "mariadb-install-db: {}", stderr(&o));
-        let mut s = PrivateMariadb { dir, child: None };
+        let mut s = PrivateMariadb {
+            dir,
+            child: None,
+            extra: Vec::new(),
+        };
         s.start_again();
         Some(s)
+    }
+
+    /// Loads the host's time zone rules (`mariadb-tzinfo-to-sql /usr/share/zoneinfo`) into
+    /// the server's `mysql` tables, so that named zones such as `Europe/Berlin` exist.
+    pub fn load_time_zones(&mut self) {
+        let sql = Command::new("mariadb-tzinfo-to-sql")
+            .arg("/usr/share/zoneinfo")
+            .stderr(std::process::Stdio::null())
+            .output()
+            .expect("mariadb-tzinfo-to-sql");
+        assert!(sql.status.success(), "mariadb-tzinfo-to-sql failed");
+        let mut client = Command::new("mariadb")
+            .arg(format!("--socket={}", self.socket().display()))
+            .args(["-u", "root", "mysql"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("mariadb client");
+        {
+            use std::io::Write;
+            let mut stdin = client.stdin.take().expect("stdin");
+            stdin.write_all(&sql.stdout).expect("time zone rules");
+        }
+        let o = client.wait_with_output().expect("mariadb client");
+        assert!(o.status.success(), "loading time zones: {}", stderr(&o));
+    }
+
+    /// Stops the server and starts it again with these server options on every later
+    /// start (e.g. `--default-time-zone=Europe/Berlin`, after [`Self::load_time_zones`]).
+    pub fn restart_with(&mut self, options: &[&str]) {
+        self.stop();
+        self.extra = options.iter().map(ToString::to_string).collect();
+        self.start_again();
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -672,6 +712,7 @@ impl PrivateMariadb {
                 "--innodb-log-file-size=8M",
                 "--innodb-buffer-pool-size=32M",
             ])
+            .args(&self.extra)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -1033,6 +1074,21 @@ fn libfaketime() -> Option<&'static str> {
 /// to [`frozen_now`]) and so do monotonic timers. `None` when the test should return early
 /// (no faketime outside CI; in CI that fails the test).
 fn frozen_env() -> Option<[(&'static str, &'static str); 5]> {
+    frozen_env_at(FROZEN_AT)
+}
+
+/// Freezes the host clock of the process `cmd` starts at `at` (UTC, `YYYY-MM-DD
+/// HH:MM:SS`), as [`frozen_clock`] does at [`FROZEN_AT`]. False when the test should return
+/// early.
+pub fn frozen_clock_at(cmd: &mut Command, at: &'static str) -> bool {
+    let Some(vars) = frozen_env_at(at) else {
+        return false;
+    };
+    cmd.envs(vars).env_remove("FAKETIME_SHARED");
+    true
+}
+
+fn frozen_env_at(at: &'static str) -> Option<[(&'static str, &'static str); 5]> {
     let Some(lib) = libfaketime() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -1043,7 +1099,7 @@ fn frozen_env() -> Option<[(&'static str, &'static str); 5]> {
     };
     Some([
         ("LD_PRELOAD", lib),
-        ("FAKETIME", FROZEN_AT),
+        ("FAKETIME", at),
         ("TZ", "UTC"),
         ("NO_FAKE_STAT", "1"),
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),

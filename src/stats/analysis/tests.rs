@@ -19,6 +19,7 @@ fn mark(started: Option<&str>, to: &str, verdict: &str) -> Mark {
         verdict: verdict.into(),
         time: Some("2026-11-29T10:00:00+00:00".into()),
         heartbeat_age_s: Some(2820),
+        total_age_s: Some(3000),
         conclusive: false,
         basis: Some("the heartbeat is stale and nothing says the worker lives".into()),
     }
@@ -197,6 +198,7 @@ fn counts_follow_the_judgements() {
             marked_at: None,
             set_to: Some("error".into()),
             heartbeat_age_s: hb,
+            total_age_s: Some(3_000),
             conclusive,
             basis: None,
         }))
@@ -211,32 +213,55 @@ fn counts_follow_the_judgements() {
         fp("overtime", false, Some(9000)),
     );
     s.add(&id(9), "done", Ok(300), true, Judgement::Rerun);
-    assert_eq!(s.finished, 9);
+    // A silence longer than the run was old when it was marked: an earlier row's beat.
+    s.add(
+        &id(10),
+        "done",
+        Ok(9000),
+        true,
+        fp("dead", false, Some(7_209)),
+    );
+    s.add(
+        &id(11),
+        "done",
+        Err(BadRuntime::Implausible(
+            "runs 400d0h, longer than a year".into(),
+        )),
+        true,
+        Judgement::Plain,
+    );
+    assert_eq!(s.finished, 11);
     assert_eq!(
         s.runtimes.count(),
-        6,
-        "successful runs with a readable runtime"
+        7,
+        "successful runs with a readable, plausible runtime"
     );
     assert_eq!(s.runtimes.max(), Some(9000));
     assert_eq!(s.longest_id, Some(json!(6)));
-    assert_eq!(s.unreadable, 2);
+    assert_eq!(s.unreadable, 1);
     assert_eq!(
         s.unreadable_example.as_deref(),
+        Some("id=5: start_time = soon: not a time")
+    );
+    assert_eq!(s.implausible, 2);
+    assert_eq!(
+        s.implausible_example.as_deref(),
         Some("id=4: ends 5s before it starts")
     );
-    assert_eq!((s.marked, s.rerun, s.false_positives), (1, 1, 3));
-    assert_eq!(s.false_positives_by_verdict.get("dead"), Some(&2));
+    assert_eq!((s.marked, s.rerun, s.false_positives), (1, 1, 4));
+    assert_eq!(s.fp_heartbeat_impossible, 1);
+    assert_eq!(s.false_positives_by_verdict.get("dead"), Some(&3));
     assert_eq!(s.false_positives_by_verdict.get("overtime"), Some(&1));
     // Only a death inferred from the heartbeat says something about stale_after.
     assert_eq!(s.fp_heartbeat_max_s, Some(480));
     assert_eq!(s.fp_conclusive, 1);
-    assert_eq!(s.listed.len(), 3);
+    assert_eq!(s.listed.len(), 4);
     assert_eq!(
         s.by_status
             .iter()
             .map(|(k, v)| (k.as_str(), *v))
             .collect::<Vec<_>>(),
-        [("done", 5), ("skipped", 1)]
+        [("done", 6), ("skipped", 1)]
     );
     // Distinct statuses are counted by name up to a bound, then together.
     let mut many = WatchStats::default();
