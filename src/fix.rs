@@ -240,10 +240,12 @@ fn verb(need: Need) -> &'static str {
     }
 }
 
-/// Where the package keeps its state, and the maintainer script that hands it to the cron
-/// user (`dpkg-reconfigure selfheal` runs it again).
+/// Where the package keeps its state (its postinst hands it to the cron user, and
+/// `dpkg-reconfigure selfheal` runs that again), and a file only the installed package
+/// ships: when it is there, the package is installed. (Not dpkg's own database: that is
+/// dpkg's business, and its layout is not an interface.)
 const PACKAGE_STATE_DIR: &str = "/var/lib/selfheal";
-const POSTINST: &str = "/var/lib/dpkg/info/selfheal.postinst";
+const PACKAGE_FILE: &str = "/usr/share/doc/selfheal/copyright";
 
 /// The fix for a state directory (or the run lock in it) the running user cannot create or
 /// write: the cron user is the one that must (so, run as that user); the package's own
@@ -268,7 +270,7 @@ pub fn state_dir_fix_for(me: &Me, cron_users: &[String], dir: &Path, command: &s
             me.name
         );
     }
-    if dir.starts_with(PACKAGE_STATE_DIR) && Path::new(POSTINST).exists() {
+    if dir.starts_with(PACKAGE_STATE_DIR) && Path::new(PACKAGE_FILE).exists() {
         return format!(
             "dpkg-reconfigure selfheal (as root): the package gives {PACKAGE_STATE_DIR} and \
              what is in it to the user {} names",
