@@ -31,12 +31,12 @@ fn config(sb: &Sandbox, name: &str, db: &Path, watches: &[(&str, &str)]) -> Path
         sb.state_dir().display()
     );
     for (watch, table) in watches {
-        text.push_str(&format!(
-            "\n[[watch]]\n{}",
-            sb.watch("confirm = 1\n")
-                .replace("name = \"full-sync\"", &format!("name = \"{watch}\""))
-                .replace("table = \"sync_log\"", &format!("table = \"{table}\""))
-        ));
+        let body = sb
+            .watch("confirm = 1\n")
+            .replace("name = \"full-sync\"", &format!("name = \"{watch}\""))
+            .replace("table = \"sync_log\"", &format!("table = \"{table}\""));
+        text.push_str("\n[[watch]]\n");
+        text.push_str(&body);
     }
     let p = sb.path(name);
     std::fs::write(&p, text).expect("write config");
@@ -248,7 +248,8 @@ fn a_byte_that_is_not_utf8_in_the_intents_is_a_warning_not_exit_3_forever() {
 }
 
 /// Runs `selfheal ARGS`, returning its output and its peak resident memory in KiB (the
-/// child's own `ru_maxrss`, from `wait4`).
+/// child's own `ru_maxrss`, from `wait4`, which also reaps it).
+#[allow(clippy::zombie_processes)]
 fn run_measured(args: &[&str]) -> (std::process::Output, i64) {
     let mut child = selfheal()
         .args(args)

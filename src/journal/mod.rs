@@ -53,7 +53,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 pub use entry::{DatabaseId, JournalEntry, RowId};
-pub use pending::{Group, IntentsHeader, Left, Origin, PENDING_FILE, Pending};
+pub use pending::{
+    Group, IntentsHeader, Left, Origin, PENDING_FILE, Pending, parse as parse_intents,
+};
 
 use crate::error::{Error, Result};
 use crate::host::Host;

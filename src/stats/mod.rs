@@ -3,8 +3,9 @@
 //! `max_age` that history supports (SPEC §9). The cheap form of the same lesson that
 //! `check` and `doctor` draw every time lives in [`crate::history`].
 //!
-//! I/O: reads the configuration, the journal (`state_dir/journal.jsonl`, damaged lines
-//! skipped with a warning) and, per watch, the finished rows, streamed once through an
+//! I/O: reads the configuration, the journal (every generation of `state_dir/journal.jsonl`,
+//! the entries of the configured database only, damaged lines counted in one warning per
+//! file; see [`crate::journal::read_all`]) and, per watch, the finished rows, streamed once through an
 //! exact histogram ([`histogram`]): memory follows the number of distinct runtimes, not
 //! the rows; the text output draws it ([`chart`]: log-scaled buckets, the current and
 //! suggested `max_age` and the longest run marked). Writes nothing anywhere; opens SQLite read-only. Judgement lives in
