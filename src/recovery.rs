@@ -154,6 +154,11 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
         }
     }
     jw.journal.sync()?;
+    if left.damaged == 0 && fates.iter().flatten().all(|f| *f == Fate::Keep) {
+        // Nothing of this run's: the file stays exactly as it is.
+        jw.pending.unlock();
+        return Ok(warnings);
+    }
     for (group, fates) in left.groups.iter_mut().zip(&fates) {
         let mut f = fates.iter();
         group

@@ -193,6 +193,11 @@ fn a_second_configuration_sharing_the_state_directory_leaves_the_first_ones_inte
     });
     let left = format!("{header}\n{}\n", intent("web1:1:1/1", "b", "other_log", 7));
     write_pending(&sb, left.as_bytes());
+    let inode = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(pending_path(&sb)).expect("meta").ino()
+    };
+    let before = inode();
 
     let o = check(&blog_cfg, &[]);
     assert_exit(&o, 0);
@@ -201,6 +206,7 @@ fn a_second_configuration_sharing_the_state_directory_leaves_the_first_ones_inte
         "",
         "nothing of the blog's to settle or warn about"
     );
+    assert_eq!(inode(), before, "not even rewritten");
     assert_eq!(
         std::fs::read_to_string(pending_path(&sb)).expect("pending"),
         left,
