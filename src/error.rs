@@ -364,9 +364,54 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A file or directory of selfheal's own that it refuses to use: reached through a
+    /// symbolic link someone else could have planted, a link, FIFO or hard-linked file
+    /// where its file should be, another user's file, or a state directory that is not
+    /// private to the running user (SPEC §6). Nothing was written through it.
+    #[error("{}: {action}: {}", refused.path().display(), refused_reason(refused))]
+    Refused {
+        /// What was being done, naming the setting ("opening the run lock (run.lock_file)").
+        action: &'static str,
+        refused: crate::fsafe::Error,
+    },
+
     /// Another run holds selfheal's run lock.
     #[error("another selfheal run holds {}; nothing done", path.display())]
     Busy { path: PathBuf },
+}
+
+/// Why [`crate::fsafe`] refused, in words, without the path (the message names it once)
+/// and without advice (the fix line gives it: `crate::fix::for_error`).
+fn refused_reason(e: &crate::fsafe::Error) -> String {
+    use crate::fsafe::Error as F;
+    match e {
+        F::NotOwned { owner, me, .. } => format!(
+            "owned by {owner}, not by {me} who runs selfheal; selfheal writes only to files \
+             of its own"
+        ),
+        F::NotPrivate {
+            what,
+            owner,
+            me,
+            writers,
+            ..
+        } if owner.uid != me.uid => {
+            let mut s = format!("the {what} is owned by {owner}, not by {me} who runs selfheal");
+            if !writers.is_empty() {
+                s.push_str(&format!(", and {} can write it", writers.join(", ")));
+            }
+            s
+        }
+        F::NotPrivate { what, writers, .. } => format!(
+            "the {what} can be written by {}, not only by the user who runs selfheal",
+            writers.join(", ")
+        ),
+        other => {
+            let text = other.to_string();
+            let prefix = format!("{}: ", other.path().display());
+            text.strip_prefix(&prefix).unwrap_or(&text).to_string()
+        }
+    }
 }
 
 impl Error {
@@ -385,7 +430,10 @@ impl Error {
                 kind: DbErrorKind::UnknownObject,
                 ..
             } => exit::USAGE,
-            Error::Database { .. } | Error::Io { .. } | Error::Journal { .. } => exit::FAILURE,
+            Error::Database { .. }
+            | Error::Io { .. }
+            | Error::Journal { .. }
+            | Error::Refused { .. } => exit::FAILURE,
             Error::Busy { .. } => exit::BUSY,
         }
     }
@@ -411,7 +459,8 @@ impl Error {
             | Error::Usage(_)
             | Error::CannotRead { fix: None, .. }
             | Error::Io { .. }
-            | Error::Journal { .. } => None,
+            | Error::Journal { .. }
+            | Error::Refused { .. } => None,
         }
     }
 
@@ -491,6 +540,25 @@ impl Error {
             path: path.into(),
             action,
             source,
+        }
+    }
+
+    /// A failure of [`crate::fsafe`] while `action` was being done: a system call's failure
+    /// stays an [`Error::Io`] (its kind chooses the fix), a refusal is [`Error::Refused`].
+    pub fn fsafe(e: crate::fsafe::Error, action: &'static str) -> Self {
+        match e {
+            // Named where the walk stopped, when it stopped on the way.
+            crate::fsafe::Error::Io {
+                path,
+                component,
+                source,
+                ..
+            } => Error::Io {
+                path: component.unwrap_or(path),
+                action,
+                source,
+            },
+            refused => Error::Refused { action, refused },
         }
     }
 }
