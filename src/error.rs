@@ -547,14 +547,8 @@ impl Error {
     /// stays an [`Error::Io`] (its kind chooses the fix), a refusal is [`Error::Refused`].
     pub fn fsafe(e: crate::fsafe::Error, action: &'static str) -> Self {
         match e {
-            // Named where the walk stopped, when it stopped on the way.
-            crate::fsafe::Error::Io {
+            crate::fsafe::Error::Io { path, source, .. } => Error::Io {
                 path,
-                component,
-                source,
-                ..
-            } => Error::Io {
-                path: component.unwrap_or(path),
                 action,
                 source,
             },

@@ -330,8 +330,12 @@ fn refused_fix(e: &crate::fsafe::Error, action: &str, command: &str) -> Option<S
             } else {
                 format!(" (and make it private to its owner: chmod go-w {p})")
             };
+            let cron = crate::cron::users();
             Some(if owner.uid == me.uid {
                 format!("chmod go-w {p}: nobody but {me} may change what is in it")
+            } else if me.uid != 0 && cron.contains(&me.arg()) && !cron.contains(&owner.arg()) {
+                // Cron runs selfheal as this user: the directory is to be given to it.
+                format!("{}{tighten}", state_dir_fix(path, command))
             } else {
                 format!(
                     "run selfheal as {}, who owns {p} (cron runs it so): runuser -u {} -- \
