@@ -1263,7 +1263,10 @@ fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
     }
     if path.exists() {
         // Read-write, as check opens it (a read-only descriptor is not enough any more).
-        let usable = std::fs::OpenOptions::new().read(true).write(true).open(path);
+        let usable = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path);
         return match usable {
             Ok(_) => Finding::pass(subject, format!("{} is usable", path.display())),
             Err(e) => Finding::fail(
@@ -1334,15 +1337,11 @@ fn state_dir_finding(dir: &Path) -> Finding {
     let subject = "state_dir";
     if dir.is_dir() {
         // Reached as check reaches it; not private to this user: check refuses it.
-        if let Err(e) = crate::fsafe::Dir::open(dir)
-            .and_then(|d| d.check_private(crate::state::DIR_WHAT))
+        if let Err(e) =
+            crate::fsafe::Dir::open(dir).and_then(|d| d.check_private(crate::state::DIR_WHAT))
             && !e.is_not_found()
         {
-            return refused_finding(
-                subject,
-                e,
-                "using the state directory (run.state_dir)",
-            );
+            return refused_finding(subject, e, "using the state directory (run.state_dir)");
         }
         let journal = dir.join(crate::journal::JOURNAL_FILE);
         let ok =

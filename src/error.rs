@@ -368,16 +368,25 @@ pub enum Error {
     /// symbolic link someone else could have planted, a link, FIFO or hard-linked file
     /// where its file should be, another user's file, or a state directory that is not
     /// private to the running user (SPEC §6). Nothing was written through it.
-    #[error("{}: {action}: {}", refused.path().display(), refused_reason(refused))]
+    #[error("{}", refused_text(action, refused))]
     Refused {
         /// What was being done, naming the setting ("opening the run lock (run.lock_file)").
         action: &'static str,
-        refused: crate::fsafe::Error,
+        refused: Box<crate::fsafe::Error>,
     },
 
     /// Another run holds selfheal's run lock.
     #[error("another selfheal run holds {}; nothing done", path.display())]
     Busy { path: PathBuf },
+}
+
+/// `PATH: ACTION: WHY`; a directory that is not private says what it is itself.
+fn refused_text(action: &str, e: &crate::fsafe::Error) -> String {
+    let path = e.path().display();
+    match e {
+        crate::fsafe::Error::NotPrivate { .. } => format!("{path}: {}", refused_reason(e)),
+        _ => format!("{path}: {action}: {}", refused_reason(e)),
+    }
 }
 
 /// Why [`crate::fsafe`] refused, in words, without the path (the message names it once)
@@ -396,11 +405,12 @@ fn refused_reason(e: &crate::fsafe::Error) -> String {
             writers,
             ..
         } if owner.uid != me.uid => {
-            let mut s = format!("the {what} is owned by {owner}, not by {me} who runs selfheal");
-            if !writers.is_empty() {
-                s.push_str(&format!(", and {} can write it", writers.join(", ")));
-            }
-            s
+            let others = if writers.is_empty() {
+                String::new()
+            } else {
+                format!(", and {} can write it", writers.join(", "))
+            };
+            format!("the {what} is owned by {owner}, not by {me} who runs selfheal{others}")
         }
         F::NotPrivate { what, writers, .. } => format!(
             "the {what} can be written by {}, not only by the user who runs selfheal",
@@ -552,7 +562,10 @@ impl Error {
                 action,
                 source,
             },
-            refused => Error::Refused { action, refused },
+            refused => Error::Refused {
+                action,
+                refused: Box::new(refused),
+            },
         }
     }
 }

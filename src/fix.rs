@@ -338,9 +338,14 @@ fn refused_fix(e: &crate::fsafe::Error, action: &str, command: &str) -> Option<S
                 format!("{}{tighten}", state_dir_fix(path, command))
             } else {
                 format!(
-                    "run selfheal as {}, who owns {p} (cron runs it so): runuser -u {} -- \
-                     selfheal {command}{tighten}",
+                    "run selfheal as {}, who owns {p}{}: runuser -u {} -- selfheal \
+                     {command}{tighten}",
                     owner.arg(),
+                    if cron.contains(&owner.arg()) {
+                        format!(", as {} does", crate::cron::CRON_FILE)
+                    } else {
+                        String::new()
+                    },
                     owner.arg()
                 )
             })
@@ -348,9 +353,9 @@ fn refused_fix(e: &crate::fsafe::Error, action: &str, command: &str) -> Option<S
         F::NotOwned {
             path, owner, me, ..
         } => Some(format!(
-            "if {} has no business there, remove it (as root: rm {}) and run again; if \
-             selfheal should run as {}: runuser -u {} -- selfheal {command}{}",
-            path.display(),
+            "if {} did not put it there for selfheal, remove it (as root: rm {}) and run \
+             again; if selfheal should run as {}: runuser -u {} -- selfheal {command}{}",
+            owner.arg(),
             path.display(),
             owner.arg(),
             owner.arg(),
