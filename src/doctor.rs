@@ -31,6 +31,7 @@ use crate::clock::{Clocks, age_on_db_clock, clock_skew, human, plausible_age, sk
 use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
 use crate::decide::{self, Heartbeat, Verdict};
 use crate::error::{Error, Usage, exit};
+use crate::escape::printable;
 use crate::evidence;
 use crate::history::{self, Recent};
 use crate::host::Host;
@@ -94,7 +95,8 @@ impl Finding {
         }
     }
 
-    /// `✓ subject: detail`, `✗ subject: detail; fix: …` — one line.
+    /// `✓ subject: detail`, `✗ subject: detail; fix: …` — one line, whatever a value from
+    /// the database or a driver's message in it holds (control characters escaped).
     pub fn render(&self) -> String {
         let mark = match self.mark {
             Mark::Pass => "✓",
@@ -105,7 +107,7 @@ impl Finding {
             Some(fix) => format!("{mark} {}: {}; fix: {fix}", self.subject, self.detail),
             None => format!("{mark} {}: {}", self.subject, self.detail),
         };
-        line.replace('\n', " ")
+        printable(&line).into_owned()
     }
 }
 
@@ -1423,7 +1425,10 @@ mod tests {
             Finding::fail("watch w: index", "none", "CREATE INDEX x ON t (s)").render(),
             "✗ watch w: index: none; fix: CREATE INDEX x ON t (s)"
         );
-        assert_eq!(Finding::warn("a", "b\nc", "d").render(), "! a: b c; fix: d");
+        assert_eq!(
+            Finding::warn("a", "id=b\nc\u{1b}", "d").render(),
+            "! a: id=b\\nc\\u{1b}; fix: d"
+        );
         assert_eq!(offset_text(8 * 3600), "+08:00");
         assert_eq!(offset_text(-(5 * 3600 + 1800)), "-05:30");
     }
