@@ -12,10 +12,10 @@
 //! For several hosts (SPEC §10): which hosts own the running rows now,
 //! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
 //! `owner_column` or `host`, and an advisory lock that does not reach every host. Also a
-//! configuration without a watch, and a run as root while cron runs selfheal as someone
-//! else. Each failure carries the fix that fits its cause and the running user
-//! (`crate::fix`); the exit status follows `check`'s where they meet (a table or column
-//! the database lacks is 2).
+//! configuration without a watch, a run as root while cron runs selfheal as someone
+//! else, and a database password in a file every user can read. Each failure carries the
+//! fix that fits its cause and the running user (`crate::fix`); the exit status follows
+//! `check`'s where they meet (a table or column the database lacks is 2).
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -163,6 +163,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     if let Some(f) = cron_user_finding() {
         rep.add(f);
     }
+    for f in secret_findings(&cfg) {
+        rep.add(f);
+    }
     let host = Host::for_config(&cfg);
     // 3 when the database cannot be reached, 2 when it lacks what the configuration names.
     let db_status = database_checks(&cfg, &host, &mut rep).err();
@@ -293,6 +296,19 @@ fn doctor_status(e: &Error) -> u8 {
         exit::USAGE => exit::USAGE,
         _ => exit::FAILURE,
     }
+}
+
+/// A database password in a file every user can read (a warning per file; group-readable
+/// `640 root:www-data` is fine).
+fn secret_findings(cfg: &Config) -> Vec<Finding> {
+    let Some(db) = &cfg.database else {
+        return Vec::new();
+    };
+    let inputs = crate::store::credentials::Inputs::from_env();
+    crate::store::credentials::exposed_secrets(db, cfg.source.as_deref(), &inputs)
+        .into_iter()
+        .map(|s| Finding::warn("database: password", s.message(), s.fix()))
+        .collect()
 }
 
 /// A configuration without a watch: the cron job runs, and does nothing.
