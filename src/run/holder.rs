@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::clock::human;
 use crate::decide::Owner;
+use crate::escape::printable_cut;
 use crate::fsafe::FileId;
 use crate::host::Host;
 use crate::probe::{LockTable, owner};
@@ -189,7 +190,7 @@ impl Holder {
             _ => Vec::new(),
         };
         Holder {
-            line: first.map(|l| escape(l, 200)),
+            line: first.map(|l| printable_cut(l, 200)),
             host: parsed.as_ref().map(|h| h.host.clone()),
             pid: parsed.as_ref().map(|h| h.pid),
             since: parsed.as_ref().map(HolderLine::since_text),
@@ -250,20 +251,6 @@ impl Holder {
     }
 }
 
-/// A line from a file made safe to print: control characters escaped, cut to `max` chars.
-fn escape(s: &str, max: usize) -> String {
-    s.chars()
-        .take(max)
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
 fn pid_exists(pid: u32) -> bool {
     use nix::errno::Errno;
     crate::host::pid_t(pid)
@@ -273,7 +260,7 @@ fn pid_exists(pid: u32) -> bool {
 /// The command name of a process (`/proc/PID/comm`), or `?`.
 pub fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map_or_else(|_| "?".into(), |s| escape(s.trim_end(), 32))
+        .map_or_else(|_| "?".into(), |s| printable_cut(s.trim_end(), 32))
 }
 
 /// Processes (other than this one) with an open descriptor on the file `id`, from
@@ -365,11 +352,5 @@ mod tests {
         ] {
             assert_eq!(parse_line(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn printed_lines_are_escaped_and_cut() {
-        assert_eq!(escape("a\u{1b}[2Jb", 10), "a\\u{1b}[2Jb");
-        assert_eq!(escape(&"x".repeat(500), 200).len(), 200);
     }
 }
