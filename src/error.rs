@@ -562,6 +562,12 @@ impl Error {
                 action,
                 source,
             },
+            // Not a refusal: a path that cannot be used, as ENOTDIR says.
+            crate::fsafe::Error::NotADirectory { component, .. } => Error::Io {
+                path: component,
+                action,
+                source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
+            },
             refused => Error::Refused {
                 action,
                 refused: Box::new(refused),

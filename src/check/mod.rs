@@ -153,8 +153,12 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         crate::state::create_dir(&cfg.run.state_dir)?;
     }
     let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
-    if !lock_inside {
-        crate::state::create_dir(&cfg.run.state_dir)?;
+    // One that cannot be created or written is said by the last-run report's warning, and
+    // fails the first change that needs the journal; one that is not private, at once.
+    if !lock_inside
+        && let Err(e @ Error::Refused { .. }) = crate::state::create_dir(&cfg.run.state_dir)
+    {
+        return Err(e);
     }
     let started = SystemTime::now();
     let began = Instant::now();
