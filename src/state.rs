@@ -239,7 +239,13 @@ mod tests {
         std::fs::write(&file, "").expect("file");
         let err = write_last_run(&file.join("state"), &serde_json::json!({}))
             .expect_err("not a directory");
-        assert!(err.to_string().contains("a-file/state"), "{err}");
+        // Named where the path stops being a directory.
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}: creating the state directory", file.display())),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), crate::error::exit::FAILURE);
     }
 
     #[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
