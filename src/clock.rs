@@ -64,7 +64,7 @@ pub fn epoch(t: SystemTime) -> i64 {
 /// The database clock minus the host clock, in seconds (one measurement, shared by
 /// `check` and `doctor`).
 pub fn clock_skew(db: &DbClock, host_now: SystemTime) -> i64 {
-    db.now_epoch - epoch(host_now)
+    db.now_epoch.saturating_sub(epoch(host_now))
 }
 
 /// "the database clock is 5s ahead of the host clock (tolerance 60s)".
@@ -106,7 +106,7 @@ pub fn local_instant(n: NaiveDateTime, tz: chrono_tz::Tz, now: i64) -> Result<i6
     match tz.from_local_datetime(&n) {
         LocalResult::Single(t) => Ok(t.timestamp()),
         LocalResult::Ambiguous(earlier, later) => {
-            if later.timestamp() <= now + FUTURE_TOLERANCE_S {
+            if later.timestamp() <= now.saturating_add(FUTURE_TOLERANCE_S) {
                 Ok(later.timestamp())
             } else {
                 Ok(earlier.timestamp())
@@ -139,7 +139,11 @@ pub fn instant(stamp: Stamp, now: i64) -> Result<i64, String> {
 /// Age in whole seconds of `stamp` on the database clock: the database's `NOW()` as an
 /// instant minus the stamp's instant. Negative when in the future.
 pub fn age_on_db_clock(stamp: Stamp, clock: &DbClock) -> Result<i64, String> {
-    Ok(clock.now_epoch - instant(stamp, clock.now_epoch)?)
+    // Saturating: an integer column can hold any i64, and a hostile or broken value must
+    // read as an absurd age (judged as such), never wrap around into a plausible one.
+    Ok(clock
+        .now_epoch
+        .saturating_sub(instant(stamp, clock.now_epoch)?))
 }
 
 /// The instants a stamp may name, the preferred one first: two for a local time the
@@ -164,13 +168,13 @@ fn candidates(stamp: Stamp, now: i64) -> Result<Vec<i64>, String> {
 pub fn seconds_between(start: Stamp, end: Stamp, clock: &DbClock) -> Result<i64, String> {
     let now = clock.now_epoch;
     let (starts, ends) = (candidates(start, now)?, candidates(end, now)?);
-    let preferred = ends[0] - starts[0];
+    let preferred = ends[0].saturating_sub(starts[0]);
     if preferred >= 0 {
         return Ok(preferred);
     }
     Ok(starts
         .iter()
-        .flat_map(|s| ends.iter().map(move |e| e - s))
+        .flat_map(|s| ends.iter().map(move |e| e.saturating_sub(*s)))
         .find(|d| *d >= 0)
         .unwrap_or(preferred))
 }
@@ -365,6 +369,33 @@ mod tests {
             age_on_db_clock(Stamp::Epoch(utc(dt(2, 1, 0))), &clock),
             Ok(-60)
         );
+    }
+
+    #[test]
+    fn integers_at_the_ends_of_i64_never_wrap_into_a_plausible_age() {
+        // An integer start or heartbeat column can hold anything a client wrote.
+        let clock = DbClock {
+            now_naive: dt(10, 0, 0),
+            now_epoch: utc(dt(2, 0, 0)),
+        };
+        assert_eq!(
+            age_on_db_clock(Stamp::Epoch(i64::MIN), &clock),
+            Ok(i64::MAX)
+        );
+        assert_eq!(
+            age_on_db_clock(Stamp::Epoch(i64::MAX), &clock),
+            Ok(clock.now_epoch - i64::MAX)
+        );
+        assert!(plausible_age(clock.now_epoch - i64::MAX, "the heartbeat").is_err());
+        assert_eq!(
+            seconds_between(Stamp::Epoch(i64::MIN), Stamp::Epoch(i64::MAX), &clock),
+            Ok(i64::MAX)
+        );
+        let db = DbClock {
+            now_naive: dt(10, 0, 0),
+            now_epoch: i64::MIN,
+        };
+        assert_eq!(clock_skew(&db, SystemTime::now()), i64::MIN);
     }
 
     #[test]
