@@ -16,9 +16,10 @@ use std::time::SystemTime;
 use super::{Finding, template_dir};
 use crate::config::{PathTemplate, Watch};
 use crate::decide::Lock;
+use crate::escape::printable_cut;
 use crate::host::Host;
 use crate::probe::{LockTable, probe_lock};
-use crate::run::holder::{Holder, HolderLine, HolderState, escape, open_regular, read_line_at};
+use crate::run::holder::{Holder, HolderLine, HolderState, open_regular, read_line_at};
 
 /// At most this many files of an `{id}` pattern are read.
 const MAX_FILES: usize = 1_000;
@@ -60,7 +61,7 @@ pub(super) fn finding(w: &Watch, t: &PathTemplate) -> Option<Finding> {
                         .unwrap_or_default();
                     named.push(format!(
                         "{} by {} since {}",
-                        escape(&name, 64),
+                        printable_cut(&name, 64),
                         line.named(),
                         line.since_text()
                     ));

@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::clock::human;
 use crate::decide::Owner;
+use crate::escape::printable_cut;
 use crate::fsafe::FileId;
 use crate::host::Host;
 use crate::probe::{LockTable, owner};
@@ -67,7 +68,7 @@ impl HolderLine {
 
     /// [`HolderLine::named`] with the host cut to `max` characters.
     pub fn named_within(&self, max: usize) -> String {
-        let mut host = escape(&self.host, max);
+        let mut host = printable_cut(&self.host, max);
         if self.host.chars().count() > max {
             host.push('…');
         }
@@ -208,7 +209,7 @@ impl Holder {
             _ => Vec::new(),
         };
         Holder {
-            line: first.map(|l| escape(l, 200)),
+            line: first.map(|l| printable_cut(l, 200)),
             host: parsed.as_ref().map(|h| h.host.clone()),
             pid: parsed.as_ref().map(|h| h.pid),
             since: parsed.as_ref().map(HolderLine::since_text),
@@ -269,20 +270,6 @@ impl Holder {
     }
 }
 
-/// A line from a file made safe to print: control characters escaped, cut to `max` chars.
-pub(crate) fn escape(s: &str, max: usize) -> String {
-    s.chars()
-        .take(max)
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
 fn pid_exists(pid: u32) -> bool {
     use nix::errno::Errno;
     crate::host::pid_t(pid)
@@ -292,7 +279,7 @@ fn pid_exists(pid: u32) -> bool {
 /// The command name of a process (`/proc/PID/comm`), or `?`.
 pub fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map_or_else(|_| "?".into(), |s| escape(s.trim_end(), 32))
+        .map_or_else(|_| "?".into(), |s| printable_cut(s.trim_end(), 32))
 }
 
 /// Processes (other than this one) with an open descriptor on the file `id`, from
@@ -458,11 +445,10 @@ mod tests {
             format!("{}…:7", "w".repeat(MAX_HOST_SHOWN))
         );
         assert_eq!(h("a\u{7f}b").named(), "a\\u{7f}b:7");
-    }
-
-    #[test]
-    fn printed_lines_are_escaped_and_cut() {
-        assert_eq!(escape("a\u{1b}[2Jb", 10), "a\\u{1b}[2Jb");
-        assert_eq!(escape(&"x".repeat(500), 200).len(), 200);
+        // parse_line refuses control characters in a host, not a bidirectional override.
+        assert_eq!(
+            parse_line("a\u{202e}b:7 2035-03-14T15:09:26Z").map(|l| l.named()),
+            Some("a\\u{202e}b:7".into())
+        );
     }
 }
