@@ -278,6 +278,7 @@ mod tests {
                 total_age: Ok(600),
                 heartbeat: Heartbeat::Missing,
                 lock: Lock::NotConfigured,
+                lock_holder: None,
                 owner: Owner::NotConfigured,
             },
             thresholds: Thresholds {
