@@ -1254,12 +1254,37 @@ fn existing_ancestor(p: &Path) -> Option<&Path> {
 
 fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
     let subject = "run lock";
+    // A link at its name or on the way, or another user's lock: check refuses it.
+    let found = crate::fsafe::Dir::open_parent(path).and_then(|(d, name)| {
+        let st = d.stat_at(&name)?;
+        match st {
+            Some(st) if st.kind == crate::fsafe::Kind::Symlink => {
+                Err(crate::fsafe::Error::FinalSymlink {
+                    path: path.to_path_buf(),
+                })
+            }
+            Some(st) if st.uid != nix::unistd::geteuid().as_raw() => {
+                Err(crate::fsafe::Error::NotOwned {
+                    path: path.to_path_buf(),
+                    owner: crate::fsafe::Who::of(st.uid),
+                    me: crate::fsafe::Who::me(),
+                })
+            }
+            _ => Ok(()),
+        }
+    });
+    match found {
+        Err(e) if !e.is_not_found() && e.io_kind().is_none() => {
+            return refused_finding(subject, e, "opening the run lock (run.lock_file)");
+        }
+        _ => {}
+    }
     if path.exists() {
+        // Read-write, as check opens it (a read-only descriptor is not enough any more).
         let usable = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .open(path)
-            .or_else(|_| std::fs::File::open(path));
+            .open(path);
         return match usable {
             Ok(_) => Finding::pass(subject, format!("{} is usable", path.display())),
             Err(e) => Finding::fail(
@@ -1314,9 +1339,28 @@ fn lock_fix(path: &Path, state_dir: &Path) -> String {
     )
 }
 
+/// A state directory (or a run lock) selfheal would refuse, said as `check` says it, with
+/// its fix.
+fn refused_finding(subject: &str, e: crate::fsafe::Error, action: &'static str) -> Finding {
+    let e = Error::fsafe(e, action);
+    let fix = crate::fix::for_error(&e, "doctor").unwrap_or_default();
+    Finding::fail(
+        subject,
+        format!("{}: check refuses it (exit 3)", e.full_message()),
+        fix,
+    )
+}
+
 fn state_dir_finding(dir: &Path) -> Finding {
     let subject = "state_dir";
     if dir.is_dir() {
+        // Reached as check reaches it; not private to this user: check refuses it.
+        if let Err(e) =
+            crate::fsafe::Dir::open(dir).and_then(|d| d.check_private(crate::state::DIR_WHAT))
+            && !e.is_not_found()
+        {
+            return refused_finding(subject, e, "using the state directory (run.state_dir)");
+        }
         let journal = dir.join(crate::journal::JOURNAL_FILE);
         let ok =
             writable(dir) && (!journal.exists() || access(&journal, AccessFlags::W_OK).is_ok());

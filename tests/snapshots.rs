@@ -1361,6 +1361,22 @@ struct Mistake {
     as_nobody: bool,
 }
 
+/// Makes the sandbox's run lock and state directory (and what is in it) `uid`'s, where
+/// they exist.
+fn give_run_files(sb: &Sandbox, uid: u32) {
+    for p in [sb.state_dir(), sb.run_lock()] {
+        if p.exists() {
+            let ok = std::process::Command::new("chown")
+                .arg("-R")
+                .arg(format!("{uid}:{uid}"))
+                .arg(&p)
+                .status()
+                .expect("chown");
+            assert!(ok.success(), "chown {}", p.display());
+        }
+    }
+}
+
 /// The transcripts of `mistakes`, each under its `# about` line; `None` when a run as
 /// nobody or under the frozen clock cannot be made here (skipped outside CI).
 fn mistakes_transcript(sb: &Sandbox, mistakes: &[Mistake]) -> Option<String> {
@@ -1368,6 +1384,9 @@ fn mistakes_transcript(sb: &Sandbox, mistakes: &[Mistake]) -> Option<String> {
     let r = Redact::new(sb);
     let mut text = String::new();
     for m in mistakes {
+        // The run lock and the state directory belong to the user that runs (selfheal
+        // refuses another user's), as with a configuration of that user's own.
+        give_run_files(sb, if m.as_nobody { 65534 } else { 0 });
         let mut c = if m.as_nobody {
             as_nobody_frozen()?
         } else {

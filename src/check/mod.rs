@@ -146,11 +146,20 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         return Ok(summary);
     }
     // The run lock lives in the state directory unless run.lock_file says otherwise; the
-    // first run of a configuration creates that directory.
-    if cfg.run.lock_file.starts_with(&cfg.run.state_dir) {
+    // first run of a configuration creates that directory. Either way, a state directory
+    // that is not private to this user is refused before anything else is done (exit 3).
+    let lock_inside = cfg.run.lock_file.starts_with(&cfg.run.state_dir);
+    if lock_inside {
         crate::state::create_dir(&cfg.run.state_dir)?;
     }
     let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
+    // One that cannot be created or written is said by the last-run report's warning, and
+    // fails the first change that needs the journal; one that is not private, at once.
+    if !lock_inside
+        && let Err(e @ Error::Refused { .. }) = crate::state::create_dir(&cfg.run.state_dir)
+    {
+        return Err(e);
+    }
     let started = SystemTime::now();
     let began = Instant::now();
     let mut out = Out {
@@ -579,12 +588,12 @@ fn write_and_report(
             host: &run.host,
             hold: swept.hold,
             run: &run.id,
-            lock_users: &swept.lock_users,
         };
         let mut b = Batch {
             ctx,
             store,
             writer: &mut run.writer,
+            lock_seen: writes.iter().map(|&i| rows[i].lock_seen.clone()).collect(),
         };
         let end = b.write(&mut batch)?;
         BatchEnd {
