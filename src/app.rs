@@ -9,6 +9,7 @@ use crate::check::{self, CheckOptions};
 use crate::cli::{CheckArgs, Cli, Command, Format, RunArgs, Shell, WatchFlags};
 use crate::config::{self, Config, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
+use crate::escape::printable;
 use crate::eventlog::{self, Event, EventLog, Severity};
 use crate::report::{JsonReporter, Parked, Reporter, RowReport, Summary, TextReporter, WatchInfo};
 
@@ -51,9 +52,10 @@ fn command_name(c: &Command) -> &'static str {
 /// `selfheal: error: …` and `selfheal: fix: …`.
 pub fn report_error(e: &Error, command: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "selfheal: error: {}", e.full_message());
+    // A driver's message may quote a value from a row: one line each, whatever it holds.
+    let _ = writeln!(err, "selfheal: error: {}", printable(&e.full_message()));
     if let Some(fix) = crate::fix::for_error(e, command) {
-        let _ = writeln!(err, "selfheal: fix: {fix}");
+        let _ = writeln!(err, "selfheal: fix: {}", printable(&fix));
     }
 }
 
@@ -140,6 +142,10 @@ impl Reporter for Logged<'_> {
         self.inner.parked(p);
     }
 
+    fn spoke(&self) -> bool {
+        self.inner.spoke()
+    }
+
     fn finish(&mut self, s: &Summary) {
         self.inner.finish(s);
     }
@@ -167,6 +173,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
                 err: std::io::sink(),
                 explain: false,
                 dry_run: opts.dry_run,
+                spoke: false,
             };
             &mut quiet
         }
@@ -183,6 +190,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
                 err: std::io::stderr(),
                 explain: args.explain,
                 dry_run: opts.dry_run,
+                spoke: false,
             };
             &mut text
         }

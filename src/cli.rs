@@ -19,7 +19,8 @@ use crate::config::{Raw, RawWatch};
 #[command(
     after_help = "Exit status: 0 all rows handled; 1 some rows need a person; 2 bad command \
                   line or configuration (also a table or column the database lacks); 3 \
-                  database or filesystem failure; 75 another run holds the lock.\nSee \
+                  database or filesystem failure (also a state_dir, run lock or link it \
+                  refuses: see SECURITY in selfheal(1)); 75 another run holds the lock.\nSee \
                   selfheal(1) for the configuration file."
 )]
 pub struct Cli {

@@ -32,6 +32,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::run::holder::HolderLine;
+
 use crate::config::Overtime;
 
 /// Heartbeat evidence: the freshest of the file mtime (host clock) and the column (database
@@ -118,6 +120,10 @@ pub struct Evidence {
     pub total_age: Result<u64, String>,
     pub heartbeat: Heartbeat,
     pub lock: Lock,
+    /// Who the lock file names as its holder, when the lock is held and its first line is
+    /// a `HOST:PID START` holder line (as `selfheal run` and the PHP helper write). For
+    /// naming the holder only: no verdict ever reads it.
+    pub lock_holder: Option<HolderLine>,
     pub owner: Owner,
 }
 

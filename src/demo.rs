@@ -232,6 +232,7 @@ fn run_check(cfg_path: &Path, explain: bool, out: &mut dyn Write) -> Result<u8> 
             err: &mut err,
             explain,
             dry_run: explain,
+            spoke: false,
         };
         check::run(
             &cfg,

@@ -12,10 +12,10 @@
 //! For several hosts (SPEC §10): which hosts own the running rows now,
 //! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
 //! `owner_column` or `host`, and an advisory lock that does not reach every host. Also a
-//! configuration without a watch, and a run as root while cron runs selfheal as someone
-//! else. Each failure carries the fix that fits its cause and the running user
-//! (`crate::fix`); the exit status follows `check`'s where they meet (a table or column
-//! the database lacks is 2).
+//! configuration without a watch, a run as root while cron runs selfheal as someone
+//! else, and a database password in a file every user can read. Each failure carries the
+//! fix that fits its cause and the running user (`crate::fix`); the exit status follows
+//! `check`'s where they meet (a table or column the database lacks is 2).
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -31,6 +31,7 @@ use crate::clock::{Clocks, age_on_db_clock, clock_skew, human, plausible_age, sk
 use crate::config::{self, Config, ConfigPath, Overrides, PathTemplate, Watch, fmt_duration};
 use crate::decide::{self, Heartbeat, Verdict};
 use crate::error::{Error, Usage, exit};
+use crate::escape::printable;
 use crate::evidence;
 use crate::history::{self, Recent};
 use crate::host::Host;
@@ -94,7 +95,8 @@ impl Finding {
         }
     }
 
-    /// `✓ subject: detail`, `✗ subject: detail; fix: …` — one line.
+    /// `✓ subject: detail`, `✗ subject: detail; fix: …` — one line, whatever a value from
+    /// the database or a driver's message in it holds (control characters escaped).
     pub fn render(&self) -> String {
         let mark = match self.mark {
             Mark::Pass => "✓",
@@ -105,7 +107,7 @@ impl Finding {
             Some(fix) => format!("{mark} {}: {}; fix: {fix}", self.subject, self.detail),
             None => format!("{mark} {}: {}", self.subject, self.detail),
         };
-        line.replace('\n', " ")
+        printable(&line).into_owned()
     }
 }
 
@@ -159,6 +161,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
         rep.add(f);
     }
     if let Some(f) = cron_user_finding() {
+        rep.add(f);
+    }
+    for f in secret_findings(&cfg) {
         rep.add(f);
     }
     let host = Host::for_config(&cfg);
@@ -291,6 +296,19 @@ fn doctor_status(e: &Error) -> u8 {
         exit::USAGE => exit::USAGE,
         _ => exit::FAILURE,
     }
+}
+
+/// A database password in a file every user can read (a warning per file; group-readable
+/// `640 root:www-data` is fine).
+fn secret_findings(cfg: &Config) -> Vec<Finding> {
+    let Some(db) = &cfg.database else {
+        return Vec::new();
+    };
+    let inputs = crate::store::credentials::Inputs::from_env();
+    crate::store::credentials::exposed_secrets(db, cfg.source.as_deref(), &inputs)
+        .into_iter()
+        .map(|s| Finding::warn("database: password", s.message(), s.fix()))
+        .collect()
 }
 
 /// A configuration without a watch: the cron job runs, and does nothing.
@@ -1239,12 +1257,37 @@ fn existing_ancestor(p: &Path) -> Option<&Path> {
 
 fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
     let subject = "run lock";
+    // A link at its name or on the way, or another user's lock: check refuses it.
+    let found = crate::fsafe::Dir::open_parent(path).and_then(|(d, name)| {
+        let st = d.stat_at(&name)?;
+        match st {
+            Some(st) if st.kind == crate::fsafe::Kind::Symlink => {
+                Err(crate::fsafe::Error::FinalSymlink {
+                    path: path.to_path_buf(),
+                })
+            }
+            Some(st) if st.uid != nix::unistd::geteuid().as_raw() => {
+                Err(crate::fsafe::Error::NotOwned {
+                    path: path.to_path_buf(),
+                    owner: crate::fsafe::Who::of(st.uid),
+                    me: crate::fsafe::Who::me(),
+                })
+            }
+            _ => Ok(()),
+        }
+    });
+    match found {
+        Err(e) if !e.is_not_found() && e.io_kind().is_none() => {
+            return refused_finding(subject, e, "opening the run lock (run.lock_file)");
+        }
+        _ => {}
+    }
     if path.exists() {
+        // Read-write, as check opens it (a read-only descriptor is not enough any more).
         let usable = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .open(path)
-            .or_else(|_| std::fs::File::open(path));
+            .open(path);
         return match usable {
             Ok(_) => Finding::pass(subject, format!("{} is usable", path.display())),
             Err(e) => Finding::fail(
@@ -1299,9 +1342,28 @@ fn lock_fix(path: &Path, state_dir: &Path) -> String {
     )
 }
 
+/// A state directory (or a run lock) selfheal would refuse, said as `check` says it, with
+/// its fix.
+fn refused_finding(subject: &str, e: crate::fsafe::Error, action: &'static str) -> Finding {
+    let e = Error::fsafe(e, action);
+    let fix = crate::fix::for_error(&e, "doctor").unwrap_or_default();
+    Finding::fail(
+        subject,
+        format!("{}: check refuses it (exit 3)", e.full_message()),
+        fix,
+    )
+}
+
 fn state_dir_finding(dir: &Path) -> Finding {
     let subject = "state_dir";
     if dir.is_dir() {
+        // Reached as check reaches it; not private to this user: check refuses it.
+        if let Err(e) =
+            crate::fsafe::Dir::open(dir).and_then(|d| d.check_private(crate::state::DIR_WHAT))
+            && !e.is_not_found()
+        {
+            return refused_finding(subject, e, "using the state directory (run.state_dir)");
+        }
         let journal = dir.join(crate::journal::JOURNAL_FILE);
         let ok =
             writable(dir) && (!journal.exists() || access(&journal, AccessFlags::W_OK).is_ok());
@@ -1426,7 +1488,10 @@ mod tests {
             Finding::fail("watch w: index", "none", "CREATE INDEX x ON t (s)").render(),
             "✗ watch w: index: none; fix: CREATE INDEX x ON t (s)"
         );
-        assert_eq!(Finding::warn("a", "b\nc", "d").render(), "! a: b c; fix: d");
+        assert_eq!(
+            Finding::warn("a", "id=b\nc\u{1b}", "d").render(),
+            "! a: id=b\\nc\\u{1b}; fix: d"
+        );
         assert_eq!(offset_text(8 * 3600), "+08:00");
         assert_eq!(offset_text(-(5 * 3600 + 1800)), "-05:30");
     }

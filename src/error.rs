@@ -364,9 +364,64 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A file or directory of selfheal's own that it refuses to use: reached through a
+    /// symbolic link someone else could have planted, a link, FIFO or hard-linked file
+    /// where its file should be, another user's file, or a state directory that is not
+    /// private to the running user (SPEC §6). Nothing was written through it.
+    #[error("{}", refused_text(action, refused))]
+    Refused {
+        /// What was being done, naming the setting ("opening the run lock (run.lock_file)").
+        action: &'static str,
+        refused: Box<crate::fsafe::Error>,
+    },
+
     /// Another run holds selfheal's run lock.
     #[error("another selfheal run holds {}; nothing done", path.display())]
     Busy { path: PathBuf },
+}
+
+/// `PATH: ACTION: WHY`; a directory that is not private says what it is itself.
+fn refused_text(action: &str, e: &crate::fsafe::Error) -> String {
+    let path = e.path().display();
+    match e {
+        crate::fsafe::Error::NotPrivate { .. } => format!("{path}: {}", refused_reason(e)),
+        _ => format!("{path}: {action}: {}", refused_reason(e)),
+    }
+}
+
+/// Why [`crate::fsafe`] refused, in words, without the path (the message names it once)
+/// and without advice (the fix line gives it: `crate::fix::for_error`).
+fn refused_reason(e: &crate::fsafe::Error) -> String {
+    use crate::fsafe::Error as F;
+    match e {
+        F::NotOwned { owner, me, .. } => format!(
+            "owned by {owner}, not by {me} who runs selfheal; selfheal writes only to files \
+             of its own"
+        ),
+        F::NotPrivate {
+            what,
+            owner,
+            me,
+            writers,
+            ..
+        } if owner.uid != me.uid => {
+            let others = if writers.is_empty() {
+                String::new()
+            } else {
+                format!(", and {} can write it", writers.join(", "))
+            };
+            format!("the {what} is owned by {owner}, not by {me} who runs selfheal{others}")
+        }
+        F::NotPrivate { what, writers, .. } => format!(
+            "the {what} can be written by {}, not only by the user who runs selfheal",
+            writers.join(", ")
+        ),
+        other => {
+            let text = other.to_string();
+            let prefix = format!("{}: ", other.path().display());
+            text.strip_prefix(&prefix).unwrap_or(&text).to_string()
+        }
+    }
 }
 
 impl Error {
@@ -385,7 +440,10 @@ impl Error {
                 kind: DbErrorKind::UnknownObject,
                 ..
             } => exit::USAGE,
-            Error::Database { .. } | Error::Io { .. } | Error::Journal { .. } => exit::FAILURE,
+            Error::Database { .. }
+            | Error::Io { .. }
+            | Error::Journal { .. }
+            | Error::Refused { .. } => exit::FAILURE,
             Error::Busy { .. } => exit::BUSY,
         }
     }
@@ -411,7 +469,8 @@ impl Error {
             | Error::Usage(_)
             | Error::CannotRead { fix: None, .. }
             | Error::Io { .. }
-            | Error::Journal { .. } => None,
+            | Error::Journal { .. }
+            | Error::Refused { .. } => None,
         }
     }
 
@@ -491,6 +550,28 @@ impl Error {
             path: path.into(),
             action,
             source,
+        }
+    }
+
+    /// A failure of [`crate::fsafe`] while `action` was being done: a system call's failure
+    /// stays an [`Error::Io`] (its kind chooses the fix), a refusal is [`Error::Refused`].
+    pub fn fsafe(e: crate::fsafe::Error, action: &'static str) -> Self {
+        match e {
+            crate::fsafe::Error::Io { path, source, .. } => Error::Io {
+                path,
+                action,
+                source,
+            },
+            // Not a refusal: a path that cannot be used, as ENOTDIR says.
+            crate::fsafe::Error::NotADirectory { component, .. } => Error::Io {
+                path: component,
+                action,
+                source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
+            },
+            refused => Error::Refused {
+                action,
+                refused: Box::new(refused),
+            },
         }
     }
 }

@@ -8,12 +8,18 @@
 //! `SELFHEAL_ACTION`, `SELFHEAL_VERDICT`, `SELFHEAL_REASON`). Every line carries the
 //! watch, the id, from→to and the reason.
 //!
+//! The message (syslog's line, journald's `MESSAGE`) has its control characters escaped
+//! ([`crate::escape`]): a row id holding a newline cannot forge a log line. journald's
+//! `SELFHEAL_*` fields keep the values exactly (a value holding a newline is sent in the
+//! protocol's length-prefixed form).
+//!
 //! Logging never stops a run: the first failure to send is kept and reported once, as a
 //! warning, by whoever owns the log.
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
+use crate::escape::printable;
 use crate::report::RowReport;
 
 pub const SYSLOG_SOCKET: &str = "/dev/log";
@@ -107,7 +113,7 @@ pub fn syslog_datagram(e: &Event, now: chrono::DateTime<chrono::Local>, pid: u32
     format!(
         "<{pri}>{} {IDENT}[{pid}]: {}",
         now.format("%b %e %H:%M:%S"),
-        e.message.replace('\n', " ")
+        printable(&e.message)
     )
     .into_bytes()
 }
@@ -127,7 +133,7 @@ pub fn journal_datagram(e: &Event, pid: u32) -> Vec<u8> {
             out.extend_from_slice(format!("{k}={v}\n").as_bytes());
         }
     };
-    field("MESSAGE", &e.message);
+    field("MESSAGE", &printable(&e.message));
     field("PRIORITY", &(e.severity as u8).to_string());
     field("SYSLOG_IDENTIFIER", IDENT);
     field("SYSLOG_FACILITY", &FACILITY.to_string());
@@ -227,6 +233,24 @@ mod tests {
         assert_eq!(
             String::from_utf8(syslog_datagram(&event(), t, 42)).expect("utf8"),
             "<29>Mar  5 09:04:07 selfheal[42]: watch=w id=2 running→error"
+        );
+    }
+
+    #[test]
+    fn a_value_cannot_forge_a_log_line() {
+        let mut e = event();
+        e.message = "watch=w id=7\n<29>Mar  5 09:04:07 selfheal[1]: forged\u{1b}[2J".into();
+        let line = String::from_utf8(syslog_datagram(&e, chrono::Local::now(), 42)).expect("utf8");
+        assert!(
+            line.ends_with("]: watch=w id=7\\n<29>Mar  5 09:04:07 selfheal[1]: forged\\u{1b}[2J"),
+            "{line}"
+        );
+        let d = String::from_utf8(journal_datagram(&e, 7)).expect("utf8");
+        assert!(
+            d.starts_with(
+                "MESSAGE=watch=w id=7\\n<29>Mar  5 09:04:07 selfheal[1]: forged\\u{1b}[2J\n"
+            ),
+            "{d}"
         );
     }
 

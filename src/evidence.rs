@@ -29,6 +29,7 @@ use crate::decide::{Basis, Decision, Evidence, Heartbeat, Lock, Owner, Threshold
 use crate::host::Host;
 use crate::message;
 use crate::probe::{self, LockTable};
+use crate::run::holder::{self, HolderLine};
 use crate::store::RunningRow;
 
 /// The watch's thresholds, in seconds, as the decision takes them.
@@ -71,6 +72,7 @@ pub fn gather(
             total_age,
             heartbeat: column_heartbeat(row, clocks).unwrap_or(Heartbeat::Missing),
             lock: Lock::NotConfigured,
+            lock_holder: None,
             owner,
         };
     }
@@ -83,19 +85,34 @@ pub fn gather(
         }
         (h, _) => h,
     };
-    let lock = match &w.lock_file {
-        None => Lock::NotConfigured,
+    let (lock, lock_holder) = match &w.lock_file {
+        None => (Lock::NotConfigured, None),
         Some(t) => match t.render(&id) {
-            Ok(p) => legacy(w, probe::probe_lock(&p, locks)),
-            Err(why) => Lock::Unreadable(format!("lock_file: {why}")),
+            Ok(p) => {
+                let lock = legacy(w, probe::probe_lock(&p, locks));
+                let holder = holder_named(&lock, &p);
+                (lock, holder)
+            }
+            Err(why) => (Lock::Unreadable(format!("lock_file: {why}")), None),
         },
     };
     Evidence {
         total_age,
         heartbeat,
         lock,
+        lock_holder,
         owner,
     }
+}
+
+/// The holder the lock file names in its first line (`HOST:PID START`, as `selfheal run`
+/// and the PHP helper write it), read only when the lock is held: a regular file only,
+/// opened without blocking, its first 512 bytes at most ([`holder::read_line_at`]). It
+/// names the holder for a person; it decides nothing (a line outlives its writer).
+fn holder_named(lock: &Lock, path: &std::path::Path) -> Option<HolderLine> {
+    matches!(lock, Lock::Held { .. })
+        .then(|| holder::read_line_at(path))
+        .flatten()
 }
 
 /// A legacy existence lock is never kernel-locked: "free" is its normal state, and proves
@@ -116,12 +133,20 @@ pub fn confirm_lock(w: &Watch, row: &RunningRow, ev: Evidence) -> Evidence {
     if ev.lock != Lock::Unconfirmed {
         return ev;
     }
-    let lock = match w.lock_file.as_ref().map(|t| t.render(&row.id.to_string())) {
-        Some(Ok(p)) => legacy(w, probe::lock::try_lock(&p)),
-        Some(Err(why)) => Lock::Unreadable(format!("lock_file: {why}")),
-        None => Lock::NotConfigured,
+    let (lock, lock_holder) = match w.lock_file.as_ref().map(|t| t.render(&row.id.to_string())) {
+        Some(Ok(p)) => {
+            let lock = legacy(w, probe::lock::try_lock(&p));
+            let holder = holder_named(&lock, &p);
+            (lock, holder)
+        }
+        Some(Err(why)) => (Lock::Unreadable(format!("lock_file: {why}")), None),
+        None => (Lock::NotConfigured, None),
     };
-    Evidence { lock, ..ev }
+    Evidence {
+        lock,
+        lock_holder,
+        ..ev
+    }
 }
 
 /// Seconds since the row started, on the database clock. A start that is not a plausible
@@ -212,6 +237,18 @@ pub struct Record {
     pub owner_pid: Option<u32>,
 }
 
+/// The holder a held lock's file names (its `HOST:PID START` line), as the JSON row gives
+/// it (`lock_holder`, `null` without one): `host` as the file has it (JSON escapes it),
+/// the process's `pid`, and `since`, RFC 3339 UTC. `pid` may differ from `lock_pid`: for
+/// `selfheal run`, `/proc/locks` gives the wrapper that took the lock, the line its
+/// command. The journal entry does not carry it (its row message names the holder).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    pub host: String,
+    pub pid: u32,
+    pub since: String,
+}
+
 /// A value as `--explain` writes it (where it is not a duration); formatted only where it
 /// is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,11 +301,21 @@ pub struct Item {
     pub human: Human,
     /// It opens the `--explain` line (the row's age: `running 47m`).
     pub leads: bool,
+    /// Said after the value in `--explain`, in parentheses: who the lock file names.
+    pub aside: Option<String>,
 }
 
 impl Item {
     /// Its value in `--explain`: `47m ago`, `held:4242`.
     pub fn human(&self) -> String {
+        let value = self.value_human();
+        match &self.aside {
+            Some(a) => format!("{value} ({a})"),
+            None => value,
+        }
+    }
+
+    fn value_human(&self) -> String {
         match self.human {
             Human::Same => self.value.to_string(),
             Human::Duration(a) => human(a),
@@ -288,6 +335,7 @@ pub struct Rendered {
     /// In the row message's order.
     pub items: Vec<Item>,
     pub record: Record,
+    pub lock_holder: Option<LockHolder>,
 }
 
 /// Renders evidence. Each source is one block here.
@@ -319,6 +367,7 @@ pub fn render(e: &Evidence) -> Rendered {
         word: "heartbeat",
         human: human_value,
         leads: false,
+        aside: None,
     });
 
     let (value, human_value) = match &e.total_age {
@@ -332,6 +381,7 @@ pub fn render(e: &Evidence) -> Rendered {
         word: "running",
         human: human_value,
         leads: true,
+        aside: None,
     });
 
     let (state, pid) = match &e.lock {
@@ -344,19 +394,41 @@ pub fn render(e: &Evidence) -> Rendered {
         Lock::Unreadable(_) => ("unreadable", None),
     };
     (record.lock, record.lock_pid) = (state.into(), pid);
+    // Who the file names, beside what /proc/locks says: for `selfheal run` the wrapper
+    // took the lock and the line names its command.
+    let holder = match (&e.lock, &e.lock_holder) {
+        (Lock::Held { .. }, Some(h)) => Some(h),
+        _ => None,
+    };
+    let lock_holder = holder.map(|h| LockHolder {
+        host: h.host.clone(),
+        pid: h.pid,
+        since: h.since_text(),
+    });
     items.push(Item {
         key: "lock",
         value: pid.map_or(Value::Word(state), |p| Value::Pid(state, p)),
         word: "lock",
-        human: match &e.lock {
-            Lock::Unconfirmed => Human::Words("free as far as /proc/locks shows (not confirmed)"),
-            Lock::Free => Human::Words("free (a try-lock got it)"),
-            Lock::Held { pid: None } => {
+        human: match (&e.lock, holder) {
+            (Lock::Unconfirmed, _) => {
+                Human::Words("free as far as /proc/locks shows (not confirmed)")
+            }
+            (Lock::Free, _) => Human::Words("free (a try-lock got it)"),
+            (Lock::Held { pid: None }, None) => {
                 Human::Words("held (a try-lock failed; holder not visible)")
             }
             _ => Human::Same,
         },
         leads: false,
+        aside: holder.map(|h| match pid {
+            Some(p) if p == h.pid => format!("{} since {}", h.named(), h.since_text()),
+            Some(_) => format!("the file names {} since {}", h.named(), h.since_text()),
+            None => format!(
+                "a try-lock failed; the file names {} since {}",
+                h.named(),
+                h.since_text()
+            ),
+        }),
     });
 
     let (state, pid) = match &e.owner {
@@ -382,9 +454,14 @@ pub fn render(e: &Evidence) -> Rendered {
         word: "owner",
         human: Human::Same,
         leads: false,
+        aside: None,
     });
 
-    Rendered { items, record }
+    Rendered {
+        items,
+        record,
+        lock_holder,
+    }
 }
 
 impl Rendered {
@@ -454,6 +531,24 @@ fn lock_words(l: &Lock) -> Option<String> {
     })
 }
 
+/// At most this many characters of the host a lock file names go into a row message (a
+/// message column is often 255 characters; `--explain` and JSON show more).
+const HOLDER_HOST_IN_MESSAGE: usize = 32;
+
+/// Who the held lock's file names, in words (`holder web1:4243 since
+/// 2026-11-30T10:00:00Z`), when it names one: a figure, so a column too short for it loses
+/// it before the words.
+fn holder_words(e: &Evidence) -> Option<String> {
+    match (&e.lock, &e.lock_holder) {
+        (Lock::Held { .. }, Some(h)) => Some(format!(
+            "holder {} since {}",
+            h.named_within(HOLDER_HOST_IN_MESSAGE),
+            h.since_text()
+        )),
+        _ => None,
+    }
+}
+
 /// The owner in words, when the watch names an owner column.
 fn owner_words(o: &Owner) -> Option<String> {
     Some(match o {
@@ -471,8 +566,9 @@ fn owner_words(o: &Owner) -> Option<String> {
 
 /// The row message of SPEC §6 for a decision on this evidence, before it is cut: the
 /// deciding evidence in words, then the row's age, its heartbeat, the threshold that
-/// decided (`max_age` for an overtime, else `stale_after`), and the lock and the owner
-/// where the words do not already name them.
+/// decided (`max_age` for an overtime, else `stale_after`), the lock where the words do not
+/// already name it, who the held lock's file names, and the owner where the words do not
+/// already name it.
 pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
     let beat = match &e.heartbeat {
         Heartbeat::Age(a) => message::Beat::Ago(*a),
@@ -493,6 +589,7 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
     if !matches!(d.basis, Basis::LockFree | Basis::StaleButLockHeld) {
         more.extend(lock_words(&e.lock));
     }
+    more.extend(holder_words(e));
     if !matches!(
         d.basis,
         Basis::OwnerDead
@@ -514,7 +611,8 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
 }
 
 /// Every row message this watch can write, each decision with its evidence at its widest
-/// (every figure large, every pid seven digits).
+/// (every figure large, every pid seven digits, a held lock's file naming a holder whose
+/// host is longer than a message shows).
 fn widest_messages(w: &Watch) -> Vec<String> {
     let t = thresholds(w);
     let big = t.max_age.saturating_mul(100);
@@ -544,10 +642,16 @@ fn widest_messages(w: &Watch) -> Vec<String> {
                 (Some(_), Basis::OwnerReused) => Owner::Reused { pid },
                 (Some(_), _) => Owner::Reused { pid },
             };
+            let lock_holder = matches!(lock, Lock::Held { .. }).then(|| HolderLine {
+                host: "h".repeat(HOLDER_HOST_IN_MESSAGE + 1),
+                pid,
+                since: 4_102_444_799, // 2099-12-31T23:59:59Z
+            });
             let ev = Evidence {
                 total_age: Ok(big),
                 heartbeat: Heartbeat::Age(big),
                 lock,
+                lock_holder,
                 owner,
             };
             row_message(&Decision { verdict, basis }, &ev, t)
@@ -590,6 +694,7 @@ mod tests {
             total_age: total,
             heartbeat,
             lock,
+            lock_holder: None,
             owner,
         }
     }
@@ -650,6 +755,83 @@ mod tests {
         assert_eq!(
             (r.record.total_age_s, r.record.heartbeat_age_s),
             (None, None)
+        );
+    }
+
+    /// The holder line names the holder in `--explain`, the row message and JSON, beside
+    /// what `/proc/locks` says; it never changes the verdict.
+    #[test]
+    fn a_held_locks_file_names_its_holder_everywhere_and_decides_nothing() {
+        let line = HolderLine {
+            host: "web1".into(),
+            pid: 4243,
+            since: 1_796_032_800, // 2026-11-30T10:00:00Z
+        };
+        let held = |pid| {
+            let mut e = ev(
+                Ok(2_400),
+                Heartbeat::Age(1_500),
+                Lock::Held { pid },
+                Owner::NotConfigured,
+            );
+            e.lock_holder = Some(line.clone());
+            e
+        };
+        let cases = [
+            (
+                Some(4242),
+                "lock held:4242 (the file names web1:4243 since 2026-11-30T10:00:00Z)",
+            ),
+            (
+                Some(4243),
+                "lock held:4243 (web1:4243 since 2026-11-30T10:00:00Z)",
+            ),
+            (
+                None,
+                "lock held (a try-lock failed; the file names web1:4243 since \
+                 2026-11-30T10:00:00Z)",
+            ),
+        ];
+        for (pid, want) in cases {
+            let e = held(pid);
+            let r = render(&e);
+            assert!(r.explain().contains(want), "{}", r.explain());
+            let d = crate::decide::decide(&e, T);
+            let without = Evidence {
+                lock_holder: None,
+                ..e.clone()
+            };
+            assert_eq!(d, crate::decide::decide(&without, T), "naming only");
+            assert_eq!(d.basis, Basis::StaleButLockHeld);
+            let m = row_message(&d, &e, T);
+            assert!(
+                m.ends_with(", holder web1:4243 since 2026-11-30T10:00:00Z)"),
+                "{m}"
+            );
+            assert_eq!(message::parse(&m).map(|p| p.total_age_s), Some(Some(2_400)));
+            assert_eq!(
+                serde_json::to_value(&r.lock_holder).expect("json"),
+                serde_json::json!({"host": "web1", "pid": 4243, "since": "2026-11-30T10:00:00Z"})
+            );
+            assert_eq!(r.record.lock_pid, pid, "/proc/locks' pid stays as it was");
+        }
+        // A lock not held names nobody, whatever the file says.
+        let mut e = held(None);
+        e.lock = Lock::Free;
+        let r = render(&e);
+        assert_eq!(r.lock_holder, None);
+        assert!(r.explain().contains("lock free (a try-lock got it),"));
+        assert!(!row_message(&crate::decide::decide(&e, T), &e, T).contains("holder"));
+        // A host from the file is printed cut (and escaped), never whole.
+        let mut e = held(Some(1));
+        e.lock_holder = Some(HolderLine {
+            host: "x".repeat(300),
+            ..line.clone()
+        });
+        let shown = render(&e).explain();
+        assert!(
+            shown.contains(&format!("names {}…:4243 since", "x".repeat(64))),
+            "{shown}"
         );
     }
 

@@ -302,6 +302,91 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
         Error::Journal { path, source, .. } => {
             io_fix(path, "writing the journal", source.kind(), command)
         }
+        Error::Refused { action, refused } => refused_fix(refused, action, command),
+        _ => None,
+    }
+}
+
+/// The fix for a file or directory selfheal refused to use ([`Error::Refused`]). Nothing
+/// here tells anyone to loosen a check: the way out is to run as the right user, or to
+/// take away what someone else put in selfheal's way.
+fn refused_fix(e: &crate::fsafe::Error, action: &str, command: &str) -> Option<String> {
+    use crate::fsafe::Error as F;
+    let setting = action
+        .rsplit_once('(')
+        .and_then(|(_, k)| k.strip_suffix(')'))
+        .unwrap_or("the setting");
+    match e {
+        F::NotPrivate {
+            path,
+            owner,
+            me,
+            writers,
+            ..
+        } => {
+            let p = path.display();
+            let tighten = if writers.is_empty() {
+                String::new()
+            } else {
+                format!(" (and make it private to its owner: chmod go-w {p})")
+            };
+            let cron = crate::cron::users();
+            Some(if owner.uid == me.uid {
+                format!("chmod go-w {p}: nobody but {me} may change what is in it")
+            } else if me.uid != 0 && cron.contains(&me.arg()) && !cron.contains(&owner.arg()) {
+                // Cron runs selfheal as this user: the directory is to be given to it.
+                format!("{}{tighten}", state_dir_fix(path, command))
+            } else {
+                format!(
+                    "run selfheal as {}, who owns {p}{}: runuser -u {} -- selfheal \
+                     {command}{tighten}",
+                    owner.arg(),
+                    if cron.contains(&owner.arg()) {
+                        format!(", as {} does", crate::cron::CRON_FILE)
+                    } else {
+                        String::new()
+                    },
+                    owner.arg()
+                )
+            })
+        }
+        F::NotOwned {
+            path, owner, me, ..
+        } => Some(format!(
+            "if {} did not put it there for selfheal, remove it (as root: rm {}) and run \
+             again; if selfheal should run as {}: runuser -u {} -- selfheal {command}{}",
+            owner.arg(),
+            path.display(),
+            owner.arg(),
+            owner.arg(),
+            if setting == "run.lock_file" {
+                format!(
+                    "; a run lock outside state_dir can be taken by others: leave \
+                     run.lock_file unset, and {} keeps it in its own state_dir",
+                    me.arg()
+                )
+            } else {
+                String::new()
+            }
+        )),
+        F::FinalSymlink { path } => Some(format!(
+            "selfheal never makes a symbolic link there: see who did (ls -l {}), remove it, \
+             and run again",
+            path.display()
+        )),
+        F::UntrustedLink { component, .. } => Some(format!(
+            "set {setting} to a path without the link {} (its target, once you have checked \
+             it is the right place), or let only root change the directory that holds it",
+            component.display()
+        )),
+        F::NotRegular { path, .. } => Some(format!(
+            "move {} away: selfheal needs a regular file of its own there",
+            path.display()
+        )),
+        F::HardLinked { path, .. } => Some(format!(
+            "remove {} (its other names keep what is in it) and run again",
+            path.display()
+        )),
         _ => None,
     }
 }

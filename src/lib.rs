@@ -26,7 +26,9 @@
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
 //! and `stats`), the state files ([`state`]; the confirmation counts in
 //! [`confirmations`]), the fix that fits an error and the running user ([`fix`]), who cron
-//! runs selfheal as ([`cron`]). [`doctor`] and [`stats`] read through the same
+//! runs selfheal as ([`cron`]), text from outside made safe to print on one line
+//! ([`escape`]: every value from the database, wherever it is printed). [`doctor`] and
+//! [`stats`] read through the same
 //! pieces and write nothing. No module uses one that uses it back.
 //!
 //! Where new things go:
@@ -66,6 +68,7 @@ pub mod decide;
 pub mod demo;
 pub mod doctor;
 pub mod error;
+pub mod escape;
 pub mod eventlog;
 pub mod evidence;
 pub mod fix;

@@ -11,19 +11,21 @@
 //! Counters and the last success survive from run to run by reading the previous file
 //! back: it is selfheal's own output, and a lost file merely resets the counters, which
 //! Prometheus handles. A watch not checked this run (another `--watch` selection) keeps
-//! its previous lines. I/O: reads the previous file; writes `NAME.PID` beside it, flushes
-//! it to disk and renames it over the file, so a reader never sees half a file.
+//! its previous lines. I/O, through [`crate::fsafe`] (no link someone else planted is
+//! followed): reads the previous file; writes a new temporary file with an unpredictable
+//! name beside it (`.NAME.RANDOM.tmp`, which the textfile collector ignores), flushes it
+//! to disk and renames it over the file, so a reader never sees half a file.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::decide::{Action, Verdict};
 use crate::error::{Error, Result};
+use crate::fsafe::Dir;
 use crate::host::Host;
 use crate::report::Summary;
 
@@ -430,52 +432,48 @@ pub fn render(samples: &[Sample]) -> String {
     out
 }
 
-/// Writes `text` to `path` atomically: a temporary file in the same directory, flushed to
-/// disk, renamed over `path`. The temporary file is removed on failure.
+/// What the metrics file is called in messages.
+const WRITING: &str = "writing the metrics file (run.metrics_file)";
+
+/// Writes `text` to `path` atomically, through [`crate::fsafe`]: its directory reached
+/// without following a link someone else could have planted, a new temporary file with an
+/// unpredictable name beside it (mode 0644: node_exporter reads it), flushed to disk,
+/// renamed over `path` (a link at `path` is replaced, never written through), the
+/// directory flushed. The temporary file is removed on failure.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let err = |e| Error::io(path, "writing the metrics file (run.metrics_file)", e);
-    let name = path.file_name().map_or_else(
-        || "selfheal.prom".into(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let tmp: PathBuf = path.with_file_name(format!("{name}.{}", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(err(e));
-    }
-    // Make the rename itself durable; a failure here loses nothing but durability.
-    if let Some(dir) = path.parent()
-        && let Ok(d) = std::fs::File::open(dir)
-    {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    let (dir, name) = Dir::open_parent(path).map_err(|e| Error::fsafe(e, WRITING))?;
+    dir.replace(&name, 0o644, |f| f.write_all(text.as_bytes()))
+        .map_err(|e| Error::fsafe(e, WRITING))
+}
+
+/// The largest previous file read back: selfheal's own is a few KiB per watch.
+const MAX_PREVIOUS: u64 = 4 << 20;
+
+/// The previous file's text, read through [`crate::fsafe`]; `None` when there is none, or
+/// when something else than a regular file is at its name (a link, a FIFO: it is replaced
+/// by the next write, never read through).
+fn previous(path: &Path) -> Result<Option<String>> {
+    use std::io::Read as _;
+    let reading = "reading the previous metrics file (run.metrics_file)";
+    let opened = Dir::open_parent(path).and_then(|(dir, name)| dir.open_read(&name));
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(crate::fsafe::Error::FinalSymlink { .. } | crate::fsafe::Error::NotRegular { .. }) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(Error::fsafe(e, reading)),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_PREVIOUS)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, reading, e))?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Reads the previous file, merges this run in, and rewrites it atomically.
 pub fn update(path: &Path, cfg: &Config, host: &Host, run: &Run<'_>) -> Result<()> {
-    let prev = match std::fs::read_to_string(path) {
-        Ok(t) => parse(&t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
-            return Err(Error::io(
-                path,
-                "reading the previous metrics file (run.metrics_file)",
-                e,
-            ));
-        }
-    };
+    let prev = previous(path)?.map(|t| parse(&t)).unwrap_or_default();
     let here = |h: &Option<String>| h.as_ref().is_none_or(|h| host.is_me(h));
     let watches: Vec<String> = cfg
         .all_watches

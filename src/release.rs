@@ -4,43 +4,58 @@
 //! For jobs whose lock is the file's mere existence (`if (file_exists($lock)) exit;`), a
 //! dead worker's file blocks every later run until someone removes it. The seed incident
 //! is what happens when the wrong file goes: a job still running loses its lock and a
-//! retry becomes a second writer. So the file is removed only when all of this holds,
-//! checked on one open descriptor of the very inode that is removed:
+//! retry becomes a second writer. So the file is removed only when all of this holds:
 //!
-//! 1. it is a regular file (never a symbolic link: opened with `O_NOFOLLOW`, never created);
-//! 2. no process holds a kernel lock on it: `/proc/locks` by device and inode, then our
-//!    own non-blocking `flock(LOCK_EX)` and POSIX read lock, which we keep until the file
-//!    is gone — so nobody can take a kernel lock on it between the check and the removal
-//!    (a job that really uses kernel locks must not be configured with `if_free`);
-//!    `/proc/locks` is read again while we hold them, and any lock not ours keeps the file;
-//! 3. the pid written in it (its first line, `PID` or `HOST:PID`), if any, is dead, a
+//! 1. it is the file the row was judged with. When the row is judged, the file's device
+//!    and inode are noted ([`observe`]); a file absent then is never removed, whatever
+//!    appears at the name later (a new worker's lock). Just before the row's
+//!    compare-and-set the file is opened again ([`hold`]) and must still be that inode; it
+//!    is then held open until the release, so its inode number cannot be given to a new
+//!    file meanwhile.
+//! 2. every directory on its path is reached through [`crate::fsafe`]: one component at a
+//!    time, never through a symbolic link someone other than root or the running user
+//!    could have planted (a `locks/` the PHP user swapped for a link to a root-only
+//!    directory leads nowhere), and the file itself is a regular file, never a link;
+//! 3. the row's change is committed, and no running row names the file any more, counted
+//!    again after the write (by the caller: a new worker may have claimed a row since the
+//!    rows were read);
+//! 4. no process holds a kernel lock on it: `/proc/locks` by device and inode, then our
+//!    own non-blocking `flock(LOCK_EX)` and POSIX read lock on the held descriptor, which
+//!    we keep until the file is gone — so nobody can take a kernel lock on it between the
+//!    check and the removal (a job that really uses kernel locks must not be configured
+//!    with `if_free`); `/proc/locks` is read again while we hold them, and any lock not
+//!    ours keeps the file;
+//! 5. the pid written in it (its first line, `PID` or `HOST:PID`), if any, is dead, a
 //!    zombie, or was recycled (the process started after the file was last written); a pid
 //!    on another host keeps the file;
-//! 4. its device and inode are unchanged between the check and the removal. `unlink(2)`
-//!    takes a path, not an inode, so the path is first renamed to a private name beside it
-//!    (atomic; afterwards no process can find it by the old path) and the renamed file is
-//!    compared with the checked inode. Only a match is unlinked. Anything else — a file
-//!    another process put at the path in the microseconds between the last `lstat` and
-//!    the `rename` — is linked back to the path with `link(2)`, which never replaces an
-//!    existing file, and the lock is kept. What remains: that replacement file is missing
-//!    from its path for those microseconds; if yet another file appeared there meanwhile,
-//!    the replacement is left under the private name and reported for a person.
+//! 6. the name still holds the held inode when it is removed ([`Dir::remove_if_same`]).
 //!
-//! A run that ends between the rename and the unlink leaves the checked file under the
-//! private name `.NAME.selfheal-release.PID`: the lock is released, as decided, and the
-//! leftover is harmless.
+//! **The window that remains.** `unlink(2)` takes a name, not a descriptor, so the name is
+//! renamed aside to an unpredictable private name in the same directory (atomic: from then
+//! on nobody reaches the file by its old name), the renamed entry is compared with the held
+//! inode, and only a match is unlinked. Anything else — a file another process put at the
+//! name in the microseconds between the last `fstatat` and the `rename` — is linked back
+//! with `link(2)`, which never replaces a file, and kept: for those microseconds that file
+//! is missing from its name (a job testing `file_exists()` just then sees no lock), and if
+//! yet another file appeared there meanwhile, it stays under the private name, reported
+//! for a person. Between the second check and the unlink, a user who can write the
+//! directory could rename another entry of that same directory onto the private name: the
+//! unlink then removes a name that user could remove anyway, never a file elsewhere. A run
+//! that ends between the rename and the unlink leaves the checked file under the private
+//! name `.NAME.selfheal-release.RANDOM`: the lock is released, as decided, and the leftover
+//! is harmless.
 
+use std::ffi::OsString;
 use std::fs::{File, TryLockError};
-use std::io::{ErrorKind, Read};
+use std::io::Read;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, fcntl};
 
 use crate::decide::Owner;
+use crate::fsafe::{self, Dir, FileId, Kind, Removal};
 use crate::host::Host;
 use crate::probe::LockTable;
 use crate::probe::owner::{judge_pid, parse_owner};
@@ -50,11 +65,12 @@ use crate::probe::owner::{judge_pid, parse_owner};
 pub enum Release {
     /// Removed: the inode that was checked, and no other. The text says what was checked.
     Removed(String),
-    /// There was no file to remove.
+    /// There was no file to remove (none when the row was judged, or none any more).
     Absent,
     /// Left in place on purpose, and why (a held lock, a live pid, a replaced file).
     Kept(String),
-    /// Could not be checked or removed (permission denied, I/O error), and why.
+    /// Could not be checked or removed (permission denied, a link on the way that is not
+    /// trusted, an I/O error), and why.
     Failed(String),
 }
 
@@ -81,22 +97,79 @@ impl Release {
     }
 }
 
-type Ident = (u64, u64);
-
-fn ident(m: &std::fs::Metadata) -> Ident {
-    (m.dev(), m.ino())
+/// The lock file as it was when the row was judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// Nothing at the name: nothing is ever removed for this row.
+    Absent,
+    /// A regular file: this inode, and no other, may be removed.
+    File(FileId),
+    /// Something else than a regular file (a link, a directory): never removed.
+    NotAFile(&'static str),
+    /// The walk to it was refused or failed (why).
+    Unreachable(String),
 }
 
-/// The private name the file is renamed to before it is unlinked.
-fn aside_path(path: &Path) -> Option<PathBuf> {
-    let name = path.file_name()?.to_string_lossy();
-    Some(path.with_file_name(format!(".{name}.selfheal-release.{}", std::process::id())))
+/// Notes what is at `path` now, through [`crate::fsafe`] (no link followed that is not
+/// trusted, none at the name): the identity a later release is held to.
+pub fn observe(path: &Path) -> Seen {
+    let found = Dir::open_parent(path).and_then(|(dir, name)| dir.stat_at(&name));
+    match found {
+        Ok(None) => Seen::Absent,
+        Err(e) if e.is_not_found() => Seen::Absent,
+        Ok(Some(st)) if st.kind == Kind::File => Seen::File(st.id),
+        Ok(Some(st)) => Seen::NotAFile(st.kind.describe()),
+        Err(e) => Seen::Unreachable(e.to_string()),
+    }
+}
+
+/// The lock file, opened again just before the row's write and held open until the
+/// release: the inode seen when the row was judged.
+#[derive(Debug)]
+pub struct Held {
+    dir: Dir,
+    name: OsString,
+    file: File,
+}
+
+/// Opens the file at `path` again (through [`crate::fsafe`], read-only, never creating
+/// it) if it is still the one `seen`; otherwise the outcome of the release already.
+pub fn hold(path: &Path, seen: &Seen) -> Result<Held, Release> {
+    let expected = match seen {
+        Seen::Absent => return Err(Release::Absent),
+        Seen::File(id) => *id,
+        Seen::NotAFile(kind) => {
+            return Err(Release::Kept(format!("it is {kind}, not a regular file")));
+        }
+        Seen::Unreachable(why) => return Err(Release::Failed(why.clone())),
+    };
+    let (dir, name) = Dir::open_parent(path).map_err(|e| refused(&e))?;
+    let file = dir.open_read(&name).map_err(|e| refused(&e))?;
+    match FileId::of(&file) {
+        Ok(id) if id == expected => Ok(Held { dir, name, file }),
+        Ok(_) => Err(Release::Kept(
+            "it was replaced by another file since the row was judged".into(),
+        )),
+        Err(e) => Err(Release::Failed(e.to_string())),
+    }
+}
+
+/// What a refusal of the walk or the open means for the release.
+fn refused(e: &fsafe::Error) -> Release {
+    match e {
+        _ if e.is_not_found() => Release::Absent,
+        fsafe::Error::FinalSymlink { .. } => Release::Kept("it is a symbolic link".into()),
+        fsafe::Error::NotRegular { kind, .. } => {
+            Release::Kept(format!("it is {kind}, not a regular file"))
+        }
+        other => Release::Failed(other.to_string()),
+    }
 }
 
 /// Any kernel lock on the inode that is not this process's own, as the reason to keep it.
-fn foreign_lock(table: &LockTable, id: Ident, me: u32) -> Option<String> {
+fn foreign_lock(table: &LockTable, id: FileId, me: u32) -> Option<String> {
     table
-        .holders(id.1)
+        .holders(id.ino)
         .find(|pid| *pid != Some(me))
         .map(held_by)
 }
@@ -108,32 +181,19 @@ fn held_by(pid: Option<u32>) -> String {
     }
 }
 
-/// Removes the legacy lock file at `path` if, and only if, every condition in the module
-/// documentation holds. Never creates or truncates anything.
-pub fn release_if_free(path: &Path, host: &Host) -> Release {
-    let file = match File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Release::Absent,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Release::Kept("it is a symbolic link".into());
-        }
+/// Removes the held lock file if, and only if, every condition in the module
+/// documentation that is this module's holds (the caller has counted the running rows
+/// after the write). Never creates or truncates anything.
+pub fn release_held(held: Held, host: &Host) -> Release {
+    let Held { dir, name, file } = held;
+    let st = match rustix::fs::fstat(&file) {
+        Ok(s) => fsafe::Stat::from(s),
         Err(e) => return Release::Failed(e.to_string()),
     };
-    let meta = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => return Release::Failed(e.to_string()),
-    };
-    if !meta.is_file() {
-        return Release::Kept("it is not a regular file".into());
-    }
-    let checked = ident(&meta);
+    let checked = st.id;
     let me = std::process::id();
 
-    // 2. Kernel locks: look, then lock it ourselves until it is gone.
+    // Kernel locks: look, then lock it ourselves until it is gone.
     if let Some(t) = LockTable::read()
         && let Some(why) = foreign_lock(&t, checked, me)
     {
@@ -165,17 +225,16 @@ pub fn release_if_free(path: &Path, host: &Host) -> Release {
         return Release::Kept(why);
     }
 
-    // 3. The pid written in it, if any.
+    // The pid written in it, if any.
     let mut head = Vec::with_capacity(64);
     if let Err(e) = (&file).take(4096).read_to_end(&mut head) {
         return Release::Failed(e.to_string());
     }
     let text = String::from_utf8_lossy(&head);
     let first = text.lines().next().unwrap_or("").trim();
-    let written = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+    let written = st
+        .modified
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let pid_note = match parse_owner(first) {
         None => "no pid in it".to_string(),
@@ -202,66 +261,21 @@ pub fn release_if_free(path: &Path, host: &Host) -> Release {
         },
     };
 
-    // 4. Same inode between the check and the unlink.
-    remove_checked(path, checked, &format!("no kernel lock on it, {pid_note}"))
-    // `file` closes here, releasing our locks on an inode nobody can reach any more.
-}
-
-/// Removes the file at `path` if it is still the inode `checked`: a last `lstat`, then
-/// [`rename_aside_and_unlink`].
-fn remove_checked(path: &Path, checked: Ident, checks: &str) -> Release {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if ident(&m) == checked => {}
-        Ok(_) => {
-            return Release::Kept("it was replaced by another file since the check".into());
+    // The very inode held, renamed aside and unlinked.
+    match dir.remove_if_same(&name, &file) {
+        Ok(Removal::Removed) => {
+            Release::Removed(format!("no kernel lock on it, {pid_note}, inode unchanged"))
         }
-        Err(e) if e.kind() == ErrorKind::NotFound => return Release::Absent,
-        Err(e) => return Release::Failed(e.to_string()),
+        Ok(Removal::Absent) => Release::Absent,
+        Ok(Removal::Replaced) => {
+            Release::Kept("it was replaced by another file since the row was judged".into())
+        }
+        Ok(Removal::PutBack) => Release::Kept(
+            "it was replaced by another file during the release; that file was put back".into(),
+        ),
+        Err(e) => Release::Failed(e.to_string()),
     }
-    let Some(aside) = aside_path(path) else {
-        return Release::Failed("the path has no file name".into());
-    };
-    rename_aside_and_unlink(path, &aside, checked, checks)
-}
-
-/// Renames `path` to `aside` (atomic: from now on nobody finds it by its path), then
-/// unlinks it only if it is the inode `checked`; anything else is linked back to `path`
-/// without replacing whatever may be there by then.
-fn rename_aside_and_unlink(path: &Path, aside: &Path, checked: Ident, checks: &str) -> Release {
-    if let Err(e) = std::fs::rename(path, aside) {
-        return match e.kind() {
-            ErrorKind::NotFound => Release::Absent,
-            _ => Release::Failed(format!("renaming it aside: {e}")),
-        };
-    }
-    match std::fs::symlink_metadata(aside) {
-        Ok(m) if ident(&m) == checked => match std::fs::remove_file(aside) {
-            Ok(()) => Release::Removed(format!("{checks}, inode unchanged")),
-            Err(e) => Release::Failed(format!(
-                "it was renamed to {} but could not be removed: {e}",
-                aside.display()
-            )),
-        },
-        Ok(_) => match std::fs::hard_link(aside, path) {
-            Ok(()) => match std::fs::remove_file(aside) {
-                Ok(()) => Release::Kept(
-                    "it was replaced by another file during the release; that file was put back"
-                        .into(),
-                ),
-                Err(e) => Release::Failed(format!(
-                    "it was replaced by another file during the release; that file was put \
-                     back, but its second name {} could not be removed: {e}",
-                    aside.display()
-                )),
-            },
-            Err(e) => Release::Failed(format!(
-                "it was replaced by another file during the release, and that file could \
-                 not be put back ({e}); it is now at {}",
-                aside.display()
-            )),
-        },
-        Err(e) => Release::Failed(format!("renamed to {}, then: {e}", aside.display())),
-    }
+    // `file` closes here, releasing our locks on an inode nobody can reach any more.
 }
 
 #[cfg(test)]

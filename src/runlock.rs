@@ -1,13 +1,27 @@
 //! selfheal's own guard against overlapping runs: a non-blocking `flock` on a file that is
 //! created if missing and never deleted (deleting a lock file is how two holders end up
 //! locking two different inodes). The lock dies with the process, however it ends.
+//!
+//! The file is reached through [`crate::fsafe`]: no symbolic link a less trusted user could
+//! have planted is followed, on the way or at its name (a link planted at
+//! `/run/lock/selfheal.lock` would have made root create a file wherever it pointed). It is
+//! opened read-write, created mode 0600, and must be a regular file of the running user's
+//! with no other name: a lock another user owns is refused ([`Error::Refused`], exit 3),
+//! never locked through a read-only descriptor, because anyone who can open the file can
+//! `flock` it and so make every run exit 75. By default it lives in `state_dir`, which
+//! only the running user can write.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::ErrorKind;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{File, TryLockError};
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::fsafe::Dir;
+
+/// The mode the run lock is created with; an existing one is narrowed to it.
+pub const MODE: u32 = 0o600;
+
+/// What the run lock is called in messages.
+const OPENING: &str = "opening the run lock (run.lock_file)";
 
 /// Held for as long as the value lives.
 #[derive(Debug)]
@@ -17,34 +31,44 @@ pub struct RunLock {
 
 /// Takes the run lock without waiting; `Error::Busy` (exit 75) when another run holds it.
 pub fn acquire(path: &Path) -> Result<RunLock> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .open(path)
-    {
-        Ok(f) => f,
-        // Created by another user in a sticky directory: a read-only descriptor locks too.
-        // When there is no such file, the cause is the directory refusing to create it.
-        Err(denied) if denied.kind() == ErrorKind::PermissionDenied => {
-            File::open(path).map_err(|e| {
-                let cause = if e.kind() == ErrorKind::NotFound {
-                    denied
-                } else {
-                    e
-                };
-                Error::io(path, "opening the run lock (run.lock_file)", cause)
-            })?
-        }
-        Err(e) => return Err(Error::io(path, "opening the run lock (run.lock_file)", e)),
-    };
+    let file = Dir::open_parent(path)
+        .and_then(|(dir, name)| dir.open_rw(&name, MODE))
+        .map_err(|e| Error::fsafe(e, OPENING))?;
     match file.try_lock() {
         Ok(()) => Ok(RunLock { _file: file }),
         Err(TryLockError::WouldBlock) => Err(Error::Busy {
             path: path.to_path_buf(),
         }),
         Err(TryLockError::Error(e)) => Err(Error::io(path, "locking the run lock", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_lock_is_created_private_and_excludes_a_second_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("run.lock");
+        let held = acquire(&p).expect("first");
+        let mode = std::fs::metadata(&p).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(matches!(acquire(&p), Err(Error::Busy { .. })));
+        drop(held);
+        acquire(&p).expect("free again");
+    }
+
+    #[test]
+    fn a_link_at_the_name_is_refused_and_its_target_not_created() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("run.lock");
+        let target = dir.path().join("created-through-the-link");
+        std::os::unix::fs::symlink(&target, &p).expect("symlink");
+        let e = acquire(&p).expect_err("a link");
+        assert!(matches!(e, Error::Refused { .. }), "{e:?}");
+        assert_eq!(e.exit_code(), crate::error::exit::FAILURE);
+        assert!(!target.exists());
     }
 }

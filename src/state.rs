@@ -1,29 +1,35 @@
 //! `state_dir`: what one run leaves for the next and for the operator — the journal and
-//! the intents file ([`crate::journal`]), and `last-run.json`, the summary of the last real
-//! (not dry) run, for monitoring and for the operator who asks "did it run, and what did it
-//! do?".
+//! the intents file ([`crate::journal`]), the confirmation counts, the reminders, and
+//! `last-run.json`, the summary of the last real (not dry) run, for monitoring and for the
+//! operator who asks "did it run, and what did it do?".
 //!
-//! Every path-based touch of a state file goes through the three functions here: the
-//! directory is created by [`create_dir`] (mode 0750, when missing), an appended or
-//! rewritten-in-place file is opened by [`open`] (mode 0640; the caller then writes to the
-//! descriptor), and a file replaced whole is written by [`replace`]: to a unique temporary
-//! file in the same directory, flushed, then renamed over the old one, so a reader sees the
-//! old file or the new one, never half of either. A typed state file (one
+//! Every touch of a state file goes through [`crate::fsafe`], by the functions here: the
+//! directory is reached one component at a time without following a link someone else
+//! could have planted, created (mode 0750) where missing, and must be private to the
+//! running user ([`dir`]: owned by it, no group or other write bit; anything else is
+//! [`Error::Refused`], exit 3, with the fix `runuser -u OWNER -- selfheal …`). A file
+//! appended to or rewritten in place is opened by [`open`] (mode 0640, never through a
+//! link, never one with other names or another owner; the caller then writes to the
+//! descriptor), and a file replaced whole is written by [`replace`]: to a temporary file
+//! with an unpredictable name beside it, flushed, then renamed over the old one, so a
+//! reader sees the old file or the new one, never half of either. A typed state file (one
 //! `#[derive(Serialize, Deserialize)]` value, read back only through that type) is
-//! [`write_typed`] and [`read_typed`], or — for the files that go through
-//! [`crate::fsafe`], never following a link someone else could have planted —
-//! [`save_typed`] and [`load_typed`] (the cron text's reminders). A new state file is a
+//! [`save_typed`] (or [`save_typed_unsynced`]) and [`load_typed`]. A new state file is a
 //! new name and a type, nothing else.
+//!
+//! Reading does not ask for a private directory (`--explain` and `stats` may run as
+//! another user), but never follows a link at a state file's name either.
 
-use std::fs::{File, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
+use crate::fsafe::Dir;
 
 /// A file in `state_dir`: its name, and how an error speaks of each thing done to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,13 +57,28 @@ pub const LAST_RUN: StateFile = StateFile {
 /// Mode of every state file: the run's user writes, its group reads.
 const FILE_MODE: u32 = 0o640;
 
-/// Creates the state directory (mode 0750) if it does not exist.
+/// Mode of a state directory selfheal creates.
+const DIR_MODE: u32 = 0o750;
+
+/// What the state directory is called in messages.
+pub const DIR_WHAT: &str = "state directory (run.state_dir)";
+
+/// Reaches the state directory through [`crate::fsafe`], creating it (mode 0750) where
+/// missing, and refuses it unless it is private to the running user: owned by it, and
+/// writable by nobody else ([`Error::Refused`], exit 3). Whoever else can write it could
+/// put a link or a file of theirs where selfheal writes next.
+pub fn dir(state_dir: &Path) -> Result<Dir> {
+    let dir = Dir::create(state_dir, DIR_MODE)
+        .map_err(|e| Error::fsafe(e, "creating the state directory (run.state_dir)"))?;
+    dir.check_private(DIR_WHAT)
+        .map_err(|e| Error::fsafe(e, "using the state directory (run.state_dir)"))?;
+    Ok(dir)
+}
+
+/// Creates the state directory (mode 0750) if it does not exist, and checks it is
+/// private (see [`dir`]).
 pub fn create_dir(state_dir: &Path) -> Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o750)
-        .create(state_dir)
-        .map_err(|e| Error::io(state_dir, "creating the state directory (run.state_dir)", e))
+    dir(state_dir).map(|_| ())
 }
 
 /// How a state file is opened by [`open`].
@@ -69,103 +90,52 @@ pub enum Access {
     ReadWrite,
 }
 
-/// Opens a state file, creating the directory and the file (mode 0640) when missing.
+/// Opens a state file, creating the directory and the file (mode 0640) when missing. An
+/// existing file must be a regular file of the running user's with no other name; a link
+/// at its name is refused, never followed.
 pub fn open(state_dir: &Path, f: &StateFile, access: Access) -> Result<(File, PathBuf)> {
-    create_dir(state_dir)?;
-    let path = state_dir.join(f.name);
-    let mut o = OpenOptions::new();
-    o.read(true).create(true).mode(FILE_MODE);
-    match access {
-        Access::Append => o.append(true),
-        Access::ReadWrite => o.write(true).truncate(false),
-    };
-    let file = o.open(&path).map_err(|e| Error::io(&path, f.opening, e))?;
-    Ok((file, path))
+    let dir = dir(state_dir)?;
+    let name = OsStr::new(f.name);
+    let file = match access {
+        Access::Append => dir.open_append(name, FILE_MODE),
+        Access::ReadWrite => dir.open_rw(name, FILE_MODE),
+    }
+    .map_err(|e| Error::fsafe(e, f.opening))?;
+    Ok((file, state_dir.join(f.name)))
 }
 
-/// Replaces a state file with `contents` (mode 0640): a unique temporary file beside it,
-/// flushed, renamed into place. Creates the directory when missing.
+/// Replaces a state file with `contents` (mode 0640): a temporary file with an
+/// unpredictable name beside it, flushed, renamed into place, the directory flushed.
+/// Creates the directory when missing.
 pub fn replace(state_dir: &Path, f: &StateFile, contents: &[u8]) -> Result<PathBuf> {
-    create_dir(state_dir)?;
-    let path = state_dir.join(f.name);
-    let io = |action: &'static str| move |e: std::io::Error| Error::io(state_dir, action, e);
-    let stem = f.name.split('.').next().unwrap_or(f.name);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{stem}."))
-        .suffix(".tmp")
-        .tempfile_in(state_dir)
-        .map_err(io(f.creating))?;
-    tmp.write_all(contents)
-        .and_then(|()| tmp.as_file().sync_data())
-        .and_then(|()| {
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-        })
-        .map_err(io(f.writing))?;
-    tmp.persist(&path)
-        .map_err(|e| Error::io(&path, "renaming into place", e.error))?;
-    Ok(path)
+    let dir = dir(state_dir)?;
+    dir.replace(OsStr::new(f.name), FILE_MODE, |file| {
+        file.write_all(contents)
+    })
+    .map_err(|e| Error::fsafe(e, f.writing))?;
+    Ok(state_dir.join(f.name))
 }
 
 /// Replaces a state file with `value` as pretty JSON (see [`replace`]).
 pub fn write_typed<T: Serialize>(state_dir: &Path, f: &StateFile, value: &T) -> Result<PathBuf> {
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::io(state_dir.join(f.name), f.writing, std::io::Error::other(e)))?;
-    text.push('\n');
-    replace(state_dir, f, text.as_bytes())
+    save_typed(state_dir, f, value)
 }
 
-/// Reads a state file as a `T`. `Ok(None)` when the file does not exist; a file that is
-/// not a `T` is an error naming it (the caller decides whether that is fatal).
+/// Reads a state file as a `T` (see [`load_typed`]).
 pub fn read_typed<T: DeserializeOwned>(state_dir: &Path, f: &StateFile) -> Result<Option<T>> {
-    let path = state_dir.join(f.name);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(&path, f.reading, e)),
-    };
-    serde_json::from_str(&text).map(Some).map_err(|e| {
-        Error::io(
-            &path,
-            f.reading,
-            std::io::Error::new(ErrorKind::InvalidData, e),
-        )
-    })
+    load_typed(state_dir, f)
 }
 
 /// The largest state file [`load_typed`] reads: anything bigger is not one selfheal wrote.
 const MAX_TYPED: u64 = 16 << 20;
 
-/// An [`crate::fsafe`] failure as selfheal's error, naming the path once.
-fn from_fsafe(e: crate::fsafe::Error, action: &'static str) -> Error {
-    let path = e.path().to_path_buf();
-    match e {
-        crate::fsafe::Error::Io { source, .. } => Error::io(path, action, source),
-        other => {
-            let text = other.to_string();
-            let prefix = format!("{}: ", path.display());
-            let why = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
-            Error::io(path, action, std::io::Error::other(why))
-        }
-    }
-}
-
-/// Replaces a typed state file with `value` as pretty JSON, through [`crate::fsafe`]: the
-/// directory is reached (and created, mode 0750, where missing) one component at a time
-/// without following a link someone else could have planted, the file is written to an
-/// unpredictable temporary name beside it (mode 0640), flushed, and renamed over the old
-/// one.
+/// Replaces a typed state file with `value` as pretty JSON, through [`replace`].
 pub fn save_typed<T: Serialize>(state_dir: &Path, f: &StateFile, value: &T) -> Result<PathBuf> {
     let path = state_dir.join(f.name);
     let mut text = serde_json::to_vec_pretty(value)
         .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
     text.push(b'\n');
-    let dir = crate::fsafe::Dir::create(state_dir, 0o750).map_err(|e| from_fsafe(e, f.creating))?;
-    dir.replace(std::ffi::OsStr::new(f.name), FILE_MODE, |file| {
-        file.write_all(&text)
-    })
-    .map_err(|e| from_fsafe(e, f.writing))?;
-    Ok(path)
+    replace(state_dir, f, &text)
 }
 
 /// Reads a typed state file written by [`save_typed`], through [`crate::fsafe`] (a link at
@@ -174,12 +144,11 @@ pub fn save_typed<T: Serialize>(state_dir: &Path, f: &StateFile, value: &T) -> R
 pub fn load_typed<T: DeserializeOwned>(state_dir: &Path, f: &StateFile) -> Result<Option<T>> {
     use std::io::Read;
     let path = state_dir.join(f.name);
-    let opened = crate::fsafe::Dir::open(state_dir)
-        .and_then(|dir| dir.open_read(std::ffi::OsStr::new(f.name)));
+    let opened = Dir::open(state_dir).and_then(|dir| dir.open_read(OsStr::new(f.name)));
     let file = match opened {
         Ok(file) => file,
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(from_fsafe(e, f.reading)),
+        Err(e) => return Err(Error::fsafe(e, f.reading)),
     };
     let mut text = Vec::new();
     file.take(MAX_TYPED)
@@ -206,15 +175,15 @@ pub fn save_typed_unsynced<T: Serialize>(
     let mut text = serde_json::to_vec(value)
         .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
     text.push(b'\n');
-    let dir = crate::fsafe::Dir::create(state_dir, 0o750).map_err(|e| from_fsafe(e, f.creating))?;
-    let name = std::ffi::OsStr::new(f.name);
+    let dir = dir(state_dir)?;
+    let name = OsStr::new(f.name);
     let mut tmp = dir
         .create_temp(name, FILE_MODE)
-        .map_err(|e| from_fsafe(e, f.creating))?;
+        .map_err(|e| Error::fsafe(e, f.creating))?;
     tmp.file_mut()
         .write_all(&text)
         .map_err(|e| Error::io(&path, f.writing, e))?;
-    tmp.persist(name).map_err(|e| from_fsafe(e, f.writing))?;
+    tmp.persist(name).map_err(|e| Error::fsafe(e, f.writing))?;
     Ok(path)
 }
 
@@ -226,6 +195,7 @@ pub fn write_last_run(state_dir: &Path, report: &serde_json::Value) -> Result<Pa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn replaces_the_report_and_leaves_no_temporary_file() {
@@ -246,13 +216,36 @@ mod tests {
     }
 
     #[test]
+    fn a_state_dir_others_can_write_is_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).expect("mkdir");
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o770)).expect("chmod");
+        let e = write_last_run(&state, &serde_json::json!({})).expect_err("group-writable");
+        assert!(matches!(e, Error::Refused { .. }), "{e:?}");
+        assert_eq!(e.exit_code(), crate::error::exit::FAILURE);
+        assert!(e.to_string().contains("can be written by"), "{e}");
+        let e = open(&state, &COUNTS, Access::Append).expect_err("group-writable");
+        assert!(matches!(e, Error::Refused { .. }), "{e:?}");
+        assert_eq!(std::fs::read_dir(&state).expect("ls").count(), 0);
+        // Reading asks for no private directory.
+        assert_eq!(load_typed::<Counts>(&state, &COUNTS).expect("read"), None);
+    }
+
+    #[test]
     fn an_unusable_state_dir_is_an_error_naming_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("a-file");
         std::fs::write(&file, "").expect("file");
         let err = write_last_run(&file.join("state"), &serde_json::json!({}))
             .expect_err("not a directory");
-        assert!(err.to_string().contains("a-file/state"), "{err}");
+        // Named where the path stops being a directory.
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}: creating the state directory", file.display())),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), crate::error::exit::FAILURE);
     }
 
     #[derive(Debug, PartialEq, Serialize, serde::Deserialize)]

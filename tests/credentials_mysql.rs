@@ -70,6 +70,9 @@ fn sources(sb: &Sandbox, db: &MysqlDb, user: &str, pw: &str) -> Vec<Source> {
         format!("[client]\nuser = {user}\npassword = \"{quoted}\"\n"),
     )
     .expect("my.cnf");
+    // Kept from other users, as a file holding a password must be (else check warns).
+    std::fs::set_permissions(home.join(".my.cnf"), std::fs::Permissions::from_mode(0o600))
+        .expect("chmod");
     let pwfile = sb.file("db-password", &format!("{pw}\n"), 0o600);
     sb.file(
         "secret.cnf",
@@ -131,6 +134,8 @@ fn sources(sb: &Sandbox, db: &MysqlDb, user: &str, pw: &str) -> Vec<Source> {
 fn run(sb: &Sandbox, src: &Source, args: &[&str]) -> std::process::Output {
     // Workers write HOST:PID: the standard multi-host setup, nothing for doctor to warn of.
     let cfg = sb.config_with(&src.database, "", &sb.watch("owner_column = \"worker\""));
+    // One source is a password in the URL: the file is kept from other users.
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let mut c = selfheal();
     c.args(args).arg("--config").arg(&cfg);
     for (k, v) in &src.env {

@@ -203,6 +203,18 @@ fn config_run(sb: &Sandbox, name: &str, url: &str, run: &str, watch: &str) -> Pa
     p
 }
 
+/// The sandbox's run lock and state directory as nobody's own, as they would be for a
+/// configuration cron runs as nobody (selfheal refuses another user's).
+fn give_nobody_its_run_files(sb: &Sandbox) {
+    std::fs::create_dir_all(sb.state_dir()).expect("state");
+    if !sb.run_lock().exists() {
+        std::fs::write(sb.run_lock(), "").expect("lock");
+    }
+    for p in [sb.state_dir(), sb.run_lock()] {
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).expect("chown");
+    }
+}
+
 fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
@@ -574,6 +586,7 @@ fn every_sqlite_and_file_error_is_a_sentence_with_its_documented_status() {
         chmod(sb.dir.path(), 0o755);
         // Heartbeat files in a directory of root's: unknown rows, not an error.
         let (_private, cfg) = sb.private_heartbeat_config(&db, 0o777);
+        give_nobody_its_run_files(&sb);
         for (cmd, code) in [("check", 1), ("doctor", 1)] {
             s.run(
                 &format!("heartbeat files nobody cannot reach ({cmd})"),
@@ -784,6 +797,7 @@ fn every_mysql_error_is_a_sentence_with_its_documented_status() {
     );
     if nobody(&[]).is_some() {
         chmod(sb.dir.path(), 0o755);
+        give_nobody_its_run_files(&sb);
         let secret = cnf(
             "secret.cnf",
             "[client]\npassword = the-right-password\n",

@@ -172,9 +172,9 @@ fn as_the_selfheal_user_the_fixes_are_adduser_and_dpkg_reconfigure_and_they_work
     let setup = "set -e
         echo 'selfheal:x:990:990::/var/lib/selfheal:/usr/sbin/nologin' >>/etc/passwd
         echo 'selfheal:x:990:' >>/etc/group
-        mkdir -p /etc/cron.d /var/lib/dpkg/info
+        mkdir -p /etc/cron.d /usr/share/doc/selfheal
         echo '*/10 * * * * selfheal [ -x /usr/bin/selfheal ] && /usr/bin/selfheal check' >/etc/cron.d/selfheal
-        touch /var/lib/dpkg/info/selfheal.postinst
+        touch /usr/share/doc/selfheal/copyright
         install -d -o www-data -g www-data -m 750 /var/lib/selfheal";
     let script = r#"
         doctor() { setpriv --reuid=990 --regid=990 --init-groups "$SELFHEAL" doctor --config "$CFG"; }
@@ -186,7 +186,7 @@ fn as_the_selfheal_user_the_fixes_are_adduser_and_dpkg_reconfigure_and_they_work
         doctor; echo "exit $?"
     "#;
     let Some(mut c) = on_own_host(
-        &["/etc", "/var/lib"],
+        &["/etc", "/var/lib", "/usr/share/doc"],
         setup,
         &["sh".as_ref(), "-c".as_ref(), script.as_ref()],
     ) else {

@@ -680,7 +680,7 @@ fn a_legacy_lock_is_kept_and_reported_when_its_pid_lives_or_other_rows_share_it(
         row(&rows, 2)["lock_release_detail"]
             .as_str()
             .unwrap_or("")
-            .contains("is named by 2 running rows"),
+            .contains("1 running row names it now (counted after the write)"),
         "{}",
         row(&rows, 2)
     );

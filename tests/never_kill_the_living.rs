@@ -785,7 +785,7 @@ fn counts_that_cannot_be_kept_fail_the_run_and_an_explain_that_cannot_read_them_
     // rather than hold the row for ever without a word.
     let o = in_mount_namespace(
         r#"set -e
-           mount -t tmpfs selfheal-state "$STATE"
+           mount -t tmpfs -o mode=0750 selfheal-state "$STATE"
            mount -o remount,ro "$STATE"
            set +e
            "$SELFHEAL" check --config "$CFG""#,

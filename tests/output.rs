@@ -241,3 +241,51 @@ fn log_journald_sends_structured_fields() {
         "{fields:#?}"
     );
 }
+
+#[test]
+fn log_lines_escape_values_from_the_database() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::with_schema(
+        &sb,
+        &SQLITE_SCHEMA.replace("id INTEGER PRIMARY KEY", "id TEXT PRIMARY KEY"),
+    );
+    let forged = "2\n<29>Mar  5 09:04:07 selfheal[1]: watch=full-sync id=3 forged\u{1b}[2J";
+    db.conn()
+        .execute(
+            "INSERT INTO sync_log (id, status, start_time) \
+             VALUES (?1, 'running', datetime('now', '-3000 seconds'))",
+            [forged],
+        )
+        .expect("insert");
+    let watch = "name = \"full-sync\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+                 heartbeat_column = \"heartbeat_at\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n\
+                 message_column = \"error_msg\"\nconfirm = 1\n";
+    let cfg = sb.config(&db.url(), watch);
+    let cfg_s = cfg.display().to_string();
+    let sock_path = sb.path("log.sock");
+    let sock = UnixDatagram::bind(&sock_path).expect("bind");
+    let o = with_socket_at(
+        "/dev",
+        "/dev/log",
+        &sock_path,
+        &["check", "--quiet", "--log", "syslog", "--config", &cfg_s],
+    );
+    assert_exit(&o, 0);
+    let lines: Vec<String> = received(&sock)
+        .into_iter()
+        .map(|d| String::from_utf8(d).expect("utf-8"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].contains(
+            "]: watch=full-sync id=2\\n<29>Mar  5 09:04:07 selfheal[1]: watch=full-sync id=3 \
+             forged\\u{1b}[2J running→error action=mark_dead"
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(!lines[0].contains('\n') && !lines[0].contains('\u{1b}'));
+}

@@ -4,7 +4,8 @@
 //! exiting 75; its bounded wait gives the lock to a waiter exactly once; it never deletes
 //! or recreates its lock file; and a PHP job that uses it (owner column and heartbeat, on a
 //! real MariaDB `sync_log`) is never touched by `check` while alive and reclaimed at once
-//! when killed; and it loads through a classmap autoloader as Composer's, in either order.
+//! when killed; `check` names the PHP job holding the lock from the helper's line; and it
+//! loads through a classmap autoloader as Composer's, in either order.
 //!
 //! Skipped outside CI when php (or, for the database test, pdo_mysql and a MariaDB
 //! server) is missing; fails in CI.
@@ -174,6 +175,57 @@ fn a_wrapped_runs_lock_excludes_the_helper() {
         let o = php_job(&lock, &["--wait", wait]).output().expect("php");
         php_refused(&o, &lock, &line);
     }
+}
+
+/// `check` names a PHP job's lock holder from the line the helper writes: the PHP
+/// process itself, which also took the lock (the pid `/proc/locks` gives).
+#[test]
+fn check_names_the_php_job_holding_the_lock_from_its_line() {
+    if !have_php() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 600);
+    sb.heartbeat(1, secs(8 * 60));
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!("lock_file = \"{}\"\n", sb.lock_template())),
+    );
+    let lock = sb.lock_path(1);
+    let gate = sb.path("gate");
+    let job = PhpJob::start(&mut php_job(
+        &lock,
+        &["--work", "60", "--gate", gate.to_str().expect("utf-8")],
+    ));
+    let line = holder_line(&lock);
+    assert_eq!(line.pid, job.pid());
+    let o = check(&cfg, &["--format", "json", "--dry-run"]);
+    let (rows, _) = json_lines(&o);
+    let r = row(&rows, 1);
+    assert_eq!(
+        (&r["verdict"], &r["lock_pid"]),
+        (&"hung".into(), &job.pid().into()),
+        "{r}"
+    );
+    assert_eq!(
+        r["lock_holder"],
+        serde_json::json!({"host": line.host, "pid": job.pid(), "since": line.since_text()}),
+        "{r}"
+    );
+    let o = check(&cfg, &["--explain"]);
+    assert!(
+        stdout(&o).contains(&format!(
+            "lock held:{} ({} since {})",
+            job.pid(),
+            line.named(),
+            line.since_text()
+        )),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::write(&gate, "").expect("gate");
+    job.finish();
 }
 
 #[test]

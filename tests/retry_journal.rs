@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -428,12 +428,30 @@ fn a_journal_write_that_fails_after_the_change_stops_the_run_with_exit_3_and_the
         db.insert(id, "running", 50 * MIN);
         sb.heartbeat(id, secs(47 * MIN));
     }
-    // The journal opens but every write fails (ENOSPC), as on a full disk.
+    // The journal opens but every write to it fails, as on a full disk: it is already
+    // longer than the run may make any file (RLIMIT_FSIZE, with SIGXFSZ ignored: EFBIG),
+    // while the intents, the database and the report stay below that.
     std::fs::create_dir(sb.state_dir()).expect("state dir");
     let journal = sb.state_dir().join("journal.jsonl");
-    std::os::unix::fs::symlink("/dev/full", &journal).expect("symlink");
+    std::fs::write(&journal, "\n".repeat(70_000)).expect("journal");
     let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
-    let o = check(&cfg, &[]);
+    let o = Command::new("prlimit")
+        .args([
+            "--fsize=65536",
+            "--",
+            "sh",
+            "-c",
+            "trap '' XFSZ; exec \"$@\"",
+            "sh",
+        ])
+        .arg(bin())
+        .args(["check", "--config"])
+        .arg(&cfg)
+        .env_remove("SELFHEAL_CONFIG")
+        .env_remove("SELFHEAL_DB_PASSWORD")
+        .env("LC_ALL", "C")
+        .output()
+        .expect("prlimit");
     assert_exit(&o, 3);
     // SQLite commits a watch's writes together, then journals them: both changes were
     // made, and both are reported.
@@ -470,7 +488,7 @@ fn a_journal_write_that_fails_after_the_change_stops_the_run_with_exit_3_and_the
         3,
         "a header and two intents: {pending}"
     );
-    std::fs::remove_file(&journal).expect("unlink the symlink");
+    std::fs::remove_file(&journal).expect("a journal that can be written again");
     let before = db.dump();
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);

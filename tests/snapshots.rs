@@ -27,6 +27,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
 use common::*;
+use selfheal::run::holder::format_line;
 
 const MIN: u64 = 60;
 const HOUR: u64 = 3600;
@@ -73,6 +74,10 @@ impl Redact {
                 "[HOST].dc2.example.com".into(),
             ),
             (format!("host = \"{host}\""), "host = \"[HOST]\"".into()),
+            // This host, as a lock file's holder line names it.
+            (format!("names {host}:"), "names [HOST]:".into()),
+            (format!("({host}:"), "([HOST]:".into()),
+            (format!("holder {host}:"), "holder [HOST]:".into()),
             (
                 format!("sqlite {}", rusqlite::version()),
                 "sqlite [VERSION]".into(),
@@ -87,8 +92,8 @@ impl Redact {
     }
 
     /// A pid, where the output shows one: `held:PID`, `alive:PID`, `dead:PID`,
-    /// `reused:PID`, `pid PID` in the row message's words and the JSON
-    /// `lock_pid`/`owner_pid` fields.
+    /// `reused:PID`, `pid PID` in the row message's words, `[HOST]:PID ` of a lock file's
+    /// holder, and the JSON `lock_pid`/`owner_pid` fields and `lock_holder`'s `pid`.
     fn pid(mut self, pid: u32, name: &str) -> Redact {
         for state in ["held", "alive", "dead", "reused"] {
             self.0
@@ -98,7 +103,9 @@ impl Redact {
             self.0
                 .push((format!("pid {pid}{after}"), format!("pid [{name}]{after}")));
         }
-        for field in ["lock_pid", "owner_pid"] {
+        self.0
+            .push((format!("[HOST]:{pid} "), format!("[HOST]:[{name}] ")));
+        for field in ["lock_pid", "owner_pid", "pid"] {
             self.0.push((
                 format!("\"{field}\": {pid}"),
                 format!("\"{field}\": [{name}]"),
@@ -252,13 +259,15 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      1 alive (2h10m, beat 20s ago), 2 starting (30s, no beat), 3 dead on a stale heartbeat \
      (47m), 4 dead with no heartbeat (1h), 5 dead: lock file nobody holds, 6 dead: owner pid \
      exited, 7 dead: owner pid 1 started after the row (2020), 8 hung: stale beat, lock held \
-     by flock(1), 9 hung: stale beat, owner pid 1 alive, 10 overtime (5h, beating), \
+     by flock(1), the file naming THIS-HOST:4243 since the row started (another pid, as \
+     selfheal run's line names its command), 9 hung: stale beat, owner pid 1 alive, 10 overtime (5h, beating), \
      11 unknown: start 2h in the future, 12 unknown: owner 'web-3', 13 unknown: lock free \
      but owner alive, 14 unknown: heartbeat file is a symlink loop, 15 remote: owner on \
      web2.invalid, no heartbeat here (50m), 16 remote past max_age (5h, owner on web2.invalid), \
      17 remote: owner THIS-HOST.dc2.example.com with a pid that exited here (50m), 18 \
      starting: 8s old, its heartbeat file 2h old (an earlier row 18's), 19 unknown: start 0, \
-     20 overtime (5h) while its lock is held by flock(1) (never marked dead); watch nightly \
+     20 overtime (5h) while its lock is held by flock(1) (never marked dead), the file \
+     naming flock(1)'s own pid (as the PHP helper's line does); watch nightly \
      (match job = nightly) runs on another host. Inferred verdicts (3, 4, 8, 9) need \
      confirm = 2 runs in a row.";
 
@@ -358,6 +367,13 @@ fn every_verdict() -> EveryVerdict {
     db.exec("UPDATE sync_log SET start_time = 0 WHERE id = 19");
     let holder = flock1_holder(&sb.lock_path(8), false);
     let holder20 = flock1_holder(&sb.lock_path(20), false);
+    // The holder lines `selfheal run` and the PHP helper write, written in place.
+    for (id, pid, since) in [
+        (8, 4243, ago(40 * MIN)),
+        (20, holder20.pid(), ago(5 * HOUR)),
+    ] {
+        std::fs::write(sb.lock_path(id), format_line(&host, pid, since)).expect("holder line");
+    }
     let watch = format!(
         "{}\n[[watch]]\nname = \"nightly\"\nhost = \"batch-9.invalid\"\ntable = \"sync_log\"\n\
          match = {{ job = \"nightly\" }}\n\
@@ -959,6 +975,7 @@ fn demo() {
             &Redact::new(&sb)
                 .pid(pid, "DEMO_PID")
                 .pid(wrapper, "WRAPPER_PID")
+                .pid(job, "JOB_PID")
                 .with(format!("pid {wrapper};"), "pid [WRAPPER_PID];")
                 .with(format!("{}:{job} ", hostname()), "[HOST]:[JOB_PID] ")
                 .with(format!("{}:{job}\n", hostname()), "[HOST]:[JOB_PID]\n"),
@@ -1344,6 +1361,22 @@ struct Mistake {
     as_nobody: bool,
 }
 
+/// Makes the sandbox's run lock and state directory (and what is in it) `uid`'s, where
+/// they exist.
+fn give_run_files(sb: &Sandbox, uid: u32) {
+    for p in [sb.state_dir(), sb.run_lock()] {
+        if p.exists() {
+            let ok = std::process::Command::new("chown")
+                .arg("-R")
+                .arg(format!("{uid}:{uid}"))
+                .arg(&p)
+                .status()
+                .expect("chown");
+            assert!(ok.success(), "chown {}", p.display());
+        }
+    }
+}
+
 /// The transcripts of `mistakes`, each under its `# about` line; `None` when a run as
 /// nobody or under the frozen clock cannot be made here (skipped outside CI).
 fn mistakes_transcript(sb: &Sandbox, mistakes: &[Mistake]) -> Option<String> {
@@ -1351,6 +1384,9 @@ fn mistakes_transcript(sb: &Sandbox, mistakes: &[Mistake]) -> Option<String> {
     let r = Redact::new(sb);
     let mut text = String::new();
     for m in mistakes {
+        // The run lock and the state directory belong to the user that runs (selfheal
+        // refuses another user's), as with a configuration of that user's own.
+        give_run_files(sb, if m.as_nobody { 65534 } else { 0 });
         let mut c = if m.as_nobody {
             as_nobody_frozen()?
         } else {

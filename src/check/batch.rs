@@ -9,12 +9,20 @@
 //! journal line (one `write(2)`) … → one flush of the journal → intents cleared. A change
 //! not journaled keeps its intent and stops the run.
 //!
+//! A legacy lock file (`release_lock = "if_free"`) is released only if it is the inode
+//! seen when its row was judged: it is opened again, and compared, with the re-read just
+//! before the compare-and-set, held open until the release, and released only when no
+//! running row names it any more — counted again after the commit, since a new worker may
+//! have claimed a row meanwhile ([`crate::release`]).
+//!
 //! I/O: `state_dir/pending.jsonl` and `state_dir/journal.jsonl` (opened on the first
 //! batch of a run), the heartbeat, lock and owner probes again, one compare-and-set per
 //! row, and the release of a legacy lock file ([`crate::release`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use crate::release::{Held, Seen};
 use std::time::SystemTime;
 
 use super::sweep::{judge, plan_row};
@@ -24,9 +32,9 @@ use crate::decide::{Action, Confirmation, Hold};
 use crate::error::{Error, Result};
 use crate::evidence::{self, gather};
 use crate::host::Host;
-use crate::journal::{Journal, JournalEntry, Origin, RowId, RunId, Writer};
+use crate::journal::{JournalEntry, Origin, RowId, RunId, Writer};
 use crate::probe::LockTable;
-use crate::release::{self, Release};
+use crate::release::Release;
 use crate::report::RowReport;
 use crate::store::{CasOutcome, Change, RunningRow, Schema, Store};
 
@@ -46,8 +54,6 @@ pub(super) struct Ctx<'a> {
     pub run: &'a RunId,
     /// The configuration and database the entries and intents carry.
     pub origin: &'a Origin,
-    /// How many running rows name each lock file (`release_lock = "if_free"` only).
-    pub lock_users: &'a HashMap<PathBuf, usize>,
 }
 
 /// One watch's writes.
@@ -56,6 +62,9 @@ pub(super) struct Batch<'a> {
     pub store: &'a mut dyn Store,
     /// The run's journal and intents file, opened by the run's first batch.
     pub writer: &'a mut Option<Writer>,
+    /// Per row (as `rows` in [`Batch::write`]): its legacy lock file as it was judged,
+    /// where a release is planned.
+    pub lock_seen: Vec<Option<Seen>>,
 }
 
 /// How a watch's writes ended.
@@ -83,7 +92,12 @@ impl Batch<'_> {
     /// the commit where the store groups the writes), one flush, and the intents cleared.
     /// `Err`: nothing was changed.
     pub fn write(&mut self, rows: &mut [(RunningRow, RowReport)]) -> Result<BatchEnd> {
-        let Batch { ctx, store, writer } = self;
+        let Batch {
+            ctx,
+            store,
+            writer,
+            lock_seen,
+        } = self;
         // The journal must be writable before the first change is made.
         let jw = match writer {
             Some(jw) => jw,
@@ -108,7 +122,9 @@ impl Batch<'_> {
             ctx,
             store: &mut **store,
             jw,
+            held: rows.iter().map(|_| None).collect(),
             rows,
+            lock_seen,
             intents,
             k: 0,
             end: BatchEnd::default(),
@@ -127,6 +143,9 @@ struct Pass<'b, 'a> {
     store: &'b mut dyn Store,
     jw: &'b mut Writer,
     rows: &'b mut [(RunningRow, RowReport)],
+    /// Per row: its legacy lock file as judged, and as opened again before its write.
+    lock_seen: &'b [Option<Seen>],
+    held: Vec<Option<Result<Held, Release>>>,
     /// Row index and change id, in writing order.
     intents: Vec<(usize, String)>,
     /// The next intent to write.
@@ -160,15 +179,13 @@ impl Pass<'_, '_> {
             return;
         }
         if busy && self.end.error.is_none() && self.journaled.is_ok() {
-            let (i, change) = &self.intents[self.k];
-            let (row, report) = &mut self.rows[*i];
-            match cas_row(self.ctx, row, report, self.store) {
-                Err(e) => self.end = BatchEnd::stopped(*i, e),
+            let i = self.intents[self.k].0;
+            match self.cas(i) {
+                Err(e) => self.end = BatchEnd::stopped(i, e),
                 Ok(_) => {
                     self.k += 1;
-                    if report.applied {
-                        self.journaled =
-                            after_commit(self.ctx, &mut self.jw.journal, row, report, change);
+                    if self.rows[i].1.applied {
+                        self.journaled = self.after_commit(&[i]).pop().unwrap_or(Ok(()));
                     }
                 }
             }
@@ -181,11 +198,10 @@ impl Pass<'_, '_> {
     fn cas_rows(&mut self, grouped: bool) -> bool {
         let first = self.k;
         while self.k < self.intents.len() && (!grouped || self.k - first < WRITE_GROUP) {
-            let (i, change) = &self.intents[self.k];
-            let (row, report) = &mut self.rows[*i];
-            match cas_row(self.ctx, row, report, self.store) {
+            let i = self.intents[self.k].0;
+            match self.cas(i) {
                 Err(e) => {
-                    self.end = BatchEnd::stopped(*i, e);
+                    self.end = BatchEnd::stopped(i, e);
                     return false;
                 }
                 Ok(false) => return true,
@@ -195,14 +211,70 @@ impl Pass<'_, '_> {
             // One write(2), flushed in `finish`: a run killed after it leaves the line. A
             // failed journal write stops the writes, so that no further change waits on
             // its intent alone.
-            if !grouped && report.applied {
-                self.journaled = after_commit(self.ctx, &mut self.jw.journal, row, report, change);
+            if !grouped && self.rows[i].1.applied {
+                self.journaled = self.after_commit(&[i]).pop().unwrap_or(Ok(()));
                 if self.journaled.is_err() {
                     return false;
                 }
             }
         }
         false
+    }
+
+    /// Row `i`'s compare-and-set ([`cas_row`]), its legacy lock file opened again first
+    /// where a release is planned.
+    fn cas(&mut self, i: usize) -> Result<bool> {
+        let (row, report) = &mut self.rows[i];
+        let seen = self.lock_seen.get(i).and_then(Option::as_ref);
+        cas_row(self.ctx, row, report, seen, &mut self.held[i], self.store)
+    }
+
+    /// Rows `done`, each just committed: their legacy lock files released where planned
+    /// (the running rows that name them counted once, now, after the commit), then one
+    /// journal line each, in order, up to the first that fails.
+    fn after_commit(&mut self, done: &[usize]) -> Vec<Result<()>> {
+        let wanted: Vec<PathBuf> = done
+            .iter()
+            .filter(|&&i| self.rows[i].1.applied && self.rows[i].1.release_planned)
+            .filter(|&&i| matches!(self.held[i], Some(Ok(_))))
+            .filter_map(|&i| lock_path(self.ctx.w, &self.rows[i].0).ok())
+            .collect();
+        let users = if wanted.is_empty() {
+            Ok(HashMap::new())
+        } else {
+            lock_users_now(self.ctx.w, &wanted, self.store)
+        };
+        let mut results = Vec::with_capacity(done.len());
+        for &i in done {
+            // The intents are in row order: row i's is the i-th.
+            let change = match self.intents.get(i) {
+                Some((j, c)) if *j == i => c.clone(),
+                _ => self
+                    .intents
+                    .iter()
+                    .find(|(j, _)| *j == i)
+                    .map(|(_, c)| c.clone())
+                    .unwrap_or_default(),
+            };
+            let held = self.held[i].take();
+            let (row, report) = &mut self.rows[i];
+            // Never before the commit: the row must be marked first. The outcome goes into
+            // the row's report and journal entry.
+            if report.applied && report.release_planned {
+                report.lock_release = Some(release_lock(self.ctx, row, held, &users));
+            }
+            let r = self
+                .jw
+                .journal
+                .append(&journal_entry(self.ctx, row, report, &change))
+                .map_err(|e| journal_error(e, self.ctx.w, row, report));
+            let failed = r.is_err();
+            results.push(r);
+            if failed {
+                break;
+            }
+        }
+        results
     }
 
     /// Commits the group begun at `first`, then releases what may be released and
@@ -223,16 +295,16 @@ impl Pass<'_, '_> {
             self.end.error = Some(self.end.error.take().unwrap_or(e));
             return false;
         }
-        for (i, change) in &self.intents[first..self.k] {
-            let (row, report) = &mut self.rows[*i];
-            if !report.applied {
-                continue;
-            }
-            self.journaled = after_commit(self.ctx, &mut self.jw.journal, row, report, change);
-            if self.journaled.is_err() {
-                break;
-            }
-        }
+        let done: Vec<usize> = self.intents[first..self.k]
+            .iter()
+            .map(|(i, _)| *i)
+            .filter(|&i| self.rows[i].1.applied)
+            .collect();
+        self.journaled = self
+            .after_commit(&done)
+            .into_iter()
+            .find(Result::is_err)
+            .unwrap_or(Ok(()));
         true
     }
 
@@ -266,6 +338,8 @@ fn cas_row(
     ctx: &Ctx<'_>,
     row: &RunningRow,
     report: &mut RowReport,
+    seen: Option<&Seen>,
+    held: &mut Option<Result<Held, Release>>,
     store: &mut dyn Store,
 ) -> Result<bool> {
     let w = ctx.w;
@@ -299,6 +373,15 @@ fn cas_row(
         ));
         return Ok(true);
     }
+    // The lock file to release after the write: the inode the row was judged with, held
+    // open from now on (a file absent then is never removed).
+    if report.release_planned && held.is_none() {
+        *held = Some(match (lock_path(w, row), seen) {
+            (Ok(p), Some(seen)) => crate::release::hold(&p, seen),
+            (Ok(_), None) => Err(Release::Absent),
+            (Err(why), _) => Err(Release::Failed(format!("lock_file: {why}"))),
+        });
+    }
     let target = report.plan.target.clone().unwrap_or_default();
     let change = Change {
         row,
@@ -324,25 +407,6 @@ fn cas_row(
     Ok(true)
 }
 
-/// A change just committed: releases what may be released (the legacy lock file), then
-/// appends its journal line.
-fn after_commit(
-    ctx: &Ctx<'_>,
-    journal: &mut Journal,
-    row: &RunningRow,
-    report: &mut RowReport,
-    change: &str,
-) -> Result<()> {
-    // Never before the commit: the row must be marked first. The outcome goes into the
-    // row's report and journal entry.
-    if report.applied && report.release_planned {
-        report.lock_release = Some(release_lock(ctx, row));
-    }
-    journal
-        .append(&journal_entry(ctx, row, report, change))
-        .map_err(|e| journal_error(e, ctx.w, row, report))
-}
-
 fn journal_error(e: Error, w: &Watch, row: &RunningRow, report: &RowReport) -> Error {
     match e {
         Error::Io { path, source, .. } => Error::Journal {
@@ -359,22 +423,64 @@ fn journal_error(e: Error, w: &Watch, row: &RunningRow, report: &RowReport) -> E
     }
 }
 
-/// Removes a marked row's legacy lock file when every condition of [`release`] holds.
-fn release_lock(ctx: &Ctx<'_>, row: &RunningRow) -> Release {
-    let Some(tpl) = &ctx.w.lock_file else {
-        return Release::Absent;
+/// The row's legacy lock file.
+fn lock_path(w: &Watch, row: &RunningRow) -> Result<PathBuf, String> {
+    match &w.lock_file {
+        Some(tpl) => tpl.render(&row.id.to_string()),
+        None => Err("not set".into()),
+    }
+}
+
+/// How many running rows name each of `wanted` now: the rows are read again.
+fn lock_users_now(
+    w: &Watch,
+    wanted: &[PathBuf],
+    store: &mut dyn Store,
+) -> Result<HashMap<PathBuf, usize>, String> {
+    let mut users: HashMap<PathBuf, usize> = HashMap::new();
+    store
+        .each_running_row(w, &mut |row| {
+            if let Ok(p) = lock_path(w, &row)
+                && wanted.contains(&p)
+            {
+                *users.entry(p).or_default() += 1;
+            }
+            Ok(())
+        })
+        .map_err(|e| e.full_message())?;
+    Ok(users)
+}
+
+/// Removes a marked row's legacy lock file when every condition of [`crate::release`]
+/// holds: `held` is the file as opened again before the write (or why not), `users` the
+/// running rows that name each lock file, counted after the commit.
+fn release_lock(
+    ctx: &Ctx<'_>,
+    row: &RunningRow,
+    held: Option<Result<Held, Release>>,
+    users: &Result<HashMap<PathBuf, usize>, String>,
+) -> Release {
+    let held = match held {
+        Some(Ok(h)) => h,
+        Some(Err(outcome)) => return outcome,
+        None => return Release::Failed("the lock file was not looked at before the write".into()),
     };
-    let path = match tpl.render(&row.id.to_string()) {
+    let path = match lock_path(ctx.w, row) {
         Ok(p) => p,
         Err(why) => return Release::Failed(format!("lock_file: {why}")),
     };
-    let users = ctx.lock_users.get(&path).copied().unwrap_or(1);
-    if users > 1 {
-        return Release::Kept(format!(
-            "it is named by {users} running rows; it may be another row's lock"
-        ));
+    match users.as_ref().map(|u| u.get(&path).copied().unwrap_or(0)) {
+        Err(why) => Release::Failed(format!(
+            "the running rows that name it could not be counted after the write: {why}"
+        )),
+        Ok(0) => crate::release::release_held(held, ctx.host),
+        Ok(n) => Release::Kept(format!(
+            "{n} running row{} name{} it now (counted after the write); it may be another \
+             row's lock",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" }
+        )),
     }
-    release::release_if_free(&path, ctx.host)
 }
 
 /// The journal entry of one change.

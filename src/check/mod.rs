@@ -22,7 +22,9 @@
 //! (`state_dir/confirmations.json`: read by every run that has a watch with `confirm`
 //! above 1, replaced only by a real one), `state_dir/last-run.json` and the metrics file,
 //! each only in a real run, and `state_dir/reminders.json` in a real run of the cron text
-//! ([`crate::remind`]); the rest through `sweep.rs` and `batch.rs`.
+//! ([`crate::remind`]); the rest through `sweep.rs` and `batch.rs`. A run that prints
+//! anyway also looks at the modes of the files holding the database password
+//! ([`crate::store::credentials::exposed_secrets`]) and warns of those every user can read.
 
 mod batch;
 mod sweep;
@@ -128,7 +130,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         return Err(Error::Usage("no [database] configured".into()));
     };
     if opts.dry_run {
-        run_watches(
+        let result = run_watches(
             cfg,
             db,
             *opts,
@@ -137,16 +139,27 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
                 summary: &mut summary,
                 reminder: None,
             },
-        )?;
+        );
+        tell_exposed_secrets(cfg, db, result.is_err(), rep);
+        result?;
         rep.finish(&summary);
         return Ok(summary);
     }
     // The run lock lives in the state directory unless run.lock_file says otherwise; the
-    // first run of a configuration creates that directory.
-    if cfg.run.lock_file.starts_with(&cfg.run.state_dir) {
+    // first run of a configuration creates that directory. Either way, a state directory
+    // that is not private to this user is refused before anything else is done (exit 3).
+    let lock_inside = cfg.run.lock_file.starts_with(&cfg.run.state_dir);
+    if lock_inside {
         crate::state::create_dir(&cfg.run.state_dir)?;
     }
     let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
+    // One that cannot be created or written is said by the last-run report's warning, and
+    // fails the first change that needs the journal; one that is not private, at once.
+    if !lock_inside
+        && let Err(e @ Error::Refused { .. }) = crate::state::create_dir(&cfg.run.state_dir)
+    {
+        return Err(e);
+    }
     let started = SystemTime::now();
     let began = Instant::now();
     let mut out = Out {
@@ -193,6 +206,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         };
         crate::metrics::update(path, cfg, &host, &run)
     });
+    tell_exposed_secrets(cfg, db, result.is_err(), &mut *out.rep);
     result?;
     rep.finish(&summary);
     // An unwritable metrics file fails the run (exit 3), after the rows were handled.
@@ -200,6 +214,20 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         m?;
     }
     Ok(summary)
+}
+
+/// A database password in a file every user can read: one warning per such file, once per
+/// run, and only from a run that prints anyway (a change, a row that needs a person,
+/// another warning, `--explain`, JSON, or an error), so the silent cron run stays silent.
+/// `doctor` says it every time.
+fn tell_exposed_secrets(cfg: &Config, db: &Database, failed: bool, rep: &mut dyn Reporter) {
+    if !(failed || rep.spoke()) {
+        return;
+    }
+    let inputs = crate::store::credentials::Inputs::from_env();
+    for s in crate::store::credentials::exposed_secrets(db, cfg.source.as_deref(), &inputs) {
+        rep.warning(&format!("{}; fix: {}", s.message(), s.fix()));
+    }
 }
 
 /// Writes `state_dir/last-run.json`. Failing to is not worth failing a run whose rows
@@ -566,12 +594,12 @@ fn write_and_report(
             hold: swept.hold,
             run: &run.id,
             origin: &run.origin,
-            lock_users: &swept.lock_users,
         };
         let mut b = Batch {
             ctx,
             store,
             writer: &mut run.writer,
+            lock_seen: writes.iter().map(|&i| rows[i].lock_seen.clone()).collect(),
         };
         let end = b.write(&mut batch)?;
         BatchEnd {

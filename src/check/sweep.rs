@@ -3,15 +3,15 @@
 //! a lock `/proc/locks` shows free confirmed by a try-lock first when the row would be
 //! written on the strength of it ([`judge`]), an inferred verdict counted across runs
 //! ([`crate::confirmations`]) and held until confirmed — then what concerns the watch as a
-//! whole: the shared-heartbeat warning, the breaker, a hold on everything not conclusive,
-//! and which legacy lock files several rows name. Nothing is written here.
+//! whole: the shared-heartbeat warning, the breaker, a hold on everything not conclusive.
+//! For `release_lock = "if_free"`, the identity of each row's lock file as the row was
+//! judged ([`crate::release::observe`], noted before the probes look): only that inode may
+//! be released later. Nothing is written here.
 //!
 //! I/O: streams the watch's running rows from the store; reads `/proc/locks` once when the
 //! watch names a lock file; the probes of [`crate::evidence::gather`], and the try-lock of
 //! [`crate::evidence::confirm_lock`] for a row about to be written on a free lock.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::SystemTime;
 
 use crate::clock::{Clocks, epoch};
@@ -24,6 +24,7 @@ use crate::host::Host;
 use crate::journal::RowId;
 use crate::message::cut;
 use crate::probe::LockTable;
+use crate::release::Seen;
 use crate::report::RowReport;
 use crate::store::{RunningRow, Schema, Store};
 
@@ -98,6 +99,8 @@ pub(super) struct Judged {
     /// How far its inferred verdict is confirmed (`None`: not inferred).
     pub confirmation: Option<Confirmation>,
     pub plan: Plan,
+    /// The legacy lock file as the row was judged (`None`: no release is planned).
+    pub lock_seen: Option<Seen>,
 }
 
 /// A watch's rows, judged, and what the watch as a whole came to.
@@ -106,8 +109,6 @@ pub(super) struct Swept {
     /// What holds back every row not proven dead: the run's (clock skew) or the breaker.
     pub hold: Option<Hold>,
     pub breaker_tripped: bool,
-    /// How many running rows name each lock file (`release_lock = "if_free"` only).
-    pub lock_users: HashMap<PathBuf, usize>,
 }
 
 /// What a sweep needs besides the watch and the store.
@@ -160,12 +161,10 @@ pub(super) fn sweep(
             j.plan = plan_row(w, &j.decision, &j.row, j.confirmation, hold);
         }
     }
-    let lock_users = lock_users(w, &rows);
     Ok(Swept {
         rows,
         hold,
         breaker_tripped,
-        lock_users,
     })
 }
 
@@ -185,6 +184,8 @@ fn judge_rows(
         t.checked(w);
     }
     store.each_running_row(w, &mut |row| {
+        // Before the probes look: a file that appears after this is never the one judged.
+        let seen = observed_lock(w, &row);
         let gathered = gather(w, &row, ctx.clocks, ctx.host, host_now, locks.as_ref());
         let (evidence, decision) = judge(w, &row, gathered);
         let confirmation = match tally.as_deref_mut() {
@@ -195,6 +196,14 @@ fn judge_rows(
             None => uncounted(w, &decision),
         };
         let plan = plan_row(w, &decision, &row, confirmation, None);
+        // Only a dead row's file is ever released (and a file the probe found absent is
+        // absent, whatever was seen a moment before).
+        let lock_seen = seen
+            .filter(|_| decision.verdict == Verdict::Dead)
+            .map(|s| match evidence.lock {
+                decide::Lock::Absent => Seen::Absent,
+                _ => s,
+            });
         rows.push(Judged {
             owner_host: owner_host(&row, &evidence, ctx.host),
             row,
@@ -202,6 +211,7 @@ fn judge_rows(
             decision,
             confirmation,
             plan,
+            lock_seen,
         });
         Ok(())
     })?;
@@ -240,20 +250,16 @@ fn breaker(
     true
 }
 
-/// A legacy lock file that several running rows name (no {id} in lock_file) may be a live
-/// row's: it is never released on behalf of another row.
-fn lock_users(w: &Watch, rows: &[Judged]) -> HashMap<PathBuf, usize> {
-    let mut users: HashMap<PathBuf, usize> = HashMap::new();
-    if w.release_lock == ReleaseLock::IfFree
-        && let Some(tpl) = &w.lock_file
-    {
-        for j in rows {
-            if let Ok(p) = tpl.render(&j.row.id.to_string()) {
-                *users.entry(p).or_default() += 1;
-            }
-        }
+/// The row's legacy lock file as it is now, for `release_lock = "if_free"` only.
+fn observed_lock(w: &Watch, row: &RunningRow) -> Option<Seen> {
+    if w.release_lock != ReleaseLock::IfFree {
+        return None;
     }
-    users
+    let tpl = w.lock_file.as_ref()?;
+    Some(match tpl.render(&row.id.to_string()) {
+        Ok(p) => crate::release::observe(&p),
+        Err(why) => Seen::Unreachable(format!("lock_file: {why}")),
+    })
 }
 
 /// The report of a judged row on `host`, before any write.

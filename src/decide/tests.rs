@@ -13,6 +13,7 @@ fn ev(total: Option<u64>, hb: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
         total_age: total.ok_or_else(|| "NULL".to_string()),
         heartbeat: hb,
         lock,
+        lock_holder: None,
         owner,
     }
 }

@@ -3,10 +3,12 @@
 //! who holds it (or last held it) and what such a heartbeat proves.
 //!
 //! Read-only like the rest of doctor: the lock file is read (first bytes, following links
-//! as reading evidence does) and its lock probed through `/proc/locks`; nothing is locked,
+//! as reading evidence does; a regular file only, opened without blocking) and its lock probed through `/proc/locks`; nothing is locked,
 //! created or written. A watch with a fixed `lock_file` is looked at directly; with `{id}`
 //! in the file name, the files of that pattern in its directory (at most
-//! [`MAX_FILES`]) are counted. No line at all when no file carries a holder line.
+//! [`MAX_FILES`]) are counted and the first held ones named with their holder. No line at
+//! all when no file carries a holder line. What the files say is printed escaped and cut
+//! (another user may write them).
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -14,12 +16,16 @@ use std::time::SystemTime;
 use super::{Finding, template_dir};
 use crate::config::{PathTemplate, Watch};
 use crate::decide::Lock;
+use crate::escape::printable_cut;
 use crate::host::Host;
 use crate::probe::{LockTable, probe_lock};
-use crate::run::holder::{Holder, HolderLine, HolderState, read_line_at};
+use crate::run::holder::{Holder, HolderLine, HolderState, open_regular, read_line_at};
 
 /// At most this many files of an `{id}` pattern are read.
 const MAX_FILES: usize = 1_000;
+
+/// At most this many held files of an `{id}` pattern are named with their holder.
+const MAX_NAMED: usize = 3;
 
 /// The finding for a watch whose lock file carries a holder line, if it does.
 pub(super) fn finding(w: &Watch, t: &PathTemplate) -> Option<Finding> {
@@ -41,21 +47,39 @@ pub(super) fn finding(w: &Watch, t: &PathTemplate) -> Option<Finding> {
     let (dir, _) = template_dir(t);
     let files = pattern_files(t, &dir);
     let mut with_line = 0;
-    let mut held = 0;
+    let mut held: usize = 0;
+    let mut named = Vec::new();
     for f in &files {
-        if read_line_at(f).is_some() {
+        if let Some(line) = read_line_at(f) {
             with_line += 1;
             if matches!(probe_lock(f, table.as_ref()), Lock::Held { .. }) {
                 held += 1;
+                if named.len() < MAX_NAMED {
+                    let name = f
+                        .file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default();
+                    named.push(format!(
+                        "{} by {} since {}",
+                        printable_cut(&name, 64),
+                        line.named(),
+                        line.since_text()
+                    ));
+                }
             }
         }
     }
+    let named = match held.saturating_sub(named.len()) {
+        _ if named.is_empty() => String::new(),
+        0 => format!(" ({})", named.join(", ")),
+        more => format!(" ({}, and {more} more)", named.join(", ")),
+    };
     (with_line > 0).then(|| {
         Finding::pass(
             subject,
             format!(
                 "{with_line} of the {} lock files in {} carry the holder line selfheal run and \
-                 the PHP helper write (HOST:PID START), {held} held now{beat_note}",
+                 the PHP helper write (HOST:PID START), {held} held now{named}{beat_note}",
                 files.len(),
                 dir.display()
             ),
@@ -73,9 +97,7 @@ fn one_file(
     let shown = path.display();
     match probe_lock(path, table) {
         Lock::Held { .. } => {
-            let holder = std::fs::File::open(path)
-                .ok()
-                .map(|f| Holder::judge(&f, &Host::current()));
+            let holder = open_regular(path).map(|f| Holder::judge(&f, &Host::current()));
             match holder {
                 Some(h) if h.state == HolderState::Gone => Finding::warn(
                     subject,
@@ -95,7 +117,7 @@ fn one_file(
                 ),
                 None => Finding::pass(
                     subject,
-                    format!("{shown} is held by {}{beat_note}", line.owner()),
+                    format!("{shown} is held by {}{beat_note}", line.named()),
                 ),
             }
         }
@@ -104,7 +126,7 @@ fn one_file(
             format!(
                 "{shown} is free; it was last held by {} from {}: the holder line of selfheal \
                  run and the PHP helper{beat_note}",
-                line.owner(),
+                line.named(),
                 line.since_text()
             ),
         ),
@@ -127,7 +149,7 @@ fn pattern_files(t: &PathTemplate, dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    entries
+    let mut files = entries
         .filter_map(Result::ok)
         .filter_map(|e| {
             let n = e.file_name().into_string().ok()?;
@@ -135,5 +157,7 @@ fn pattern_files(t: &PathTemplate, dir: &Path) -> Vec<PathBuf> {
                 .then(|| e.path())
         })
         .take(MAX_FILES)
-        .collect()
+        .collect::<Vec<_>>();
+    files.sort();
+    files
 }

@@ -150,34 +150,25 @@ impl Journal {
     }
 }
 
-/// An [`crate::fsafe`] failure as selfheal's error, naming the path once.
-pub(crate) fn from_fsafe(e: &crate::fsafe::Error, action: &'static str) -> Error {
-    let path = e.path().to_path_buf();
-    let text = e.to_string();
-    let prefix = format!("{}: ", path.display());
-    let why = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
-    Error::io(path, action, std::io::Error::other(why))
-}
-
 /// `journal.jsonl.2` → `.3`, `.1` → `.2`, `journal.jsonl` → `.1` (each `renameat` in the
-/// state directory reached by [`crate::fsafe`], replacing the oldest), then the directory
-/// flushed. A run still appending to the old file (another configuration sharing the
+/// state directory reached by [`crate::fsafe`] and checked private ([`state::dir`]),
+/// replacing the oldest), then the directory flushed. A run still appending to the old file (another configuration sharing the
 /// directory) goes on writing into `.1`, which is read like the rest.
 fn rotate(state_dir: &Path) -> Result<()> {
     let action = "rotating the journal";
-    let dir = crate::fsafe::Dir::open(state_dir).map_err(|e| from_fsafe(&e, action))?;
+    let dir = state::dir(state_dir)?;
     for n in (0..GENERATIONS).rev() {
         let from = generation(n);
         let from = OsStr::new(&from);
         match dir.stat_at(from) {
             Ok(Some(_)) => {}
             Ok(None) => continue,
-            Err(e) => return Err(from_fsafe(&e, action)),
+            Err(e) => return Err(Error::fsafe(e, action)),
         }
         dir.rename(from, OsStr::new(&generation(n + 1)))
-            .map_err(|e| from_fsafe(&e, action))?;
+            .map_err(|e| Error::fsafe(e, action))?;
     }
-    dir.sync().map_err(|e| from_fsafe(&e, action))
+    dir.sync().map_err(|e| Error::fsafe(e, action))
 }
 
 /// True when a regular, non-empty file does not end with a newline.

@@ -49,9 +49,6 @@ pub const FILE: StateFile = StateFile {
 /// How long a run waits for another to finish changing the file.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
-/// Mode of the file, as every state file.
-const FILE_MODE: u32 = 0o640;
-
 /// The first line of a group of intents.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -280,11 +277,9 @@ impl Pending {
         let action = FILE.opening;
         let ours =
             crate::fsafe::FileId::of(&self.file).map_err(|e| Error::io(&self.path, action, e))?;
-        let dir =
-            crate::fsafe::Dir::open(&self.state_dir).map_err(|e| super::from_fsafe(&e, action))?;
-        let there = dir
+        let there = state::dir(&self.state_dir)?
             .stat_at(std::ffi::OsStr::new(PENDING_FILE))
-            .map_err(|e| super::from_fsafe(&e, action))?;
+            .map_err(|e| Error::fsafe(e, action))?;
         Ok(there.is_some_and(|st| st.id == ours))
     }
 
@@ -310,14 +305,7 @@ impl Pending {
                 .set_len(0)
                 .map_err(|e| Error::io(&self.path, "clearing the pending-changes file", e))
         } else {
-            let action = FILE.writing;
-            crate::fsafe::Dir::create(&self.state_dir, 0o750)
-                .and_then(|dir| {
-                    dir.replace(std::ffi::OsStr::new(PENDING_FILE), FILE_MODE, |f| {
-                        f.write_all(kept)
-                    })
-                })
-                .map_err(|e| super::from_fsafe(&e, action))
+            state::replace(&self.state_dir, &FILE, kept).map(|_| ())
         };
         self.unlock();
         result?;

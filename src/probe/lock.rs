@@ -192,16 +192,28 @@ pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
 /// descriptor closed) and an `F_GETLK` test for a POSIX or OFD lock on the whole file.
 /// Got the flock and no POSIX lock in the way: [`Lock::Free`]; either refused:
 /// [`Lock::Held`] with no pid (the holder may not be visible from here). Never creates,
-/// truncates or deletes the file.
+/// truncates or deletes the file, and never blocks: anything but a regular file is
+/// unreadable, refused before the open where `stat` shows it, and opened `O_NONBLOCK`
+/// (a FIFO planted there would block a plain open until a writer came).
 pub fn try_lock(path: &Path) -> Lock {
-    let f = match File::open(path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_a_file = || Lock::Unreadable(format!("{}: not a regular file", path.display()));
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return not_a_file(),
+        _ => {}
+    }
+    let f = match File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Lock::Absent,
         Err(e) => return Lock::Unreadable(format!("{}: {e}", path.display())),
     };
     match f.metadata() {
         Ok(m) if m.is_file() => {}
-        Ok(_) => return Lock::Unreadable(format!("{}: not a regular file", path.display())),
+        Ok(_) => return not_a_file(),
         Err(e) => return Lock::Unreadable(format!("{}: {e}", path.display())),
     }
     match f.try_lock() {

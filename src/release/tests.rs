@@ -2,10 +2,21 @@
 //! processes, and real pids.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::MetadataExt;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::*;
+
+/// Judged now, held and released at once (the caller's count of running rows aside).
+fn release_if_free(path: &Path, host: &Host) -> Release {
+    match hold(path, &observe(path)) {
+        Ok(held) => release_held(held, host),
+        Err(outcome) => outcome,
+    }
+}
+
+type Ident = (u64, u64);
 
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -17,7 +28,8 @@ fn names(dir: &Path) -> Vec<String> {
 }
 
 fn id_of(p: &Path) -> Ident {
-    ident(&std::fs::symlink_metadata(p).expect("stat"))
+    let m = std::fs::symlink_metadata(p).expect("stat");
+    (m.dev(), m.ino())
 }
 
 /// A python3 child that takes a lock on `path` (`flock` or `lockf`) and says so.
@@ -208,39 +220,76 @@ fn symbolic_links_and_directories_are_never_removed() {
 }
 
 #[test]
-fn a_file_replaced_since_the_check_is_kept() {
+fn only_the_inode_seen_when_the_row_was_judged_is_removed() {
+    let host = Host::current();
     let dir = tempfile::tempdir().expect("tempdir");
     let p = dir.path().join("sync.lock");
-    std::fs::write(&p, "old").expect("write");
-    let checked = id_of(&p);
+
+    // Absent when judged: a file that appears later (a new worker's lock) is never removed.
+    let seen = observe(&p);
+    assert_eq!(seen, Seen::Absent);
+    std::fs::write(&p, "").expect("a new worker's lock");
+    assert_eq!(hold(&p, &seen).expect_err("absent then"), Release::Absent);
+    assert_eq!(names(dir.path()), ["sync.lock"]);
+
+    // Replaced between the judgement and the re-read before the write: kept.
+    let seen = observe(&p);
     // Keep the old inode alive so its number cannot be reused by the new file.
     let old = dir.path().join("old");
     std::fs::rename(&p, &old).expect("rename");
     std::fs::write(&p, "new").expect("write");
-    assert_ne!(id_of(&p), checked);
-
-    // Caught by the last lstat…
-    let r = remove_checked(&p, checked, "checks");
+    let r = hold(&p, &seen).expect_err("replaced");
     assert!(
-        matches!(&r, Release::Kept(w) if w.contains("replaced by another file since the check")),
+        matches!(&r, Release::Kept(w) if w.contains("replaced by another file since the row was judged")),
         "{r:?}"
     );
-    assert_eq!(std::fs::read_to_string(&p).expect("read"), "new");
 
-    // …and, should it slip past that, after the rename: it is put back, not unlinked.
-    let new_id = id_of(&p);
-    let aside = aside_path(&p).expect("aside");
-    let r = rename_aside_and_unlink(&p, &aside, checked, "checks");
+    // Replaced after it was held: the held inode is not at the name any more; kept.
+    let seen = observe(&p);
+    let held = hold(&p, &seen).expect("held");
+    std::fs::rename(&p, dir.path().join("older")).expect("rename");
+    std::fs::write(&p, "newer").expect("write");
+    let r = release_held(held, &host);
     assert!(
-        matches!(&r, Release::Kept(w) if w.contains("put back")),
+        matches!(&r, Release::Kept(w) if w.contains("replaced by another file")),
         "{r:?}"
     );
-    assert_eq!(id_of(&p), new_id);
-    assert_eq!(std::fs::read_to_string(&p).expect("read"), "new");
-    assert_eq!(names(dir.path()), ["old", "sync.lock"]);
+    assert_eq!(std::fs::read_to_string(&p).expect("read"), "newer");
+    assert_eq!(names(dir.path()), ["old", "older", "sync.lock"]);
 
-    // The checked inode itself goes.
-    let r = rename_aside_and_unlink(&p, &aside, new_id, "checks");
-    assert_eq!(r, Release::Removed("checks, inode unchanged".into()));
-    assert_eq!(names(dir.path()), ["old"]);
+    // The held inode itself goes, and nothing else.
+    let held = hold(&p, &observe(&p)).expect("held");
+    assert_eq!(
+        release_held(held, &host),
+        Release::Removed("no kernel lock on it, no pid in it, inode unchanged".into())
+    );
+    assert_eq!(names(dir.path()), ["old", "older"]);
+}
+
+#[test]
+fn a_directory_on_the_way_swapped_for_a_link_leads_nowhere() {
+    // As the PHP user would: `locks/` replaced by a link to a directory of someone else's.
+    // The link is owned by root here (the test runs as root or as one user), so what
+    // makes it untrusted is its directory, which others can write.
+    use std::os::unix::fs::PermissionsExt;
+    let host = Host::current();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = dir.path().join("runtime");
+    let victim = dir.path().join("victim");
+    std::fs::create_dir(&runtime).expect("mkdir");
+    std::fs::create_dir(&victim).expect("mkdir");
+    std::fs::write(victim.join("shadow"), "secret").expect("write");
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::os::unix::fs::symlink(&victim, runtime.join("locks")).expect("symlink");
+    let p = runtime.join("locks/shadow");
+    let r = release_if_free(&p, &host);
+    assert!(
+        matches!(&r, Release::Failed(w) if w.contains("refused to follow")),
+        "{r:?}"
+    );
+    assert!(r.needs_a_person());
+    assert_eq!(
+        std::fs::read_to_string(victim.join("shadow")).expect("untouched"),
+        "secret"
+    );
 }

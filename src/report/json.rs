@@ -1,6 +1,6 @@
 //! `--format json`: one object per row, then one summary object (SPEC §7); the summary
 //! object is also the body of `last-run.json`. The evidence fields are those of
-//! [`crate::evidence::Record`].
+//! [`crate::evidence::Record`], and `lock_holder` ([`crate::evidence::LockHolder`]).
 
 use std::io::Write;
 
@@ -95,9 +95,11 @@ struct RowJson<'a> {
     confirm: Option<u32>,
     #[serde(flatten)]
     evidence: evidence::Record,
+    lock_holder: Option<evidence::LockHolder>,
 }
 
 pub fn row_json(r: &RowReport) -> serde_json::Value {
+    let rendered = evidence::render(&r.evidence);
     let row = RowJson {
         watch: &r.watch,
         id: r.id.to_json(),
@@ -120,7 +122,8 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         max_age_s: r.thresholds.max_age,
         confirmations: r.confirmation.map(|c| c.count),
         confirm: r.confirmation.map(|c| c.confirm),
-        evidence: evidence::render(&r.evidence).record,
+        evidence: rendered.record,
+        lock_holder: rendered.lock_holder,
     };
     // Through a `Value`, whose map sorts the keys as SPEC §7's examples show them.
     serde_json::to_value(row).unwrap_or(serde_json::Value::Null)

@@ -253,6 +253,12 @@ pub trait Reporter {
     }
     /// The rows a watch has parked in `manual_value` (after its rows).
     fn parked(&mut self, _p: &Parked) {}
+    /// Whether this run has printed anything yet. A warning a run gives only when it
+    /// prints anyway (a secret readable by every user) asks this, so that the silent cron
+    /// run stays silent. JSON always prints.
+    fn spoke(&self) -> bool {
+        true
+    }
     fn finish(&mut self, s: &Summary);
 }
 
@@ -272,6 +278,7 @@ mod tests {
                 total_age: Ok(600),
                 heartbeat: Heartbeat::Missing,
                 lock: Lock::NotConfigured,
+                lock_holder: None,
                 owner: Owner::NotConfigured,
             },
             thresholds: Thresholds {

@@ -3,6 +3,9 @@
 //! [`crate::remind`]), and
 //! with `--explain` every row with its evidence (as [`crate::evidence`] renders it), its
 //! verdict and what a real run would do, and the rows parked in `manual_value`.
+//!
+//! Every line goes out through [`crate::escape::printable`]: a value from the database
+//! (an id, a status, an owner, a message) cannot end a line early or forge another.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -11,6 +14,7 @@ use super::{Parked, Reporter, RowReport, Summary, WatchInfo};
 use crate::clock::human;
 use crate::config::fmt_duration;
 use crate::decide::{Action, Hold};
+use crate::escape::printable;
 use crate::evidence;
 use crate::release::Release;
 
@@ -22,6 +26,16 @@ pub struct TextReporter<W: Write, E: Write> {
     pub explain: bool,
     /// A dry run says what a real run would change.
     pub dry_run: bool,
+    /// Something was printed this run (on either stream); see [`Reporter::spoke`].
+    pub spoke: bool,
+}
+
+impl<W: Write, E: Write> TextReporter<W, E> {
+    /// One line on `out`, its control characters escaped.
+    fn line(&mut self, text: &str) {
+        self.spoke = true;
+        let _ = writeln!(self.out, "{}", printable(text));
+    }
 }
 
 fn what_a_run_does(r: &RowReport) -> String {
@@ -55,10 +69,9 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
         if !self.explain {
             return;
         }
-        let _ = match &w.skipped {
-            Some(why) => writeln!(self.out, "watch {}: skipped: {why}", w.name),
-            None => writeln!(
-                self.out,
+        let text = match &w.skipped {
+            Some(why) => format!("watch {}: skipped: {why}", w.name),
+            None => format!(
                 "watch {} (table {}{}, stale_after {}, max_age {}), judged on host {}",
                 w.name,
                 w.table,
@@ -71,22 +84,22 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 w.host,
             ),
         };
+        self.line(&text);
     }
 
     fn row(&mut self, r: &RowReport) {
         let e = &r.evidence;
         if self.explain {
-            let _ = writeln!(
-                self.out,
+            self.line(&format!(
                 "  id={:<4} {:<9} {}",
                 r.id.to_string(),
                 r.decision.verdict.as_str(),
                 evidence::render(e).explain(),
-            );
-            let _ = writeln!(self.out, "      because {}", r.decision.basis.describe());
-            let _ = writeln!(self.out, "      a real run would {}", what_a_run_does(r));
+            ));
+            self.line(&format!("      because {}", r.decision.basis.describe()));
+            self.line(&format!("      a real run would {}", what_a_run_does(r)));
             if let Some(n) = &r.note {
-                let _ = writeln!(self.out, "      note: {n}");
+                self.line(&format!("      note: {n}"));
             }
             return;
         }
@@ -153,14 +166,19 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
         } else {
             return;
         };
-        let _ = writeln!(self.out, "{line}");
+        self.line(&line);
         if let Some(l) = lock_line {
-            let _ = writeln!(self.out, "{l}");
+            self.line(&l);
         }
     }
 
     fn warning(&mut self, msg: &str) {
-        let _ = writeln!(self.err, "selfheal: warning: {msg}");
+        self.spoke = true;
+        let _ = writeln!(self.err, "selfheal: warning: {}", printable(msg));
+    }
+
+    fn spoke(&self) -> bool {
+        self.spoke
     }
 
     /// Shown less than `remind_every` ago: cron mails whatever is printed.
@@ -181,8 +199,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             })
             .collect();
         let more = p.count.saturating_sub(p.rows.len() as u64);
-        let _ = writeln!(
-            self.out,
+        self.line(&format!(
             "  parked: {} row{} in '{}' wait{} for a person: {}{}; selfheal doctor shows how to \
              release one",
             p.count,
@@ -195,7 +212,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             } else {
                 String::new()
             }
-        );
+        ));
     }
 
     fn finish(&mut self, s: &Summary) {
@@ -203,8 +220,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             return;
         }
         let t = s.totals();
-        let _ = writeln!(
-            self.out,
+        self.line(&format!(
             "{} running row{} in {} watch{}: a real run would change {}, {} need{} a person{}",
             t.rows,
             if t.rows == 1 { "" } else { "s" },
@@ -218,6 +234,6 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             } else {
                 ""
             },
-        );
+        ));
     }
 }

@@ -22,7 +22,7 @@
 //! user can see it.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::clock::human;
 use crate::decide::Owner;
+use crate::escape::printable_cut;
 use crate::fsafe::FileId;
 use crate::host::Host;
 use crate::probe::{LockTable, owner};
@@ -57,7 +58,26 @@ impl HolderLine {
     pub fn since_text(&self) -> String {
         rfc3339(self.since)
     }
+
+    /// `HOST:PID` made safe to print: the host comes from a file another user may write,
+    /// so it is escaped and cut to [`MAX_HOST_SHOWN`] characters (`…` where cut; a host
+    /// name is at most 64 bytes on Linux).
+    pub fn named(&self) -> String {
+        self.named_within(MAX_HOST_SHOWN)
+    }
+
+    /// [`HolderLine::named`] with the host cut to `max` characters.
+    pub fn named_within(&self, max: usize) -> String {
+        let mut host = printable_cut(&self.host, max);
+        if self.host.chars().count() > max {
+            host.push('…');
+        }
+        format!("{host}:{}", self.pid)
+    }
 }
+
+/// At most this many characters of a holder line's host are printed ([`HolderLine::named`]).
+pub const MAX_HOST_SHOWN: usize = 64;
 
 /// An instant as the line writes it: RFC 3339, UTC, whole seconds.
 pub fn rfc3339(unix: i64) -> String {
@@ -189,7 +209,7 @@ impl Holder {
             _ => Vec::new(),
         };
         Holder {
-            line: first.map(|l| escape(l, 200)),
+            line: first.map(|l| printable_cut(l, 200)),
             host: parsed.as_ref().map(|h| h.host.clone()),
             pid: parsed.as_ref().map(|h| h.pid),
             since: parsed.as_ref().map(HolderLine::since_text),
@@ -232,7 +252,7 @@ impl Holder {
         } else {
             format!("since {}", h.since_text())
         };
-        let who = format!("{} {when}", h.owner());
+        let who = format!("{} {when}", h.named());
         match self.state {
             HolderState::Running => who,
             HolderState::OtherHost => format!("{who}, on another host"),
@@ -250,20 +270,6 @@ impl Holder {
     }
 }
 
-/// A line from a file made safe to print: control characters escaped, cut to `max` chars.
-fn escape(s: &str, max: usize) -> String {
-    s.chars()
-        .take(max)
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
 fn pid_exists(pid: u32) -> bool {
     use nix::errno::Errno;
     crate::host::pid_t(pid)
@@ -273,7 +279,7 @@ fn pid_exists(pid: u32) -> bool {
 /// The command name of a process (`/proc/PID/comm`), or `?`.
 pub fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map_or_else(|_| "?".into(), |s| escape(s.trim_end(), 32))
+        .map_or_else(|_| "?".into(), |s| printable_cut(s.trim_end(), 32))
 }
 
 /// Processes (other than this one) with an open descriptor on the file `id`, from
@@ -308,11 +314,33 @@ pub fn open_by(id: FileId) -> Vec<OpenBy> {
     out
 }
 
-/// Reads the holder line of the lock file at `path` (following links, as reading evidence
-/// does): `None` when the file cannot be read or names no holder.
+/// Opens the lock file at `path` to read it, following links as reading evidence does,
+/// and never blocking: `None` unless it is a regular file. A FIFO (or a device) planted at
+/// that name is refused before the open where `stat` already shows it, and the open itself
+/// is `O_NONBLOCK|O_NOCTTY` (a FIFO with no writer would block a plain open forever) with
+/// the type checked again on the open descriptor. Nothing is created or written.
+pub fn open_regular(path: &Path) -> Option<File> {
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let f = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    f.metadata().ok()?.is_file().then_some(f)
+}
+
+/// Reads the holder line of the lock file at `path` ([`open_regular`]: following links,
+/// never blocking, regular files only; at most the first 512 bytes): `None` when the file
+/// cannot be read, names no holder, or its first line does not end within what is read.
 pub fn read_line_at(path: &Path) -> Option<HolderLine> {
-    let f = File::open(path).ok()?;
-    parse_line(&read_content(&f))
+    let f = open_regular(path)?;
+    let text = read_content(&f);
+    if text.len() >= MAX_READ && !text.contains('\n') {
+        return None;
+    }
+    parse_line(&text)
 }
 
 #[cfg(test)]
@@ -367,9 +395,60 @@ mod tests {
         }
     }
 
+    /// What a lock file holds is another user's to write: a FIFO there must not block
+    /// the reader, a device is not opened, and a first line that does not end within what
+    /// is read is no holder line.
     #[test]
-    fn printed_lines_are_escaped_and_cut() {
-        assert_eq!(escape("a\u{1b}[2Jb", 10), "a\\u{1b}[2Jb");
-        assert_eq!(escape(&"x".repeat(500), 200).len(), 200);
+    fn the_line_is_read_without_blocking_from_regular_files_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("job.lock");
+        std::fs::write(&p, "web1:4242 2035-03-14T15:09:26Z\n").expect("write");
+        assert_eq!(read_line_at(&p).map(|h| h.pid), Some(4242));
+        let link = dir.path().join("link.lock");
+        std::os::unix::fs::symlink(&p, &link).expect("symlink");
+        assert_eq!(
+            read_line_at(&link).map(|h| h.pid),
+            Some(4242),
+            "links are followed"
+        );
+        let fifo = dir.path().join("fifo.lock");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644))
+            .expect("mkfifo");
+        assert_eq!(read_line_at(&fifo), None);
+        assert!(open_regular(&fifo).is_none());
+        assert!(open_regular(Path::new("/dev/null")).is_none());
+        assert!(open_regular(dir.path()).is_none());
+        std::fs::write(
+            &p,
+            format!("web1:4242 2035-03-14T15:09:26Z{}", " ".repeat(600)),
+        )
+        .expect("write");
+        assert_eq!(
+            read_line_at(&p),
+            None,
+            "a first line longer than what is read"
+        );
+        std::fs::write(&p, "garbage\u{1b}[2J\n").expect("write");
+        assert_eq!(read_line_at(&p), None);
+    }
+
+    #[test]
+    fn a_hosts_name_is_printed_escaped_and_cut() {
+        let h = |host: &str| HolderLine {
+            host: host.into(),
+            pid: 7,
+            since: 0,
+        };
+        assert_eq!(h("web1").named(), "web1:7");
+        assert_eq!(
+            h(&"w".repeat(65)).named(),
+            format!("{}…:7", "w".repeat(MAX_HOST_SHOWN))
+        );
+        assert_eq!(h("a\u{7f}b").named(), "a\\u{7f}b:7");
+        // parse_line refuses control characters in a host, not a bidirectional override.
+        assert_eq!(
+            parse_line("a\u{202e}b:7 2035-03-14T15:09:26Z").map(|l| l.named()),
+            Some("a\\u{202e}b:7".into())
+        );
     }
 }

@@ -10,6 +10,8 @@
 //! the rows; the text output draws it ([`chart`]: log-scaled buckets, the current and
 //! suggested `max_age` and the longest run marked). Writes nothing anywhere; opens SQLite read-only. Judgement lives in
 //! [`analysis`], pure.
+//! Values from the database (ids, statuses, marks) are printed with their control
+//! characters escaped ([`crate::escape`]).
 
 pub mod analysis;
 pub mod chart;
@@ -25,6 +27,7 @@ use serde_json::{Value, json};
 use crate::clock::{Clocks, human};
 use crate::config::{self, Config, ConfigPath, Overrides, Watch, fmt_duration};
 use crate::error::{Error, Result, exit};
+use crate::escape::printable;
 use crate::history::{id_key, max_age_too_low, runtime};
 use crate::journal::{self, DatabaseId, JOURNAL_FILE};
 use crate::report::Format;
@@ -239,7 +242,7 @@ pub fn run_command(args: &StatsOptions) -> Result<u8> {
             }
             let mut err = std::io::stderr();
             for w in &warnings {
-                let _ = writeln!(err, "selfheal: warning: {w}");
+                let _ = writeln!(err, "selfheal: warning: {}", printable(w));
             }
         }
     }
@@ -327,12 +330,12 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
         secs_duration(r.max_age_s)
     )?;
     if let Some(why) = &r.skipped {
-        return writeln!(out, "  skipped: {why}");
+        return writeln!(out, "  skipped: {}", printable(why));
     }
     let by: Vec<String> = s
         .by_status
         .iter()
-        .map(|(st, n)| format!("{st} {n}"))
+        .map(|(st, n)| format!("{} {n}", printable(st)))
         .collect();
     writeln!(
         out,
@@ -355,7 +358,11 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
         .iter()
         .filter(|(n, _, _)| *n > 0)
         .fold(String::new(), |mut acc, (n, what, e)| {
-            let _ = write!(acc, "; {n} {what}, e.g. {}", e.as_deref().unwrap_or(""));
+            let _ = write!(
+                acc,
+                "; {n} {what}, e.g. {}",
+                printable(e.as_deref().unwrap_or(""))
+            );
             acc
         })
     )?;
@@ -381,7 +388,7 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
             human(max),
             s.longest_id
                 .as_ref()
-                .map(|id| format!(" (id={})", id_key(id)))
+                .map(|id| format!(" (id={})", printable(&id_key(id))))
                 .unwrap_or_default()
         )?,
         _ => writeln!(out, "  runtime           no run ended well yet")?,
@@ -424,7 +431,7 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
     )?;
     for f in &s.listed {
         let why = match (&f.basis, f.conclusive, f.heartbeat_age_s) {
-            (Some(b), true, _) => format!(" ({b})"),
+            (Some(b), true, _) => format!(" ({})", printable(b)),
             (None, true, _) => " (on conclusive evidence)".into(),
             (_, false, Some(a)) => format!(" on a heartbeat {} old", human(a)),
             (_, false, None) => String::new(),
@@ -432,13 +439,13 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
         writeln!(
             out,
             "    id={} {} after {}: marked {}{why}{} ({})",
-            id_key(&f.id),
-            f.status,
+            printable(&id_key(&f.id)),
+            printable(&f.status),
             f.runtime_s.map_or_else(|| "?".into(), human),
-            f.verdict,
+            printable(&f.verdict),
             f.marked_at
                 .as_deref()
-                .map(|t| format!(" at {t}"))
+                .map(|t| format!(" at {}", printable(t)))
                 .unwrap_or_default(),
             match f.source {
                 analysis::Source::Journal => "journal",

@@ -17,8 +17,15 @@
 //! Within an option file, later values win; `password` written without a value means no
 //! password (the mysql client would prompt; cron cannot answer).
 //!
-//! I/O: reads the password file and the option files. The password is kept out of every
-//! `Debug`, `Display` and error message.
+//! [`exposed_secrets`] finds the files holding a password that every user on the host can
+//! read (a world-readable `password_file`, an option file with a password, a configuration
+//! file whose URL holds one, reachable through directories others may search); `check`
+//! warns of them in a run that prints anyway, `doctor` always. `640 root:GROUP`, group
+//! readable only, is the layout the package recommends and is never warned about.
+//!
+//! I/O: reads the password file and the option files (and the modes of the files and
+//! directories holding a password). The password is kept out of every `Debug`, `Display`
+//! and error message.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -127,6 +134,8 @@ pub struct Credentials {
     pub notes: Vec<String>,
     /// Where `password` was written without a value (so none is sent), for `describe`.
     bare_password: Option<Source>,
+    /// Option files that hold a password (used or not), for [`exposed_secrets`].
+    password_files: Vec<PathBuf>,
 }
 
 impl fmt::Debug for Credentials {
@@ -325,8 +334,17 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
             .find(|p| Path::new(p).exists())
             .map(|p| set(p.to_string(), Source::Default)),
     };
+    let mut password_files: Vec<PathBuf> = Vec::new();
     if let Some(set) = &options {
         notes.extend(set.notes.iter().cloned());
+        for o in &set.options {
+            if o.key == "password"
+                && o.value.as_deref().is_some_and(|v| !v.is_empty())
+                && !password_files.contains(&o.file)
+            {
+                password_files.push(o.file.clone());
+            }
+        }
     }
     Ok(Credentials {
         url,
@@ -338,7 +356,132 @@ pub fn resolve(db: &Database, inputs: &Inputs) -> Result<Credentials> {
         option_files: options.map(|o| o.files).unwrap_or_default(),
         notes,
         bare_password,
+        password_files,
     })
+}
+
+/// What holds a password, as the configuration names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretHolder {
+    PasswordFile,
+    DefaultsFile,
+    /// An option file that `defaults_file` includes.
+    IncludedBy(PathBuf),
+    /// An option file read without `defaults_file` (`~/.my.cnf`).
+    OptionFile,
+    /// The configuration file, whose `database.url` holds the password.
+    Configuration,
+}
+
+/// A file holding the database password that every user on this host can read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExposedSecret {
+    pub holder: SecretHolder,
+    pub path: PathBuf,
+    /// The file's permission bits (`0o644`).
+    pub mode: u32,
+}
+
+impl ExposedSecret {
+    /// `database.password_file /etc/selfheal/db-password is readable by every user (mode
+    /// 0644): anyone on this host can read the database password`
+    pub fn message(&self) -> String {
+        let p = self.path.display();
+        let what = match &self.holder {
+            SecretHolder::PasswordFile => format!("database.password_file {p}"),
+            SecretHolder::DefaultsFile => {
+                format!("database.defaults_file {p} holds a password and")
+            }
+            SecretHolder::IncludedBy(d) => format!(
+                "option file {p} (included by database.defaults_file {}) holds a password and",
+                d.display()
+            ),
+            SecretHolder::OptionFile => format!("option file {p} holds a password and"),
+            SecretHolder::Configuration => {
+                format!("the configuration file {p} holds a password in database.url and")
+            }
+        };
+        format!(
+            "{what} is readable by every user (mode {:04o}): anyone on this host can read \
+             the database password",
+            self.mode
+        )
+    }
+
+    /// `chmod o-r FILE`, and the recommended layout: 640, owner root, the group selfheal
+    /// runs as reading it.
+    pub fn fix(&self) -> String {
+        let p = self.path.display();
+        let mut fix = format!(
+            "chmod o-r {p} (chmod 640 {p} with owner root and group {} is the recommended \
+             layout: root writes it, the user selfheal runs as reads it)",
+            crate::fix::reader_group()
+        );
+        if self.holder == SecretHolder::Configuration {
+            fix.push_str("; or move the password into database.password_file");
+        }
+        fix
+    }
+}
+
+/// The files holding a password of `db` that every user can read: its `password_file`, the
+/// option files with a password (`defaults_file`, what it includes, or the `~/.my.cnf`
+/// read in its stead), and `config_file` when the URL in it holds a password. Readable by
+/// every user means the file's `o+r` bit and every directory above it searchable by
+/// others (`o+x`): a world-readable file inside a directory of mode 0750 is safe. A file
+/// that cannot be looked at is left to the run that reads it (which says so). Group
+/// read (`640 root:www-data`) is fine. SQLite has no password.
+pub fn exposed_secrets(
+    db: &Database,
+    config_file: Option<&Path>,
+    inputs: &Inputs,
+) -> Vec<ExposedSecret> {
+    if !matches!(db.url, DbUrl::Mysql(_)) {
+        return Vec::new();
+    }
+    let mut files: Vec<(SecretHolder, PathBuf)> = Vec::new();
+    if db.url.has_password()
+        && let Some(c) = config_file
+    {
+        files.push((SecretHolder::Configuration, c.to_path_buf()));
+    }
+    if let Some(p) = &db.password_file {
+        files.push((SecretHolder::PasswordFile, p.clone()));
+    }
+    if let Ok(c) = resolve(db, inputs) {
+        for f in c.password_files {
+            let holder = match &db.defaults_file {
+                Some(d) if *d == f => SecretHolder::DefaultsFile,
+                Some(d) => SecretHolder::IncludedBy(d.clone()),
+                None => SecretHolder::OptionFile,
+            };
+            files.push((holder, f));
+        }
+    }
+    files
+        .into_iter()
+        .filter_map(|(holder, path)| {
+            let mode = readable_by_everyone(&path)?;
+            Some(ExposedSecret { holder, path, mode })
+        })
+        .collect()
+}
+
+/// The file's permission bits when every user can read it: `o+r` on the file (links
+/// followed) and `o+x` on every directory above it.
+fn readable_by_everyone(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let real = std::fs::canonicalize(path).ok()?;
+    let meta = std::fs::metadata(&real).ok()?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if !meta.is_file() || mode & 0o004 == 0 {
+        return None;
+    }
+    let searchable = real
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    searchable.then_some(mode)
 }
 
 #[cfg(test)]
@@ -490,6 +633,64 @@ mod tests {
             "{}",
             c.describe()
         );
+    }
+
+    #[test]
+    fn secrets_every_user_can_read_are_found_and_group_read_is_fine() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
+        };
+        mode(dir.path(), 0o755);
+        let pwf = write(dir.path(), "pw", "secret\n");
+        let cnf = write(dir.path(), "app.cnf", "[client]\npassword = other\n");
+        let conf = write(dir.path(), "selfheal.toml", "");
+        let found = |url: &str| {
+            exposed_secrets(
+                &db(url, Some(&cnf), Some(&pwf)),
+                Some(&conf),
+                &inputs(dir.path()),
+            )
+        };
+        assert_eq!(found("mysql://u:p@h/appdb"), Vec::new(), "all 0600");
+        for f in [&pwf, &cnf, &conf] {
+            mode(f, 0o644);
+        }
+        let all = found("mysql://u:p@h/appdb");
+        let holders: Vec<_> = all.iter().map(|s| (&s.holder, s.mode)).collect();
+        assert_eq!(
+            holders,
+            vec![
+                (&SecretHolder::Configuration, 0o644),
+                (&SecretHolder::PasswordFile, 0o644),
+                (&SecretHolder::DefaultsFile, 0o644),
+            ]
+        );
+        assert!(
+            all[1].message().contains("(mode 0644)"),
+            "{}",
+            all[1].message()
+        );
+        assert!(
+            all[1]
+                .fix()
+                .starts_with(&format!("chmod o-r {}", pwf.display()))
+        );
+        // No password in the URL: the configuration file is no secret.
+        assert_eq!(found("mysql://u@h/appdb").len(), 2);
+        // Group read, or a directory others cannot search: nobody else reads them.
+        for f in [&pwf, &cnf, &conf] {
+            mode(f, 0o640);
+        }
+        assert_eq!(found("mysql://u:p@h/appdb"), Vec::new());
+        for f in [&pwf, &cnf, &conf] {
+            mode(f, 0o644);
+        }
+        mode(dir.path(), 0o750);
+        assert_eq!(found("mysql://u:p@h/appdb"), Vec::new());
+        // SQLite has no password.
+        mode(dir.path(), 0o755);
+        assert_eq!(found("sqlite:///tmp/app.db"), Vec::new());
     }
 
     #[test]

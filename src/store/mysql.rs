@@ -1165,6 +1165,22 @@ mod tests {
             assert!(name.len() <= 64 && name.len() > 64 - 4, "{name}");
             assert!(name.starts_with("selfheal/d") || name.starts_with("selfheal/数"));
         }
+        // Cut inside a character at byte 47 (`名` spans 45..48): the head stops before it,
+        // the name stays the same run after run, and two databases that share the head
+        // still take two locks.
+        let db = "selfheal_x测试_数据库_多字节名称";
+        assert!(!format!("selfheal/{db}/full-sync-nightly").is_char_boundary(47));
+        let name = advisory_name(db, "full-sync-nightly", None);
+        assert_eq!(name, advisory_name(db, "full-sync-nightly", None));
+        assert!(
+            name.starts_with("selfheal/selfheal_x测试_数据库_多字节#"),
+            "{name}"
+        );
+        assert!(name.len() <= 64 && name.chars().count() <= 64);
+        assert_ne!(
+            name,
+            advisory_name(&format!("{db}2"), "full-sync-nightly", None)
+        );
     }
 
     #[test]
