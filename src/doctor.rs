@@ -529,8 +529,11 @@ fn parked_times(
     manual: &str,
 ) -> std::collections::HashMap<(String, String), (String, Option<i64>)> {
     let mut at = std::collections::HashMap::new();
-    let path = cfg.run.state_dir.join(crate::journal::JOURNAL_FILE);
-    let _ = crate::journal::read(&path, &mut |e| {
+    let Some(db) = &cfg.database else {
+        return at;
+    };
+    let db = crate::journal::DatabaseId::of(db);
+    let _ = crate::journal::read_all(&cfg.run.state_dir, &db, &mut |e| {
         if e.watch == w.name && e.applied && e.to == manual {
             let secs = chrono::DateTime::parse_from_rfc3339(&e.time)
                 .ok()

@@ -32,7 +32,7 @@ use crate::decide::{Action, Confirmation, Hold};
 use crate::error::{Error, Result};
 use crate::evidence::{self, gather};
 use crate::host::Host;
-use crate::journal::{IntentsHeader, JournalEntry, RowId, RunId, Writer};
+use crate::journal::{JournalEntry, Origin, RowId, RunId, Writer};
 use crate::probe::LockTable;
 use crate::release::Release;
 use crate::report::RowReport;
@@ -52,6 +52,8 @@ pub(super) struct Ctx<'a> {
     pub host: &'a Host,
     pub hold: Option<Hold>,
     pub run: &'a RunId,
+    /// The configuration and database the entries and intents carry.
+    pub origin: &'a Origin,
 }
 
 /// One watch's writes.
@@ -99,17 +101,14 @@ impl Batch<'_> {
         // The journal must be writable before the first change is made.
         let jw = match writer {
             Some(jw) => jw,
-            None => writer.insert(Writer::open(ctx.state_dir)?),
+            None => writer.insert(Writer::open(ctx.state_dir, ctx.origin.clone())?),
         };
         let intents: Vec<(usize, String)> =
             (0..rows.len()).map(|i| (i, ctx.run.change())).collect();
-        let header = IntentsHeader {
-            run: ctx.run.as_str().to_string(),
-            journal_offset: jw.journal.end_offset()?,
-            session: store.session(),
-            time: now_rfc3339(),
-        };
-        jw.pending.write(
+        let header = ctx
+            .origin
+            .header(ctx.run.as_str(), store.session(), now_rfc3339());
+        jw.pending.begin(
             &header,
             &mut intents.iter().map(|(i, change)| {
                 let (row, report) = &rows[*i];
@@ -491,6 +490,7 @@ fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -
         time: now_rfc3339(),
         host: ctx.host.name.clone(),
         owner_host: r.owner_host.clone(),
+        database: Some(ctx.origin.database.clone()),
         watch: r.watch.clone(),
         table: ctx.w.table.to_string(),
         id: RowId::from(&r.id),

@@ -41,7 +41,7 @@ use crate::decide::{Action, Hold};
 use crate::error::{Error, Result, exit};
 use crate::evidence::thresholds;
 use crate::host::Host;
-use crate::journal::{Pending, RowId, RunId, Writer};
+use crate::journal::{Origin, Pending, RowId, RunId, Writer};
 use crate::remind::Reminder;
 use crate::report::{Parked, Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, RunningRow, Schema, Store};
@@ -276,6 +276,8 @@ struct Run<'a> {
     /// Holds back everything not conclusive (the clocks disagree).
     hold: Option<Hold>,
     id: RunId,
+    /// The configuration and database this run's journal entries and intents carry.
+    origin: Origin,
     /// Opened before the run's first change (or to settle a stopped run's intents).
     writer: Option<Writer>,
     /// The confirmation counts, when a watch of the run needs them.
@@ -312,6 +314,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         cfg,
         opts,
         id: RunId::new(&host),
+        origin: Origin::of(cfg, db),
         host,
         clocks,
         hold,
@@ -319,7 +322,9 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         tally,
     };
     if !opts.dry_run && Pending::left_behind(&cfg.run.state_dir) {
-        let jw = run.writer.insert(Writer::open(&cfg.run.state_dir)?);
+        let jw = run
+            .writer
+            .insert(Writer::open(&cfg.run.state_dir, run.origin.clone())?);
         for msg in crate::recovery::settle(cfg, store.as_mut(), jw)? {
             out.warn(msg);
         }
@@ -588,6 +593,7 @@ fn write_and_report(
             host: &run.host,
             hold: swept.hold,
             run: &run.id,
+            origin: &run.origin,
         };
         let mut b = Batch {
             ctx,

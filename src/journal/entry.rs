@@ -8,9 +8,81 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::{Database, DbUrl};
 use crate::decide::{Action, Hold, Verdict};
 use crate::evidence::Record;
 use crate::store::SqlValue;
+
+/// Which database a change was made in: the scheme and where the database is (host and
+/// database name, or the SQLite file), never a user or a password. Entries written before
+/// it was recorded lack it and are taken as the configured database's
+/// ([`DatabaseId::owns`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DatabaseId {
+    /// `mysql` (also for `mariadb://` URLs) or `sqlite`.
+    pub scheme: String,
+    /// MySQL: the host (and port) as the URL names it; empty when an option file or the
+    /// socket supplies it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// MySQL: the database name as the URL names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// SQLite: the file, made absolute.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+impl DatabaseId {
+    /// The configured database's identity.
+    pub fn of(db: &Database) -> DatabaseId {
+        match &db.url {
+            DbUrl::Sqlite(p) => DatabaseId {
+                scheme: "sqlite".into(),
+                path: Some(
+                    std::path::absolute(p)
+                        .unwrap_or_else(|_| p.clone())
+                        .display()
+                        .to_string(),
+                ),
+                ..DatabaseId::default()
+            },
+            DbUrl::Mysql(u) => {
+                let rest = u.strip_prefix("mysql://").unwrap_or(u);
+                let rest = rest.split(['?', '#']).next().unwrap_or_default();
+                let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+                // Everything up to the last `@` is the user and password: never kept.
+                let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+                DatabaseId {
+                    scheme: "mysql".into(),
+                    host: Some(host.to_string()),
+                    name: Some(path.trim_end_matches('/').to_string()),
+                    path: None,
+                }
+            }
+        }
+    }
+
+    /// Whether an entry recorded with `entry` belongs to this database: the same one, or
+    /// none recorded (written before the database was).
+    pub fn owns(&self, entry: Option<&DatabaseId>) -> bool {
+        entry.is_none_or(|d| d == self)
+    }
+
+    /// `mysql://db1:3306/app`, `sqlite:///var/lib/app.db`, for messages.
+    pub fn describe(&self) -> String {
+        match (&self.path, &self.host, &self.name) {
+            (Some(p), _, _) => format!("{}://{p}", self.scheme),
+            (None, h, n) => format!(
+                "{}://{}/{}",
+                self.scheme,
+                h.as_deref().unwrap_or_default(),
+                n.as_deref().unwrap_or_default()
+            ),
+        }
+    }
+}
 
 /// A row id as the journal holds it: a JSON number, or text for any other id type.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -73,6 +145,9 @@ pub struct JournalEntry {
     /// was recorded lack it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_host: Option<String>,
+    /// The database the row is in. Lines written before it was recorded lack it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseId>,
     pub watch: String,
     pub table: String,
     pub id: RowId,
@@ -122,6 +197,7 @@ impl Default for JournalEntry {
             time: String::new(),
             host: String::new(),
             owner_host: None,
+            database: None,
             watch: String::new(),
             table: String::new(),
             id: RowId::Null,
@@ -213,11 +289,52 @@ mod tests {
         assert_eq!((old.started, old.verdict), (None, Verdict::Overtime));
         assert_eq!(old.time, "");
         let newer: JournalEntry =
-            serde_json::from_str(r#"{"watch":"w","id":7,"database":{"scheme":"mysql"}}"#)
+            serde_json::from_str(r#"{"watch":"w","id":7,"origin":{"scheme":"mysql"}}"#)
                 .expect("newer");
         assert_eq!(newer.id.key(), "7");
         // A value of the wrong type is not an entry.
         assert!(serde_json::from_str::<JournalEntry>(r#"{"watch":"w","verdict":"gone"}"#).is_err());
+    }
+
+    #[test]
+    fn the_database_is_named_without_user_or_password() {
+        let id = |url: &str| {
+            DatabaseId::of(&Database {
+                url: DbUrl::parse(url).expect("url"),
+                defaults_file: None,
+                password_file: None,
+                timezone: None,
+            })
+        };
+        let m = id("mysql://app:s3cret@db1:3306/appdb?socket=/run/mysqld/mysqld.sock");
+        assert_eq!(
+            (
+                m.scheme.as_str(),
+                m.host.as_deref(),
+                m.name.as_deref(),
+                m.path.as_deref()
+            ),
+            ("mysql", Some("db1:3306"), Some("appdb"), None)
+        );
+        let line = String::from_utf8(to_line(&m).expect("line")).expect("utf8");
+        assert_eq!(
+            line,
+            "{\"host\":\"db1:3306\",\"name\":\"appdb\",\"scheme\":\"mysql\"}\n"
+        );
+        assert_eq!(m.describe(), "mysql://db1:3306/appdb");
+        assert_eq!(id("mariadb://app@db1:3306/appdb"), m);
+        assert_ne!(id("mysql://app@db1:3306/other"), m);
+        let s = id("sqlite:///var/lib/app/app.db");
+        assert_eq!(s.path.as_deref(), Some("/var/lib/app/app.db"));
+        assert_eq!(s.describe(), "sqlite:///var/lib/app/app.db");
+        assert!(s.owns(None) && s.owns(Some(&s)) && !s.owns(Some(&m)));
+        let e = JournalEntry {
+            database: Some(s.clone()),
+            ..JournalEntry::default()
+        };
+        let back: JournalEntry =
+            serde_json::from_slice(&to_line(&e).expect("line")).expect("entry");
+        assert_eq!(back.database, Some(s));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! Every change has an id (`change`), and goes through `state_dir/pending.jsonl` first:
 //! before a watch's first compare-and-set, the entries it may write are put there as
-//! intents and flushed to disk ([`Pending::write`]); each applied change is then appended
+//! intents and flushed to disk ([`Pending::begin`]); each applied change is then appended
 //! to the journal with one `write(2)` right after its compare-and-set, the journal is
 //! flushed once after the watch's writes ([`Journal::sync`]), and the intents are cleared.
 //! A run killed anywhere in between (even between a compare-and-set and its journal line)
@@ -12,31 +12,66 @@
 //! then, marked `recovered`. So the journal lists every applied change exactly once, and
 //! two flushes per watch replace one per row.
 //!
-//! A crash mid-write can leave a last line cut in half. Writers and readers both survive
-//! it: [`Journal::open`] ends such a line before appending, so the next entry starts on a
-//! line of its own, and [`read`] skips every line that is not one whole journal entry,
-//! reporting where, instead of failing or silently losing the rest.
+//! Every entry names the database it was made in ([`DatabaseId`]: scheme, host and
+//! database name, or the SQLite file; never a user or password): `stats`, `doctor` and
+//! recovery use only entries of the configured database ([`read_all`]), so two
+//! configurations sharing a state directory never read each other's rows. Entries written
+//! before the database was recorded are taken as the configured database's.
+//!
+//! **Rotation.** A run that opens the journal at [`ROTATE_AT`] bytes or more first renames
+//! it to `journal.jsonl.1` (the older generations move up to `.2` and `.3`; the oldest is
+//! dropped), through [`crate::fsafe`]: disk use stays below about
+//! `(GENERATIONS + 1) × ROTATE_AT` plus one run's entries. [`read_all`] reads every
+//! generation, oldest first. Recovery finds entries by change id in every generation
+//! ([`journaled`]), never by file offset, so a rotation between a stopped run and the run
+//! that settles it loses nothing.
+//!
+//! **Damage.** A crash mid-write can leave a last line cut in half, and anything may be in
+//! a file on disk. Writers and readers both survive it: [`Journal::open`] ends such a line
+//! before appending, so the next entry starts on a line of its own, and the readers skip
+//! every line that is not one whole journal entry (cut short, not JSON, not UTF-8, longer
+//! than [`MAX_LINE`] — the rest of an overlong line is skipped without being held),
+//! counting them for one warning per file instead of failing or silently losing the rest.
+//! Memory stays bounded: lines are read one at a time, a report keeps counts and at most
+//! [`EXAMPLES`] examples, and [`read_all`] reads at most the last [`READ_AT_MOST`] bytes
+//! of each generation (only a file that grew before rotation existed, or that something
+//! else wrote, is larger).
 //!
 //! Every line is a [`JournalEntry`] (`entry.rs`), and the journal is read back only as
 //! such, so its format is fixed in one place and never follows `--format json` by accident.
-//! Files are opened through [`crate::state`].
+//! Files are opened through [`crate::state`]; the rotation renames through
+//! [`crate::fsafe`].
 
 mod entry;
 mod pending;
 
+use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-pub use entry::{JournalEntry, RowId};
-pub use pending::{IntentsHeader, Left, PENDING_FILE, Pending};
+pub use entry::{DatabaseId, JournalEntry, RowId};
+pub use pending::{
+    Group, IntentsHeader, Left, Origin, PENDING_FILE, Pending, parse as parse_intents,
+};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::state::{self, Access, StateFile};
 
 pub const JOURNAL_FILE: &str = "journal.jsonl";
+
+/// The journal is rotated when a run opens it at this size or more (8 MiB: some 10,000
+/// changes).
+pub const ROTATE_AT: u64 = 8 << 20;
+
+/// Rotated generations kept: `journal.jsonl.1` (the newest) to `journal.jsonl.3`.
+pub const GENERATIONS: u32 = 3;
+
+/// [`read_all`] reads at most this many bytes of each generation: its end.
+pub const READ_AT_MOST: u64 = 2 * ROTATE_AT;
 
 const FILE: StateFile = StateFile {
     name: JOURNAL_FILE,
@@ -48,7 +83,19 @@ const FILE: StateFile = StateFile {
 
 /// Lines longer than this are not journal entries (an entry is well under 4 KiB); they are
 /// skipped without being held in memory.
-const MAX_LINE: usize = 1 << 20;
+pub const MAX_LINE: usize = 1 << 20;
+
+/// How many damaged lines a report describes (all are counted).
+pub const EXAMPLES: usize = 5;
+
+/// The name of generation `n`: `journal.jsonl` for 0, `journal.jsonl.N` after it.
+pub fn generation(n: u32) -> String {
+    if n == 0 {
+        JOURNAL_FILE.to_string()
+    } else {
+        format!("{JOURNAL_FILE}.{n}")
+    }
+}
 
 #[derive(Debug)]
 pub struct Journal {
@@ -57,10 +104,20 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Opens (creating the directory and file if needed) for appending. A last line cut
-    /// by a crash is ended first, so it damages only itself.
+    /// Opens (creating the directory and file if needed) for appending, rotating it first
+    /// when it has reached [`ROTATE_AT`]. A last line cut by a crash is ended first, so it
+    /// damages only itself.
     pub fn open(state_dir: &Path) -> Result<Journal> {
-        let (mut file, path) = state::open(state_dir, &FILE, Access::Append)?;
+        let (mut file, mut path) = state::open(state_dir, &FILE, Access::Append)?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(&path, "reading the journal", e))?
+            .len();
+        if len >= ROTATE_AT {
+            drop(file);
+            rotate(state_dir)?;
+            (file, path) = state::open(state_dir, &FILE, Access::Append)?;
+        }
         let cut =
             ends_mid_line(&mut file).map_err(|e| Error::io(&path, "reading the journal", e))?;
         if cut {
@@ -88,17 +145,30 @@ impl Journal {
             .map_err(|e| Error::io(&self.path, "writing the journal", e))
     }
 
-    /// The journal's length in bytes now (where the next entry will start).
-    pub fn end_offset(&self) -> Result<u64> {
-        self.file
-            .metadata()
-            .map(|m| m.len())
-            .map_err(|e| Error::io(&self.path, "reading the journal", e))
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// `journal.jsonl.2` → `.3`, `.1` → `.2`, `journal.jsonl` → `.1` (each `renameat` in the
+/// state directory reached by [`crate::fsafe`] and checked private ([`state::dir`]),
+/// replacing the oldest), then the directory flushed. A run still appending to the old file (another configuration sharing the
+/// directory) goes on writing into `.1`, which is read like the rest.
+fn rotate(state_dir: &Path) -> Result<()> {
+    let action = "rotating the journal";
+    let dir = state::dir(state_dir)?;
+    for n in (0..GENERATIONS).rev() {
+        let from = generation(n);
+        let from = OsStr::new(&from);
+        match dir.stat_at(from) {
+            Ok(Some(_)) => {}
+            Ok(None) => continue,
+            Err(e) => return Err(Error::fsafe(e, action)),
+        }
+        dir.rename(from, OsStr::new(&generation(n + 1)))
+            .map_err(|e| Error::fsafe(e, action))?;
+    }
+    dir.sync().map_err(|e| Error::fsafe(e, action))
 }
 
 /// True when a regular, non-empty file does not end with a newline.
@@ -113,131 +183,158 @@ fn ends_mid_line(file: &mut File) -> std::io::Result<bool> {
     Ok(last[0] != b'\n')
 }
 
-/// Reads the journal's entries from byte `offset` on (from the start when the file is now
-/// shorter than that: it was rotated), handing each whole entry to `each`.
-pub fn read_from(path: &Path, offset: u64, each: &mut dyn FnMut(JournalEntry)) -> Result<()> {
-    let mut file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(path, "opening the journal", e)),
-    };
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io(path, "reading the journal", e))?
-        .len();
-    let start = if offset <= len { offset } else { 0 };
-    file.seek(SeekFrom::Start(start))
-        .map_err(|e| Error::io(path, "reading the journal", e))?;
-    let mut reader = BufReader::new(file);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let (ended, too_long) = read_line(&mut reader, &mut buf)
-            .map_err(|e| Error::io(path, "reading the journal", e))?;
-        if buf.is_empty() && !ended && !too_long {
-            return Ok(());
-        }
-        if !too_long && let Ok(e) = serde_json::from_slice::<JournalEntry>(&buf) {
-            each(e);
-        }
-        if !ended {
-            return Ok(());
-        }
-    }
-}
-
 /// A line of the journal that was skipped, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Damaged {
-    /// 1-based line number.
+    /// 1-based line number (counted from where reading started).
     pub line: u64,
     pub why: String,
 }
 
-/// What reading the journal found besides its entries.
+/// What reading one journal file found besides the entries it handed on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadReport {
     /// The file does not exist (no change was ever journaled here).
     pub missing: bool,
+    /// Whole entries read (those of another database included).
     pub entries: u64,
-    pub damaged: Vec<Damaged>,
+    /// Entries of another database, not handed on ([`read_all`]).
+    pub other_database: u64,
+    /// Damaged lines skipped.
+    pub damaged: u64,
+    /// The first [`EXAMPLES`] of them.
+    pub examples: Vec<Damaged>,
+    /// Bytes at the start of the file that were not read ([`READ_AT_MOST`]).
+    pub not_read: u64,
 }
 
 impl ReadReport {
-    /// One warning line for the damaged lines, if any.
+    fn damage(&mut self, line: u64, why: impl FnOnce() -> String) {
+        self.damaged += 1;
+        if self.examples.len() < EXAMPLES {
+            self.examples.push(Damaged { line, why: why() });
+        }
+    }
+
+    /// One warning line for the damaged lines and the part not read, if any.
     pub fn warning(&self, path: &Path) -> Option<String> {
-        let first = self.damaged.first()?;
-        let lines: Vec<String> = self
-            .damaged
-            .iter()
-            .take(5)
-            .map(|d| d.line.to_string())
-            .collect();
-        Some(format!(
-            "{}: skipped {} damaged line{} (line {}{}; first: {}); the rest was read",
-            path.display(),
-            self.damaged.len(),
-            if self.damaged.len() == 1 { "" } else { "s" },
-            lines.join(", "),
-            if self.damaged.len() > 5 { ", …" } else { "" },
-            first.why
-        ))
+        let mut parts = Vec::new();
+        if let Some(first) = self.examples.first() {
+            let lines: Vec<String> = self.examples.iter().map(|d| d.line.to_string()).collect();
+            parts.push(format!(
+                "skipped {} damaged line{} (line {}{}; first: {})",
+                self.damaged,
+                if self.damaged == 1 { "" } else { "s" },
+                lines.join(", "),
+                if self.damaged > EXAMPLES as u64 {
+                    ", …"
+                } else {
+                    ""
+                },
+                first.why
+            ));
+        }
+        if self.not_read > 0 {
+            parts.push(format!(
+                "read only its last {} MiB, not the {} bytes before them (the journal rotates \
+                 at {} MiB; this file grew before it did)",
+                READ_AT_MOST >> 20,
+                self.not_read,
+                ROTATE_AT >> 20
+            ));
+        }
+        (!parts.is_empty()).then(|| {
+            format!(
+                "{}: {}; the rest was read",
+                path.display(),
+                parts.join("; ")
+            )
+        })
     }
 }
 
 /// Reads the journal at `path` line by line, handing every whole entry to `each`.
 /// Damaged lines (cut by a crash, not JSON, not an entry, not UTF-8, absurdly long) are
-/// skipped and listed in the report. A missing file is an empty journal.
+/// skipped and counted in the report. A missing file is an empty journal.
 pub fn read(path: &Path, each: &mut dyn FnMut(JournalEntry)) -> Result<ReadReport> {
-    let mut report = ReadReport::default();
+    read_file(path, None, each)
+}
+
+/// [`read`], of at most the last `at_most` bytes (from the first line that starts in
+/// them).
+fn read_file(
+    path: &Path,
+    at_most: Option<u64>,
+    each: &mut dyn FnMut(JournalEntry),
+) -> Result<ReadReport> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            report.missing = true;
-            return Ok(report);
+            return Ok(ReadReport {
+                missing: true,
+                ..ReadReport::default()
+            });
         }
         Err(e) => return Err(Error::io(path, "opening the journal", e)),
     };
+    let io = |e| Error::io(path, "reading the journal", e);
+    let len = file.metadata().map_err(io)?.len();
+    let start = at_most.map_or(0, |max| len.saturating_sub(max));
     let mut reader = BufReader::new(file);
+    if start > 0 {
+        // Into the byte before: the line under way there is skipped whole, so a line that
+        // starts exactly at `start` is read.
+        reader.seek(SeekFrom::Start(start - 1)).map_err(io)?;
+        skip_line(&mut reader).map_err(io)?;
+    }
+    let mut report = read_entries(reader, each).map_err(io)?;
+    report.not_read = start;
+    Ok(report)
+}
+
+/// Skips to just after the next newline.
+fn skip_line(r: &mut impl BufRead) -> std::io::Result<()> {
+    let mut sink = Vec::new();
+    read_line(r, &mut sink, 0).map(|_| ())
+}
+
+/// Reads journal lines from `r`, handing every whole entry to `each`; the report counts
+/// what was skipped. Fails only when `r` does.
+pub fn read_entries(
+    r: impl Read,
+    each: &mut dyn FnMut(JournalEntry),
+) -> std::io::Result<ReadReport> {
+    let mut report = ReadReport::default();
+    let mut reader = BufReader::new(r);
     let mut buf = Vec::new();
     let mut line_no = 0u64;
     loop {
         buf.clear();
-        let (ended, too_long) = read_line(&mut reader, &mut buf)
-            .map_err(|e| Error::io(path, "reading the journal", e))?;
+        let (ended, too_long) = read_line(&mut reader, &mut buf, MAX_LINE)?;
         if buf.is_empty() && !ended && !too_long {
             break;
         }
         line_no += 1;
-        let damaged = |why: String| Damaged { line: line_no, why };
         if too_long {
-            report
-                .damaged
-                .push(damaged(format!("longer than {MAX_LINE} bytes")));
-            continue;
-        }
-        if buf.iter().all(u8::is_ascii_whitespace) {
-            if !ended {
-                break;
+            report.damage(line_no, || format!("longer than {MAX_LINE} bytes"));
+        } else if buf.iter().all(u8::is_ascii_whitespace) {
+            // A blank line: nothing lost.
+        } else {
+            match serde_json::from_slice::<serde_json::Value>(&buf) {
+                // Without a newline but whole: only the newline's write was cut. Take it.
+                Ok(v @ serde_json::Value::Object(_)) => match serde_json::from_value(v) {
+                    Ok(e) => {
+                        report.entries += 1;
+                        each(e);
+                    }
+                    Err(e) => report.damage(line_no, || format!("not a journal entry: {e}")),
+                },
+                Ok(_) => report.damage(line_no, || "not a JSON object".into()),
+                Err(e) if !ended || e.is_eof() => report.damage(line_no, || {
+                    "cut short (a crash while it was written?)".into()
+                }),
+                Err(e) => report.damage(line_no, || format!("not JSON: {e}")),
             }
-            continue;
-        }
-        match serde_json::from_slice::<serde_json::Value>(&buf) {
-            // Without a newline but whole: only the newline's write was cut. Take it.
-            Ok(v @ serde_json::Value::Object(_)) => match serde_json::from_value(v) {
-                Ok(e) => {
-                    report.entries += 1;
-                    each(e);
-                }
-                Err(e) => report
-                    .damaged
-                    .push(damaged(format!("not a journal entry: {e}"))),
-            },
-            Ok(_) => report.damaged.push(damaged("not a JSON object".into())),
-            Err(e) if !ended || e.is_eof() => report
-                .damaged
-                .push(damaged("cut short (a crash while it was written?)".into())),
-            Err(e) => report.damaged.push(damaged(format!("not JSON: {e}"))),
         }
         if !ended {
             break;
@@ -246,25 +343,35 @@ pub fn read(path: &Path, each: &mut dyn FnMut(JournalEntry)) -> Result<ReadRepor
     Ok(report)
 }
 
-/// Reads one line into `buf` (without the newline), keeping at most [`MAX_LINE`] bytes.
-/// Returns `(ended with a newline, was longer than MAX_LINE)`.
-fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<(bool, bool)> {
+/// Reads one line into `buf` (without the newline), keeping at most `max` bytes; the rest
+/// of a longer line is read past without being kept. Returns `(ended with a newline, was
+/// longer than max)`.
+pub(crate) fn read_line(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<(bool, bool)> {
     let mut too_long = false;
     loop {
-        let chunk = r.fill_buf()?;
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if chunk.is_empty() {
             return Ok((false, too_long));
         }
-        let (take, found) = match chunk.iter().position(|b| *b == b'\n') {
-            Some(i) => (i, true),
-            None => (chunk.len(), false),
+        let (line, found) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (chunk.get(..i).unwrap_or_default(), true),
+            None => (chunk, false),
         };
+        let take = line.len();
         if !too_long {
-            if buf.len() + take > MAX_LINE {
+            if buf.len() + take > max {
                 too_long = true;
                 buf.clear();
             } else {
-                buf.extend_from_slice(&chunk[..take]);
+                buf.extend_from_slice(line);
             }
         }
         r.consume(take + usize::from(found));
@@ -274,17 +381,102 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<(bool, 
     }
 }
 
+/// What [`read_all`] found in each generation, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct JournalRead {
+    pub files: Vec<(PathBuf, ReadReport)>,
+}
+
+impl JournalRead {
+    /// No generation exists.
+    pub fn missing(&self) -> bool {
+        self.files.iter().all(|(_, r)| r.missing)
+    }
+
+    /// Entries of the configured database handed on.
+    pub fn entries(&self) -> u64 {
+        self.files
+            .iter()
+            .map(|(_, r)| r.entries - r.other_database)
+            .sum()
+    }
+
+    pub fn other_database(&self) -> u64 {
+        self.files.iter().map(|(_, r)| r.other_database).sum()
+    }
+
+    pub fn damaged(&self) -> u64 {
+        self.files.iter().map(|(_, r)| r.damaged).sum()
+    }
+
+    /// One warning per file with damaged lines or a part not read.
+    pub fn warnings(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter_map(|(p, r)| r.warning(p))
+            .collect()
+    }
+}
+
+/// Reads every generation of the journal in `state_dir`, oldest first (at most the last
+/// [`READ_AT_MOST`] bytes of each), handing on the entries of the database `db` (and
+/// those that name none: written before the database was recorded).
+pub fn read_all(
+    state_dir: &Path,
+    db: &DatabaseId,
+    each: &mut dyn FnMut(JournalEntry),
+) -> Result<JournalRead> {
+    let mut read = JournalRead::default();
+    for n in (0..=GENERATIONS).rev() {
+        let path = state_dir.join(generation(n));
+        let mut other = 0u64;
+        let mut report = read_file(&path, Some(READ_AT_MOST), &mut |e| {
+            if db.owns(e.database.as_ref()) {
+                each(e);
+            } else {
+                other += 1;
+            }
+        })?;
+        report.other_database = other;
+        // An absent older generation is the usual case: not worth listing.
+        if n == 0 || !report.missing {
+            read.files.push((path, report));
+        }
+    }
+    Ok(read)
+}
+
+/// Which of the change ids `wanted` the journal lists, in any generation (each read
+/// whole: a stopped run's entries may be anywhere in them). Memory follows `wanted`.
+pub fn journaled(state_dir: &Path, wanted: &HashSet<String>) -> Result<HashSet<String>> {
+    let mut found = HashSet::new();
+    if wanted.is_empty() {
+        return Ok(found);
+    }
+    for n in (0..=GENERATIONS).rev() {
+        read_file(&state_dir.join(generation(n)), None, &mut |e| {
+            if wanted.contains(&e.change) {
+                found.insert(e.change);
+            }
+        })?;
+    }
+    Ok(found)
+}
+
 /// The journal and the intents file, opened before a run's first change.
 pub struct Writer {
     pub journal: Journal,
     pub pending: Pending,
+    /// The configuration and database the run's entries and intents are tagged with.
+    pub origin: Origin,
 }
 
 impl Writer {
-    pub fn open(state_dir: &Path) -> Result<Writer> {
+    pub fn open(state_dir: &Path, origin: Origin) -> Result<Writer> {
         Ok(Writer {
             journal: Journal::open(state_dir)?,
             pending: Pending::open(state_dir)?,
+            origin,
         })
     }
 }
@@ -332,7 +524,7 @@ mod tests {
         }
     }
 
-    fn read_all(path: &Path) -> (Vec<RowId>, ReadReport) {
+    fn read_all_of(path: &Path) -> (Vec<RowId>, ReadReport) {
         let mut v = Vec::new();
         let rep = read(path, &mut |e| v.push(e.id)).expect("read");
         (v, rep)
@@ -349,19 +541,19 @@ mod tests {
         let text = std::fs::read_to_string(&path).expect("read");
         let cut = text.len() - 12;
         std::fs::write(&path, &text[..cut]).expect("cut");
-        let (v, rep) = read_all(&path);
+        let (v, rep) = read_all_of(&path);
         assert_eq!(v, vec![RowId::Int(1)]);
-        assert_eq!(rep.damaged.len(), 1);
-        assert_eq!(rep.damaged[0].line, 2);
-        assert!(rep.damaged[0].why.contains("cut short"), "{rep:?}");
+        assert_eq!(rep.damaged, 1);
+        assert_eq!(rep.examples[0].line, 2);
+        assert!(rep.examples[0].why.contains("cut short"), "{rep:?}");
 
         let mut j = Journal::open(dir.path()).expect("reopen");
         j.append(&entry(3)).expect("append");
         drop(j);
-        let (v, rep) = read_all(&path);
+        let (v, rep) = read_all_of(&path);
         assert_eq!(v, vec![RowId::Int(1), RowId::Int(3)]);
         assert_eq!(rep.entries, 2);
-        assert_eq!(rep.damaged.len(), 1);
+        assert_eq!(rep.damaged, 1);
         assert!(
             rep.warning(&path)
                 .is_some_and(|w| w.contains("skipped 1 damaged line (line 2")),
@@ -374,7 +566,7 @@ mod tests {
     }
 
     #[test]
-    fn garbage_of_every_kind_is_skipped() {
+    fn garbage_of_every_kind_is_skipped_and_only_counted() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(JOURNAL_FILE);
         let mut bytes = Vec::new();
@@ -385,28 +577,122 @@ mod tests {
         bytes.extend_from_slice(b"{\"id\": 2}{\"id\": 3}\n");
         bytes.extend(std::iter::repeat_n(b'x', MAX_LINE + 10));
         bytes.extend_from_slice(b"\n{\"id\": 5, \"verdict\": \"gone\"}\n");
+        for _ in 0..100 {
+            bytes.extend_from_slice(b"{\"id\": \xc3\x28}\n");
+        }
         bytes.extend_from_slice(b"{\"id\": 4}");
         std::fs::write(&path, &bytes).expect("write");
-        let (v, rep) = read_all(&path);
+        let (v, rep) = read_all_of(&path);
         assert_eq!(v, vec![RowId::Int(1), RowId::Int(4)]);
-        let lines: Vec<u64> = rep.damaged.iter().map(|d| d.line).collect();
+        let lines: Vec<u64> = rep.examples.iter().map(|d| d.line).collect();
         assert_eq!(lines, vec![2, 4, 5, 6, 7], "{rep:?}");
-        assert!(rep.damaged[3].why.contains("longer than"), "{rep:?}");
+        assert_eq!(rep.damaged, 105);
+        assert!(rep.examples[3].why.contains("longer than"), "{rep:?}");
         assert!(
-            rep.damaged[4].why.contains("not a journal entry"),
+            rep.examples[4].why.contains("not a journal entry"),
             "{rep:?}"
         );
-        // Reading from an offset skips the same lines.
-        let mut from = Vec::new();
-        read_from(&path, 0, &mut |e| from.push(e.id)).expect("read_from");
-        assert_eq!(from, v);
+        let w = rep.warning(&path).expect("warning");
+        assert!(
+            w.contains("skipped 105 damaged lines (line 2, 4, 5, 6, 7, …"),
+            "{w}"
+        );
     }
 
     #[test]
     fn a_missing_journal_is_empty() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (v, rep) = read_all(&dir.path().join(JOURNAL_FILE));
+        let (v, rep) = read_all_of(&dir.path().join(JOURNAL_FILE));
         assert!(v.is_empty());
         assert!(rep.missing);
+    }
+
+    fn db(path: &str) -> DatabaseId {
+        DatabaseId {
+            scheme: "sqlite".into(),
+            path: Some(path.into()),
+            ..DatabaseId::default()
+        }
+    }
+
+    #[test]
+    fn the_journal_rotates_and_every_generation_is_read_by_database_and_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ours = db("/srv/a.db");
+        let change = |n: u64, d: Option<&DatabaseId>| JournalEntry {
+            change: format!("r/{n}"),
+            database: d.cloned(),
+            ..entry(i64::try_from(n).expect("n"))
+        };
+        // Generation after generation: each opened at ROTATE_AT moves up one.
+        let big = vec![b'x'; usize::try_from(ROTATE_AT).expect("size")];
+        for n in 0..5u64 {
+            let mut j = Journal::open(dir.path()).expect("open");
+            j.append(&change(n, Some(&ours))).expect("append");
+            j.append(&change(100 + n, Some(&db("/srv/b.db"))))
+                .expect("append");
+            j.append(&change(200 + n, None)).expect("append");
+            j.file.write_all(b"\n").expect("nl");
+            j.file.write_all(&big).expect("fill");
+            j.file.write_all(b"\n").expect("nl");
+        }
+        let names: Vec<bool> = (0..=GENERATIONS + 1)
+            .map(|n| dir.path().join(generation(n)).exists())
+            .collect();
+        assert_eq!(
+            names,
+            [true, true, true, true, false],
+            "three generations kept"
+        );
+        let mut seen = Vec::new();
+        let read = read_all(dir.path(), &ours, &mut |e| seen.push(e.change)).expect("read");
+        // The oldest (changes 0 and 200) was dropped; the rest, oldest first, this
+        // database's and the unmarked ones only.
+        assert_eq!(
+            seen,
+            [
+                "r/1", "r/201", "r/2", "r/202", "r/3", "r/203", "r/4", "r/204"
+            ]
+        );
+        assert_eq!((read.entries(), read.other_database()), (8, 4));
+        assert_eq!(
+            read.damaged(),
+            4,
+            "the filler line of each generation: longer than MAX_LINE"
+        );
+        let wanted: HashSet<String> = ["r/0", "r/1", "r/104", "r/204", "r/9"]
+            .iter()
+            .map(|s| (*s).to_string())
+            .collect();
+        let found = journaled(dir.path(), &wanted).expect("journaled");
+        let mut found: Vec<String> = found.into_iter().collect();
+        found.sort();
+        assert_eq!(found, ["r/1", "r/104", "r/204"]);
+    }
+
+    #[test]
+    fn only_the_end_of_an_overgrown_generation_is_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(JOURNAL_FILE);
+        let mut bytes = Vec::new();
+        let line = to_line_bytes(&entry(1));
+        let n = usize::try_from(READ_AT_MOST).expect("size") / line.len() + 10;
+        for _ in 0..n {
+            bytes.extend_from_slice(&line);
+        }
+        bytes.extend_from_slice(&to_line_bytes(&entry(2)));
+        std::fs::write(&path, &bytes).expect("write");
+        let mut count = 0u64;
+        let read = read_all(dir.path(), &db("/x"), &mut |_| count += 1).expect("read");
+        let (_, rep) = &read.files[0];
+        assert_eq!(rep.damaged, 0, "reading starts at a whole line");
+        assert!(rep.not_read > 0 && rep.not_read < 2 * line.len() as u64 * 10);
+        assert_eq!(count, read.entries());
+        assert!(count < n as u64 && count > n as u64 - 20, "{count} of {n}");
+        assert!(read.warnings()[0].contains("read only its last 16 MiB"));
+    }
+
+    fn to_line_bytes(e: &JournalEntry) -> Vec<u8> {
+        entry::to_line(e).expect("line")
     }
 }

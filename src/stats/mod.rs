@@ -3,8 +3,9 @@
 //! `max_age` that history supports (SPEC §9). The cheap form of the same lesson that
 //! `check` and `doctor` draw every time lives in [`crate::history`].
 //!
-//! I/O: reads the configuration, the journal (`state_dir/journal.jsonl`, damaged lines
-//! skipped with a warning) and, per watch, the finished rows, streamed once through an
+//! I/O: reads the configuration, the journal (every generation of `state_dir/journal.jsonl`,
+//! the entries of the configured database only, damaged lines counted in one warning per
+//! file; see [`crate::journal::read_all`]) and, per watch, the finished rows, streamed once through an
 //! exact histogram ([`histogram`]): memory follows the number of distinct runtimes, not
 //! the rows; the text output draws it ([`chart`]: log-scaled buckets, the current and
 //! suggested `max_age` and the longest run marked). Writes nothing anywhere; opens SQLite read-only. Judgement lives in
@@ -28,7 +29,7 @@ use crate::config::{self, Config, ConfigPath, Overrides, Watch, fmt_duration};
 use crate::error::{Error, Result, exit};
 use crate::escape::printable;
 use crate::history::{id_key, max_age_too_low, runtime};
-use crate::journal::{self, JOURNAL_FILE};
+use crate::journal::{self, DatabaseId, JOURNAL_FILE};
 use crate::report::Format;
 use crate::store::{self, FinishedRow, History, Store};
 
@@ -67,29 +68,36 @@ impl WatchReport {
     }
 }
 
-/// Reads the journal into per-watch marks, for the watches asked about only.
-fn read_marks(cfg: &Config, warnings: &mut Vec<String>) -> (HashMap<String, Marks>, Value) {
+/// Reads the journal (every generation, the entries of the configured database only)
+/// into per-watch marks, for the watches asked about only.
+fn read_marks(
+    cfg: &Config,
+    db: &DatabaseId,
+    warnings: &mut Vec<String>,
+) -> (HashMap<String, Marks>, Value) {
     let path = cfg.run.state_dir.join(JOURNAL_FILE);
     let mut marks: HashMap<String, Marks> = cfg
         .watches
         .iter()
         .map(|w| (w.name.clone(), Marks::new()))
         .collect();
-    let result = journal::read(&path, &mut |entry| {
-        if let Some((watch, id, m)) = Mark::from_entry(&entry)
-            && let Some(by_id) = marks.get_mut(&watch)
+    let result = journal::read_all(&cfg.run.state_dir, db, &mut |entry| {
+        if let Some(by_id) = marks.get_mut(&entry.watch)
+            && let Some((_, id, m)) = Mark::from_entry(&entry)
         {
             by_id.entry(id).or_default().push(m);
         }
     });
     let info = match result {
-        Ok(rep) => {
-            warnings.extend(rep.warning(&path));
+        Ok(read) => {
+            warnings.extend(read.warnings());
             json!({
                 "path": path.display().to_string(),
-                "present": !rep.missing,
-                "entries": rep.entries,
-                "damaged_lines": rep.damaged.len(),
+                "present": !read.missing(),
+                "files": read.files.iter().filter(|(_, r)| !r.missing).count(),
+                "entries": read.entries(),
+                "other_database_entries": read.other_database(),
+                "damaged_lines": read.damaged(),
             })
         }
         Err(e) => {
@@ -159,7 +167,7 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
     for w in &cfg.watches {
         schemas.push(store.schema(w)?);
     }
-    let (marks, journal_info) = read_marks(cfg, &mut warnings);
+    let (marks, journal_info) = read_marks(cfg, &DatabaseId::of(db), &mut warnings);
     for w in &cfg.watches {
         let mut rep = WatchReport {
             name: w.name.clone(),
