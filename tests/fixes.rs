@@ -169,7 +169,10 @@ fn as_the_selfheal_user_the_fixes_are_adduser_and_dpkg_reconfigure_and_they_work
         Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/maintainer-scripts/postinst");
     // The host: user selfheal (not in www-data), the cron line naming it, the package
     // installed, its state directory still www-data's.
+    // (A selfheal user this host already has, say from the package's own install test,
+    // would be found first: the test's host has only its own.)
     let setup = "set -e
+        sed -i '/^selfheal:/d' /etc/passwd /etc/group
         echo 'selfheal:x:990:990::/var/lib/selfheal:/usr/sbin/nologin' >>/etc/passwd
         echo 'selfheal:x:990:' >>/etc/group
         mkdir -p /etc/cron.d /usr/share/doc/selfheal
