@@ -1257,10 +1257,11 @@ fn existing_ancestor(p: &Path) -> Option<&Path> {
 
 fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
     let subject = "run lock";
-    // A link at its name or on the way, or another user's lock: check refuses it.
+    // Reached as check reaches it (src/runlock.rs): a link at its name or on the way, or
+    // another user's lock, is refused; an existing lock is opened read-write through the
+    // same walk, never by following a link (doctor runs as root too).
     let found = crate::fsafe::Dir::open_parent(path).and_then(|(d, name)| {
-        let st = d.stat_at(&name)?;
-        match st {
+        match d.stat_at(&name)? {
             Some(st) if st.kind == crate::fsafe::Kind::Symlink => {
                 Err(crate::fsafe::Error::FinalSymlink {
                     path: path.to_path_buf(),
@@ -1273,29 +1274,26 @@ fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
                     me: crate::fsafe::Who::me(),
                 })
             }
-            _ => Ok(()),
+            // Read-write, as check opens it (a read-only descriptor is not enough any
+            // more); the mode applies only if it vanished meanwhile, as check would
+            // create it.
+            Some(_) => d.open_rw(&name, 0o600).map(|_| true),
+            None => Ok(false),
         }
     });
     match found {
+        Ok(true) => return Finding::pass(subject, format!("{} is usable", path.display())),
         Err(e) if !e.is_not_found() && e.io_kind().is_none() => {
             return refused_finding(subject, e, "opening the run lock (run.lock_file)");
         }
-        _ => {}
-    }
-    if path.exists() {
-        // Read-write, as check opens it (a read-only descriptor is not enough any more).
-        let usable = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path);
-        return match usable {
-            Ok(_) => Finding::pass(subject, format!("{} is usable", path.display())),
-            Err(e) => Finding::fail(
+        Err(e) if !e.is_not_found() => {
+            return Finding::fail(
                 subject,
                 format!("{} cannot open {}: {e}", me(), path.display()),
                 lock_fix(path, state_dir),
-            ),
-        };
+            );
+        }
+        _ => {}
     }
     let dir = path.parent().unwrap_or(Path::new("/"));
     // The directory may not be there yet: a run creates the state directory first.
