@@ -187,19 +187,26 @@ pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
     try_lock(path)
 }
 
-/// Whether anyone holds a lock on `path`, asked of the kernel itself: a non-blocking
-/// exclusive `flock` on a read-only descriptor (released at once: unlocked, and the
-/// descriptor closed) and an `F_GETLK` test for a POSIX or OFD lock on the whole file.
-/// Got the flock and no POSIX lock in the way: [`Lock::Free`]; either refused:
-/// [`Lock::Held`] with no pid (the holder may not be visible from here). Never creates,
-/// truncates or deletes the file, and never blocks: anything but a regular file is
-/// unreadable, refused before the open where `stat` shows it, and opened `O_NONBLOCK`
-/// (a FIFO planted there would block a plain open until a writer came).
-pub fn try_lock(path: &Path) -> Lock {
+/// Why an evidence file could not be opened by [`open_regular`].
+#[derive(Debug)]
+pub enum NotOpened {
+    /// Nothing at that name.
+    Absent,
+    /// Something that is not a regular file (a FIFO, a device, a directory).
+    NotRegular,
+    /// Any other failure of the open or of the `fstat` after it.
+    Io(std::io::Error),
+}
+
+/// Opens the evidence file `path` to read it, following links as reading evidence does,
+/// and never blocking: anything but a regular file is refused before the open where `stat`
+/// already shows it, the open itself is `O_NONBLOCK|O_NOCTTY` (a FIFO planted there would
+/// block a plain open until a writer came), and the type is checked again on the open
+/// descriptor. Nothing is created or written.
+pub fn open_regular(path: &Path) -> Result<File, NotOpened> {
     use std::os::unix::fs::OpenOptionsExt;
-    let not_a_file = || Lock::Unreadable(format!("{}: not a regular file", path.display()));
     match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => return not_a_file(),
+        Ok(m) if !m.is_file() => return Err(NotOpened::NotRegular),
         _ => {}
     }
     let f = match File::options()
@@ -208,14 +215,32 @@ pub fn try_lock(path: &Path) -> Lock {
         .open(path)
     {
         Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Lock::Absent,
-        Err(e) => return Lock::Unreadable(format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(NotOpened::Absent),
+        Err(e) => return Err(NotOpened::Io(e)),
     };
     match f.metadata() {
-        Ok(m) if m.is_file() => {}
-        Ok(_) => return not_a_file(),
-        Err(e) => return Lock::Unreadable(format!("{}: {e}", path.display())),
+        Ok(m) if m.is_file() => Ok(f),
+        Ok(_) => Err(NotOpened::NotRegular),
+        Err(e) => Err(NotOpened::Io(e)),
     }
+}
+
+/// Whether anyone holds a lock on `path`, asked of the kernel itself: a non-blocking
+/// exclusive `flock` on a read-only descriptor (released at once: unlocked, and the
+/// descriptor closed) and an `F_GETLK` test for a POSIX or OFD lock on the whole file.
+/// Got the flock and no POSIX lock in the way: [`Lock::Free`]; either refused:
+/// [`Lock::Held`] with no pid (the holder may not be visible from here). Never creates,
+/// truncates or deletes the file, and never blocks ([`open_regular`]: anything but a
+/// regular file is unreadable).
+pub fn try_lock(path: &Path) -> Lock {
+    let f = match open_regular(path) {
+        Ok(f) => f,
+        Err(NotOpened::Absent) => return Lock::Absent,
+        Err(NotOpened::NotRegular) => {
+            return Lock::Unreadable(format!("{}: not a regular file", path.display()));
+        }
+        Err(NotOpened::Io(e)) => return Lock::Unreadable(format!("{}: {e}", path.display())),
+    };
     match f.try_lock() {
         Ok(()) => {
             let _ = f.unlock();

@@ -22,7 +22,7 @@
 //! user can see it.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -314,21 +314,11 @@ pub fn open_by(id: FileId) -> Vec<OpenBy> {
     out
 }
 
-/// Opens the lock file at `path` to read it, following links as reading evidence does,
-/// and never blocking: `None` unless it is a regular file. A FIFO (or a device) planted at
-/// that name is refused before the open where `stat` already shows it, and the open itself
-/// is `O_NONBLOCK|O_NOCTTY` (a FIFO with no writer would block a plain open forever) with
-/// the type checked again on the open descriptor. Nothing is created or written.
+/// Opens the lock file at `path` to read it ([`crate::probe::lock::open_regular`]:
+/// following links as reading evidence does, never blocking): `None` unless it is a
+/// regular file. Nothing is created or written.
 pub fn open_regular(path: &Path) -> Option<File> {
-    if !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let f = File::options()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .ok()?;
-    f.metadata().ok()?.is_file().then_some(f)
+    crate::probe::lock::open_regular(path).ok()
 }
 
 /// Reads the holder line of the lock file at `path` ([`open_regular`]: following links,
