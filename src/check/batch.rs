@@ -246,16 +246,8 @@ impl Pass<'_, '_> {
         };
         let mut results = Vec::with_capacity(done.len());
         for &i in done {
-            // The intents are in row order: row i's is the i-th.
-            let change = match self.intents.get(i) {
-                Some((j, c)) if *j == i => c.clone(),
-                _ => self
-                    .intents
-                    .iter()
-                    .find(|(j, _)| *j == i)
-                    .map(|(_, c)| c.clone())
-                    .unwrap_or_default(),
-            };
+            // The intents are made in row order, one per row: row i's is the i-th.
+            let change = self.intents[i].1.clone();
             let held = self.held[i].take();
             let (row, report) = &mut self.rows[i];
             // Never before the commit: the row must be marked first. The outcome goes into
