@@ -32,7 +32,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::holder::HolderLine;
+use crate::holder_line::HolderLine;
 
 use crate::config::Overtime;
 

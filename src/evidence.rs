@@ -26,10 +26,10 @@ use crate::clock::{
 };
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{Basis, Decision, Evidence, Heartbeat, Lock, Owner, Thresholds, Verdict};
+use crate::holder_line::HolderLine;
 use crate::host::Host;
 use crate::message;
 use crate::probe::{self, LockTable};
-use crate::run::holder::{self, HolderLine};
 use crate::store::RunningRow;
 
 /// The watch's thresholds, in seconds, as the decision takes them.
@@ -107,11 +107,11 @@ pub fn gather(
 
 /// The holder the lock file names in its first line (`HOST:PID START`, as `selfheal run`
 /// and the PHP helper write it), read only when the lock is held: a regular file only,
-/// opened without blocking, its first 512 bytes at most ([`holder::read_line_at`]). It
+/// opened without blocking, its first 512 bytes at most ([`probe::lock::read_line_at`]). It
 /// names the holder for a person; it decides nothing (a line outlives its writer).
 fn holder_named(lock: &Lock, path: &std::path::Path) -> Option<HolderLine> {
     matches!(lock, Lock::Held { .. })
-        .then(|| holder::read_line_at(path))
+        .then(|| probe::lock::read_line_at(path))
         .flatten()
 }
 

@@ -26,7 +26,8 @@
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
 //! and `stats`), the state files ([`state`]; the confirmation counts in
 //! [`confirmations`]), the fix that fits an error and the running user ([`fix`]), who cron
-//! runs selfheal as ([`cron`]), text from outside made safe to print on one line
+//! runs selfheal as ([`cron`]), the `HOST:PID START` line a lock's holder writes into it
+//! ([`holder_line`]: written by [`run`] and the PHP helper, read by the probes), text from outside made safe to print on one line
 //! ([`escape`]: every value from the database, wherever it is printed). [`doctor`] and
 //! [`stats`] read through the same
 //! pieces and write nothing. No module uses one that uses it back.
@@ -74,6 +75,7 @@ pub mod evidence;
 pub mod fix;
 pub mod fsafe;
 pub mod history;
+pub mod holder_line;
 pub mod host;
 pub mod journal;
 pub mod message;

@@ -27,7 +27,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
 use common::*;
-use selfheal::run::holder::format_line;
+use selfheal::holder_line::format_line;
 
 const MIN: u64 = 60;
 const HOUR: u64 = 3600;

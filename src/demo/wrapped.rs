@@ -21,7 +21,6 @@ use super::{io_err, run_check, sql_err};
 use crate::decide::Lock;
 use crate::error::{Error, Result};
 use crate::probe::{LockTable, probe_lock};
-use crate::run::holder;
 
 /// How long the demo waits for a process it started to get somewhere (a safety net).
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -160,7 +159,7 @@ pub(super) fn show(dir: &Path, out: &mut dyn Write) -> Result<()> {
     procs.children.push(bare);
     let mut line = None;
     wait_for("selfheal run starts its job", || {
-        line = holder::read_line_at(&lock);
+        line = crate::probe::lock::read_line_at(&lock);
         line.is_some() && beat.exists() && record.exists()
     })?;
     let job = line.map(|l| l.pid);

@@ -17,9 +17,11 @@ use super::{Finding, template_dir};
 use crate::config::{PathTemplate, Watch};
 use crate::decide::Lock;
 use crate::escape::printable_cut;
+use crate::holder_line::HolderLine;
 use crate::host::Host;
+use crate::probe::lock::{open_regular, read_line_at};
 use crate::probe::{LockTable, probe_lock};
-use crate::run::holder::{Holder, HolderLine, HolderState, open_regular, read_line_at};
+use crate::run::holder::{Holder, HolderState};
 
 /// At most this many files of an `{id}` pattern are read.
 const MAX_FILES: usize = 1_000;
@@ -97,7 +99,9 @@ fn one_file(
     let shown = path.display();
     match probe_lock(path, table) {
         Lock::Held { .. } => {
-            let holder = open_regular(path).map(|f| Holder::judge(&f, &Host::current()));
+            let holder = open_regular(path)
+                .ok()
+                .map(|f| Holder::judge(&f, &Host::current()));
             match holder {
                 Some(h) if h.state == HolderState::Gone => Finding::warn(
                     subject,

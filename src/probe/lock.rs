@@ -29,6 +29,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use crate::decide::Lock;
+use crate::holder_line::{self, HolderLine};
 
 /// One lock from `/proc/locks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,6 +224,19 @@ pub fn open_regular(path: &Path) -> Result<File, NotOpened> {
         Ok(_) => Err(NotOpened::NotRegular),
         Err(e) => Err(NotOpened::Io(e)),
     }
+}
+
+/// Reads the holder line ([`crate::holder_line`]) of the lock file at `path`
+/// ([`open_regular`]: following links as reading evidence does, never blocking, regular
+/// files only; at most the first 512 bytes): `None` when the file cannot be read, names no
+/// holder, or its first line does not end within what is read.
+pub fn read_line_at(path: &Path) -> Option<HolderLine> {
+    let f = open_regular(path).ok()?;
+    let text = holder_line::read_content(&f);
+    if text.len() >= holder_line::MAX_READ && !text.contains('\n') {
+        return None;
+    }
+    holder_line::parse_line(&text)
 }
 
 /// Whether anyone holds a lock on `path`, asked of the kernel itself: a non-blocking
@@ -475,5 +489,42 @@ garbage line
         );
         assert_eq!(try_lock(&p), Lock::Free);
         assert!(p.exists(), "the probe never deletes the lock file");
+    }
+
+    /// What a lock file holds is another user's to write: a FIFO there must not block
+    /// the reader, a device is not opened, and a first line that does not end within what
+    /// is read is no holder line.
+    #[test]
+    fn the_line_is_read_without_blocking_from_regular_files_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("job.lock");
+        std::fs::write(&p, "web1:4242 2035-03-14T15:09:26Z\n").expect("write");
+        assert_eq!(read_line_at(&p).map(|h| h.pid), Some(4242));
+        let link = dir.path().join("link.lock");
+        std::os::unix::fs::symlink(&p, &link).expect("symlink");
+        assert_eq!(
+            read_line_at(&link).map(|h| h.pid),
+            Some(4242),
+            "links are followed"
+        );
+        let fifo = dir.path().join("fifo.lock");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644))
+            .expect("mkfifo");
+        assert_eq!(read_line_at(&fifo), None);
+        assert!(open_regular(&fifo).is_err());
+        assert!(open_regular(Path::new("/dev/null")).is_err());
+        assert!(open_regular(dir.path()).is_err());
+        std::fs::write(
+            &p,
+            format!("web1:4242 2035-03-14T15:09:26Z{}", " ".repeat(600)),
+        )
+        .expect("write");
+        assert_eq!(
+            read_line_at(&p),
+            None,
+            "a first line longer than what is read"
+        );
+        std::fs::write(&p, "garbage\u{1b}[2J\n").expect("write");
+        assert_eq!(read_line_at(&p), None);
     }
 }
