@@ -12,23 +12,36 @@
 //!    past `max_age`, or with a heartbeat (column) stale beyond `max_age`, is it reported
 //!    for a person: the owning host may be gone for good. Never written.
 //! 3. conclusive death: the owner pid is dead or was reused; or the job's lock is free —
-//!    confirmed by a try-lock that got it, not merely absent from `/proc/locks` — although
-//!    the row is at least `stale_after` old (a worker takes its lock before it writes its
-//!    row, and holds it for the whole run). A legacy lock that is only the file's existence
-//!    (`Lock::Present`), a lock nobody was seen holding but not yet tried
-//!    (`Lock::Unconfirmed`) and a pid this pid namespace cannot see (`Owner::NotVisible`)
-//!    prove nothing either way.
-//! 4. `overtime`: total age beyond `max_age` — a backstop against a stuck heartbeat.
+//!    confirmed by a try-lock that got it, not merely absent from `/proc/locks`, and in a
+//!    directory nobody else can swap it in — although the row is at least `stale_after`
+//!    old (a worker takes its lock before it writes its row, and holds it for the whole
+//!    run). A legacy lock that is only the file's existence (`Lock::Present`), a lock
+//!    nobody was seen holding but not yet tried (`Lock::Unconfirmed`), a free lock in a
+//!    directory others can write (`Lock::Untrusted`) and a pid this pid namespace cannot
+//!    see (`Owner::NotVisible`) prove nothing either way. **Life beats inference**: the
+//!    row's *own* evidence of life overrules a death signal. Its own lock held (a template
+//!    with `{id}`, or a holder that is the row's owner) overrules "owner pid gone": the row
+//!    is judged by its heartbeat, with the death signal noted ([`Decision::overruled`]).
+//!    Its own fresh heartbeat (its column, or a file no other running row shares) meeting
+//!    a death signal is a contradiction ([`Basis::Contradicted`]): held quietly until the
+//!    heartbeat goes stale (the death signal then acts at once) or, if it stays fresh for
+//!    `stale_after`, `unknown` ([`persisting`]).
+//! 4. `overtime`: total age beyond `max_age` — a backstop against a stuck heartbeat, and
+//!    not a death signal: it acts on a beating row too.
 //! 5. by heartbeat: `starting` (none yet, row younger than `stale_after`), `alive`
 //!    (fresh), `hung` (stale, but the lock is held or the owner lives), `dead` (stale or
 //!    missing and nothing says the worker lives). A heartbeat older than the row itself
-//!    (`Heartbeat::BeforeRow`: an earlier row's with the same id) counts as missing.
+//!    (`Heartbeat::BeforeRow`: an earlier row's with the same id) counts as missing; one
+//!    whose directory is missing or cannot be searched (`Heartbeat::Unusable`: a typo in
+//!    `heartbeat_file` looks exactly like this) proves nothing: `unknown`, naming the path.
 //!
 //! After the verdict, [`plan`] chooses the action (an `overtime` whose worker provably
 //! lives is never marked dead), [`confirm`] holds an inferred verdict (dead on heartbeat
-//! silence alone, hung) until the same row got it in `confirm` consecutive runs, and
-//! [`hold`] holds what is not conclusive when the breaker trips or the clocks disagree.
-//! The counting itself is the caller's (a state file); here it is an input.
+//! silence alone, hung) until the same row got it in `confirm` consecutive runs, a
+//! contradiction is held ([`Hold::Contradicted`]), and [`hold`] applies what holds the
+//! watch as a whole (the clocks disagree, the breaker, no heartbeat at all, a mass
+//! overtime) to the rows each of them is about ([`Hold::applies_to`]). The counting itself
+//! is the caller's (a state file); here it is an input.
 
 use serde::{Deserialize, Serialize};
 
@@ -48,8 +61,20 @@ pub enum Heartbeat {
     /// tolerance: an earlier row's with the same id (ids reused after a `TRUNCATE` or an
     /// auto-increment reset). Counts as [`Heartbeat::Missing`].
     BeforeRow(u64),
-    /// Could not be read; never taken as `Missing` (EACCES is not ENOENT).
+    /// The file's directory does not exist or cannot be searched by the running user (the
+    /// path, and why): unusable evidence, like an absent lock file — neutral, never
+    /// "missing" (a typo in `heartbeat_file` must never reclaim live jobs).
+    Unusable(String),
+    /// Could not be read; never taken as `Missing` (EACCES on the file is not ENOENT).
     Unreadable(String),
+}
+
+impl Heartbeat {
+    /// A beat of this row was seen (fresh or stale): anything but missing, an earlier
+    /// row's, unusable or unreadable.
+    pub fn beats(&self) -> bool {
+        matches!(self, Heartbeat::Age(_))
+    }
 }
 
 /// The job's own kernel lock on its lock file.
@@ -73,6 +98,11 @@ pub enum Lock {
     /// file's mere existence (`release_lock = "if_free"`): for such a job "no kernel lock"
     /// is its normal state and proves nothing, so this is neutral, never conclusive.
     Present,
+    /// The file exists and nobody was seen holding it, but it lies in a directory that
+    /// users other than root, the running user and the file's owner can write, without the
+    /// sticky bit: anyone there could have replaced the inode the job holds with a new,
+    /// unlocked file (who can write it, in words). Neutral, never conclusive (SPEC §5).
+    Untrusted(String),
     /// The file does not exist (neutral: proves nothing either way).
     Absent,
     Unreadable(String),
@@ -119,10 +149,18 @@ pub struct Evidence {
     /// implausible.
     pub total_age: Result<u64, String>,
     pub heartbeat: Heartbeat,
+    /// The heartbeat is the row's own: its heartbeat column, or a file no other running
+    /// row shares. Only the row's own beat can contradict a death signal.
+    pub heartbeat_own: bool,
     pub lock: Lock,
+    /// A held lock is the row's own: its `lock_file` template has `{id}`, or the holder
+    /// (the pid `/proc/locks` gives, or the `HOST:PID` of the file's holder line) is the
+    /// row's owner. A per-kind lock held by the next run of the same job proves nothing
+    /// about an older row.
+    pub lock_own: bool,
     /// Who the lock file names as its holder, when the lock is held and its first line is
-    /// a `HOST:PID START` holder line (as `selfheal run` and the PHP helper write). For
-    /// naming the holder only: no verdict ever reads it.
+    /// a `HOST:PID START` holder line (as `selfheal run` and the PHP helper write). It names
+    /// the holder for a person; whether it is the row's owner is [`Evidence::lock_own`].
     pub lock_holder: Option<HolderLine>,
     pub owner: Owner,
 }
@@ -161,6 +199,43 @@ impl Verdict {
     }
 }
 
+/// A death signal: host evidence that the worker is gone (SPEC §5, precedence 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    OwnerDead,
+    OwnerReused,
+    LockFree,
+}
+
+impl Signal {
+    /// In words: "the owner pid no longer exists".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Signal::OwnerDead => "the owner pid no longer exists",
+            Signal::OwnerReused => "the owner pid belongs to a process started after the row",
+            Signal::LockFree => "nobody holds the job's lock (a try-lock got it)",
+        }
+    }
+
+    /// The setting that names the evidence, for a person to check.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Signal::OwnerDead | Signal::OwnerReused => "owner_column",
+            Signal::LockFree => "lock_file",
+        }
+    }
+
+    /// The basis it is as a conclusive death.
+    fn basis(self) -> Basis {
+        match self {
+            Signal::OwnerDead => Basis::OwnerDead,
+            Signal::OwnerReused => Basis::OwnerReused,
+            Signal::LockFree => Basis::LockFree,
+        }
+    }
+}
+
 /// Which evidence decided the verdict (shown by `--explain` and in JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -170,6 +245,12 @@ pub enum Basis {
     OwnerDead,
     OwnerReused,
     LockFree,
+    /// A death signal met the row's own fresh heartbeat: held quietly until one of them
+    /// gives way (verdict `dead`, action held as [`Hold::Contradicted`]).
+    Contradicted(Signal),
+    /// A death signal met the row's own heartbeat, which stayed fresh for `stale_after`:
+    /// something alive beats for this row (verdict `unknown`, for a person).
+    ContradictionPersists(Signal),
     MaxAge,
     /// Beyond `max_age`, but the job's lock is held or the owner pid lives.
     MaxAgeWorkerLives,
@@ -181,6 +262,9 @@ pub enum Basis {
     StaleButOwnerAlive,
     HeartbeatStale,
     HeartbeatMissing,
+    /// The heartbeat file cannot be used (its directory is missing or not searchable: the
+    /// path and why), and nothing conclusive decides (verdict `unknown`).
+    HeartbeatUnusable(String),
     /// Another host (named) owns the row, and it is within `max_age`.
     OtherHost(String),
     /// Another host's row, past `max_age`.
@@ -199,6 +283,18 @@ impl Basis {
             Basis::LockFree => "nobody holds the job's lock (a try-lock got it), and the row \
                                 is older than stale_after"
                 .into(),
+            Basis::Contradicted(sig) => format!(
+                "{}, but the row's own heartbeat is fresh: waiting until the heartbeat goes \
+                 stale (then the row is reclaimed) or stays fresh for stale_after (then a \
+                 person decides)",
+                sig.describe()
+            ),
+            Basis::ContradictionPersists(sig) => format!(
+                "{}, yet the row's own heartbeat has stayed fresh for stale_after: something \
+                 alive beats for this row (is {} right?)",
+                sig.describe(),
+                sig.setting()
+            ),
             Basis::MaxAge => "total age is beyond max_age".into(),
             Basis::MaxAgeWorkerLives => "total age is beyond max_age, but the worker provably \
                                          lives (its lock is held or its pid alive)"
@@ -217,6 +313,10 @@ impl Basis {
             Basis::HeartbeatMissing => {
                 "no heartbeat of this row at all, and the row is older than stale_after".into()
             }
+            Basis::HeartbeatUnusable(why) => format!(
+                "the heartbeat file cannot be used ({why}), and nothing else proves the \
+                 worker dead (is heartbeat_file right?)"
+            ),
             Basis::OtherHost(h) => format!(
                 "host {h} owns the row: its files, locks and pids are not visible from here, \
                  so selfheal on {h} judges it"
@@ -237,9 +337,33 @@ impl Basis {
 pub struct Decision {
     pub verdict: Verdict,
     pub basis: Basis,
+    /// A death signal the row's own lock, held, overruled (the owner column names a
+    /// process that is gone: a launcher that exited after starting the worker, a worker
+    /// in another pid namespace that shares the host's name).
+    pub overruled: Option<Signal>,
 }
 
 impl Decision {
+    pub fn new(verdict: Verdict, basis: Basis) -> Decision {
+        Decision {
+            verdict,
+            basis,
+            overruled: None,
+        }
+    }
+
+    /// A death signal waits for the row's own fresh heartbeat ([`Basis::Contradicted`]).
+    pub fn contradicted(&self) -> bool {
+        matches!(self.basis, Basis::Contradicted(_))
+    }
+
+    /// A death inferred from the heartbeat alone (stale or missing): what the breaker and
+    /// the no-heartbeat hold are about.
+    pub fn heartbeat_only_death(&self) -> bool {
+        self.verdict == Verdict::Dead
+            && matches!(self.basis, Basis::HeartbeatStale | Basis::HeartbeatMissing)
+    }
+
     /// Death proven by the host (pid gone, lock free), not inferred from a quiet heartbeat.
     /// The breaker and the clock check never hold these back.
     pub fn conclusive(&self) -> bool {
@@ -252,13 +376,12 @@ impl Decision {
     /// A verdict inferred rather than proven: `dead` on heartbeat silence alone, or `hung`.
     /// It acts only once confirmed by consecutive runs ([`confirm`]).
     pub fn inferred(&self) -> bool {
-        matches!(self.verdict, Verdict::Hung)
-            || (self.verdict == Verdict::Dead && !self.conclusive())
+        matches!(self.verdict, Verdict::Hung) || self.heartbeat_only_death()
     }
 }
 
 fn decision(verdict: Verdict, basis: Basis) -> Decision {
-    Decision { verdict, basis }
+    Decision::new(verdict, basis)
 }
 
 /// Judges one row. See the module documentation for the precedence.
@@ -292,12 +415,7 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     let owner_alive = matches!(ev.owner, Owner::Alive { .. });
     let lock_held = matches!(ev.lock, Lock::Held { .. });
 
-    // 3. conclusive death
-    match ev.owner {
-        Owner::Dead { .. } => return decision(Verdict::Dead, Basis::OwnerDead),
-        Owner::Reused { .. } => return decision(Verdict::Dead, Basis::OwnerReused),
-        _ => {}
-    }
+    // 3. conclusive death, unless the row's own evidence of life contradicts it
     if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && owner_alive {
         // The worker provably lives (in this very pid namespace) but nobody holds its
         // lock: the configuration or the job is not what selfheal was told. A person must
@@ -309,10 +427,43 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
             ),
         );
     }
-    if ev.lock == Lock::Free && !young {
-        return decision(Verdict::Dead, Basis::LockFree);
+    let signal = match ev.owner {
+        Owner::Dead { .. } => Some(Signal::OwnerDead),
+        Owner::Reused { .. } => Some(Signal::OwnerReused),
+        _ if ev.lock == Lock::Free && !young => Some(Signal::LockFree),
+        _ => None,
+    };
+    let own_fresh_beat =
+        ev.heartbeat_own && matches!(ev.heartbeat, Heartbeat::Age(a) if a <= t.stale_after);
+    let mut overruled = None;
+    match signal {
+        // The row's own lock, held, is its worker: the owner column names something else
+        // (a launcher that exited, a pid of another namespace). Judged by its heartbeat.
+        Some(sig @ (Signal::OwnerDead | Signal::OwnerReused)) if lock_held && ev.lock_own => {
+            overruled = Some(sig);
+        }
+        // The cap is not a death signal: past it, a contradiction is an overtime.
+        Some(sig) if own_fresh_beat && total <= t.max_age => {
+            return decision(Verdict::Dead, Basis::Contradicted(sig));
+        }
+        Some(_) if own_fresh_beat => {}
+        Some(sig) => return decision(Verdict::Dead, sig.basis()),
+        None => {}
     }
+    let d = judge_by_age_and_heartbeat(ev, t, total, young, lock_held, owner_alive);
+    Decision { overruled, ..d }
+}
 
+/// Precedence 4 and 5: the cap, then the heartbeat (a beat older than the row is an
+/// earlier row's: missing).
+fn judge_by_age_and_heartbeat(
+    ev: &Evidence,
+    t: Thresholds,
+    total: u64,
+    young: bool,
+    lock_held: bool,
+    owner_alive: bool,
+) -> Decision {
     // 4. overtime
     if total > t.max_age {
         if lock_held || owner_alive {
@@ -321,16 +472,20 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         return decision(Verdict::Overtime, Basis::MaxAge);
     }
 
-    // 5. by heartbeat (a beat older than the row is an earlier row's: missing)
-    let stale_basis = match ev.heartbeat {
-        Heartbeat::Missing | Heartbeat::BeforeRow(_) if young => {
+    // 5. by heartbeat
+    let stale_basis = match &ev.heartbeat {
+        Heartbeat::Missing | Heartbeat::BeforeRow(_) | Heartbeat::Unusable(_) if young => {
             return decision(Verdict::Starting, Basis::NoHeartbeatYet);
         }
-        Heartbeat::Age(a) if a <= t.stale_after => {
+        Heartbeat::Age(a) if *a <= t.stale_after => {
             return decision(Verdict::Alive, Basis::HeartbeatFresh);
         }
+        // Evidence that cannot be used proves nothing, and nothing conclusive decided.
+        Heartbeat::Unusable(why) => {
+            return decision(Verdict::Unknown, Basis::HeartbeatUnusable(why.clone()));
+        }
         Heartbeat::Missing | Heartbeat::BeforeRow(_) => Basis::HeartbeatMissing,
-        _ => Basis::HeartbeatStale,
+        Heartbeat::Age(_) | Heartbeat::Unreadable(_) => Basis::HeartbeatStale,
     };
     if lock_held {
         decision(Verdict::Hung, Basis::StaleButLockHeld)
@@ -338,6 +493,19 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         decision(Verdict::Hung, Basis::StaleButOwnerAlive)
     } else {
         decision(Verdict::Dead, stale_basis)
+    }
+}
+
+/// A contradiction ([`Basis::Contradicted`]) first seen `for_s` seconds ago (by the state
+/// the caller keeps): once the row's own heartbeat has stayed fresh for `stale_after`
+/// beside the death signal, something alive beats for this row, and a person decides
+/// (`unknown`, both named). Any other decision is returned as it is.
+pub fn persisting(d: Decision, for_s: u64, t: Thresholds) -> Decision {
+    match d.basis {
+        Basis::Contradicted(sig) if for_s >= t.stale_after => {
+            decision(Verdict::Unknown, Basis::ContradictionPersists(sig))
+        }
+        _ => d,
     }
 }
 
@@ -404,9 +572,48 @@ pub enum Hold {
     Breaker,
     /// The database and host clocks disagree beyond the tolerance.
     ClockSkew,
+    /// A death signal met the row's own fresh heartbeat ([`Basis::Contradicted`]): waits
+    /// quietly, not reported as needing a person.
+    Contradicted,
+    /// Not one running row of the watch has a heartbeat while one of them is past
+    /// `stale_after`: a template that matches no file looks exactly like every job dying at
+    /// once. Holds the verdicts drawn from the heartbeat alone.
+    NoHeartbeat,
+    /// More than half of the watch's rows (and at least 3) are past `max_age` at once: a
+    /// wrong clock or time zone makes every row look ancient. Holds the overtime actions.
+    MassOvertime,
 }
 
 impl Hold {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hold::Confirming => "confirming",
+            Hold::Breaker => "breaker",
+            Hold::ClockSkew => "clock_skew",
+            Hold::Contradicted => "contradicted",
+            Hold::NoHeartbeat => "no_heartbeat",
+            Hold::MassOvertime => "mass_overtime",
+        }
+    }
+
+    /// True when this hold, on a watch as a whole, holds back the action a row was
+    /// judged for: the breaker and the clocks anything not conclusive; no heartbeat at all
+    /// the verdicts drawn from the heartbeat alone; a mass overtime the overtimes.
+    pub fn applies_to(self, d: &Decision) -> bool {
+        match self {
+            Hold::Breaker | Hold::ClockSkew => !d.conclusive(),
+            Hold::NoHeartbeat => d.inferred(),
+            Hold::MassOvertime => d.verdict == Verdict::Overtime,
+            Hold::Confirming | Hold::Contradicted => false,
+        }
+    }
+
+    /// Held rows are reported for a person, but for those still waiting on their own:
+    /// an unconfirmed inferred verdict, a contradiction that may resolve itself.
+    pub fn needs_a_person(self) -> bool {
+        !matches!(self, Hold::Confirming | Hold::Contradicted)
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Hold::Confirming => {
@@ -421,6 +628,20 @@ impl Hold {
             Hold::ClockSkew => {
                 "held back: the database and host clocks disagree, so only conclusive \
                  evidence is acted on (--force overrides)"
+            }
+            Hold::Contradicted => {
+                "contradicted: a death signal met the row's own fresh heartbeat; it acts \
+                 once the heartbeat is stale, and goes to a person if the heartbeat stays \
+                 fresh for stale_after"
+            }
+            Hold::NoHeartbeat => {
+                "held back: not one running row of this watch has a heartbeat (is \
+                 heartbeat_file right?); only conclusive evidence is acted on until a row \
+                 beats (--force overrides)"
+            }
+            Hold::MassOvertime => {
+                "held back: most rows of this watch are past max_age at once, which is far \
+                 more often a clock or time-zone fault (--force overrides)"
             }
         }
     }
@@ -517,15 +738,30 @@ pub fn plan(d: &Decision, attempts: Option<i64>, p: &ActionPolicy<'_>) -> Plan {
     }
 }
 
-/// Applies a hold to a plan: anything not proven by conclusive evidence is left alone and
-/// reported instead.
+/// Applies a hold on the watch as a whole to a plan: what the hold is about
+/// ([`Hold::applies_to`]) is left alone and reported instead.
 pub fn hold(plan: Plan, d: &Decision, why: Hold) -> Plan {
-    if plan.writes() && !d.conclusive() {
+    if plan.writes() && why.applies_to(d) {
         Plan {
             action: Action::None,
             target: None,
             attention: true,
             hold: Some(why),
+        }
+    } else {
+        plan
+    }
+}
+
+/// Holds a contradiction ([`Basis::Contradicted`]) quietly: action `none`, no person needed
+/// yet (no mail, exit 0). Anything else is returned as it is.
+pub fn hold_contradiction(plan: Plan, d: &Decision) -> Plan {
+    if d.contradicted() {
+        Plan {
+            action: Action::None,
+            target: None,
+            attention: false,
+            hold: Some(Hold::Contradicted),
         }
     } else {
         plan
@@ -567,9 +803,22 @@ pub fn breaker_trips(heartbeat_only_deaths: usize, running_rows: usize) -> bool 
     heartbeat_only_deaths >= 3 && heartbeat_only_deaths * 2 > running_rows
 }
 
-/// True for a plan the breaker counts: a death inferred from the heartbeat alone.
+/// True for a plan the breaker counts: a death inferred from the heartbeat alone, that
+/// this run would write.
 pub fn heartbeat_only_death(d: &Decision, p: &Plan) -> bool {
-    d.verdict == Verdict::Dead && !d.conclusive() && p.writes()
+    d.heartbeat_only_death() && p.writes()
+}
+
+/// The mass-overtime hold of SPEC §5: like the breaker, more than half of a watch's
+/// running rows, and at least 3, would be written as overtime in one run.
+pub fn mass_overtime(overtime_writes: usize, running_rows: usize) -> bool {
+    breaker_trips(overtime_writes, running_rows)
+}
+
+/// The no-heartbeat hold of SPEC §5: the watch has running rows, not one of them has a
+/// heartbeat, and at least one is past `stale_after` (whatever the row count).
+pub fn no_heartbeat(rows: usize, rows_beating: usize, rows_past_stale_after: usize) -> bool {
+    rows > 0 && rows_beating == 0 && rows_past_stale_after > 0
 }
 
 #[cfg(test)]

@@ -8,13 +8,26 @@ const T: Thresholds = Thresholds {
     max_age: 14_400,
 };
 
+/// Evidence none of which is the row's own (a shared heartbeat file, a per-kind lock held
+/// by someone else): what every death signal acts on at once. [`own`] makes it the row's.
 fn ev(total: Option<u64>, hb: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
     Evidence {
         total_age: total.ok_or_else(|| "NULL".to_string()),
         heartbeat: hb,
+        heartbeat_own: false,
         lock,
+        lock_own: false,
         lock_holder: None,
         owner,
+    }
+}
+
+/// The same evidence, with the heartbeat and the lock the row's own.
+fn own(e: Evidence) -> Evidence {
+    Evidence {
+        heartbeat_own: true,
+        lock_own: true,
+        ..e
     }
 }
 
@@ -500,6 +513,7 @@ fn all_totals() -> Vec<Option<u64>> {
 fn all_heartbeats() -> Vec<Heartbeat> {
     vec![
         Heartbeat::Unreadable("x".into()),
+        Heartbeat::Unusable("nodir".into()),
         Missing,
         BeforeRow(20),
         BeforeRow(7_209),
@@ -520,6 +534,7 @@ fn all_locks() -> Vec<Lock> {
         Unconfirmed,
         Free,
         Lock::Present,
+        Lock::Untrusted("every user".into()),
         Absent,
         Lock::Unreadable("x".into()),
     ]
@@ -538,16 +553,25 @@ fn all_owners() -> Vec<Owner> {
     ]
 }
 
+/// Every combination of evidence, whose or not.
 fn sweep(mut f: impl FnMut(&Evidence, &Decision)) -> usize {
     let mut n = 0;
     for total in all_totals() {
         for h in all_heartbeats() {
             for l in all_locks() {
                 for o in all_owners() {
-                    let e = ev(total, h.clone(), l.clone(), o.clone());
-                    let d = decide(&e, T);
-                    f(&e, &d);
-                    n += 1;
+                    for (heartbeat_own, lock_own) in
+                        [(false, false), (true, false), (false, true), (true, true)]
+                    {
+                        let e = Evidence {
+                            heartbeat_own,
+                            lock_own,
+                            ..ev(total, h.clone(), l.clone(), o.clone())
+                        };
+                        let d = decide(&e, T);
+                        f(&e, &d);
+                        n += 1;
+                    }
                 }
             }
         }
@@ -564,14 +588,23 @@ fn every_combination_keeps_the_promises() {
             || matches!(e.lock, Lock::Unreadable(_))
             || matches!(e.owner, Owner::Unreadable(_) | Owner::Invalid(_));
         let total = e.total_age.clone().unwrap_or(0);
-        let lives = matches!(e.lock, Lock::Held { .. }) || matches!(e.owner, Owner::Alive { .. });
+        let lock_held = matches!(e.lock, Lock::Held { .. });
+        let lives = lock_held || matches!(e.owner, Owner::Alive { .. });
         let owner_gone = matches!(e.owner, Owner::Dead { .. } | Owner::Reused { .. });
-        // Only a lock a try-lock got is free enough to prove a death.
+        // Only a lock a try-lock got, in a directory nobody else can swap it in, is free
+        // enough to prove a death.
         let lock_free_old = e.lock == Lock::Free && total >= T.stale_after;
         let seen_free_old =
             matches!(e.lock, Lock::Free | Lock::Unconfirmed) && total >= T.stale_after;
         let fresh = matches!(e.heartbeat, Heartbeat::Age(a) if a <= T.stale_after);
         let no_beat = matches!(e.heartbeat, Missing | BeforeRow(_));
+        let unusable = matches!(e.heartbeat, Heartbeat::Unusable(_));
+        // The row's own evidence of life.
+        let own_lock_held = lock_held && e.lock_own;
+        let own_fresh = fresh && e.heartbeat_own;
+        // A death signal that stands: the owner pid gone (unless the row's own lock is
+        // held), or its lock free.
+        let signal = (owner_gone && !own_lock_held) || lock_free_old;
 
         // Unreadable evidence is always unknown, never dead.
         if unreadable {
@@ -600,51 +633,79 @@ fn every_combination_keeps_the_promises() {
             assert!(!d.conclusive(), "{ctx}");
             return;
         }
+        // Life beats inference: the row's own lock, held, is never marked dead; the owner
+        // pid gone beside it is noted, not acted on.
+        if own_lock_held {
+            assert_ne!(d.verdict, Verdict::Dead, "{ctx}");
+            assert_eq!(
+                d.overruled.is_some(),
+                owner_gone,
+                "the overruled death signal is noted: {ctx}"
+            );
+        } else {
+            assert_eq!(d.overruled, None, "{ctx}");
+        }
         match d.verdict {
             Verdict::Remote => panic!("remote without another host: {ctx}"),
             Verdict::Unknown => {
-                // Only the lock-free-but-owner-alive contradiction is unknown otherwise.
+                // The lock-free-but-owner-alive contradiction, an unusable heartbeat with
+                // nothing conclusive, and nothing else (a contradiction goes to a person
+                // only by `persisting`, with time).
                 assert!(
-                    seen_free_old && matches!(e.owner, Owner::Alive { .. }),
+                    (seen_free_old && matches!(e.owner, Owner::Alive { .. }))
+                        || (unusable && !signal && (T.stale_after..=T.max_age).contains(&total)),
                     "{ctx}"
                 );
+            }
+            Verdict::Dead if d.contradicted() => {
+                // A death signal waiting for the row's own fresh heartbeat: never acted on
+                // as a conclusive death, and never past the cap (that is an overtime).
+                assert!(signal && own_fresh && total <= T.max_age, "{ctx}");
+                assert!(!d.conclusive() && !d.inferred(), "{ctx}");
+                let p = hold_contradiction(plan(d, Some(0), &POLICY), d);
+                assert!(!p.writes() && !p.attention, "{ctx}");
+                assert_eq!(p.hold, Some(Hold::Contradicted), "{ctx}");
             }
             Verdict::Dead => {
                 // A dead verdict never stands against a provably living owner, and one
                 // drawn from the heartbeat alone never stands against any sign of life.
                 assert!(!matches!(e.owner, Owner::Alive { .. }), "{ctx}");
                 assert!(
-                    owner_gone || lock_free_old || (!lives && !fresh && total <= T.max_age),
+                    signal || (!lives && !fresh && !unusable && total <= T.max_age),
                     "{ctx}"
                 );
-                assert_eq!(d.conclusive(), owner_gone || lock_free_old, "{ctx}");
+                assert_eq!(d.conclusive(), signal, "{ctx}");
+                // A conclusive death never meets the row's own fresh beat within the cap.
+                assert!(!(d.conclusive() && own_fresh), "{ctx}");
             }
             Verdict::Overtime => {
-                assert!(total > T.max_age && !owner_gone && !lock_free_old, "{ctx}");
+                assert!(total > T.max_age && (own_fresh || !signal), "{ctx}");
                 // A worker that provably runs is told apart: it is never marked dead.
                 assert_eq!(d.basis == Basis::MaxAgeWorkerLives, lives, "{ctx}");
             }
             Verdict::Starting => {
-                assert!(total < T.stale_after && no_beat && !owner_gone, "{ctx}");
+                assert!(
+                    total < T.stale_after && (no_beat || unusable) && !signal,
+                    "{ctx}"
+                );
             }
             Verdict::Alive => {
-                assert!(
-                    fresh && total <= T.max_age && !owner_gone && !lock_free_old,
-                    "{ctx}"
-                );
+                assert!(fresh && total <= T.max_age && !signal, "{ctx}");
             }
             Verdict::Hung => {
-                assert!(
-                    lives && !fresh && total <= T.max_age && !owner_gone,
-                    "{ctx}"
-                );
+                assert!(lives && !fresh && total <= T.max_age && !signal, "{ctx}");
+                assert!(!unusable, "{ctx}");
                 assert!(!(no_beat && total < T.stale_after), "{ctx}");
             }
         }
-        // Evidence selfheal cannot trust proves nothing: a lock nobody was seen holding is
-        // never conclusive, nor is a pid of another namespace.
+        // Evidence selfheal cannot trust proves nothing: a lock nobody was seen holding (or
+        // seen free where it could have been swapped) is never conclusive, nor is a pid of
+        // another namespace, nor a heartbeat that cannot be used.
         if d.conclusive() {
-            assert!(e.lock != Lock::Unconfirmed || owner_gone, "{ctx}");
+            assert!(
+                !matches!(e.lock, Lock::Unconfirmed | Lock::Untrusted(_)) || owner_gone,
+                "{ctx}"
+            );
             assert!(
                 !matches!(e.owner, Owner::NotVisible { .. }) || lock_free_old,
                 "{ctx}"
@@ -653,17 +714,18 @@ fn every_combination_keeps_the_promises() {
         // Inferred verdicts are exactly the heartbeat-only deaths and the hung rows.
         assert_eq!(
             d.inferred(),
-            d.verdict == Verdict::Hung || (d.verdict == Verdict::Dead && !d.conclusive()),
+            d.verdict == Verdict::Hung
+                || (d.verdict == Verdict::Dead && !d.conclusive() && !d.contradicted()),
             "{ctx}"
         );
-        // A fresh heartbeat within the cap with no conclusive death is always alive:
+        // A fresh heartbeat within the cap with no death signal standing is always alive:
         // the seed's legitimate two-hour run.
         let contradiction = seen_free_old && matches!(e.owner, Owner::Alive { .. });
-        if fresh && total <= T.max_age && !owner_gone && !lock_free_old && !contradiction {
+        if fresh && total <= T.max_age && !signal && !contradiction {
             assert_eq!(d.verdict, Verdict::Alive, "{ctx}");
         }
     });
-    assert_eq!(n, 11 * 11 * 8 * 9);
+    assert_eq!(n, 11 * 12 * 9 * 9 * 4);
 }
 
 /// Replaces one piece of evidence.
@@ -692,11 +754,15 @@ fn evidence_selfheal_cannot_trust_weighs_like_no_evidence() {
             let absent = with(e, |e| e.lock = Absent);
             assert_eq!(*d, decide(&absent, T), "{e:?}");
         }
-        // Confirming the lock only ever turns a verdict into a conclusive death or leaves
-        // it: a held lock (the try-lock failed) never makes a row look deader.
+        // Confirming the lock only ever turns a verdict into a conclusive death (or, beside
+        // the row's own fresh heartbeat, a contradiction) or leaves it: a held lock (the
+        // try-lock failed) never makes a row look deader.
         if let Some(confirmed) = as_if_confirmed(e) {
             let c = decide(&confirmed, T);
-            assert!(c == *d || c.conclusive(), "{e:?}: {d:?} -> {c:?}");
+            assert!(
+                c == *d || c.conclusive() || c.contradicted(),
+                "{e:?}: {d:?} -> {c:?}"
+            );
             let held = decide(&with(e, |e| e.lock = Lock::Held { pid: None }), T);
             let owner_gone = matches!(e.owner, Owner::Dead { .. } | Owner::Reused { .. });
             assert!(
@@ -738,10 +804,7 @@ const POLICY: ActionPolicy<'static> = ActionPolicy {
 };
 
 fn d(v: Verdict, b: Basis) -> Decision {
-    Decision {
-        verdict: v,
-        basis: b,
-    }
+    Decision::new(v, b)
 }
 
 #[test]
@@ -1021,4 +1084,291 @@ fn a_lock_is_tried_only_as_a_hypothesis_of_a_free_one() {
     for l in [NoLock, held(), Free, Lock::Present, Absent] {
         assert_eq!(as_if_confirmed(&ev(Some(3_000), hb(0), l, NoOwner)), None);
     }
+}
+
+/// SPEC §5 "Life beats inference": every pairing of a death signal with the row's own
+/// evidence of life, and with evidence that is not the row's own.
+#[test]
+fn life_beats_inference() {
+    use Verdict::*;
+    let old = Some(1_201); // past stale_after, within max_age
+    let cases: Vec<(&str, Evidence, Verdict, Basis, Option<Signal>)> = vec![
+        // The case 1: a launcher wrote its pid and exited; the worker holds the
+        // row's own lock and beat 0 s ago.
+        (
+            "owner gone, own lock held, fresh: alive, the owner noted",
+            own(ev(old, hb(0), held(), dead())),
+            Alive,
+            Basis::HeartbeatFresh,
+            Some(Signal::OwnerDead),
+        ),
+        (
+            "owner gone, own lock held, stale: hung (a person), never dead",
+            own(ev(old, hb(2_000), held(), dead())),
+            Hung,
+            Basis::StaleButLockHeld,
+            Some(Signal::OwnerDead),
+        ),
+        (
+            "owner reused, own lock held, missing heartbeat: hung",
+            own(ev(old, Missing, held(), reused())),
+            Hung,
+            Basis::StaleButLockHeld,
+            Some(Signal::OwnerReused),
+        ),
+        (
+            "owner gone, own lock held, past max_age: overtime with the worker alive",
+            own(ev(Some(14_401), hb(0), held(), dead())),
+            Overtime,
+            Basis::MaxAgeWorkerLives,
+            Some(Signal::OwnerDead),
+        ),
+        // A per-kind lock held by the next run of the job proves nothing about this row.
+        (
+            "owner gone, someone else's lock held, stale: dead",
+            ev(old, hb(2_000), held(), dead()),
+            Dead,
+            Basis::OwnerDead,
+            None,
+        ),
+        // A death signal meeting the row's own fresh heartbeat: a contradiction.
+        (
+            "owner gone, own fresh heartbeat: contradicted",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(old, hb(0), NoLock, dead())
+            },
+            Dead,
+            Basis::Contradicted(Signal::OwnerDead),
+            None,
+        ),
+        (
+            "owner gone, own heartbeat at exactly stale_after: contradicted",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(old, hb(300), NoLock, dead())
+            },
+            Dead,
+            Basis::Contradicted(Signal::OwnerDead),
+            None,
+        ),
+        (
+            "owner gone, own heartbeat just stale: the death acts at once",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(old, hb(301), NoLock, dead())
+            },
+            Dead,
+            Basis::OwnerDead,
+            None,
+        ),
+        (
+            "owner reused, own fresh heartbeat: contradicted",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(old, hb(5), NoLock, reused())
+            },
+            Dead,
+            Basis::Contradicted(Signal::OwnerReused),
+            None,
+        ),
+        (
+            "lock confirmed free, own fresh heartbeat: contradicted",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(old, hb(5), Free, NoOwner)
+            },
+            Dead,
+            Basis::Contradicted(Signal::LockFree),
+            None,
+        ),
+        (
+            "owner gone, a shared heartbeat fresh (another row's beat): dead",
+            ev(old, hb(0), NoLock, dead()),
+            Dead,
+            Basis::OwnerDead,
+            None,
+        ),
+        (
+            "owner gone, own fresh heartbeat, past max_age: the cap is not a death signal",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(Some(14_401), hb(0), NoLock, dead())
+            },
+            Overtime,
+            Basis::MaxAge,
+            None,
+        ),
+        (
+            "owner gone on a young row, own fresh heartbeat: contradicted",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(Some(10), hb(0), NoLock, dead())
+            },
+            Dead,
+            Basis::Contradicted(Signal::OwnerDead),
+            None,
+        ),
+        // The case 3: a lock file swapped in a directory others can write.
+        (
+            "lock free where others could swap it, fresh: alive",
+            ev(old, hb(0), Lock::Untrusted("every user".into()), NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+            None,
+        ),
+        (
+            "lock free where others could swap it, stale: dead by heartbeat only",
+            ev(
+                old,
+                hb(2_000),
+                Lock::Untrusted("every user".into()),
+                NoOwner,
+            ),
+            Dead,
+            Basis::HeartbeatStale,
+            None,
+        ),
+        // The case 2: a typo in heartbeat_file.
+        (
+            "heartbeat directory missing, nothing conclusive: unknown",
+            ev(old, Heartbeat::Unusable("d: nodir".into()), NoLock, NoOwner),
+            Unknown,
+            Basis::HeartbeatUnusable("d: nodir".into()),
+            None,
+        ),
+        (
+            "heartbeat directory missing, lock held: unknown, never hung",
+            ev(old, Heartbeat::Unusable("d".into()), held(), NoOwner),
+            Unknown,
+            Basis::HeartbeatUnusable("d".into()),
+            None,
+        ),
+        (
+            "heartbeat directory missing, owner gone: the conclusive evidence acts",
+            ev(old, Heartbeat::Unusable("d".into()), NoLock, dead()),
+            Dead,
+            Basis::OwnerDead,
+            None,
+        ),
+        (
+            "heartbeat directory missing, young row: starting",
+            ev(Some(30), Heartbeat::Unusable("d".into()), NoLock, NoOwner),
+            Starting,
+            Basis::NoHeartbeatYet,
+            None,
+        ),
+        (
+            "heartbeat directory missing, past max_age: the cap acts",
+            ev(
+                Some(14_401),
+                Heartbeat::Unusable("d".into()),
+                NoLock,
+                NoOwner,
+            ),
+            Overtime,
+            Basis::MaxAge,
+            None,
+        ),
+        (
+            "heartbeat directory missing but the column beats: alive",
+            ev(old, hb(3), NoLock, NoOwner),
+            Alive,
+            Basis::HeartbeatFresh,
+            None,
+        ),
+    ];
+    for (name, e, verdict, basis, overruled) in cases {
+        let d = decide(&e, T);
+        assert_eq!(
+            (d.verdict, &d.basis, d.overruled),
+            (verdict, &basis, overruled),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_contradiction_goes_to_a_person_once_it_has_stood_for_stale_after() {
+    let c = Decision::new(Verdict::Dead, Basis::Contradicted(Signal::OwnerDead));
+    assert_eq!(persisting(c.clone(), 0, T), c);
+    assert_eq!(persisting(c.clone(), T.stale_after - 1, T), c);
+    let p = persisting(c, T.stale_after, T);
+    assert_eq!(
+        (p.verdict, &p.basis),
+        (
+            Verdict::Unknown,
+            &Basis::ContradictionPersists(Signal::OwnerDead)
+        )
+    );
+    // Reported for a person, naming both, and the setting to check.
+    let words = p.basis.describe();
+    assert!(words.contains("owner pid no longer exists"), "{words}");
+    assert!(words.contains("own heartbeat"), "{words}");
+    assert!(words.contains("owner_column"), "{words}");
+    assert!(plan(&p, None, &POLICY).attention);
+    // Anything else is as it was, however long.
+    let other = Decision::new(Verdict::Dead, Basis::OwnerDead);
+    assert_eq!(persisting(other.clone(), 100_000, T), other);
+}
+
+#[test]
+fn each_whole_watch_hold_holds_what_it_is_about() {
+    let hb_dead = d(Verdict::Dead, Basis::HeartbeatMissing);
+    let hung = d(Verdict::Hung, Basis::StaleButLockHeld);
+    let owner_dead = d(Verdict::Dead, Basis::OwnerDead);
+    let overtime = d(Verdict::Overtime, Basis::MaxAge);
+    let contradicted = d(Verdict::Dead, Basis::Contradicted(Signal::OwnerDead));
+    let p = ActionPolicy {
+        manual_value: Some("m"),
+        ..POLICY
+    };
+    for (hold_, applies) in [
+        (Hold::Breaker, [true, true, false, true, true]),
+        (Hold::ClockSkew, [true, true, false, true, true]),
+        (Hold::NoHeartbeat, [true, true, false, false, false]),
+        (Hold::MassOvertime, [false, false, false, true, false]),
+    ] {
+        for (dd, applies) in [&hb_dead, &hung, &owner_dead, &overtime, &contradicted]
+            .into_iter()
+            .zip(applies)
+        {
+            assert_eq!(hold_.applies_to(dd), applies, "{hold_:?} {dd:?}");
+            let planned = plan(dd, None, &p);
+            let held = hold(planned.clone(), dd, hold_);
+            if applies && planned.writes() {
+                assert_eq!(held.hold, Some(hold_), "{hold_:?} {dd:?}");
+                assert!(!held.writes() && held.attention, "{hold_:?} {dd:?}");
+            } else {
+                assert_eq!(held, planned, "{hold_:?} {dd:?}");
+            }
+        }
+        assert!(hold_.needs_a_person());
+    }
+    assert!(!Hold::Confirming.needs_a_person());
+    assert!(!Hold::Contradicted.needs_a_person());
+    // A conclusive death is never held back by a whole-watch hold.
+    for h in [
+        Hold::Breaker,
+        Hold::ClockSkew,
+        Hold::NoHeartbeat,
+        Hold::MassOvertime,
+    ] {
+        assert!(!h.applies_to(&owner_dead), "{h:?}");
+    }
+}
+
+#[test]
+fn whole_watch_thresholds() {
+    // Mass overtime: like the breaker, more than half and at least 3.
+    assert!(!mass_overtime(2, 2));
+    assert!(mass_overtime(3, 5));
+    assert!(!mass_overtime(3, 6));
+    assert!(mass_overtime(1_000_000, 1_000_000));
+    // No heartbeat: any number of rows, none beating, one past stale_after.
+    assert!(no_heartbeat(1, 0, 1));
+    assert!(!no_heartbeat(1, 0, 0));
+    assert!(!no_heartbeat(10, 1, 10));
+    assert!(!no_heartbeat(0, 0, 0));
+    assert!(no_heartbeat(500, 0, 1));
 }
