@@ -9,7 +9,15 @@
 //! watch, id and start value (a retried row that started again is a new row). Judging a
 //! row ([`Tally::count`]) gives its count this run: one more than the last run's for the
 //! same inferred verdict, else 1; a row judged otherwise has no entry any more (its count
-//! is reset). What is written back ([`Tally::into_counts`]) is this run's entries, every
+//! is reset). Confirmation needs time as well as runs: a run that comes less than
+//! `stale_after / 2` after the run it follows in the count neither counts nor resets (an
+//! operator's hand run a second after cron's confirms nothing); a count stored in the
+//! future (a run under a wrong clock) starts over.
+//!
+//! The same file times contradictions ([`Tally::contradiction`]): when a death signal first
+//! met the row's own fresh heartbeat, so that a contradiction still standing `stale_after`
+//! later goes to a person ([`crate::decide::persisting`]). Its entry lives while the
+//! contradiction does (also once it went to a person), and goes with it. What is written back ([`Tally::into_counts`]) is this run's entries, every
 //! entry of a watch this run did not check (not selected, another host's, busy) and of
 //! another database, less those not seen for twice their watch's `max_age`.
 //!
@@ -26,7 +34,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Database, DbUrl, Watch};
-use crate::decide::{Confirmation, Decision, Verdict};
+use crate::decide::{Basis, Confirmation, Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::state::{self, StateFile};
 
@@ -62,6 +70,11 @@ pub struct Entry {
     pub seen: i64,
     /// The watch's `max_age` then: an entry not seen for twice that is dropped.
     pub max_age_s: u64,
+    /// For a contradiction (a death signal beside the row's own fresh heartbeat), when it
+    /// was first seen (unix seconds, host clock); `None` for a count. Files written before
+    /// contradictions were timed have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
 }
 
 /// The database part of a key: the scheme and where it is (host and database, or the
@@ -121,8 +134,11 @@ impl Tally {
     }
 
     /// Counts one row judged this run (`now`: unix seconds, host clock): its confirmation
-    /// when the verdict is inferred — one more than the last run's for the same verdict,
-    /// else 1 — and `None` (its count reset) when it is not.
+    /// when the verdict is inferred — one more than the last run's for the same inferred
+    /// verdict, else 1 — and `None` (its count reset) when it is not. A run less than
+    /// `stale_after / 2` after the one the count was last taken in neither counts nor
+    /// resets: the entry stays as it was, and the row is shown with that count. A
+    /// contradiction's entry ([`Tally::contradiction`]) stays while it stands.
     pub fn count(
         &mut self,
         w: &Watch,
@@ -133,13 +149,31 @@ impl Tally {
     ) -> Option<Confirmation> {
         self.checked.insert(w.name.clone());
         let key = (w.name.clone(), id.to_string(), started.to_string());
-        if !d.inferred() {
-            self.now.remove(&key);
-            return None;
-        }
+        // The count the last real run left, unless it is from the future (a wrong clock).
         let before = self
             .before
             .get(&key)
+            .filter(|e| e.since.is_none() && e.seen <= now);
+        let half = i64::try_from(w.stale_after.as_secs() / 2).unwrap_or(i64::MAX);
+        if let Some(e) = before.filter(|e| now - e.seen < half) {
+            let e = e.clone();
+            let count = if e.verdict == d.verdict { e.count } else { 1 };
+            self.now.insert(key, e);
+            return d.inferred().then_some(Confirmation {
+                count,
+                confirm: w.confirm,
+            });
+        }
+        if !d.inferred() {
+            if !matches!(
+                d.basis,
+                Basis::Contradicted(_) | Basis::ContradictionPersists(_)
+            ) {
+                self.now.remove(&key);
+            }
+            return None;
+        }
+        let before = before
             .filter(|e| e.verdict == d.verdict)
             .map_or(0, |e| e.count);
         // Never more than the watch needs: the number stays meaningful if `confirm` is
@@ -156,12 +190,54 @@ impl Tally {
                 count,
                 seen: now,
                 max_age_s: w.max_age.as_secs(),
+                since: None,
             },
         );
         Some(Confirmation {
             count,
             confirm: w.confirm,
         })
+    }
+
+    /// Times a contradiction ([`Basis::Contradicted`], or one already gone to a person as
+    /// [`Basis::ContradictionPersists`]): how many seconds ago it was first seen, by the
+    /// last real runs that saw it without a break (0 when this run is the first, or when
+    /// the stored time is in the future); `None` for any other decision, whose timing then
+    /// starts over.
+    pub fn contradiction(
+        &mut self,
+        w: &Watch,
+        id: &str,
+        started: &str,
+        d: &Decision,
+        now: i64,
+    ) -> Option<u64> {
+        if !d.contradicted() {
+            return None;
+        }
+        self.checked.insert(w.name.clone());
+        let key = (w.name.clone(), id.to_string(), started.to_string());
+        let since = self
+            .before
+            .get(&key)
+            .and_then(|e| e.since)
+            .filter(|s| *s <= now)
+            .unwrap_or(now);
+        self.now.insert(
+            key,
+            Entry {
+                database: self.database.clone(),
+                watch: w.name.clone(),
+                id: id.to_string(),
+                started: started.to_string(),
+                verdict: d.verdict,
+                count: 0,
+                seen: now,
+                max_age_s: w.max_age.as_secs(),
+                since: Some(since),
+            },
+        );
+        Some(now.saturating_sub(since).unsigned_abs())
     }
 
     /// Forgets a row this run wrote (it is no longer running).
@@ -246,7 +322,7 @@ pub fn save(state_dir: &Path, counts: &Counts) -> Result<()> {
 mod tests {
     use super::*;
     use crate::config::{Overrides, from_str};
-    use crate::decide::Basis;
+    use crate::decide::{Basis, Signal};
 
     fn watch(name: &str, confirm: u32) -> Watch {
         let text = format!(
@@ -261,7 +337,7 @@ mod tests {
     }
 
     fn d(verdict: Verdict, basis: Basis) -> Decision {
-        Decision { verdict, basis }
+        Decision::new(verdict, basis)
     }
 
     const DB: &str = "sqlite:///tmp/app.db";
@@ -315,6 +391,122 @@ mod tests {
             assert_eq!(t.count(&w, "7", "100", &silent, now), c(2));
             counts = t.into_counts(now);
         }
+    }
+
+    /// SPEC §5: a run less than `stale_after / 2` (here 150 s) after the run it follows
+    /// in the count neither counts nor resets — cron plus an operator's hand run a second
+    /// later confirm nothing — and a count stored in the future starts over.
+    #[test]
+    fn confirmation_needs_time_as_well_as_runs() {
+        let w = watch("sync", 2);
+        let silent = d(Verdict::Dead, Basis::HeartbeatStale);
+        let alive = d(Verdict::Alive, Basis::HeartbeatFresh);
+        let hung = d(Verdict::Hung, Basis::StaleButLockHeld);
+        let c = |count| Some(Confirmation { count, confirm: 2 });
+        let run = |counts: Option<Counts>, dd: &Decision, now| {
+            let mut t = Tally::new(DB.into(), counts);
+            let got = t.count(&w, "7", "100", dd, now);
+            (got, t.into_counts(now))
+        };
+
+        let (got, first) = run(None, &silent, 1_000);
+        assert_eq!(got, c(1));
+        // One second later: not counted.
+        let (got, early) = run(Some(first.clone()), &silent, 1_001);
+        assert_eq!(got, c(1));
+        assert_eq!(early, first, "the entry stays as it was");
+        // Just under half of stale_after: still not counted.
+        let (got, _) = run(Some(first.clone()), &silent, 1_149);
+        assert_eq!(got, c(1));
+        // From half of stale_after on: counted.
+        let (got, _) = run(Some(first.clone()), &silent, 1_150);
+        assert_eq!(got, c(2));
+        // An early run that sees it alive does not reset it, nor does another verdict.
+        let (got, after_alive) = run(Some(first.clone()), &alive, 1_010);
+        assert_eq!(got, None);
+        assert_eq!(after_alive, first);
+        let (got, after_hung) = run(Some(first.clone()), &hung, 1_020);
+        assert_eq!(got, c(1));
+        assert_eq!(after_hung, first);
+        let (got, _) = run(Some(after_hung), &silent, 1_300);
+        assert_eq!(got, c(2), "the run 300 s after the first counts");
+        // Many quick runs in a row never confirm it.
+        let mut counts = first.clone();
+        for now in 1_001..1_100 {
+            let (got, next) = run(Some(counts), &silent, now);
+            assert_eq!(got, c(1), "at {now}");
+            counts = next;
+        }
+        // A count stored in the future (a run under a wrong clock) starts over.
+        let (got, _) = run(Some(first), &silent, 900);
+        assert_eq!(got, c(1));
+    }
+
+    /// A contradiction is timed from the first real run that saw it, across runs, while it
+    /// stands (also once it went to a person); any other verdict ends it, and a time in the
+    /// future starts it over.
+    #[test]
+    fn a_contradiction_is_timed_while_it_stands() {
+        let w = watch("sync", 2);
+        let contradicted = d(Verdict::Dead, Basis::Contradicted(Signal::OwnerDead));
+        let persists = d(
+            Verdict::Unknown,
+            Basis::ContradictionPersists(Signal::OwnerDead),
+        );
+        let dead = d(Verdict::Dead, Basis::OwnerDead);
+        let step = |counts: Option<Counts>, dd: &Decision, now| {
+            let mut t = Tally::new(DB.into(), counts);
+            let since = t.contradiction(&w, "7", "100", dd, now);
+            assert_eq!(t.count(&w, "7", "100", dd, now), None);
+            (since, t.into_counts(now))
+        };
+        let (since, c1) = step(None, &contradicted, 1_000);
+        assert_eq!(since, Some(0));
+        assert_eq!(c1.entries.len(), 1);
+        let (since, c2) = step(Some(c1.clone()), &contradicted, 1_200);
+        assert_eq!(since, Some(200));
+        let (since, c3) = step(Some(c2), &contradicted, 1_300);
+        assert_eq!(since, Some(300));
+        // Gone to a person: still timed from the start, still kept.
+        let mut t = Tally::new(DB.into(), Some(c3));
+        assert_eq!(
+            t.contradiction(&w, "7", "100", &contradicted, 1_400),
+            Some(400)
+        );
+        assert_eq!(t.count(&w, "7", "100", &persists, 1_400), None);
+        let c4 = t.into_counts(1_400);
+        assert_eq!(c4.entries.len(), 1);
+        // The heartbeat went stale: a conclusive death; the timing ends with it.
+        let (since, c5) = step(Some(c4), &dead, 1_500);
+        assert_eq!(since, None);
+        assert!(c5.entries.is_empty());
+        // A time in the future starts over.
+        let (since, _) = step(Some(c1), &contradicted, 900);
+        assert_eq!(since, Some(0));
+    }
+
+    /// A state file written by the release before contradictions were timed (no `since`)
+    /// is read as counts.
+    #[test]
+    fn a_file_without_contradictions_is_read() {
+        let old = r#"{"entries":[{"database":"sqlite:///tmp/app.db","watch":"sync","id":"7","started":"100","verdict":"dead","count":1,"seen":1000,"max_age_s":3600}]}"#;
+        let counts: Counts = serde_json::from_str(old).expect("old file");
+        assert_eq!(counts.entries[0].since, None);
+        let w = watch("sync", 2);
+        let mut t = Tally::new(DB.into(), Some(counts));
+        assert_eq!(
+            t.count(
+                &w,
+                "7",
+                "100",
+                &d(Verdict::Dead, Basis::HeartbeatStale),
+                1_300
+            ),
+            Some(Confirmation {
+                count: 2,
+                confirm: 2
+            })
+        );
     }
 
     #[test]

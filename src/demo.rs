@@ -2,10 +2,14 @@
 //! that is merely slow, a dead worker, one just starting, one past its cap, one hung while
 //! its job still holds the lock, one whose worker was just killed — real heartbeat files
 //! with set mtimes, and a live lock held by this process. It runs the real `--explain`,
-//! then the real check twice (as cron would, one period apart: a verdict drawn from a
-//! quiet heartbeat acts only when a second run finds the same), and shows the table before
-//! and after. Then a job wrapped in `selfheal run` next to a bare one, as real processes
-//! (`wrapped`).
+//! then the real check twice, as cron would, one period apart: between the two the demo
+//! moves the sandbox's clock on by ten minutes ([`ten_minutes_pass`]: the rows started ten
+//! minutes earlier, the heartbeats of the jobs that still beat are touched, the others are
+//! ten minutes older, and so are the last run's confirmation counts). A verdict drawn from
+//! a quiet heartbeat acts only when the next run finds the same, and the worker killed a
+//! moment ago, whose heartbeat was still fresh, is reclaimed once that heartbeat is stale.
+//! It shows the table before and after. Then a job wrapped in `selfheal run` next to a
+//! bare one, as real processes (`wrapped`).
 //!
 //! I/O: creates a temporary directory (or `--keep DIR`), removed afterwards unless kept.
 
@@ -31,6 +35,8 @@ struct DemoRow {
     heartbeat_ago: Option<u64>,
     /// The job's lock file: `None` no file, `Some(true)` held by a live job, `Some(false)` free.
     lock: Option<bool>,
+    /// Its job still beats: the heartbeat is touched when time passes.
+    beats: bool,
     story: &'static str,
 }
 
@@ -41,6 +47,7 @@ const ROWS: &[DemoRow] = &[
         started_ago: 7_800,
         heartbeat_ago: Some(20),
         lock: Some(true),
+        beats: true,
         story: "a legitimate 2h10m run: slow, not dead (the seed incident)",
     },
     DemoRow {
@@ -49,6 +56,7 @@ const ROWS: &[DemoRow] = &[
         started_ago: 3_000,
         heartbeat_ago: Some(2_820),
         lock: None,
+        beats: false,
         story: "its worker died 47 minutes ago (OOM)",
     },
     DemoRow {
@@ -57,6 +65,7 @@ const ROWS: &[DemoRow] = &[
         started_ago: 30,
         heartbeat_ago: None,
         lock: None,
+        beats: false,
         story: "started 30 s ago, no heartbeat yet",
     },
     DemoRow {
@@ -65,6 +74,7 @@ const ROWS: &[DemoRow] = &[
         started_ago: 18_000,
         heartbeat_ago: Some(10),
         lock: None,
+        beats: true,
         story: "beating, but 5 h in: past the 4 h cap",
     },
     DemoRow {
@@ -73,6 +83,7 @@ const ROWS: &[DemoRow] = &[
         started_ago: 2_400,
         heartbeat_ago: Some(1_500),
         lock: Some(true),
+        beats: false,
         story: "heartbeat stuck 25 min, yet its job still holds the lock",
     },
     DemoRow {
@@ -81,7 +92,8 @@ const ROWS: &[DemoRow] = &[
         started_ago: 1_200,
         heartbeat_ago: Some(100),
         lock: Some(false),
-        story: "killed -9 a moment ago: its lock is free",
+        beats: false,
+        story: "killed -9 a moment ago: its lock is free, but its heartbeat (1m40s) is still fresh",
     },
 ];
 
@@ -170,6 +182,60 @@ message_column = "error_msg"
     );
     std::fs::write(&cfg, text).map_err(io_err(&cfg, "writing the demo configuration"))?;
     Ok((cfg, held))
+}
+
+/// Ten minutes pass in the sandbox, as between two cron runs: every running row started
+/// ten minutes earlier, the heartbeat of every job that still beats is touched now, the
+/// others are ten minutes older, and the confirmation counts and contradiction times the
+/// last run kept are ten minutes old (selfheal counts a run toward `confirm` only when it
+/// comes at least `stale_after / 2` after the one before).
+fn ten_minutes_pass(dir: &Path, db: &Path) -> Result<()> {
+    const TEN_MINUTES: u64 = 600;
+    let conn = Connection::open(db).map_err(sql_err)?;
+    conn.execute(
+        "UPDATE sync_log SET start_time = datetime(start_time, '-600 seconds') \
+         WHERE status = 'running'",
+        [],
+    )
+    .map_err(sql_err)?;
+    let now = SystemTime::now();
+    for r in ROWS {
+        let p = dir.join("run").join(format!("{}.heartbeat", r.id));
+        let Ok(m) = std::fs::metadata(&p) else {
+            continue;
+        };
+        let at = if r.beats {
+            now
+        } else {
+            m.modified()
+                .map_err(io_err(&p, "reading a heartbeat mtime"))?
+                .checked_sub(Duration::from_secs(TEN_MINUTES))
+                .unwrap_or(SystemTime::UNIX_EPOCH)
+        };
+        File::options()
+            .append(true)
+            .open(&p)
+            .and_then(|f| f.set_modified(at))
+            .map_err(io_err(&p, "setting a heartbeat mtime"))?;
+    }
+    let state = dir.join("state");
+    if let Ok(Some(mut counts)) = crate::confirmations::load(&state) {
+        let ago = i64::try_from(TEN_MINUTES).unwrap_or(0);
+        for e in &mut counts.entries {
+            e.seen -= ago;
+            if let Some(s) = e.since.as_mut() {
+                *s -= ago;
+            }
+            // A row is counted by its id and start value: the start moved with the clock.
+            if let Ok(t) = chrono::NaiveDateTime::parse_from_str(&e.started, "%Y-%m-%d %H:%M:%S") {
+                e.started = (t - chrono::Duration::seconds(ago))
+                    .format("%Y-%m-%d %H:%M:%S")
+                    .to_string();
+            }
+        }
+        crate::confirmations::save(&state, &counts)?;
+    }
+    Ok(())
 }
 
 fn print_table(db: &Path, out: &mut dyn Write) -> Result<()> {
@@ -311,15 +377,24 @@ pub fn run(keep: Option<&Path>, out: &mut dyn Write) -> Result<u8> {
     let code = run_check(&cfg, false, out)?;
     let _ = writeln!(
         out,
-        "(exit status {code}: {}; proven deaths and overtime act at once, a quiet heartbeat \
-         waits for the next run to confirm it: confirm = 2)",
+        "(exit status {code}: {}; proven deaths and overtime act at once, but a death beside \
+         the row's own\nfresh heartbeat (row 6) waits until that heartbeat is stale, and a \
+         quiet heartbeat waits for the next\nrun, a cron period later, to confirm it: \
+         confirm = 2)",
         exit_words(code)
     );
     print_table(&db, out)?;
 
+    ten_minutes_pass(&dir, &db)?;
     let _ = writeln!(
         out,
-        "\n$ selfheal check --config {}    # cron's next run",
+        "\n# Ten minutes later (the demo moves the sandbox's clock on: the rows started ten \
+         minutes earlier,\n# the live jobs have beaten, the stalled and the dead heartbeats \
+         are ten minutes older)"
+    );
+    let _ = writeln!(
+        out,
+        "$ selfheal check --config {}    # cron's next run",
         cfg.display()
     );
     let code = run_check(&cfg, false, out)?;

@@ -273,7 +273,52 @@ fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -> Result<()
     for w in &cfg.watches {
         bad_config |= !watch_database_checks(cfg, w, store.as_mut(), &clocks, host, rep);
     }
+    for f in collation_overlaps(cfg, store.as_mut()) {
+        bad_config = true;
+        rep.add(f);
+    }
     if bad_config { Err(exit::USAGE) } else { Ok(()) }
+}
+
+/// Two watches the configuration tells apart only by `match` values the server compares as
+/// one under the column's collation (SPEC §4: `utf8mb4_general_ci` takes `straße` for
+/// `strase`): their rows overlap, and a row would be judged by the wrong watch's rules. A
+/// configuration error, as the offline check makes it for what it can fold.
+fn collation_overlaps(cfg: &Config, store: &mut dyn store::Store) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (i, a) in cfg.watches.iter().enumerate() {
+        for b in &cfg.watches[i + 1..] {
+            let Some(apart) = config::told_apart_by(a, b) else {
+                continue;
+            };
+            let mut same = Vec::new();
+            let mut all_same = !apart.is_empty();
+            for (column, va, vb) in &apart {
+                match store.equal_under_collation(a, column, va, vb) {
+                    Ok(Some(collation)) => same.push(format!(
+                        "{} = {va:?} and {vb:?} are one value under {collation}",
+                        column.name()
+                    )),
+                    // Told apart by the server, or it cannot say: apart.
+                    Ok(None) | Err(_) => all_same = false,
+                }
+            }
+            if all_same {
+                out.push(Finding::fail(
+                    format!("watch {}: match", b.name),
+                    format!(
+                        "its rows can be those of watch '{}' on the server: {}; a row would \
+                         be judged twice, by two different rules",
+                        a.name,
+                        same.join(", ")
+                    ),
+                    "give the two watches match values that differ under the column's \
+                     collation, or merge them",
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The fix for a database failure when nothing more fitting is known: a configuration
@@ -832,8 +877,18 @@ fn rows_findings(
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
+    let scene = evidence::Scene {
+        clocks,
+        host,
+        host_now,
+        locks: locks.as_ref(),
+        local_rows: rows
+            .iter()
+            .filter(|r| !evidence::is_remote(w, r, host))
+            .count(),
+    };
     for r in rows {
-        let ev = evidence::gather(w, r, clocks, host, host_now, locks.as_ref());
+        let ev = evidence::gather(w, r, &scene);
         let d = decide::decide(&ev, t);
         if d.verdict == Verdict::Unknown && unknown.is_none() {
             unknown = Some(format!("row {}: {}", r.id, d.basis.describe()));
@@ -1126,8 +1181,9 @@ fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
             return Finding::fail(
                 subject,
                 format!(
-                    "directory {} does not exist: every heartbeat will be missing and every \
-                     row older than stale_after dead",
+                    "directory {} does not exist: no row can be judged by its heartbeat \
+                     (every row older than stale_after is unknown, for a person, unless its \
+                     owner pid or lock proves it dead)",
                     dir.display()
                 ),
                 format!("correct heartbeat_file (now {})", t.as_str()),
@@ -1177,7 +1233,9 @@ fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
                     f.display()
                 ),
             ),
-            Heartbeat::Unreadable(why) => Finding::fail(subject, why, denied_fix(&dir)),
+            Heartbeat::Unusable(why) | Heartbeat::Unreadable(why) => {
+                Finding::fail(subject, why, denied_fix(&dir))
+            }
         },
     }
 }
@@ -1210,15 +1268,31 @@ fn lock_dir_finding(w: &Watch, t: &PathTemplate) -> Finding {
     let subject = format!("watch {}: lock_file", w.name);
     let (dir, _) = template_dir(t);
     match probe_dir(&dir) {
-        DirAccess::Ok => Finding::pass(
-            subject,
-            format!(
-                "directory {} exists and {} can look inside (the lock is probed, never \
-                 taken or deleted)",
-                dir.display(),
-                me()
+        DirAccess::Ok => match swappable_lock_dir(&dir) {
+            Some(who) => Finding::warn(
+                subject,
+                format!(
+                    "directory {} can be written by {who} (and is not sticky): anyone there \
+                     could swap a lock file the job holds for an unlocked one, so a free lock \
+                     there proves nothing and its rows are judged by their heartbeat alone",
+                    dir.display()
+                ),
+                format!(
+                    "chmod o-w,g-w {d} (or chmod +t {d}), or keep the job's locks in a \
+                     directory only its user can write",
+                    d = dir.display()
+                ),
             ),
-        ),
+            None => Finding::pass(
+                subject,
+                format!(
+                    "directory {} exists and {} can look inside (the lock is probed, never \
+                     taken or deleted)",
+                    dir.display(),
+                    me()
+                ),
+            ),
+        },
         DirAccess::Missing => Finding::fail(
             subject,
             format!(
@@ -1244,6 +1318,15 @@ fn lock_dir_finding(w: &Watch, t: &PathTemplate) -> Finding {
             "check the file system",
         ),
     }
+}
+
+/// Who could swap a lock file in `dir` (SPEC §5), taking the directory's owner as the
+/// lock files' (a job keeps its locks in a directory of its own); `None` when nobody but
+/// root, this user and that owner can.
+fn swappable_lock_dir(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).ok()?;
+    crate::fsafe::swappable_by(m.uid(), m.gid(), m.mode() & 0o7777, m.uid())
 }
 
 fn writable(p: &Path) -> bool {

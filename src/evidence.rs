@@ -25,7 +25,9 @@ use crate::clock::{
     Clocks, age_on_db_clock, epoch, human, implausible_start, instant, plausible_age,
 };
 use crate::config::{ReleaseLock, Watch};
-use crate::decide::{Basis, Decision, Evidence, Heartbeat, Lock, Owner, Thresholds, Verdict};
+use crate::decide::{
+    Basis, Decision, Evidence, Heartbeat, Lock, Owner, Signal, Thresholds, Verdict,
+};
 use crate::holder_line::HolderLine;
 use crate::host::Host;
 use crate::message;
@@ -40,16 +42,29 @@ pub fn thresholds(w: &Watch) -> Thresholds {
     }
 }
 
-/// Gathers the evidence for one row. `locks` is a snapshot of `/proc/locks` (or `None`
-/// for the try-lock fallback); `host_now` is the host clock for file mtimes.
-pub fn gather(
-    w: &Watch,
-    row: &RunningRow,
-    clocks: &Clocks,
-    host: &Host,
-    host_now: SystemTime,
-    locks: Option<&LockTable>,
-) -> Evidence {
+/// What the evidence of every row of one sweep is read against.
+#[derive(Debug, Clone, Copy)]
+pub struct Scene<'a> {
+    pub clocks: &'a Clocks,
+    pub host: &'a Host,
+    /// The host clock, for file mtimes.
+    pub host_now: SystemTime,
+    /// A snapshot of `/proc/locks` (`None`: the try-lock fallback).
+    pub locks: Option<&'a LockTable>,
+    /// How many running rows of the watch belong to this host: a heartbeat file without
+    /// `{id}` is the row's own only when no other of them shares it.
+    pub local_rows: usize,
+}
+
+/// Gathers the evidence for one row.
+pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
+    let Scene {
+        clocks,
+        host,
+        host_now,
+        locks,
+        local_rows,
+    } = *scene;
     let total_age = total_age(w, row, clocks);
     let owner = match &w.owner_column {
         None => Owner::NotConfigured,
@@ -71,37 +86,91 @@ pub fn gather(
         return Evidence {
             total_age,
             heartbeat: column_heartbeat(row, clocks).unwrap_or(Heartbeat::Missing),
+            heartbeat_own: true,
             lock: Lock::NotConfigured,
+            lock_own: false,
             lock_holder: None,
             owner,
         };
     }
     let id = row.id.to_string();
-    let heartbeat = match (heartbeat(w, row, &id, clocks, host_now), &total_age) {
+    let file_own = w
+        .heartbeat_file
+        .as_ref()
+        .is_none_or(|t| t.has_id() || local_rows <= 1);
+    let (heartbeat, heartbeat_own) = match (
+        heartbeat(w, row, &id, clocks, host_now, file_own),
+        &total_age,
+    ) {
         // Older than the row itself, beyond the tolerance between the two clocks: a beat
         // of an earlier row with the same id.
-        (Heartbeat::Age(a), Ok(t)) if a > t.saturating_add(clocks.tolerance_s) => {
-            Heartbeat::BeforeRow(a)
+        ((Heartbeat::Age(a), own), Ok(t)) if a > t.saturating_add(clocks.tolerance_s) => {
+            (Heartbeat::BeforeRow(a), own)
         }
         (h, _) => h,
     };
-    let (lock, lock_holder) = match &w.lock_file {
-        None => (Lock::NotConfigured, None),
+    let (lock, lock_holder, lock_own) = match &w.lock_file {
+        None => (Lock::NotConfigured, None, false),
         Some(t) => match t.render(&id) {
             Ok(p) => {
-                let lock = legacy(w, probe::probe_lock(&p, locks));
+                let lock = trusted(w, &p, probe::probe_lock(&p, locks));
                 let holder = holder_named(&lock, &p);
-                (lock, holder)
+                let own = own_lock(t.has_id(), &lock, holder.as_ref(), &owner, host);
+                (lock, holder, own)
             }
-            Err(why) => (Lock::Unreadable(format!("lock_file: {why}")), None),
+            Err(why) => (Lock::Unreadable(format!("lock_file: {why}")), None, false),
         },
     };
     Evidence {
         total_age,
         heartbeat,
+        heartbeat_own,
         lock,
+        lock_own,
         lock_holder,
         owner,
+    }
+}
+
+/// Whether a held lock is the row's own (SPEC §5): its file is the row's alone (`{id}` in
+/// the template), or its holder is the row's owner — the pid `/proc/locks` gives for it,
+/// or the `HOST:PID` of the holder line in the file (for `selfheal run`, `/proc/locks`
+/// gives the wrapper and the line its command, which is what a job writes as its owner).
+/// A per-kind lock held by someone else, the next run of the same job say, proves
+/// nothing about this row.
+fn own_lock(
+    per_row: bool,
+    lock: &Lock,
+    holder: Option<&HolderLine>,
+    owner: &Owner,
+    host: &Host,
+) -> bool {
+    let Lock::Held { pid } = lock else {
+        return false;
+    };
+    if per_row {
+        return true;
+    }
+    let owner_pid = match owner {
+        Owner::Alive { pid } | Owner::Dead { pid } | Owner::Reused { pid } => *pid,
+        Owner::NotVisible { pid } => *pid,
+        _ => return false,
+    };
+    *pid == Some(owner_pid) || holder.is_some_and(|h| h.pid == owner_pid && host.is_me(&h.host))
+}
+
+/// A lock nobody was seen holding, in a directory where someone other than root, the
+/// running user and the file's owner could have swapped the file for a new one, proves
+/// nothing ([`Lock::Untrusted`]); a legacy existence lock is never kernel-locked, so
+/// "free" is its normal state and proves nothing either ([`Lock::Present`]).
+fn trusted(w: &Watch, path: &std::path::Path, l: Lock) -> Lock {
+    match l {
+        Lock::Free | Lock::Unconfirmed if w.release_lock == ReleaseLock::IfFree => Lock::Present,
+        Lock::Free | Lock::Unconfirmed => match probe::lock::swappable_by(path) {
+            Some(who) => Lock::Untrusted(who),
+            None => l,
+        },
+        l => l,
     }
 }
 
@@ -115,36 +184,31 @@ fn holder_named(lock: &Lock, path: &std::path::Path) -> Option<HolderLine> {
         .flatten()
 }
 
-/// A legacy existence lock is never kernel-locked: "free" is its normal state, and proves
-/// nothing.
-fn legacy(w: &Watch, l: Lock) -> Lock {
-    match l {
-        Lock::Free | Lock::Unconfirmed if w.release_lock == ReleaseLock::IfFree => Lock::Present,
-        l => l,
-    }
-}
-
 /// The evidence with a lock that `/proc/locks` showed free ([`Lock::Unconfirmed`]) tried:
 /// a non-blocking try-lock on the file, released at once. Got it: [`Lock::Free`]; someone
 /// holds it (a holder this pid namespace cannot see, or one over NFS): [`Lock::Held`].
 /// Only for a row about to be written on the strength of it (SPEC §5), so a job in normal
 /// operation is never disturbed; anything else is returned as it is.
-pub fn confirm_lock(w: &Watch, row: &RunningRow, ev: Evidence) -> Evidence {
+pub fn confirm_lock(w: &Watch, row: &RunningRow, host: &Host, ev: Evidence) -> Evidence {
     if ev.lock != Lock::Unconfirmed {
         return ev;
     }
-    let (lock, lock_holder) = match w.lock_file.as_ref().map(|t| t.render(&row.id.to_string())) {
-        Some(Ok(p)) => {
-            let lock = legacy(w, probe::lock::try_lock(&p));
-            let holder = holder_named(&lock, &p);
-            (lock, holder)
-        }
-        Some(Err(why)) => (Lock::Unreadable(format!("lock_file: {why}")), None),
-        None => (Lock::NotConfigured, None),
+    let (lock, lock_holder, lock_own) = match &w.lock_file {
+        Some(t) => match t.render(&row.id.to_string()) {
+            Ok(p) => {
+                let lock = trusted(w, &p, probe::lock::try_lock(&p));
+                let holder = holder_named(&lock, &p);
+                let own = own_lock(t.has_id(), &lock, holder.as_ref(), &ev.owner, host);
+                (lock, holder, own)
+            }
+            Err(why) => (Lock::Unreadable(format!("lock_file: {why}")), None, false),
+        },
+        None => (Lock::NotConfigured, None, false),
     };
     Evidence {
         lock,
         lock_holder,
+        lock_own,
         ..ev
     }
 }
@@ -169,24 +233,46 @@ fn total_age(w: &Watch, row: &RunningRow, clocks: &Clocks) -> Result<u64, String
 }
 
 /// The freshest of the heartbeat file (host clock) and the heartbeat column (database
-/// clock), where the watch names them.
+/// clock), where the watch names them, and whether it is the row's own: the column always
+/// is, the file when `file_own` (no other running row shares it).
 fn heartbeat(
     w: &Watch,
     row: &RunningRow,
     id: &str,
     clocks: &Clocks,
     host_now: SystemTime,
-) -> Heartbeat {
+    file_own: bool,
+) -> (Heartbeat, bool) {
     let from_file = w.heartbeat_file.as_ref().map(|t| match t.render(id) {
         Ok(p) => probe::file_heartbeat(&p, host_now),
         Err(why) => Heartbeat::Unreadable(format!("heartbeat_file: {why}")),
     });
     let from_column = column_heartbeat(row, clocks);
     match (from_file, from_column) {
-        (Some(a), Some(b)) => probe::heartbeat::combine(a, b),
-        (Some(a), None) | (None, Some(a)) => a,
-        (None, None) => Heartbeat::Missing,
+        (Some(a), Some(b)) => {
+            // The column decides whose the beat is when it is at least as fresh.
+            let column_freshest = match (&a, &b) {
+                (Heartbeat::Age(x) | Heartbeat::BeforeRow(x), Heartbeat::Age(y)) => y <= x,
+                (_, Heartbeat::Age(_)) => true,
+                _ => false,
+            };
+            (probe::heartbeat::combine(a, b), file_own || column_freshest)
+        }
+        (Some(a), None) => (a, file_own),
+        (None, Some(b)) => (b, true),
+        (None, None) => (Heartbeat::Missing, true),
     }
+}
+
+/// True when the row's owner column names another host: the row is that host's, and none
+/// of this host's files (cheap: no probe, no I/O).
+pub fn is_remote(w: &Watch, row: &RunningRow, host: &Host) -> bool {
+    w.owner_column.is_some()
+        && row
+            .owner
+            .as_deref()
+            .and_then(probe::owner::parse_owner)
+            .is_some_and(|(h, _)| h.is_some_and(|h| !host.is_me(h)))
 }
 
 /// The host a row belongs to: the `HOST` of a `HOST:PID` owner as the row writes it;
@@ -349,6 +435,10 @@ pub fn render(e: &Evidence) -> Rendered {
         // Missing as far as this row goes: the message and `stats` never read it as a
         // silence of this run.
         Heartbeat::BeforeRow(a) => (Value::Word("missing"), Human::BeforeRow(*a)),
+        Heartbeat::Unusable(_) => (
+            Value::Word("unusable"),
+            Human::Words("unusable (its directory is missing or cannot be searched)"),
+        ),
         Heartbeat::Unreadable(_) => (Value::Word("unreadable"), Human::Same),
     };
     record.heartbeat_age_s = match e.heartbeat {
@@ -359,6 +449,7 @@ pub fn render(e: &Evidence) -> Rendered {
         Heartbeat::Age(_) => "present".into(),
         Heartbeat::Missing => "missing".into(),
         Heartbeat::BeforeRow(_) => "before_row".into(),
+        Heartbeat::Unusable(why) => format!("unusable: {why}").into(),
         Heartbeat::Unreadable(why) => format!("unreadable: {why}").into(),
     };
     items.push(Item {
@@ -390,6 +481,7 @@ pub fn render(e: &Evidence) -> Rendered {
         Lock::Unconfirmed => ("free_unconfirmed", None),
         Lock::Free => ("free", None),
         Lock::Present => ("present", None),
+        Lock::Untrusted(_) => ("free_untrusted", None),
         Lock::Absent => ("absent", None),
         Lock::Unreadable(_) => ("unreadable", None),
     };
@@ -414,6 +506,9 @@ pub fn render(e: &Evidence) -> Rendered {
                 Human::Words("free as far as /proc/locks shows (not confirmed)")
             }
             (Lock::Free, _) => Human::Words("free (a try-lock got it)"),
+            (Lock::Untrusted(_), _) => Human::Words(
+                "nobody seen holding it, but its directory others can write: not trusted as free",
+            ),
             (Lock::Held { pid: None }, None) => {
                 Human::Words("held (a try-lock failed; holder not visible)")
             }
@@ -494,6 +589,17 @@ fn decision_words(d: &Decision, e: &Evidence) -> String {
         Basis::OwnerDead => owner_pid.map_or("owner gone".into(), message::owner_gone),
         Basis::OwnerReused => owner_pid.map_or("owner pid reused".into(), message::owner_reused),
         Basis::LockFree => message::LOCK_FREE.into(),
+        // Never the words of a conclusive death first: the row is not proven dead.
+        Basis::Contradicted(sig) | Basis::ContradictionPersists(sig) => format!(
+            "own heartbeat fresh, but {}",
+            match (sig, owner_pid) {
+                (Signal::OwnerDead, Some(p)) => message::owner_gone(p),
+                (Signal::OwnerReused, Some(p)) => message::owner_reused(p),
+                (Signal::LockFree, _) => message::LOCK_FREE.into(),
+                _ => "owner gone".into(),
+            }
+        ),
+        Basis::HeartbeatUnusable(_) => "heartbeat file unusable".into(),
         Basis::MaxAge => "running past max_age".into(),
         Basis::MaxAgeWorkerLives => "running past max_age, worker alive".into(),
         Basis::NoHeartbeatYet => "starting, no heartbeat yet".into(),
@@ -526,6 +632,7 @@ fn lock_words(l: &Lock) -> Option<String> {
         Lock::Unconfirmed => "lock seen free, not tried".into(),
         Lock::Free => "lock free".into(),
         Lock::Present => "lock file present".into(),
+        Lock::Untrusted(_) => "lock seen free in a directory others can write".into(),
         Lock::Absent => "no lock file".into(),
         Lock::Unreadable(_) => "lock unreadable".into(),
     })
@@ -574,7 +681,7 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
         Heartbeat::Age(a) => message::Beat::Ago(*a),
         // An earlier row's beat: this row has none of its own.
         Heartbeat::Missing | Heartbeat::BeforeRow(_) => message::Beat::Missing,
-        Heartbeat::Unreadable(_) => message::Beat::Unreadable,
+        Heartbeat::Unusable(_) | Heartbeat::Unreadable(_) => message::Beat::Unreadable,
     };
     let mut more = Vec::with_capacity(3);
     more.push(match d.basis {
@@ -586,7 +693,13 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
         }
         _ => format!("stale_after {}", message::duration(t.stale_after)),
     });
-    if !matches!(d.basis, Basis::LockFree | Basis::StaleButLockHeld) {
+    if !matches!(
+        d.basis,
+        Basis::LockFree
+            | Basis::StaleButLockHeld
+            | Basis::Contradicted(Signal::LockFree)
+            | Basis::ContradictionPersists(Signal::LockFree)
+    ) {
         more.extend(lock_words(&e.lock));
     }
     more.extend(holder_words(e));
@@ -594,6 +707,8 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
         d.basis,
         Basis::OwnerDead
             | Basis::OwnerReused
+            | Basis::Contradicted(Signal::OwnerDead | Signal::OwnerReused)
+            | Basis::ContradictionPersists(Signal::OwnerDead | Signal::OwnerReused)
             | Basis::StaleButOwnerAlive
             | Basis::OtherHost(_)
             | Basis::OtherHostPastMaxAge(_)
@@ -650,11 +765,13 @@ fn widest_messages(w: &Watch) -> Vec<String> {
             let ev = Evidence {
                 total_age: Ok(big),
                 heartbeat: Heartbeat::Age(big),
+                heartbeat_own: true,
                 lock,
+                lock_own: false,
                 lock_holder,
                 owner,
             };
-            row_message(&Decision { verdict, basis }, &ev, t)
+            row_message(&Decision::new(verdict, basis), &ev, t)
         })
         .collect()
 }
@@ -693,7 +810,9 @@ mod tests {
         Evidence {
             total_age: total,
             heartbeat,
+            heartbeat_own: true,
             lock,
+            lock_own: false,
             lock_holder: None,
             owner,
         }
@@ -714,10 +833,7 @@ mod tests {
             r.explain(),
             "running 50m, heartbeat 47m ago, lock held:42, owner remote:web2"
         );
-        let d = Decision {
-            verdict: Verdict::Hung,
-            basis: Basis::StaleButLockHeld,
-        };
+        let d = Decision::new(Verdict::Hung, Basis::StaleButLockHeld);
         assert_eq!(
             row_message(&d, &e, T),
             "self-heal: hung: heartbeat stale, lock held by pid 42 (row 50m, heartbeat 47m \
@@ -742,10 +858,10 @@ mod tests {
             r.explain(),
             "running unknown, heartbeat unreadable, lock none, owner none"
         );
-        let d = Decision {
-            verdict: Verdict::Unknown,
-            basis: Basis::Unreadable("heartbeat: EACCES".into()),
-        };
+        let d = Decision::new(
+            Verdict::Unknown,
+            Basis::Unreadable("heartbeat: EACCES".into()),
+        );
         assert_eq!(
             row_message(&d, &e, T),
             "self-heal: unknown: evidence unreadable (row age unknown, heartbeat unreadable, \
@@ -837,7 +953,7 @@ mod tests {
 
     #[test]
     fn the_message_says_what_decided_in_words_then_the_figures() {
-        let d = |verdict, basis| Decision { verdict, basis };
+        let d = |verdict, basis| Decision::new(verdict, basis);
         let cases = [
             (
                 d(Verdict::Dead, Basis::LockFree),
@@ -932,6 +1048,7 @@ mod tests {
         let beats = [
             Heartbeat::Age(7),
             Heartbeat::Missing,
+            Heartbeat::Unusable("x".into()),
             Heartbeat::Unreadable("x".into()),
         ];
         let locks = [
@@ -940,6 +1057,7 @@ mod tests {
             Lock::Held { pid: None },
             Lock::Free,
             Lock::Present,
+            Lock::Untrusted("x".into()),
             Lock::Absent,
             Lock::Unreadable("x".into()),
         ];
@@ -956,8 +1074,12 @@ mod tests {
         for total in &totals {
             for hb in &beats {
                 for lock in &locks {
-                    for owner in &owners {
-                        let e = ev(total.clone(), hb.clone(), lock.clone(), owner.clone());
+                    for (owner, own) in owners.iter().flat_map(|o| [(o, false), (o, true)]) {
+                        let e = Evidence {
+                            heartbeat_own: own,
+                            lock_own: own,
+                            ..ev(total.clone(), hb.clone(), lock.clone(), owner.clone())
+                        };
                         let d = crate::decide::decide(&e, T);
                         let m = row_message(&d, &e, T);
                         let p = message::parse(&m).expect("prefix");

@@ -115,6 +115,29 @@ fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
 
+/// Who, other than root, the running user and the file's owner `file_uid`, could replace a
+/// file in a directory with this owner, group and mode (`st_mode & 0o7777`) — rename it
+/// away and put another under its name — in words (`www-data (uid 33), group www-data
+/// and every user`); `None` when nobody else can. The test [`Dir`]'s walk applies to
+/// links, but for the sticky bit: in a sticky directory only the directory's owner can
+/// rename or remove another user's file. Used for evidence (a lock file in such a
+/// directory proves nothing when free), never to write.
+pub fn swappable_by(dir_uid: u32, dir_gid: u32, mode: u32, file_uid: u32) -> Option<String> {
+    let me = euid();
+    let mut who = Vec::new();
+    if dir_uid != 0 && dir_uid != me && dir_uid != file_uid {
+        who.push(Who::of(dir_uid).to_string());
+    }
+    if mode & 0o1000 == 0 {
+        who.extend(
+            error::other_writers(dir_uid, dir_gid, mode, me)
+                .into_iter()
+                .filter(|w| w.starts_with("group ") || w == "every user"),
+        );
+    }
+    (!who.is_empty()).then(|| error::and_list(&who))
+}
+
 /// The identity of a file: device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileId {

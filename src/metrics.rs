@@ -2,7 +2,8 @@
 //! real run (never by a dry run) while the run lock is held.
 //!
 //! Per watch of this host: running rows by verdict and by the host they belong to, rows
-//! that need a person, rows parked in `manual_value` (the backlog a person owes), changes
+//! that need a person, rows parked in `manual_value` (the backlog a person owes), rows
+//! whose action was held (by hold) and the whole-watch holds that tripped, changes
 //! by action (counters), breaker trips (counter), the last run's time, duration and
 //! outcome, and the time of the last successful run — the watchdog's own dead man's
 //! switch; and the host that judged them. Names carry the `selfheal_` prefix, base units
@@ -23,7 +24,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
-use crate::decide::{Action, Verdict};
+use crate::decide::{Action, Hold, Verdict};
 use crate::error::{Error, Result};
 use crate::fsafe::Dir;
 use crate::host::Host;
@@ -50,6 +51,16 @@ const VERDICTS: [Verdict; 7] = [
     Verdict::Unknown,
     Verdict::Remote,
 ];
+/// Holds of one row, then those of a watch as a whole (SPEC §5, §13).
+const ROW_HOLDS: [Hold; 6] = [
+    Hold::Confirming,
+    Hold::Contradicted,
+    Hold::Breaker,
+    Hold::ClockSkew,
+    Hold::NoHeartbeat,
+    Hold::MassOvertime,
+];
+const WATCH_HOLDS: [Hold; 3] = [Hold::Breaker, Hold::NoHeartbeat, Hold::MassOvertime];
 const ACTIONS: [Action; 4] = [
     Action::MarkDead,
     Action::MarkRetry,
@@ -58,7 +69,7 @@ const ACTIONS: [Action; 4] = [
 ];
 
 /// Metric families: name, type, help. Rendered in this order.
-const FAMILIES: [(&str, &str, &str); 14] = [
+const FAMILIES: [(&str, &str, &str); 16] = [
     (
         "selfheal_host_info",
         "gauge",
@@ -83,6 +94,18 @@ const FAMILIES: [(&str, &str, &str); 14] = [
         "selfheal_parked_rows",
         "gauge",
         "Rows parked in manual_value, waiting for a person (watches with a manual_value).",
+    ),
+    (
+        "selfheal_held_rows",
+        "gauge",
+        "Rows whose action was held in the last run, by hold (confirming, contradicted: \
+         waiting on their own; breaker, clock_skew, no_heartbeat, mass_overtime: for a person).",
+    ),
+    (
+        "selfheal_watch_held",
+        "gauge",
+        "1 when a whole-watch hold (breaker, no_heartbeat, mass_overtime) tripped in the last \
+         run, else 0.",
     ),
     (
         "selfheal_changes_total",
@@ -319,6 +342,21 @@ pub fn samples(
                     "selfheal_owner_rows",
                     &[("watch", w), ("owner_host", owner)],
                     *n as f64,
+                ));
+            }
+            for h in ROW_HOLDS {
+                let n = s.held.iter().find(|(x, _)| *x == h).map_or(0, |(_, n)| *n);
+                out.push(Sample::new(
+                    "selfheal_held_rows",
+                    &[("watch", w), ("hold", h.as_str())],
+                    n as f64,
+                ));
+            }
+            for h in WATCH_HOLDS {
+                out.push(Sample::new(
+                    "selfheal_watch_held",
+                    &[("watch", w), ("hold", h.as_str())],
+                    if s.holds.contains(&h) { 1.0 } else { 0.0 },
                 ));
             }
         }

@@ -6,12 +6,13 @@
 //! is what happens when the wrong file goes: a job still running loses its lock and a
 //! retry becomes a second writer. So the file is removed only when all of this holds:
 //!
-//! 1. it is the file the row was judged with. When the row is judged, the file's device
-//!    and inode are noted ([`observe`]); a file absent then is never removed, whatever
-//!    appears at the name later (a new worker's lock). Just before the row's
-//!    compare-and-set the file is opened again ([`hold`]) and must still be that inode; it
-//!    is then held open until the release, so its inode number cannot be given to a new
-//!    file meanwhile.
+//! 1. it is the file the row was judged with. When the row is judged, the file is opened
+//!    ([`observe`]) and held open until the release: identity is compared on that
+//!    descriptor, never on a device and inode number noted earlier (ext4 gives a deleted
+//!    file's inode number to the next file made in the same directory more often than
+//!    not, so a file deleted and recreated in between would look the same), and while it
+//!    is held its inode cannot be given to a new file. A file absent then is never removed,
+//!    whatever appears at the name later (a new worker's lock).
 //! 2. every directory on its path is reached through [`crate::fsafe`]: one component at a
 //!    time, never through a symbolic link someone other than root or the running user
 //!    could have planted (a `locks/` the PHP user swapped for a link to a root-only
@@ -55,7 +56,7 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, fcntl};
 
 use crate::decide::Owner;
-use crate::fsafe::{self, Dir, FileId, Kind, Removal};
+use crate::fsafe::{self, Dir, FileId, Removal};
 use crate::host::Host;
 use crate::probe::LockTable;
 use crate::probe::owner::{judge_pid, parse_owner};
@@ -98,33 +99,39 @@ impl Release {
 }
 
 /// The lock file as it was when the row was judged.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Seen {
     /// Nothing at the name: nothing is ever removed for this row.
     Absent,
-    /// A regular file: this inode, and no other, may be removed.
-    File(FileId),
+    /// A regular file, opened when the row was judged and held open: this inode, and no
+    /// other, may be removed.
+    File(Held),
     /// Something else than a regular file (a link, a directory): never removed.
     NotAFile(&'static str),
     /// The walk to it was refused or failed (why).
     Unreachable(String),
 }
 
-/// Notes what is at `path` now, through [`crate::fsafe`] (no link followed that is not
-/// trusted, none at the name): the identity a later release is held to.
+/// Opens what is at `path` now, through [`crate::fsafe`] (no link followed that is not
+/// trusted, none at the name; read-only, never creating it), and holds it: the file a
+/// later release is held to.
 pub fn observe(path: &Path) -> Seen {
-    let found = Dir::open_parent(path).and_then(|(dir, name)| dir.stat_at(&name));
-    match found {
-        Ok(None) => Seen::Absent,
-        Err(e) if e.is_not_found() => Seen::Absent,
-        Ok(Some(st)) if st.kind == Kind::File => Seen::File(st.id),
-        Ok(Some(st)) => Seen::NotAFile(st.kind.describe()),
-        Err(e) => Seen::Unreachable(e.to_string()),
+    let opened = Dir::open_parent(path)
+        .and_then(|(dir, name)| dir.open_read(&name).map(|file| Held { dir, name, file }));
+    match opened {
+        Ok(held) => Seen::File(held),
+        Err(e) => match refused(&e) {
+            Release::Absent => Seen::Absent,
+            Release::Kept(_) => match e {
+                fsafe::Error::NotRegular { kind, .. } => Seen::NotAFile(kind),
+                _ => Seen::NotAFile("a symbolic link"),
+            },
+            other => Seen::Unreachable(other.detail().unwrap_or_default().to_string()),
+        },
     }
 }
 
-/// The lock file, opened again just before the row's write and held open until the
-/// release: the inode seen when the row was judged.
+/// The lock file opened when its row was judged, held open until the release.
 #[derive(Debug)]
 pub struct Held {
     dir: Dir,
@@ -132,25 +139,25 @@ pub struct Held {
     file: File,
 }
 
-/// Opens the file at `path` again (through [`crate::fsafe`], read-only, never creating
-/// it) if it is still the one `seen`; otherwise the outcome of the release already.
-pub fn hold(path: &Path, seen: &Seen) -> Result<Held, Release> {
-    let expected = match seen {
+/// The file held since the row was judged, if it is still the one at its name; otherwise
+/// the outcome of the release already.
+pub fn hold(seen: Seen) -> Result<Held, Release> {
+    let held = match seen {
         Seen::Absent => return Err(Release::Absent),
-        Seen::File(id) => *id,
+        Seen::File(h) => h,
         Seen::NotAFile(kind) => {
             return Err(Release::Kept(format!("it is {kind}, not a regular file")));
         }
-        Seen::Unreachable(why) => return Err(Release::Failed(why.clone())),
+        Seen::Unreachable(why) => return Err(Release::Failed(why)),
     };
-    let (dir, name) = Dir::open_parent(path).map_err(|e| refused(&e))?;
-    let file = dir.open_read(&name).map_err(|e| refused(&e))?;
-    match FileId::of(&file) {
-        Ok(id) if id == expected => Ok(Held { dir, name, file }),
-        Ok(_) => Err(Release::Kept(
+    let id = FileId::of(&held.file).map_err(|e| Release::Failed(e.to_string()))?;
+    match held.dir.stat_at(&held.name) {
+        Ok(Some(st)) if st.id == id => Ok(held),
+        Ok(None) => Err(Release::Absent),
+        Ok(Some(_)) => Err(Release::Kept(
             "it was replaced by another file since the row was judged".into(),
         )),
-        Err(e) => Err(Release::Failed(e.to_string())),
+        Err(e) => Err(refused(&e)),
     }
 }
 

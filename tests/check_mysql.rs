@@ -69,6 +69,7 @@ fn sb_heartbeats_and_check(db: &mut MysqlDb) {
     );
     assert_eq!(summary["changed"], 0);
     assert_eq!(db.row(2).0, "running");
+    next_cron_run(&sb);
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, summary) = json_lines(&o);

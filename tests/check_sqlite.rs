@@ -43,6 +43,7 @@ fn a_dead_row_is_marked_with_status_end_time_and_a_reason_carrying_the_ages() {
     cron_check_is_silent(&cfg);
     assert_eq!(db.status(2), "running");
     assert!(sb.journal().is_empty());
+    next_cron_run(&sb);
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
     let out = stdout(&o);

@@ -187,7 +187,11 @@ fn the_demo_runs_the_real_check_on_a_sandbox() {
         "id=3    starting",
         "id=4    overtime",
         "id=5    hung",
-        "id=6    dead",
+        // Killed a moment ago: free lock, fresh heartbeat — it looks alive until the
+        // heartbeat is stale, and cron's next run (ten minutes later) reclaims it.
+        "id=6    alive",
+        "# Ten minutes later",
+        "jobs id=6: set status to 'error' (mark_dead) — self-heal: dead: lock free, worker gone",
         "Before:",
         "After:",
     ] {

@@ -167,7 +167,8 @@ fn a_short_host_name_never_matches_a_qualified_name_of_another_domain() {
                 rusqlite::params![owner, id],
             )
             .expect("owner");
-        sb.heartbeat(*id, Duration::from_secs(10));
+        // Stale: the owner pid gone beside the row's own fresh heartbeat would wait for it.
+        sb.heartbeat(*id, Duration::from_secs(10 * MIN));
     }
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
@@ -215,9 +216,11 @@ fn a_short_host_name_never_matches_a_qualified_name_of_another_domain() {
 type Rows = Vec<(i64, &'static str)>;
 
 /// One round's rows: for each host, two alive (a live worker, a fresh heartbeat in its own
-/// world) and two dead (the worker's pid is gone); in the other host's world, a free lock
-/// file and a two-hour-old heartbeat under each of them — unrelated files that happen to
-/// have the same name there, which must never count.
+/// world) and two dead (the worker's pid is gone, no heartbeat: a killed worker whose
+/// heartbeat is still fresh waits for it to go stale); in the other host's world, a free
+/// lock file and a two-hour-old heartbeat under each of them — unrelated files that happen
+/// to have the same name there, which must never count. The rows start a few seconds ago,
+/// after the live worker did (a pid that started after its row is a recycled one).
 fn plant_round(farm: &Farm, db: &mut MysqlDb, round: i64, worker: u32, gone: u32) -> (Rows, Rows) {
     let (mut alive, mut dead) = (Vec::new(), Vec::new());
     for (k, host) in [(0, "web1"), (1, "web2")] {
@@ -225,13 +228,8 @@ fn plant_round(farm: &Farm, db: &mut MysqlDb, round: i64, worker: u32, gone: u32
         for (n, live) in [(1u8, true), (2, true), (3, false), (4, false)] {
             let id = base + i64::from(n);
             let pid = if live { worker } else { gone };
-            insert(
-                db,
-                id,
-                &format!("{host}:{pid}"),
-                20 * MIN + u64::from(n) * MIN,
-            );
-            if live || n == 3 {
+            insert(db, id, &format!("{host}:{pid}"), u64::from(n));
+            if live {
                 farm.touch(host, &format!("hb-{id}"), Duration::from_secs(5));
             }
             farm.touch(
@@ -263,9 +261,11 @@ fn two_hosts_each_mark_exactly_their_own_dead_rows_concurrently_round_after_roun
     db.create_sync_log("DATETIME");
     let farm = Farm::new();
     let cfg = farm.config(&db.url, "", "");
-    // The live workers: pid 1, which started before every row (a pid that started after
-    // its row is a recycled one).
-    let worker = 1;
+    // The live worker, started before every row (a pid that started after its row is a
+    // recycled one).
+    let worker_proc = sleeper();
+    std::thread::sleep(Duration::from_secs(3));
+    let worker = worker_proc.pid();
     let gone = exited_pid();
 
     // First, one host at a time, in words: web1 leaves web2's rows to web2.

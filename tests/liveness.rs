@@ -100,6 +100,7 @@ fn a_lock_held_by_flock1_or_by_a_child_s_own_lock_makes_a_stale_row_hung_never_d
                 // Run 0 holds the hung row to confirm it (exit 0); run 1 acts on it; run 2
                 // finds it parked (manual) or reports it again.
                 for run in 0..4 {
+                    next_cron_run(&sb);
                     let o = check(&cfg, &["--format", "json"]);
                     let parked = manual && run > 1;
                     assert_exit(&o, i32::from(run != 0 && !parked));
@@ -324,8 +325,13 @@ fn the_probe_never_makes_a_starting_job_fail_its_own_flock_n() {
     );
 }
 
+/// A killed worker whose lock is free is reclaimed once its heartbeat is stale: while the
+/// row's own heartbeat is fresh, a free lock beside it is a contradiction that waits (a
+/// wrong lock_file looks exactly like this), quietly, without even a try-lock; from the
+/// first run that finds the heartbeat stale, the free lock acts at once — no confirming
+/// run, no waiting for a second silence.
 #[test]
-fn a_worker_killed_with_sigkill_is_reclaimed_at_once_once_its_lock_is_free() {
+fn a_worker_killed_with_sigkill_is_reclaimed_once_its_heartbeat_is_stale_and_its_lock_free() {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 10 * MIN);
@@ -341,8 +347,22 @@ fn a_worker_killed_with_sigkill_is_reclaimed_at_once_once_its_lock_is_free() {
     wait_until("the dead worker's lock is gone", secs(10), || {
         lock_holders(&lock).is_empty()
     });
-    // Its heartbeat is still fresh: no waiting for stale_after.
+    // Its heartbeat is still fresh: the free lock waits for it, quietly.
     sb.heartbeat(2, secs(3));
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (rows, _) = json(&o);
+    let r = row(&rows, 2);
+    assert_eq!(
+        r["verdict"], "alive",
+        "not even tried beside a fresh beat: {r}"
+    );
+    assert_eq!(r["lock"], "free_unconfirmed", "{r}");
+    cron_check_is_silent(&cfg);
+    assert_eq!(db.status(2), "running");
+
+    // The heartbeat goes stale: the very next run confirms the free lock and acts.
+    sb.heartbeat(2, secs(5 * MIN + 30));
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, _) = json(&o);
@@ -351,7 +371,6 @@ fn a_worker_killed_with_sigkill_is_reclaimed_at_once_once_its_lock_is_free() {
     assert_eq!(r["lock"], "free");
     assert_eq!(r["conclusive"], true);
     assert_eq!(r["applied"], true);
-    assert!(r["heartbeat_age_s"].as_u64().unwrap_or(999) < 300, "{r}");
     let (_, status, ended, msg) = db.dump().remove(0);
     assert_eq!((status.as_str(), ended), ("error", true));
     assert!(
@@ -361,8 +380,11 @@ fn a_worker_killed_with_sigkill_is_reclaimed_at_once_once_its_lock_is_free() {
     assert_eq!(file_state(&lock), before, "the lock file is never deleted");
 }
 
+/// A killed worker whose pid is gone is reclaimed once its heartbeat is stale: while the
+/// row's own heartbeat is fresh the death waits (held as `contradicted`, quietly); the
+/// first run that finds it stale acts at once.
 #[test]
-fn a_worker_killed_with_sigkill_is_reclaimed_at_once_once_its_pid_is_gone() {
+fn a_worker_killed_with_sigkill_is_reclaimed_once_its_pid_is_gone_and_its_heartbeat_stale() {
     let host = hostname();
     for (owner_form, reap) in [("HOST:PID", true), ("PID", true), ("HOST:PID", false)] {
         let ctx = format!("{owner_form}, reaped: {reap}");
@@ -400,13 +422,23 @@ fn a_worker_killed_with_sigkill_is_reclaimed_at_once_once_its_pid_is_gone() {
                 })
             });
         }
-        // A young row with a fresh heartbeat: only the pid says it is dead.
+        // A young row with a fresh heartbeat: the pid gone waits for the heartbeat.
         let o = check(&cfg, &["--format", "json"]);
         assert_exit(&o, 0);
         let (rows, _) = json(&o);
         let r = row(&rows, 2);
         assert_eq!(r["verdict"], "dead", "{ctx}: {r}");
         assert_eq!(r["owner"], "dead", "{ctx}");
+        assert_eq!(r["held"], "contradicted", "{ctx}: {r}");
+        assert_eq!(r["applied"], false, "{ctx}");
+        assert_eq!(db.status(2), "running", "{ctx}");
+        // Stale: only the pid says it is dead, and that acts at once.
+        sb.heartbeat(2, secs(5 * MIN + 30));
+        let o = check(&cfg, &["--format", "json"]);
+        assert_exit(&o, 0);
+        let (rows, _) = json(&o);
+        let r = row(&rows, 2);
+        assert_eq!(r["verdict"], "dead", "{ctx}: {r}");
         assert_eq!(r["basis"], "the owner pid no longer exists", "{ctx}");
         assert_eq!(r["applied"], true, "{ctx}");
         assert!(r["total_age_s"].as_u64().unwrap_or(999) < 60, "{ctx}: {r}");

@@ -107,8 +107,9 @@ fn a_worker_that_holds_its_lock_is_never_marked_from_another_pid_namespace() {
         "{r}"
     );
 
-    // From another pid namespace, beating: the lock is confirmed held by a try-lock (no
-    // holder visible), the pid says nothing. Never marked, run after run.
+    // From another pid namespace, beating: no holder visible, and with the row's own fresh
+    // heartbeat a free lock would only be a contradiction, so it is not even tried; the
+    // pid says nothing. Never marked, run after run.
     for run in 0..3 {
         beats(&sb);
         let o = in_pid_namespace(&args);
@@ -116,16 +117,18 @@ fn a_worker_that_holds_its_lock_is_never_marked_from_another_pid_namespace() {
         let (rows, _) = json_lines(&o);
         let r = row(&rows, 1);
         assert_eq!(r["verdict"], "alive", "run {run}: {r}");
-        assert_eq!(r["lock"], "held", "run {run}: {r}");
+        assert_eq!(r["lock"], "free_unconfirmed", "run {run}: {r}");
         assert_eq!(r["lock_pid"], serde_json::Value::Null, "run {run}: {r}");
         assert_eq!(r["owner"], "not_visible", "run {run}: {r}");
         assert_eq!(r["action"], "none", "run {run}: {r}");
         assert_eq!(db.status(1), "running", "run {run}");
     }
 
-    // Its heartbeat stalls while it lives: hung (held for a person), never dead.
+    // Its heartbeat stalls while it lives: the lock is tried (held, holder not visible):
+    // hung (held for a person), never dead.
     sb.heartbeat(1, secs(40));
     for run in 0..3 {
+        next_cron_run(&sb);
         let o = in_pid_namespace(&args);
         assert_exit(&o, i32::from(run != 0));
         let (rows, _) = json_lines(&o);
@@ -151,13 +154,13 @@ fn a_worker_that_holds_its_lock_is_never_marked_from_another_pid_namespace() {
         "{ns}"
     );
 
-    // The worker is killed: its lock is free and a try-lock confirms it, so the row is
-    // reclaimed at once — with a fresh heartbeat, from that namespace too.
+    // The worker is killed: its lock is free and a try-lock confirms it once its heartbeat
+    // is stale, so the row is reclaimed at once then — from that namespace too.
     worker.kill9();
     wait_until("the dead worker's lock is gone", secs(10), || {
         lock_holders(&lock).is_empty()
     });
-    beats(&sb);
+    sb.heartbeat(1, secs(5));
     let o = in_pid_namespace(&args);
     assert_exit(&o, 0);
     let (rows, _) = json_lines(&o);
@@ -187,6 +190,9 @@ fn a_heartbeat_older_than_its_row_is_an_earlier_rows_and_teaches_stats_nothing()
     // Row 14 is 10 minutes old and has never beaten itself: no heartbeat of its own.
     db.insert(14, "running", 10 * MIN);
     sb.heartbeat(14, secs(2 * HOUR));
+    // Row 15 beats (a watch none of whose rows beats holds every heartbeat-only verdict).
+    db.insert(15, "running", 10 * MIN);
+    sb.heartbeat(15, secs(5));
     let cfg = sb.config(
         &db.url(),
         &sb.watch(&format!("lock_file = \"{}\"\n", sb.lock_template())),
@@ -208,6 +214,7 @@ fn a_heartbeat_older_than_its_row_is_an_earlier_rows_and_teaches_stats_nothing()
     );
     // The next run confirms row 14's death; its message says "no heartbeat", not two
     // hours.
+    next_cron_run(&sb);
     let (o, rows, _) = json_check(&cfg);
     assert_exit(&o, 0);
     assert_eq!(row(&rows, 14)["applied"], true);
@@ -568,6 +575,7 @@ fn a_hung_row_parked_for_a_person_is_not_given_an_end_time() {
     );
     // Two cron runs: the second confirms the hung worker and parks its row.
     for _ in 0..2 {
+        next_cron_run(&sb);
         let _ = check(&cfg, &[]);
     }
     assert_eq!(db.status(1), "wait_manual");
@@ -684,11 +692,13 @@ fn a_stall_shorter_than_a_cron_period_never_parks_or_kills_a_job() {
 
     // They beat again before the next run: the counts start over.
     beat(&sb);
+    next_cron_run(&sb);
     cron_check_is_silent(&cfg);
     unchanged(&db);
 
     // Stalled again: the first run in a row again, not the second.
     stall(&sb);
+    next_cron_run(&sb);
     let (o, rows, _) = json_check(&cfg);
     assert_exit(&o, 0);
     for id in [1, 2] {
@@ -707,8 +717,18 @@ fn a_stall_shorter_than_a_cron_period_never_parks_or_kills_a_job() {
     }
     unchanged(&db);
 
+    // But a run right after the last one neither counts nor resets: an operator's run a
+    // second after cron's confirms nothing.
+    let (o, rows, _) = json_check(&cfg);
+    assert_exit(&o, 0);
+    for id in [1, 2] {
+        assert_eq!(row(&rows, id)["held"], "confirming", "{}", row(&rows, id));
+    }
+    unchanged(&db);
+
     // Dry runs and --explain neither count nor reset; --explain shows what a real run
-    // would do now.
+    // would do now: a cron period later, act.
+    next_cron_run(&sb);
     for _ in 0..2 {
         let o = check(&cfg, &["--dry-run"]);
         assert_exit(&o, 1);
@@ -723,8 +743,9 @@ fn a_stall_shorter_than_a_cron_period_never_parks_or_kills_a_job() {
     }
     unchanged(&db);
 
-    // The second real run in a row acts: the silent one is marked dead, the hung one
-    // parked for a person.
+    // The second real run in a row, a cron period after the first, acts: the silent one
+    // is marked dead, the hung one parked for a person.
+    next_cron_run(&sb);
     let o = check(&cfg, &[]);
     assert_exit(&o, 1);
     assert_eq!(db.status(1), "error");
@@ -750,6 +771,7 @@ fn confirming_rows_neither_trip_the_breaker_nor_mail_anyone() {
     let o = cron_check_is_silent(&cfg);
     assert_eq!(stderr(&o), "", "no breaker yet: nothing would be marked");
     // Confirmed by the next run: now the breaker holds them all.
+    next_cron_run(&sb);
     let o = check(&cfg, &[]);
     assert_exit(&o, 1);
     assert!(stderr(&o).contains("breaker: 4 of 4"), "{}", stderr(&o));
@@ -799,9 +821,11 @@ fn counts_that_cannot_be_kept_fail_the_run_and_an_explain_that_cannot_read_them_
     );
     assert_eq!(db.status(1), "running");
 
-    // A real run counts once; --explain as root sees the count, as nobody (who cannot
-    // read root's state_dir) it says so and shows what a first run would do.
+    // A real run counts once; --explain as root sees the count (a cron period later), as
+    // nobody (who cannot read root's state_dir) it says so and shows what a first run
+    // would do.
     cron_check_is_silent(&cfg);
+    next_cron_run(&sb);
     let o = check(&cfg, &["--explain"]);
     assert!(
         stdout(&o).contains("a real run would set status to 'error' (mark_dead)"),

@@ -255,8 +255,8 @@ fn log_lines_escape_values_from_the_database() {
     let forged = "2\n<29>Mar  5 09:04:07 selfheal[1]: watch=full-sync id=3 forged\u{1b}[2J";
     db.conn()
         .execute(
-            "INSERT INTO sync_log (id, status, start_time) \
-             VALUES (?1, 'running', datetime('now', '-3000 seconds'))",
+            "INSERT INTO sync_log (id, status, start_time, heartbeat_at) \
+             VALUES (?1, 'running', datetime('now', '-3000 seconds'), datetime('now', '-2820 seconds'))",
             [forged],
         )
         .expect("insert");

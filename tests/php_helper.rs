@@ -276,7 +276,7 @@ fn the_helper_waits_then_gets_the_lock_exactly_once_and_keeps_the_file() {
 }
 
 #[test]
-fn a_php_job_using_the_helper_is_never_touched_alive_and_reclaimed_at_once_when_killed() {
+fn a_php_job_using_the_helper_is_never_touched_alive_and_reclaimed_when_killed() {
     let mut db = mysql_or_skip!();
     if !have_php() {
         return;
@@ -342,8 +342,24 @@ fn a_php_job_using_the_helper_is_never_touched_alive_and_reclaimed_at_once_when_
         std::thread::sleep(Duration::from_millis(500));
     }
 
-    // Killed: the pid is gone and the lock free — reclaimed on the next run.
+    // Killed: the pid is gone and the lock free, beside the row's own heartbeat, still
+    // fresh: the death waits for it (quietly: exit 0, nothing written).
     job.proc.kill9();
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (rows, _) = json_lines(&o);
+    let r = row(&rows, job.id);
+    assert_eq!(r["verdict"], "dead", "{r}");
+    assert_eq!(r["owner"], "dead", "{r}");
+    assert_eq!(r["held"], "contradicted", "{r}");
+    assert_eq!(db.dump(), before);
+    // Once the heartbeat is stale, the next run reclaims it at once.
+    std::fs::File::options()
+        .append(true)
+        .open(&beat)
+        .expect("heartbeat")
+        .set_modified(std::time::SystemTime::now() - secs(6))
+        .expect("mtime");
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, _) = json_lines(&o);

@@ -410,6 +410,7 @@ fn the_wrapper_killed_9_leaves_the_lock_held_until_the_command_ends_and_check_ne
     f.set_modified(SystemTime::now() - secs(8 * 60))
         .expect("mtime");
     for run in 0..3 {
+        next_cron_run(&sb);
         let (o, r) = judge();
         assert_exit(&o, i32::from(run != 0));
         assert_eq!(r["verdict"], "hung", "{r}");

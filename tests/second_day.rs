@@ -104,10 +104,12 @@ fn watch_with(sb: &Sandbox, extra: &str) -> String {
 // ---------------------------------------------------------------------------------------
 // 1. Parked rows stay visible
 
-/// Runs the cron form until row `id` leaves `running` (a confirmation may hold an
-/// inferred verdict for a run or two), returning the run that moved it.
-fn check_until_moved(cfg: &Path, id: i64, status: impl Fn(i64) -> String) -> Output {
+/// Runs the cron form, a cron period apart, until row `id` leaves `running` (a
+/// confirmation may hold an inferred verdict for a run or two), returning the run that
+/// moved it.
+fn check_until_moved(sb: &Sandbox, cfg: &Path, id: i64, status: impl Fn(i64) -> String) -> Output {
     for _ in 0..3 {
+        next_cron_run(sb);
         let o = check(cfg, &[]);
         if status(id) != "running" {
             return o;
@@ -130,7 +132,7 @@ fn a_parked_row_is_counted_every_run_listed_by_doctor_and_released_by_its_statem
         &format!("metrics_file = \"{}\"", metrics.display()),
         &watch_with(&sb, "manual_value = \"wait_manual\"\n"),
     );
-    let parked = check_until_moved(&cfg, 1, |id| db.status(id));
+    let parked = check_until_moved(&sb, &cfg, 1, |id| db.status(id));
     assert_exit(&parked, 1);
     assert!(
         stdout(&parked).contains("full-sync id=1: set status to 'wait_manual' (mark_manual"),
@@ -268,13 +270,13 @@ fn doctors_release_statement_quotes_what_the_database_holds_mariadb() {
 fn lock_file_in_json_and_the_journal_is_the_probed_path() {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
-    // 1 alive, its lock held; 2 dead: the lock file exists and nobody holds it (conclusive,
-    // written at once); 3 alive, no lock file at all.
+    // 1 alive, its lock held; 2 dead: the lock file exists and nobody holds it, its
+    // heartbeat stale (conclusive, written at once); 3 alive, no lock file at all.
     db.insert(1, "running", 40 * MIN);
     sb.heartbeat(1, secs(5));
     let _holder = flock1_holder(&sb.lock_path(1), false);
     db.insert(2, "running", 20 * MIN);
-    sb.heartbeat(2, secs(100));
+    sb.heartbeat(2, secs(6 * MIN));
     std::fs::write(sb.lock_path(2), "").expect("lock file");
     db.insert(3, "running", 10 * MIN);
     sb.heartbeat(3, secs(5));
@@ -314,16 +316,17 @@ fn lock_file_in_json_and_the_journal_is_the_probed_path() {
 fn the_row_message_says_what_decided_and_stats_reads_it_and_the_older_form() {
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
-    // Row 5: its lock file is free, its heartbeat 1m40s old: dead, conclusively.
+    // Row 5: its lock file is free, its heartbeat 6m40s old: dead, conclusively. (With
+    // its own heartbeat fresh, the free lock would wait for it.)
     db.insert_at(5, "running", ago(20 * MIN));
-    sb.heartbeat_at(5, ago(100));
+    sb.heartbeat_at(5, ago(400));
     std::fs::write(sb.lock_path(5), "").expect("lock file");
     let cfg = sb.config(&db.url(), &watch_with(&sb, ""));
     let Some(o) = run_at(&cfg, &["check"], None) else {
         return;
     };
     assert_exit(&o, 0);
-    let want = "self-heal: dead: lock free, worker gone (row 20m, heartbeat 1m40s ago, \
+    let want = "self-heal: dead: lock free, worker gone (row 20m, heartbeat 6m40s ago, \
                 stale_after 5m)";
     let (_, status, _, msg) = db.dump().remove(0);
     assert_eq!((status.as_str(), msg.as_str()), ("error", want));
@@ -391,7 +394,7 @@ fn the_row_message_says_what_decided_and_stats_reads_it_and_the_older_form() {
     assert_eq!(
         fp,
         [
-            (5, "message", Some(100), true),
+            (5, "message", Some(400), true),
             (8, "message", Some(400), false),
             (9, "message", Some(400), false),
             // Cut inside the heartbeat: the figure is left out, never misread.

@@ -76,6 +76,7 @@ fn a_multibyte_database_name_is_cut_on_a_character_boundary_in_the_advisory_lock
     .expect("row");
 
     let sb = Sandbox::new();
+    sb.heartbeat(1, std::time::Duration::from_secs(2_820));
     let url = with_database(&MysqlDb::server_url(), &name);
     let cfg = sb.config(&url, &sb.watch("confirm = 1\n"));
     // A real run: only it takes the advisory lock.
@@ -124,13 +125,13 @@ fn text_id_rows(sb: &Sandbox) -> (SqliteDb, std::path::PathBuf) {
     let c = db.conn();
     let insert = |id: &str, status: &str, worker: Option<&str>| {
         c.execute(
-            "INSERT INTO sync_log (id, status, start_time, worker) \
-             VALUES (?1, ?2, datetime('now', '-3000 seconds'), ?3)",
+            "INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker) \
+             VALUES (?1, ?2, datetime('now', '-3000 seconds'), datetime('now', '-2820 seconds'), ?3)",
             rusqlite::params![id, status, worker],
         )
         .expect("insert");
     };
-    // Two dead rows (no heartbeat ever), one owned by another host, one parked.
+    // Two dead rows (their heartbeat stale), one owned by another host, one parked.
     insert(FORGED, "running", None);
     insert(NOISY, "running", None);
     insert("r\nforged", "running", Some("web9\nforged:12"));
@@ -445,6 +446,9 @@ fn check_warns_of_a_password_every_user_can_read_once_and_only_in_a_run_that_pri
     // A run that prints anyway says it, once.
     db.insert(1, "running", 3_000);
     db.insert(2, "running", 3_000);
+    for id in [1, 2] {
+        sb.heartbeat(id, std::time::Duration::from_secs(2_820));
+    }
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 2, "{}", stdout(&o));

@@ -250,6 +250,8 @@ struct EveryVerdict {
     holder: Proc,
     /// Holds row 20's lock.
     holder20: Proc,
+    /// Holds row 22's lock.
+    holder22: Proc,
     /// Row 6's worker, which has exited.
     dead_pid: u32,
 }
@@ -257,8 +259,10 @@ struct EveryVerdict {
 const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max_age 4h, \
      heartbeat files, lock files, owner column), clock frozen at 2035-03-14 15:09:26 UTC: \
      1 alive (2h10m, beat 20s ago), 2 starting (30s, no beat), 3 dead on a stale heartbeat \
-     (47m), 4 dead with no heartbeat (1h), 5 dead: lock file nobody holds, 6 dead: owner pid \
-     exited, 7 dead: owner pid 1 started after the row (2020), 8 hung: stale beat, lock held \
+     (47m), 4 dead with no heartbeat (1h), 5 dead: lock file nobody holds (beat 6m40s ago), 6 \
+     dead but contradicted: owner pid exited while the row's own heartbeat beat 10s ago (held \
+     quietly), 7 dead: owner pid 1 started after the row (2020, beat 10m ago), 8 hung: stale \
+     beat, lock held \
      by flock(1), the file naming THIS-HOST:4243 since the row started (another pid, as \
      selfheal run's line names its command), 9 hung: stale beat, owner pid 1 alive, 10 overtime (5h, beating), \
      11 unknown: start 2h in the future, 12 unknown: owner 'web-3', 13 unknown: lock free \
@@ -267,7 +271,9 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      17 remote: owner THIS-HOST.dc2.example.com with a pid that exited here (50m), 18 \
      starting: 8s old, its heartbeat file 2h old (an earlier row 18's), 19 unknown: start 0, \
      20 overtime (5h) while its lock is held by flock(1) (never marked dead), the file \
-     naming flock(1)'s own pid (as the PHP helper's line does); watch nightly \
+     naming flock(1)'s own pid (as the PHP helper's line does), 21 dead: owner pid exited \
+     (beat 10m ago), 22 alive: owner pid exited but the row's own lock is held by flock(1) \
+     (the owner a launcher that exited), beat 20s ago; watch nightly \
      (match job = nightly) runs on another host. Inferred verdicts (3, 4, 8, 9) need \
      confirm = 2 runs in a row.";
 
@@ -283,7 +289,7 @@ fn every_verdict() -> EveryVerdict {
         (2, ago(30), None, None, None),
         (3, ago(50 * MIN), Some(47 * MIN), None, None),
         (4, ago(HOUR), None, None, None),
-        (5, ago(20 * MIN), Some(100), Some(false), None),
+        (5, ago(20 * MIN), Some(400), Some(false), None),
         (
             6,
             ago(15 * MIN),
@@ -294,7 +300,7 @@ fn every_verdict() -> EveryVerdict {
         (
             7,
             utc("2020-01-01 00:00:00"),
-            Some(10),
+            Some(10 * MIN),
             None,
             Some("1".into()),
         ),
@@ -341,6 +347,20 @@ fn every_verdict() -> EveryVerdict {
         (18, ago(8), Some(2 * HOUR), None, None),
         (19, ago(HOUR), Some(10), None, None),
         (20, ago(5 * HOUR), Some(5), Some(true), None),
+        (
+            21,
+            ago(15 * MIN),
+            Some(10 * MIN),
+            None,
+            Some(format!("{host}:{dead_pid}")),
+        ),
+        (
+            22,
+            ago(15 * MIN),
+            Some(20),
+            Some(true),
+            Some(format!("{host}:{dead_pid}")),
+        ),
     ];
     for (id, started, hb, lock, owner) in &rows {
         db.insert_at(*id, "running", *started);
@@ -367,6 +387,7 @@ fn every_verdict() -> EveryVerdict {
     db.exec("UPDATE sync_log SET start_time = 0 WHERE id = 19");
     let holder = flock1_holder(&sb.lock_path(8), false);
     let holder20 = flock1_holder(&sb.lock_path(20), false);
+    let holder22 = flock1_holder(&sb.lock_path(22), false);
     // The holder lines `selfheal run` and the PHP helper write, written in place.
     for (id, pid, since) in [
         (8, 4243, ago(40 * MIN)),
@@ -391,6 +412,7 @@ fn every_verdict() -> EveryVerdict {
         cfg,
         holder,
         holder20,
+        holder22,
         dead_pid,
     }
 }
@@ -409,6 +431,7 @@ impl EveryVerdict {
         Redact::new(&self.sb)
             .pid(self.holder.pid(), "FLOCK_PID")
             .pid(self.holder20.pid(), "FLOCK20_PID")
+            .pid(self.holder22.pid(), "FLOCK22_PID")
             .pid(self.dead_pid, "EXITED_PID")
             .with(format!("this is {}", hostname()), "this is [HOST]")
     }
@@ -433,7 +456,8 @@ fn cron_every_verdict() {
     let Some(o) = run(&f.cfg, &args) else { return };
     let r = f.redact();
     let mut text = transcript(&args, &o, &r) + &r.apply(&table(&f.db));
-    // Cron's next run: the inferred verdicts are confirmed now.
+    // Cron's next run, a period later: the inferred verdicts are confirmed now.
+    next_cron_run(&f.sb);
     let Some(o) = run(&f.cfg, &args) else { return };
     text += &(transcript(&args, &o, &r) + &r.apply(&table(&f.db)));
     snapshot(
@@ -893,6 +917,7 @@ fn stats_fixture() -> Option<(Sandbox, PathBuf)> {
     let cfg = sb.config(&db.url(), &sb.watch(""));
     // Two cron runs: the first finds both silent, the second confirms it.
     for _ in 0..2 {
+        next_cron_run(&sb);
         let o = run(&cfg, &["check"])?;
         assert_exit(&o, 0);
     }
@@ -1160,6 +1185,7 @@ fn parked_fixture() -> Option<(Sandbox, SqliteDb, PathBuf)> {
         ),
     );
     for _ in 0..3 {
+        next_cron_run(&sb);
         run(&cfg, &["check"])?;
         if db.status(4) != "running" {
             break;

@@ -10,10 +10,10 @@
 //! not journaled keeps its intent and stops the run.
 //!
 //! A legacy lock file (`release_lock = "if_free"`) is released only if it is the inode
-//! seen when its row was judged: it is opened again, and compared, with the re-read just
-//! before the compare-and-set, held open until the release, and released only when no
-//! running row names it any more — counted again after the commit, since a new worker may
-//! have claimed a row meanwhile ([`crate::release`]).
+//! seen when its row was judged: opened then and held open since, it is compared on that
+//! descriptor with what its name holds at the re-read just before the compare-and-set,
+//! and released only when no running row names it any more — counted again after the
+//! commit, since a new worker may have claimed a row meanwhile ([`crate::release`]).
 //!
 //! I/O: `state_dir/pending.jsonl` and `state_dir/journal.jsonl` (opened on the first
 //! batch of a run), the heartbeat, lock and owner probes again, one compare-and-set per
@@ -50,7 +50,11 @@ pub(super) struct Ctx<'a> {
     pub state_dir: &'a Path,
     pub clocks: &'a Clocks,
     pub host: &'a Host,
-    pub hold: Option<Hold>,
+    /// What holds back the rows each is about (the run's and the watch's holds).
+    pub holds: &'a [Hold],
+    /// This host's running rows of the watch, as the sweep counted them (whose a heartbeat
+    /// file without `{id}` is).
+    pub local_rows: usize,
     pub run: &'a RunId,
     /// The configuration and database the entries and intents carry.
     pub origin: &'a Origin,
@@ -62,8 +66,8 @@ pub(super) struct Batch<'a> {
     pub store: &'a mut dyn Store,
     /// The run's journal and intents file, opened by the run's first batch.
     pub writer: &'a mut Option<Writer>,
-    /// Per row (as `rows` in [`Batch::write`]): its legacy lock file as it was judged,
-    /// where a release is planned.
+    /// Per row (as `rows` in [`Batch::write`]): its legacy lock file as it was judged, held
+    /// open, where a release is planned.
     pub lock_seen: Vec<Option<Seen>>,
 }
 
@@ -143,8 +147,9 @@ struct Pass<'b, 'a> {
     store: &'b mut dyn Store,
     jw: &'b mut Writer,
     rows: &'b mut [(RunningRow, RowReport)],
-    /// Per row: its legacy lock file as judged, and as opened again before its write.
-    lock_seen: &'b [Option<Seen>],
+    /// Per row: its legacy lock file as judged (taken when its write begins), and as
+    /// checked again before its write.
+    lock_seen: &'b mut [Option<Seen>],
     held: Vec<Option<Result<Held, Release>>>,
     /// Row index and change id, in writing order.
     intents: Vec<(usize, String)>,
@@ -225,7 +230,7 @@ impl Pass<'_, '_> {
     /// where a release is planned.
     fn cas(&mut self, i: usize) -> Result<bool> {
         let (row, report) = &mut self.rows[i];
-        let seen = self.lock_seen.get(i).and_then(Option::as_ref);
+        let seen = self.lock_seen.get_mut(i).and_then(Option::take);
         cas_row(self.ctx, row, report, seen, &mut self.held[i], self.store)
     }
 
@@ -330,22 +335,21 @@ fn cas_row(
     ctx: &Ctx<'_>,
     row: &RunningRow,
     report: &mut RowReport,
-    seen: Option<&Seen>,
+    seen: Option<Seen>,
     held: &mut Option<Result<Held, Release>>,
     store: &mut dyn Store,
 ) -> Result<bool> {
     let w = ctx.w;
     // Just before the write: did the row beat, or the worker show up, in between?
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-    let again = gather(
-        w,
-        row,
-        ctx.clocks,
-        ctx.host,
-        SystemTime::now(),
-        locks.as_ref(),
-    );
-    let (_, d2) = judge(w, row, again);
+    let scene = evidence::Scene {
+        clocks: ctx.clocks,
+        host: ctx.host,
+        host_now: SystemTime::now(),
+        locks: locks.as_ref(),
+        local_rows: ctx.local_rows,
+    };
+    let (_, d2) = judge(w, row, ctx.host, gather(w, row, &scene));
     // The same inferred verdict keeps this run's count; another one would be its first.
     let c2 = match report.confirmation {
         Some(c) if d2.inferred() && d2.verdict == report.decision.verdict => Some(c),
@@ -355,7 +359,7 @@ fn cas_row(
         }),
         _ => None,
     };
-    let p2 = plan_row(w, &d2, row, c2, ctx.hold);
+    let p2 = plan_row(w, &d2, row, c2, ctx.holds);
     if (p2.action, &p2.target) != (report.plan.action, &report.plan.target) {
         report.action = Action::None;
         report.note = Some(format!(
@@ -366,10 +370,10 @@ fn cas_row(
         return Ok(true);
     }
     // The lock file to release after the write: the inode the row was judged with, held
-    // open from now on (a file absent then is never removed).
+    // open since, if its name still holds it (a file absent then is never removed).
     if report.release_planned && held.is_none() {
         *held = Some(match (lock_path(w, row), seen) {
-            (Ok(p), Some(seen)) => crate::release::hold(&p, seen),
+            (Ok(_), Some(seen)) => crate::release::hold(seen),
             (Ok(_), None) => Err(Release::Absent),
             (Err(why), _) => Err(Release::Failed(format!("lock_file: {why}"))),
         });

@@ -309,7 +309,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         schemas.insert(&w.name, schema);
     }
 
-    let tally = load_tally(cfg, db, opts, out);
+    let tally = Some(load_tally(cfg, db, opts, out));
     let mut run = Run {
         cfg,
         opts,
@@ -345,18 +345,16 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
     Ok(())
 }
 
-/// The confirmation counts the last real run left, when a watch of this run needs them
-/// (`confirm` above 1). A damaged file is started over (the next write mends it). One that
+/// The confirmation counts and contradiction times the last real run left (every watch
+/// may meet a contradiction; only watches with `confirm` above 1 count). A damaged file
+/// is started over (the next write mends it). One that
 /// cannot be read (another user's) is said, and the run counts as a first run would: a dry
 /// run or `--explain` shows that view; a real run replaces the file when it has anything
 /// to count, and fails (exit 3) if it cannot — an inferred verdict that can never be
 /// confirmed must not go unnoticed.
-fn load_tally(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Option<Tally> {
-    if cfg.watches.iter().all(|w| w.confirm <= 1) {
-        return None;
-    }
+fn load_tally(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Tally {
     let key = confirmations::database_key(db);
-    Some(match confirmations::load(&cfg.run.state_dir) {
+    match confirmations::load(&cfg.run.state_dir) {
         Ok(counts) => Tally::new(key, counts),
         Err(Unread::Damaged(e)) => {
             out.warn(format!(
@@ -377,7 +375,7 @@ fn load_tally(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>
             ));
             Tally::new(key, None)
         }
-    })
+    }
 }
 
 /// Measures the database clock against the host's; beyond the tolerance, warns and (unless
@@ -480,10 +478,11 @@ fn check_watch(
     let swept = sweep::sweep(w, store, &ctx, run.tally.as_mut(), &mut |kind, m| {
         out.warn_once(kind, Some(&w.name), m);
     })?;
-    if swept.breaker_tripped {
+    if swept.tripped.contains(&Hold::Breaker) {
         out.summary.breaker_tripped.push(w.name.clone());
         counts.breaker_tripped = true;
     }
+    counts.holds.clone_from(&swept.tripped);
     let result = write_and_report(run, w, &schema, swept, store, out, &mut counts)
         .and_then(|()| count_parked(run, w, store, out, &mut counts));
     counts.duration = t0.elapsed();
@@ -570,7 +569,13 @@ fn write_and_report(
     counts: &mut WatchRun,
 ) -> Result<()> {
     let dry_run = run.opts.dry_run;
-    let rows = swept.rows;
+    let Swept {
+        rows,
+        mut lock_seen,
+        holds,
+        local_rows,
+        ..
+    } = swept;
     // Reports are made as rows are output; only the rows to write get theirs first.
     let writes: Vec<usize> = (0..rows.len())
         .filter(|&i| !dry_run && rows[i].plan.writes())
@@ -591,7 +596,8 @@ fn write_and_report(
             state_dir: &run.cfg.run.state_dir,
             clocks: &run.clocks,
             host: &run.host,
-            hold: swept.hold,
+            holds: &holds,
+            local_rows,
             run: &run.id,
             origin: &run.origin,
         };
@@ -599,7 +605,7 @@ fn write_and_report(
             ctx,
             store,
             writer: &mut run.writer,
-            lock_seen: writes.iter().map(|&i| rows[i].lock_seen.clone()).collect(),
+            lock_seen: writes.iter().map(|&i| lock_seen[i].take()).collect(),
         };
         let end = b.write(&mut batch)?;
         BatchEnd {

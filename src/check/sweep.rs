@@ -1,14 +1,16 @@
 //! One watch's running rows in, judged rows out: each row's evidence gathered
-//! ([`crate::evidence::gather`]) and judged ([`crate::decide`]) as it comes off the wire —
-//! a lock `/proc/locks` shows free confirmed by a try-lock first when the row would be
-//! written on the strength of it ([`judge`]), an inferred verdict counted across runs
-//! ([`crate::confirmations`]) and held until confirmed — then what concerns the watch as a
-//! whole: the shared-heartbeat warning, the breaker, a hold on everything not conclusive.
-//! For `release_lock = "if_free"`, the identity of each row's lock file as the row was
-//! judged ([`crate::release::observe`], noted before the probes look): only that inode may
-//! be released later. Nothing is written here.
+//! ([`crate::evidence::gather`]) and judged ([`crate::decide`]) — a lock `/proc/locks` shows
+//! free confirmed by a try-lock first when the row would be written on the strength of it
+//! ([`judge`]), a contradiction between a death signal and the row's own fresh heartbeat
+//! timed across runs, an inferred verdict counted across runs ([`crate::confirmations`]) and
+//! held until confirmed — then what concerns the watch as a whole, decided over every
+//! running row before any is written: the shared-heartbeat and untrusted-lock warnings,
+//! the breaker, the no-heartbeat hold, the mass-overtime hold, and the run's hold (clock
+//! skew). For `release_lock = "if_free"`, each dead row's lock file is opened as the row is
+//! judged ([`crate::release::observe`], before the probes look) and held open: only that
+//! inode may be released later. Nothing is written here.
 //!
-//! I/O: streams the watch's running rows from the store; reads `/proc/locks` once when the
+//! I/O: reads the watch's running rows from the store; reads `/proc/locks` once when the
 //! watch names a lock file; the probes of [`crate::evidence::gather`], and the try-lock of
 //! [`crate::evidence::confirm_lock`] for a row about to be written on a free lock.
 
@@ -19,7 +21,9 @@ use crate::config::{ReleaseLock, Watch};
 use crate::confirmations::Tally;
 use crate::decide::{self, ActionPolicy, Confirmation, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
-use crate::evidence::{confirm_lock, gather, owner_host, row_message, thresholds};
+use crate::evidence::{
+    Scene, confirm_lock, gather, is_remote, owner_host, row_message, thresholds,
+};
 use crate::host::Host;
 use crate::journal::RowId;
 use crate::message::cut;
@@ -37,19 +41,21 @@ fn action_policy(w: &Watch) -> ActionPolicy<'_> {
     }
 }
 
-/// The plan for one row: held while its inferred verdict is not confirmed, then under
-/// the watch's hold, if any.
+/// The plan for one row: held while its inferred verdict is not confirmed, held quietly
+/// while a death signal meets its own fresh heartbeat, then under the first of the
+/// watch's `holds` that is about it ([`Hold::applies_to`]).
 pub(super) fn plan_row(
     w: &Watch,
     d: &Decision,
     row: &RunningRow,
     confirmation: Option<Confirmation>,
-    hold: Option<Hold>,
+    holds: &[Hold],
 ) -> Plan {
     let p = decide::plan(d, row.attempts, &action_policy(w));
     let p = decide::confirm(p, d, confirmation);
-    match hold {
-        Some(h) => decide::hold(p, d, h),
+    let p = decide::hold_contradiction(p, d);
+    match holds.iter().find(|h| h.applies_to(d)) {
+        Some(h) => decide::hold(p, d, *h),
         None => p,
     }
 }
@@ -57,14 +63,22 @@ pub(super) fn plan_row(
 /// A row's evidence and verdict. A lock `/proc/locks` shows free proves nothing yet (it
 /// lists the holders of this pid namespace only, and none over NFS): it is tried — a
 /// non-blocking try-lock, released at once — when, and only when, the row would be written
-/// on the strength of it, so that jobs in normal operation are never disturbed.
-pub(super) fn judge(w: &Watch, row: &RunningRow, evidence: Evidence) -> (Evidence, Decision) {
+/// on the strength of it, so that jobs in normal operation are never disturbed (a row whose
+/// own fresh heartbeat would contradict a free lock is not written, so its lock is not
+/// tried).
+pub(super) fn judge(
+    w: &Watch,
+    row: &RunningRow,
+    host: &Host,
+    evidence: Evidence,
+) -> (Evidence, Decision) {
     let t = thresholds(w);
     let decision = decide::decide(&evidence, t);
     if let Some(hypothesis) = decide::as_if_confirmed(&evidence) {
         let d = decide::decide(&hypothesis, t);
-        if decide::plan(&d, row.attempts, &action_policy(w)).writes() {
-            let evidence = confirm_lock(w, row, evidence);
+        let p = decide::plan(&d, row.attempts, &action_policy(w));
+        if decide::hold_contradiction(p, &d).writes() {
+            let evidence = confirm_lock(w, row, host, evidence);
             let decision = decide::decide(&evidence, t);
             return (evidence, decision);
         }
@@ -99,16 +113,21 @@ pub(super) struct Judged {
     /// How far its inferred verdict is confirmed (`None`: not inferred).
     pub confirmation: Option<Confirmation>,
     pub plan: Plan,
-    /// The legacy lock file as the row was judged (`None`: no release is planned).
-    pub lock_seen: Option<Seen>,
 }
 
 /// A watch's rows, judged, and what the watch as a whole came to.
 pub(super) struct Swept {
     pub rows: Vec<Judged>,
-    /// What holds back every row not proven dead: the run's (clock skew) or the breaker.
-    pub hold: Option<Hold>,
-    pub breaker_tripped: bool,
+    /// Per row (as `rows`): its legacy lock file as the row was judged, held open, where a
+    /// release may follow (`None`: no release is planned).
+    pub lock_seen: Vec<Option<Seen>>,
+    /// What holds back the rows each is about: the run's (clock skew) and the watch's
+    /// (breaker, no heartbeat, mass overtime).
+    pub holds: Vec<Hold>,
+    /// The watch's own holds that tripped this run, held or (with `--force`) overridden.
+    pub tripped: Vec<Hold>,
+    /// This host's rows among them (not another host's).
+    pub local_rows: usize,
 }
 
 /// What a sweep needs besides the watch and the store.
@@ -120,10 +139,11 @@ pub(super) struct SweepCtx<'a> {
     pub force: bool,
 }
 
-/// Judges every running row of `w`, counting inferred verdicts in `tally` (the run's
-/// confirmation counts; `None` when no watch of the run needs them); warnings go to `warn`,
-/// with their kind (`shared_heartbeat_file`, `breaker`): the cron text shows each once per
-/// `remind_every`.
+/// Judges every running row of `w`, counting inferred verdicts and timing contradictions
+/// in `tally` (the run's state; `None` when it could not be read at all: every row is seen
+/// as a first run would see it); warnings go to `warn`, with their kind
+/// (`shared_heartbeat_file`, `untrusted_lock`, `breaker`, `no_heartbeat`,
+/// `mass_overtime`): the cron text shows each once per `remind_every`.
 pub(super) fn sweep(
     w: &Watch,
     store: &mut dyn Store,
@@ -131,79 +151,110 @@ pub(super) fn sweep(
     tally: Option<&mut Tally>,
     warn: &mut dyn FnMut(&'static str, String),
 ) -> Result<Swept> {
-    let mut rows = judge_rows(w, store, ctx, tally)?;
+    let (mut rows, lock_seen) = judge_rows(w, store, ctx, tally)?;
     // Another host's rows are none of this host's files (and never written here).
-    let local = rows
+    let local: Vec<&Judged> = rows
         .iter()
         .filter(|j| j.decision.verdict != Verdict::Remote)
-        .count();
+        .collect();
     if let Some(tpl) = &w.heartbeat_file
         && !tpl.has_id()
-        && local > 1
+        && local.len() > 1
     {
         warn(
             "shared_heartbeat_file",
             format!(
-                "watch {}: {local} running rows share one heartbeat file ({}): a dead row \
-                 beside a live one looks alive; put {{id}} in heartbeat_file",
+                "watch {}: {} running rows share one heartbeat file ({}): a dead row \
+                 beside a live one looks alive, and no row's beat is its own; put {{id}} in \
+                 heartbeat_file",
                 w.name,
+                local.len(),
                 tpl.as_str()
             ),
         );
     }
-    let breaker_tripped = breaker(w, &rows, local, ctx.force, warn);
-    let hold = match ctx.run_hold {
-        None if breaker_tripped && !ctx.force => Some(Hold::Breaker),
-        h => h,
-    };
-    if hold.is_some() {
+    let local_rows = local.len();
+    untrusted_locks(w, &local, warn);
+    let tripped = watch_holds(w, &local, ctx.force, warn);
+    let mut holds: Vec<Hold> = ctx.run_hold.into_iter().collect();
+    if !ctx.force {
+        holds.extend(&tripped);
+    }
+    if !holds.is_empty() {
         for j in &mut rows {
-            j.plan = plan_row(w, &j.decision, &j.row, j.confirmation, hold);
+            j.plan = plan_row(w, &j.decision, &j.row, j.confirmation, &holds);
         }
     }
     Ok(Swept {
         rows,
-        hold,
-        breaker_tripped,
+        lock_seen,
+        holds,
+        tripped,
+        local_rows,
     })
 }
 
-/// Each row is judged as it comes off the wire; what is kept is its evidence and verdict
-/// (the breaker needs every verdict of the watch before any write).
+/// The rows of `w`, each judged: first all of them read (whether a heartbeat file
+/// without `{id}` is a row's own depends on how many of this host's rows share it), then
+/// each row's evidence gathered and judged; a contradiction is timed and an inferred
+/// verdict counted in `tally`.
 fn judge_rows(
     w: &Watch,
     store: &mut dyn Store,
     ctx: &SweepCtx<'_>,
     mut tally: Option<&mut Tally>,
-) -> Result<Vec<Judged>> {
+) -> Result<(Vec<Judged>, Vec<Option<Seen>>)> {
+    let t = thresholds(w);
     let host_now = SystemTime::now();
     let now = epoch(host_now);
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-    let mut rows: Vec<Judged> = Vec::new();
+    let mut read: Vec<RunningRow> = Vec::new();
+    store.each_running_row(w, &mut |row| {
+        read.push(row);
+        Ok(())
+    })?;
+    let scene = Scene {
+        clocks: ctx.clocks,
+        host: ctx.host,
+        host_now,
+        locks: locks.as_ref(),
+        local_rows: read.iter().filter(|r| !is_remote(w, r, ctx.host)).count(),
+    };
     if let Some(t) = tally.as_deref_mut() {
         t.checked(w);
     }
-    store.each_running_row(w, &mut |row| {
+    let mut rows: Vec<Judged> = Vec::with_capacity(read.len());
+    let mut lock_seen = Vec::with_capacity(read.len());
+    for row in read {
         // Before the probes look: a file that appears after this is never the one judged.
         let seen = observed_lock(w, &row);
-        let gathered = gather(w, &row, ctx.clocks, ctx.host, host_now, locks.as_ref());
-        let (evidence, decision) = judge(w, &row, gathered);
-        let confirmation = match tally.as_deref_mut() {
-            Some(t) => {
-                let id = RowId::from(&row.id).key();
-                t.count(w, &id, &row.started.raw.to_string(), &decision, now)
+        let gathered = gather(w, &row, &scene);
+        let (evidence, decision) = judge(w, &row, ctx.host, gathered);
+        let id = RowId::from(&row.id).key();
+        let started = row.started.raw.to_string();
+        let (decision, confirmation) = match tally.as_deref_mut() {
+            Some(tally) => {
+                let decision = match tally.contradiction(w, &id, &started, &decision, now) {
+                    Some(for_s) => decide::persisting(decision, for_s, t),
+                    None => decision,
+                };
+                let c = tally.count(w, &id, &started, &decision, now);
+                (decision, c)
             }
-            None => uncounted(w, &decision),
+            None => {
+                let c = uncounted(w, &decision);
+                (decision, c)
+            }
         };
-        let plan = plan_row(w, &decision, &row, confirmation, None);
+        let plan = plan_row(w, &decision, &row, confirmation, &[]);
         // Only a dead row's file is ever released (and a file the probe found absent is
         // absent, whatever was seen a moment before).
-        let lock_seen = seen
-            .filter(|_| decision.verdict == Verdict::Dead)
-            .map(|s| match evidence.lock {
+        lock_seen.push(seen.filter(|_| decision.verdict == Verdict::Dead).map(|s| {
+            match evidence.lock {
                 decide::Lock::Absent => Seen::Absent,
                 _ => s,
-            });
+            }
+        }));
         rows.push(Judged {
             owner_host: owner_host(&row, &evidence, ctx.host),
             row,
@@ -211,46 +262,164 @@ fn judge_rows(
             decision,
             confirmation,
             plan,
-            lock_seen,
         });
-        Ok(())
-    })?;
-    Ok(rows)
+    }
+    Ok((rows, lock_seen))
 }
 
-/// The breaker of SPEC §6, over the `local` rows this host judges (another host's rows
-/// are not this host's to count): true when it trips (with its warning said).
-fn breaker(
+/// A free lock in a directory others can write proves nothing (SPEC §5): said once per
+/// `remind_every`, with the fix, when a row's lock is so.
+fn untrusted_locks(w: &Watch, local: &[&Judged], warn: &mut dyn FnMut(&'static str, String)) {
+    let mut untrusted = local.iter().filter_map(|j| match &j.evidence.lock {
+        decide::Lock::Untrusted(who) => Some((j, who)),
+        _ => None,
+    });
+    let Some((first, who)) = untrusted.next() else {
+        return;
+    };
+    let more = untrusted.count();
+    let file = w
+        .lock_file
+        .as_ref()
+        .and_then(|t| t.render(&first.row.id.to_string()).ok());
+    let dir = file
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .map_or_else(|| "its directory".into(), |d| d.display().to_string());
+    warn(
+        "untrusted_lock",
+        format!(
+            "watch {}: the lock file of row {}{} lies in {dir}, which {who} can write: anyone \
+             there could swap the file the job holds for an unlocked one, so a free lock \
+             there proves nothing and such rows are judged by their heartbeat alone; fix: \
+             chmod o-w,g-w {dir} (or chmod +t {dir}), or keep the job's locks in a directory \
+             only its owner can write",
+            w.name,
+            first.row.id,
+            if more > 0 {
+                format!(" (and {more} more)")
+            } else {
+                String::new()
+            },
+        ),
+    );
+}
+
+/// What holds the watch as a whole (SPEC §5, §6), decided over every running row of this
+/// host before any is written, each said with its warning: the breaker (more than half
+/// of the rows, and at least 3, would die on heartbeat alone), no heartbeat at all (not
+/// one row beats while one is past `stale_after`), a mass overtime (more than half, and at
+/// least 3, would be written as overtime). With `force`, said and not held.
+fn watch_holds(
     w: &Watch,
-    rows: &[Judged],
-    local: usize,
+    local: &[&Judged],
     force: bool,
     warn: &mut dyn FnMut(&'static str, String),
-) -> bool {
-    let deaths = rows
+) -> Vec<Hold> {
+    let t = thresholds(w);
+    let n = local.len();
+    let anyway = |what: &str| {
+        if force {
+            format!("; --force: {what} anyway")
+        } else {
+            String::new()
+        }
+    };
+    let mut holds = Vec::new();
+    let deaths = local
         .iter()
         .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
         .count();
-    if !decide::breaker_trips(deaths, local) {
-        return false;
+    if decide::breaker_trips(deaths, n) {
+        warn(
+            "breaker",
+            format!(
+                "watch {}: breaker: {deaths} of {n} running rows would be marked dead on \
+                 heartbeat staleness alone{}",
+                w.name,
+                if force {
+                    anyway("marking them")
+                } else {
+                    "; nothing is marked on heartbeat alone (check clocks, time zones, NFS; \
+                     --force overrides)"
+                        .into()
+                }
+            ),
+        );
+        holds.push(Hold::Breaker);
     }
-    warn(
-        "breaker",
-        format!(
-            "watch {}: breaker: {deaths} of {local} running rows would be marked dead on \
-             heartbeat staleness alone{}",
-            w.name,
-            if force {
-                "; --force: marking them anyway"
-            } else {
-                "; nothing is marked on heartbeat alone (check clocks, time zones, NFS; --force overrides)"
-            }
-        ),
-    );
-    true
+    let beating = local
+        .iter()
+        .filter(|j| j.evidence.heartbeat.beats())
+        .count();
+    let past_stale = local
+        .iter()
+        .filter(|j| {
+            j.evidence
+                .total_age
+                .as_ref()
+                .is_ok_and(|a| *a >= t.stale_after)
+        })
+        .count();
+    let held = local
+        .iter()
+        .filter(|j| Hold::NoHeartbeat.applies_to(&j.decision) && j.plan.writes())
+        .count();
+    // Only when it holds something back: rows that cannot be judged at all (an
+    // unreadable heartbeat) are reported each on its own.
+    if decide::no_heartbeat(n, beating, past_stale) && held > 0 {
+        warn(
+            "no_heartbeat",
+            format!(
+                "watch {}: not one of its {n} running row{} has a heartbeat{}, while {past_stale} \
+                 {} past stale_after: a heartbeat_file that matches no file looks exactly like \
+                 every job dying at once; {held} verdict{} drawn from the heartbeat alone {} \
+                 {}; it ends by itself once any row beats (check heartbeat_file, or decide \
+                 each row with selfheal resolve)",
+                w.name,
+                if n == 1 { "" } else { "s" },
+                w.heartbeat_file
+                    .as_ref()
+                    .map(|t| format!(" ({})", t.as_str()))
+                    .unwrap_or_default(),
+                if past_stale == 1 { "is" } else { "are" },
+                if held == 1 { "" } else { "s" },
+                if held == 1 { "is" } else { "are" },
+                if force {
+                    "acted on anyway (--force)"
+                } else {
+                    "held"
+                },
+            ),
+        );
+        holds.push(Hold::NoHeartbeat);
+    }
+    let overtime = local
+        .iter()
+        .filter(|j| j.decision.verdict == Verdict::Overtime && j.plan.writes())
+        .count();
+    if decide::mass_overtime(overtime, n) {
+        warn(
+            "mass_overtime",
+            format!(
+                "watch {}: {overtime} of {n} running rows are past max_age at once, which is \
+                 far more often a wrong clock or time zone than real runaway jobs{}",
+                w.name,
+                if force {
+                    anyway("writing them")
+                } else {
+                    "; none of them is written (check clocks and time zones; --force \
+                     overrides)"
+                        .into()
+                }
+            ),
+        );
+        holds.push(Hold::MassOvertime);
+    }
+    holds
 }
 
-/// The row's legacy lock file as it is now, for `release_lock = "if_free"` only.
+/// The row's legacy lock file, opened now and held, for `release_lock = "if_free"` only.
 fn observed_lock(w: &Watch, row: &RunningRow) -> Option<Seen> {
     if w.release_lock != ReleaseLock::IfFree {
         return None;

@@ -17,6 +17,7 @@ mod values;
 mod watch;
 
 pub use keys::{Raw, RawWatch};
+pub(crate) use overlap::told_apart_by;
 pub use values::{Ident, PathTemplate, fmt_duration, parse_duration};
 pub use watch::{Overtime, ReleaseLock, Retry, Watch};
 

@@ -5,9 +5,12 @@
 //!
 //! Every watch of the file counts, selected by `--watch` or not: the watches a run leaves
 //! out still run in other runs. A watch left out whose keys do not validate is skipped here
-//! (its own run reports it). Values are compared as a database may compare them: ignoring
-//! ASCII case and trailing spaces (MySQL's default collations), so two values that may be
-//! equal there never count as telling watches apart.
+//! (its own run reports it). Values are compared as a database may compare them: after
+//! compatibility decomposition, without accents and other combining marks, in lower case,
+//! without trailing spaces — `full-sync`, `Full-Sync`, `fúll-sync` and `full-sync ` are one
+//! value to MariaDB's default `utf8mb4_general_ci` — so two values that may be equal there
+//! never count as telling watches apart. Collations fold more than this (`ß` is `s` to
+//! `utf8mb4_general_ci`): `doctor` asks the server itself, under the column's collation.
 //!
 //! Pure: no I/O.
 
@@ -66,9 +69,44 @@ impl Footprint {
     }
 }
 
-fn may_be_equal(a: &str, b: &str) -> bool {
-    a.trim_end_matches(' ')
-        .eq_ignore_ascii_case(b.trim_end_matches(' '))
+/// True when a database may take the two values for one (see the module documentation).
+pub(crate) fn may_be_equal(a: &str, b: &str) -> bool {
+    folded(a) == folded(b)
+}
+
+/// The value as a case- and accent-insensitive collation compares it, as far as can be
+/// told without the server: compatibility-decomposed (NFKD), combining marks removed, in
+/// lower case, trailing spaces cut.
+fn folded(v: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    use unicode_normalization::char::is_combining_mark;
+    let s: String = v
+        .nfkd()
+        .filter(|c| !is_combining_mark(*c))
+        .flat_map(char::to_lowercase)
+        .collect();
+    s.trim_end_matches(' ').to_string()
+}
+
+/// What tells two watches' rows apart as far as can be known without the server: the
+/// columns both filter on, each with the two values (`None` when their tables differ).
+/// Empty when nothing does (then [`check`] has refused them already).
+pub(crate) fn told_apart_by(a: &Watch, b: &Watch) -> Option<Vec<(Ident, String, String)>> {
+    let (fa, fb) = (Footprint::of(a), Footprint::of(b));
+    if !fa.table.may_be_same_table(&fb.table) {
+        return None;
+    }
+    Some(
+        fa.filters
+            .iter()
+            .flat_map(|(c, v)| {
+                fb.filters
+                    .iter()
+                    .filter(move |(oc, ov)| c.same_column(oc) && !may_be_equal(v, ov))
+                    .map(move |(_, ov)| (c.clone(), v.clone(), ov.clone()))
+            })
+            .collect(),
+    )
 }
 
 /// Fails when two watches can take the same rows. `file` holds every watch of the file as
@@ -97,9 +135,11 @@ pub(super) fn check(file: &[RawWatch], validated: &[Watch], origin: &Origin) -> 
                 format!("watch '{}': match", b.name),
                 format!(
                     "its rows can be those of watch '{}' (both read table {}, and no match \
-                     column tells them apart): a row would be judged twice, by two different \
-                     rules; give both a match on a column where their values differ, e.g. \
-                     match = {{ job = \"{}\" }}, or merge them",
+                     column tells them apart: values that differ only in case, accents or \
+                     trailing spaces are one value to a case-insensitive collation): a row \
+                     would be judged twice, by two different rules; give both a match on a \
+                     column where their values differ, e.g. match = {{ job = \"{}\" }}, or \
+                     merge them",
                     a.name, b.table, b.name
                 ),
             ));

@@ -819,6 +819,28 @@ fn watches_whose_rows_can_overlap_are_refused() {
             "match = { job = \"full\", shard = \"2\" }",
         ),
         ("", "sync_log", "running_value = \"RUNNING\""),
+        // One value to MariaDB's default utf8mb4_general_ci: accents, any case, a
+        // decomposed accent, a compatibility form (the ﬁ ligature).
+        (
+            "match = { job = \"full-sync\" }",
+            "sync_log",
+            "match = { job = \"fúll-sync\" }",
+        ),
+        (
+            "match = { job = \"full-sync\" }",
+            "sync_log",
+            "match = { job = \"FÜLL-SYNC\" }",
+        ),
+        (
+            "match = { job = \"fu\\u0301ll-sync\" }",
+            "sync_log",
+            "match = { job = \"fúll-sync\" }",
+        ),
+        (
+            "match = { job = \"ﬁle\" }",
+            "sync_log",
+            "match = { job = \"file\" }",
+        ),
     ];
     for (first, table, second) in overlap {
         let text = two_watches(first, table, second);
@@ -851,6 +873,11 @@ fn watches_whose_rows_can_overlap_are_refused() {
             "match = { shard = \"2\" }",
         ),
         ("", "sync_log", "running_value = \"reporting\""),
+        (
+            "match = { job = \"full-sync\" }",
+            "sync_log",
+            "match = { job = \"full_sync\" }",
+        ),
     ];
     for (first, table, second) in apart {
         let text = two_watches(first, table, second);

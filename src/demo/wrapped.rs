@@ -4,7 +4,9 @@
 //! A second start of the wrapped job is refused with exit 75 and a line naming the holder;
 //! the wrapper is killed -9 and `--explain` still finds its job alive (the lock outlives
 //! the wrapper), while the bare job — alive too — leaves nothing to tell it from a dead
-//! one; then the wrapped job itself is killed and `--explain` finds it dead at once.
+//! one; then the wrapped job itself is killed and, once the heartbeat its wrapper left is
+//! stale, `--explain` finds it dead (a death beside the row's own fresh heartbeat waits for
+//! it to go stale).
 //!
 //! I/O: starts this very binary as `selfheal run` and `sleep` as the bare job, and kills
 //! all of them before returning, whatever happens; files in the sandbox only.
@@ -239,9 +241,24 @@ pub(super) fn show(dir: &Path, out: &mut dyn Write) -> Result<()> {
             Lock::Free | Lock::Unconfirmed
         )
     })?;
-    let _ = writeln!(out, "\n$ kill -9 <row 8's job>");
+    // Six minutes later, the heartbeat its wrapper touched last is stale.
+    std::fs::File::options()
+        .append(true)
+        .open(&beat)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now() - Duration::from_secs(360)))
+        .map_err(io_err(&beat, "setting a heartbeat mtime"))?;
+    let _ = writeln!(
+        out,
+        "\n$ kill -9 <row 8's job>    # six minutes later, the heartbeat its wrapper touched \
+         last is stale"
+    );
     let _ = writeln!(out, "$ selfheal check --explain --config {}", cfg.display());
     run_check(&cfg, true, out)?;
+    let _ = writeln!(
+        out,
+        "(while its heartbeat was fresh, the free lock waited for it: a killed job is \
+         reclaimed once its\nlast heartbeat is stale, within stale_after and one run)"
+    );
 
     let _ = writeln!(
         out,

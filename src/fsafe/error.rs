@@ -74,7 +74,7 @@ pub(super) fn other_writers(dir_uid: u32, dir_gid: u32, mode: u32, me: u32) -> V
     w
 }
 
-fn and_list(items: &[String]) -> String {
+pub(super) fn and_list(items: &[String]) -> String {
     match items {
         [] => String::new(),
         [one] => one.clone(),

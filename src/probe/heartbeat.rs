@@ -1,7 +1,11 @@
 //! Heartbeat files: the age of a file's mtime on the host clock.
 //!
 //! I/O: one `stat(2)` per file (no open, so the file's own permissions do not matter, only
-//! the directories'). ENOENT is `Missing`; EACCES or any other error is `Unreadable`.
+//! the directories'), and one of its directory when the file is not there. ENOENT is
+//! `Missing` when the directory exists; a directory that does not exist, or that the
+//! running user cannot search (EACCES), makes the file `Unusable` — neutral evidence, so
+//! that a typo in `heartbeat_file` never reads as every job dying at once; any other error
+//! is `Unreadable`.
 
 use std::io::ErrorKind;
 use std::path::Path;
@@ -26,13 +30,47 @@ pub fn file_heartbeat(path: &Path, now: SystemTime) -> Heartbeat {
             }
             Err(e) => Heartbeat::Unreadable(format!("{}: mtime: {e}", path.display())),
         },
-        Err(e) if e.kind() == ErrorKind::NotFound => Heartbeat::Missing,
+        Err(e) if e.kind() == ErrorKind::NotFound => missing_or_unusable(path),
+        Err(e) if e.kind() == ErrorKind::NotADirectory => Heartbeat::Unusable(format!(
+            "{}: a component of its directory is not a directory",
+            path.display()
+        )),
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => Heartbeat::Unusable(format!(
+            "{}: the running user cannot search a directory on its path ({e})",
+            path.display()
+        )),
         Err(e) => Heartbeat::Unreadable(format!("{}: {e}", path.display())),
     }
 }
 
+/// A file that is not there: `Missing` when its directory is (the job has not beaten yet,
+/// or is gone), `Unusable` when the directory itself is missing.
+fn missing_or_unusable(path: &Path) -> Heartbeat {
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Heartbeat::Missing;
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Heartbeat::Missing,
+        Ok(_) => Heartbeat::Unusable(format!(
+            "{}: {} is not a directory",
+            path.display(),
+            dir.display()
+        )),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            Heartbeat::Unusable(format!(
+                "{}: its directory {} does not exist",
+                path.display(),
+                dir.display()
+            ))
+        }
+        // The file's own stat said "not found", so its directory could be searched.
+        Err(_) => Heartbeat::Missing,
+    }
+}
+
 /// Combines the file and column heartbeats of one row: the freshest known beat wins; with
-/// no fresh-enough beat, anything unreadable makes the whole unreadable.
+/// no fresh-enough beat, anything unreadable makes the whole unreadable; a source that
+/// cannot be used counts for nothing beside one that can.
 pub fn combine(a: Heartbeat, b: Heartbeat) -> Heartbeat {
     use Heartbeat::*;
     // A beat is a beat here; whether it belongs to this row is judged after combining.
@@ -43,8 +81,9 @@ pub fn combine(a: Heartbeat, b: Heartbeat) -> Heartbeat {
     match (plain(a), plain(b)) {
         (Age(x), Age(y)) => Age(x.min(y)),
         (Unreadable(w), _) | (_, Unreadable(w)) => Unreadable(w),
-        (Age(x), Missing) | (Missing, Age(x)) => Age(x),
+        (Age(x), Missing | Unusable(_)) | (Missing | Unusable(_), Age(x)) => Age(x),
         (Missing, Missing) => Missing,
+        (Unusable(w), _) | (_, Unusable(w)) => Unusable(w),
         (BeforeRow(_), _) | (_, BeforeRow(_)) => Missing,
     }
 }
@@ -68,6 +107,12 @@ mod tests {
             combine(Missing, Unreadable("y".into())),
             Unreadable("y".into())
         );
+        let u = || Unusable("nodir".into());
+        assert_eq!(combine(u(), Age(3)), Age(3));
+        assert_eq!(combine(Age(3), u()), Age(3));
+        assert_eq!(combine(u(), Missing), u());
+        assert_eq!(combine(Missing, u()), u());
+        assert_eq!(combine(u(), Unreadable("z".into())), Unreadable("z".into()));
     }
 
     #[test]
@@ -88,10 +133,14 @@ mod tests {
         assert!(
             matches!(file_heartbeat(&p, now), Heartbeat::Unreadable(w) if w.contains("3600s in the future"))
         );
-        // A missing parent directory is "missing", like a missing file.
-        assert_eq!(
+        // A missing directory is unusable evidence, not a missing beat (a typo in a path).
+        assert!(matches!(
             file_heartbeat(&dir.path().join("nope/hb"), now),
-            Heartbeat::Missing
-        );
+            Heartbeat::Unusable(w) if w.contains("does not exist")
+        ));
+        assert!(matches!(
+            file_heartbeat(&p.join("hb"), now),
+            Heartbeat::Unusable(w) if w.contains("not a directory")
+        ));
     }
 }

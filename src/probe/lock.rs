@@ -188,6 +188,17 @@ pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
     try_lock(path)
 }
 
+/// Who, other than root, the running user and the file's owner, could have replaced the
+/// lock file at `path` with a new, unlocked one — its directory is writable by them and
+/// not sticky ([`crate::fsafe::swappable_by`]) — in words; `None` when nobody could, or
+/// when the file or its directory cannot be looked at (then the probe itself says so).
+/// A lock nobody holds in such a directory proves nothing (SPEC §5).
+pub fn swappable_by(path: &Path) -> Option<String> {
+    let file = std::fs::metadata(path).ok()?;
+    let dir = std::fs::metadata(path.parent()?).ok()?;
+    crate::fsafe::swappable_by(dir.uid(), dir.gid(), dir.mode() & 0o7777, file.uid())
+}
+
 /// Why an evidence file could not be opened by [`open_regular`].
 #[derive(Debug)]
 pub enum NotOpened {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{Reporter, RowReport, Summary, WatchInfo};
-use crate::decide::{Action, Hold, Verdict};
+use crate::decide::{Action, Hold, Signal, Verdict};
 use crate::evidence;
 use crate::release::Release;
 
@@ -83,6 +83,8 @@ struct RowJson<'a> {
     target: Option<&'a str>,
     attention: bool,
     held: Option<Hold>,
+    /// A death signal the row's own lock, held, overruled (`owner_dead`, `owner_reused`).
+    overruled: Option<Signal>,
     note: Option<&'a str>,
     lock_file: Option<&'a str>,
     lock_release: Option<&'static str>,
@@ -114,6 +116,7 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         target: r.target.as_deref(),
         attention: r.attention(),
         held: r.plan.hold,
+        overruled: r.decision.overruled,
         note: r.note.as_deref(),
         lock_file: r.lock_file.as_deref(),
         lock_release: r.lock_release.as_ref().map(Release::as_str),

@@ -7,7 +7,7 @@
 pub mod json;
 pub mod text;
 
-use crate::decide::{Action, Confirmation, Decision, Evidence, Plan, Thresholds, Verdict};
+use crate::decide::{Action, Confirmation, Decision, Evidence, Hold, Plan, Thresholds, Verdict};
 use crate::release::Release;
 use crate::store::SqlValue;
 
@@ -134,6 +134,11 @@ pub struct WatchRun {
     /// Running rows by the host they belong to (`?` for an owner that is not one).
     pub owners: Vec<(String, usize)>,
     pub breaker_tripped: bool,
+    /// The whole-watch holds that tripped this run (breaker, no heartbeat, mass overtime),
+    /// held or overridden by `--force`.
+    pub holds: Vec<Hold>,
+    /// Rows whose action was held, by hold.
+    pub held: Vec<(Hold, usize)>,
     pub duration: std::time::Duration,
     /// Rows parked in `manual_value` after this run (`None`: the watch has none, or was
     /// not checked): a backlog a person owes, counted every run, never a reason to exit 1
@@ -165,6 +170,9 @@ impl WatchRun {
         );
         if r.applied || r.action == Action::LostRace {
             Self::bump(&mut self.actions, r.action);
+        }
+        if let Some(h) = r.plan.hold {
+            Self::bump(&mut self.held, h);
         }
         if r.applied || (dry_run && r.plan.writes()) {
             t.changed += 1;
@@ -277,7 +285,9 @@ mod tests {
             evidence: Evidence {
                 total_age: Ok(600),
                 heartbeat: Heartbeat::Missing,
+                heartbeat_own: true,
                 lock: Lock::NotConfigured,
+                lock_own: false,
                 lock_holder: None,
                 owner: Owner::NotConfigured,
             },
@@ -285,14 +295,14 @@ mod tests {
                 stale_after: 60,
                 max_age: 3600,
             },
-            decision: Decision {
-                verdict: if writes {
+            decision: Decision::new(
+                if writes {
                     Verdict::Dead
                 } else {
                     Verdict::Alive
                 },
-                basis: Basis::MaxAge,
-            },
+                Basis::MaxAge,
+            ),
             plan: Plan {
                 action: if writes {
                     Action::MarkDead

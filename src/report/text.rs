@@ -49,6 +49,7 @@ fn what_a_run_does(r: &RowReport) -> String {
                 r.decision.verdict.as_str()
             )
         }
+        (_, _, Some(h @ Hold::Contradicted)) => format!("leave it for now: {}", h.describe()),
         (_, _, Some(h)) => format!("leave it and report it ({})", h.describe()),
         (Action::None, _, _) if r.plan.attention => {
             "leave it and report it: a person must look".into()
@@ -97,6 +98,14 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 evidence::render(e).explain(),
             ));
             self.line(&format!("      because {}", r.decision.basis.describe()));
+            if let Some(sig) = r.decision.overruled {
+                self.line(&format!(
+                    "      overruled: {}, but the row's own lock is held, so its worker runs \
+                     (the owner column names a launcher that exited, or a process of another \
+                     pid namespace?)",
+                    sig.describe()
+                ));
+            }
             self.line(&format!("      a real run would {}", what_a_run_does(r)));
             if let Some(n) = &r.note {
                 self.line(&format!("      note: {n}"));

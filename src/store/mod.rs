@@ -321,6 +321,20 @@ pub trait Introspect {
     fn column_definition(&mut self, _w: &Watch, _column: &Ident) -> Result<Option<String>> {
         Ok(None)
     }
+    /// Whether the server takes `a` and `b` for one value of `column` of the watch's table,
+    /// under the column's own collation: `Some(collation)` when it does, `None` when it does
+    /// not or the database has no such thing to ask (SQLite's collations are the ones
+    /// [`crate::config`] folds already). For `doctor`'s check of `match` values (SPEC §4):
+    /// `utf8mb4_general_ci` takes `straße` for `strase`, which no offline rule foresees.
+    fn equal_under_collation(
+        &mut self,
+        _w: &Watch,
+        _column: &Ident,
+        _a: &str,
+        _b: &str,
+    ) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// Why the advisory lock ([`Coordination::try_watch_lock`]) does not coordinate hosts
     /// that reach this database through different servers (a Galera cluster's `GET_LOCK`
     /// is node-local), or `None` when it does or there is none to speak of (for `doctor`).

@@ -886,6 +886,44 @@ impl Introspect for MysqlStore {
         Ok(create.and_then(|c| definition_in(&c, column.name())))
     }
 
+    fn equal_under_collation(
+        &mut self,
+        w: &Watch,
+        column: &Ident,
+        a: &str,
+        b: &str,
+    ) -> Result<Option<String>> {
+        let found: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .exec_first(
+                "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
+                 AND COLUMN_NAME = ?",
+                (w.table.schema(), w.table.name(), column.name()),
+            )
+            .map_err(|e| self.err("reading a column's collation", e))?;
+        // Names from the server go into the statement: only plain ones do.
+        let plain =
+            |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let Some((Some(charset), Some(collation))) = found else {
+            return Ok(None);
+        };
+        if !plain(&charset) || !plain(&collation) {
+            return Ok(None);
+        }
+        let equal: Option<i64> = self
+            .conn
+            .exec_first(
+                format!(
+                    "SELECT CONVERT(? USING {charset}) COLLATE {collation} = \
+                     CONVERT(? USING {charset}) COLLATE {collation}"
+                ),
+                (a, b),
+            )
+            .map_err(|e| self.err("comparing match values under the column's collation", e))?;
+        Ok((equal == Some(1)).then_some(collation))
+    }
+
     fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
         match self
             .conn

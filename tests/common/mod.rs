@@ -1184,3 +1184,30 @@ pub fn on_own_host(dirs: &[&str], setup: &str, args: &[&std::ffi::OsStr]) -> Opt
     .env("SELFHEAL", bin());
     Some(c)
 }
+
+/// Makes the last real run's confirmation counts a cron period old (their `seen` time moved
+/// back `secs`): a run now counts toward `confirm` as the next cron run would. A run less
+/// than `stale_after / 2` after the one it follows neither counts nor resets (SPEC §5), so
+/// a test that runs `check` twice in a row to confirm an inferred verdict lets the time of
+/// a cron period pass in between this way. Does nothing without the state file.
+pub fn a_cron_period_passes(sb: &Sandbox, secs: i64) {
+    let p = sb.state_dir().join("confirmations.json");
+    let Ok(text) = std::fs::read_to_string(&p) else {
+        return;
+    };
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("confirmations.json");
+    if let Some(entries) = v["entries"].as_array_mut() {
+        for e in entries {
+            if let Some(seen) = e["seen"].as_i64() {
+                e["seen"] = serde_json::json!(seen - secs);
+            }
+        }
+    }
+    std::fs::write(&p, v.to_string()).expect("write confirmations.json");
+}
+
+/// [`a_cron_period_passes`] with ten minutes, more than half of any `stale_after` the
+/// tests use.
+pub fn next_cron_run(sb: &Sandbox) {
+    a_cron_period_passes(sb, 600);
+}
