@@ -457,6 +457,7 @@ fn check_warns_of_a_password_every_user_can_read_once_and_only_in_a_run_that_pri
     assert!(err.starts_with(&warning), "{err}");
     // --explain always prints: once too.
     db.insert(3, "running", 3_000);
+    sb.heartbeat(3, std::time::Duration::from_secs(2_820));
     let o = check(&cfg, &["--explain"]);
     assert_exit(&o, 0);
     assert_eq!(stderr(&o).matches("is readable by every user").count(), 1);
@@ -475,6 +476,7 @@ fn check_warns_of_a_password_every_user_can_read_once_and_only_in_a_run_that_pri
     // Group-readable: no warning, the change still printed.
     chmod(&pwfile, 0o640);
     db.insert(4, "running", 3_000);
+    sb.heartbeat(4, std::time::Duration::from_secs(2_820));
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
