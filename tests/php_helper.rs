@@ -592,6 +592,83 @@ fn a_root_php_job_never_writes_or_creates_through_a_link_planted_in_its_director
     }
 }
 
+/// www-data, over and over: swaps its directory DIR for a link to TARGET and back
+/// (`DIR.real` meanwhile), pausing a random few microseconds after each swap.
+fn swapping(dir: &Path, target: &Path) -> Proc {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=33",
+        "--regid=33",
+        "--clear-groups",
+        "--",
+        "/usr/bin/perl",
+        "-e",
+    ])
+    .arg(
+        "my ($d, $t) = @ARGV; while (1) { rename($d, \"$d.real\") or next; \
+             symlink($t, $d); for (my $i = int(rand(3000)); $i > 0; $i--) {} \
+             unlink($d); rename(\"$d.real\", $d); \
+             for (my $i = int(rand(3000)); $i > 0; $i--) {} }",
+    )
+    .arg(dir)
+    .arg(target);
+    Proc::spawn(&mut c)
+}
+
+/// The same, one directory up: www-data owns `www` and swaps the real directory
+/// `www/runtime` the job's files are in for a link to a root-only directory and back. A
+/// file opened there is caught by the descriptor's own path; a file created there would
+/// stay, so the helper creates files through a descriptor held on the directory it
+/// checked (the root-only directory gets nothing, its own `x.lock` is left as it is).
+#[test]
+fn a_root_php_job_never_creates_or_writes_through_a_directory_swapped_on_its_path() {
+    let Some((sb, www)) = www_data_dir() else {
+        return;
+    };
+    if !have_tool("strace", &["-qq", "-o", "/dev/null", "true"], "strace") {
+        return;
+    }
+    let private = sb.path("root-only");
+    std::fs::create_dir(&private).expect("dir");
+    chmod(&private, 0o700);
+    let victim = private.join("x.lock");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    chmod(&victim, 0o600);
+    let before = bytes_and_mode(&victim);
+    let runtime = www.join("runtime");
+    std::fs::create_dir(&runtime).expect("dir");
+    nix::unistd::chown(&runtime, Some(33.into()), Some(33.into())).expect("chown");
+    let attacker = swapping(&runtime, &private);
+    wait_until("the attacker swaps the directory", secs(30), || {
+        runtime.is_symlink()
+    });
+    for (option, name) in [("lock", "x.lock"), ("heartbeat", "x.beat")] {
+        for (n, slow) in [(1500, false), (100, true)] {
+            let (started, refused) = rounds(option, &runtime.join(name), n, slow);
+            let trail = format!("{option}, {n} rounds{}", if slow { ", slowed" } else { "" });
+            assert_eq!(
+                bytes_and_mode(&victim),
+                before,
+                "{trail}: the victim was changed"
+            );
+            let names: Vec<_> = std::fs::read_dir(&private)
+                .expect("dir")
+                .map(|e| e.expect("entry").file_name())
+                .collect();
+            assert_eq!(
+                names,
+                ["x.lock"],
+                "{trail}: files were created in the private directory"
+            );
+            assert!(
+                refused > 0,
+                "{trail}: the swap was never in the way ({started} started)"
+            );
+        }
+    }
+    drop(attacker);
+}
+
 /// SPEC §12 for the helper: a lock file that is neither empty nor holds a holder line (the
 /// script itself, a data file — also another user's) is locked as it is: a second job is
 /// refused, naming the PHP process from /proc/locks, and the file's bytes and mode stay

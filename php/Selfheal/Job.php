@@ -54,9 +54,11 @@
  *     fstat() of the descriptor is compared with lstat() of the path: same device and
  *     inode, a regular file — a link or another file put at the name meanwhile is refused
  *     before anything is written; nothing is ever chmod'ed (there is no fchmod in PHP);
- *   - a missing file is created under a new random name in its directory
- *     (fopen 'x', 128 random bits: no link can wait there) and linked to its name with
- *     link(2), which never follows or replaces what is at the name;
+ *   - a missing file is created under a new random name in its directory (128 random
+ *     bits: no link can wait there) and linked to its name with link(2), which never
+ *     follows or replaces what is at the name; as root, the directory is named by a
+ *     descriptor held open on it (/proc/self/fd/N/NAME), so a directory on the way swapped
+ *     meanwhile cannot make the file appear anywhere else;
  *   - the heartbeat's time is set on the descriptor (ftruncate to its own size: no byte
  *     changes), never by touch() on the name;
  *   - running as root, moreover: a symbolic link on the way is followed only when it
@@ -518,27 +520,78 @@ class Job
     /**
      * Creates the missing file at $p, mode 0644 less the umask: under a new random name in
      * its directory, then linked to its name (link(2) neither follows nor replaces what is
-     * there: another process's file made meanwhile stays, and is then opened as it is).
+     * there: another process's file made meanwhile stays, and is then opened as it is). As
+     * root, the directory is named by a descriptor held open on it (/proc/self/fd/N), so
+     * that the file cannot be made elsewhere through a directory on the way swapped for a
+     * link (touch(), link() and unlink() pass such a path to the kernel as it is).
      */
     private static function create(array $p)
     {
-        $tmp = rtrim($p['dir'], '/') . '/.' . substr($p['name'], 0, 100) . '.'
-            . bin2hex(random_bytes(16)) . '.tmp';
+        $dir = $p['strict'] ? self::dirHandle($p) : null;
+        $base = $dir === null ? rtrim($p['dir'], '/') : $dir[1];
+        $tmp = $base . '/.' . substr($p['name'], 0, 100) . '.' . bin2hex(random_bytes(16)) . '.tmp';
         $umask = umask();
         umask($umask | 0022);
         clearstatcache(true);
-        $fh = @fopen($tmp, 'x+n');
-        umask($umask);
-        if ($fh === false) {
-            $e = error_get_last();
-            throw self::refused($p, 'cannot create it: ' . ($e ? $e['message'] : 'fopen failed'));
+        if ($dir !== null) {
+            $made = @touch($tmp);
+        } else {
+            $fh = @fopen($tmp, 'x+n');
+            $made = $fh !== false;
+            if ($made) {
+                fclose($fh);
+            }
         }
-        fclose($fh);
-        $linked = @link($tmp, $p['path']);
+        umask($umask);
+        if (!$made) {
+            $e = error_get_last();
+            self::closeDir($dir);
+            throw self::refused($p, 'cannot create it: ' . ($e ? $e['message'] : 'failed'));
+        }
+        $linked = @link($tmp, $base . '/' . $p['name']);
         $e = error_get_last();
         @unlink($tmp);
+        self::closeDir($dir);
         if (!$linked && self::lstatNow($p['path']) === false) {
             throw self::refused($p, 'cannot create it: ' . ($e ? $e['message'] : 'link failed'));
+        }
+    }
+
+    /**
+     * The directory of $p held open: array(directory stream, "/proc/self/fd/N"), when the
+     * kernel says the descriptor is the directory at $p['dir'] (same device and inode as
+     * lstat() saw, and that path); null where /proc cannot tell (no /proc: the directory
+     * is named by its path). A directory swapped while it was opened is refused.
+     */
+    private static function dirHandle(array $p)
+    {
+        $fds = @scandir('/proc/self/fd');
+        if ($fds === false) {
+            return null;
+        }
+        $st = self::lstatNow($p['dir']);
+        $dh = $st !== false && ($st['mode'] & 0170000) === 0040000 ? @opendir($p['dir']) : false;
+        if ($dh !== false) {
+            foreach (@scandir('/proc/self/fd') ?: array() as $fd) {
+                $link = "/proc/self/fd/$fd";
+                if (!preg_match('/^[0-9]+$/', $fd) || @readlink($link) !== $p['dir']) {
+                    continue;
+                }
+                clearstatcache();
+                $s = @stat($link);
+                if ($s !== false && $s['dev'] === $st['dev'] && $s['ino'] === $st['ino']) {
+                    return array($dh, $link);
+                }
+            }
+            closedir($dh);
+        }
+        throw self::refused($p, 'its directory changed while it was opened; refused');
+    }
+
+    private static function closeDir($dir)
+    {
+        if ($dir !== null) {
+            closedir($dir[0]);
         }
     }
 
