@@ -257,11 +257,12 @@ pub struct DemoArgs {
 )]
 pub struct RunArgs {
     /// Hold an exclusive flock on FILE while the command runs (created if missing, never
-    /// deleted); the command inherits it
+    /// deleted); the command inherits it. The holder line goes only into an empty file or
+    /// one that holds a line: any other file (the script itself) is locked as it is
     #[arg(long, value_name = "FILE")]
     pub lock: Option<PathBuf>,
 
-    /// Wait at most this long for the lock (e.g. 30s, 3m); 0 is one try
+    /// Wait at most this long for the lock (e.g. 30s, 3m; at most 100years); 0 is one try
     #[arg(
         long,
         value_name = "DURATION",
@@ -272,11 +273,11 @@ pub struct RunArgs {
     )]
     pub wait: Duration,
 
-    /// Touch FILE while the command runs and is not stopped
+    /// Touch FILE before the command starts, then while it runs and is not stopped
     #[arg(long, value_name = "FILE")]
     pub heartbeat: Option<PathBuf>,
 
-    /// How often to touch the heartbeat file
+    /// How often to touch the heartbeat file (at least 1s, at most 100years)
     #[arg(
         long,
         value_name = "DURATION",

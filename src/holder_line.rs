@@ -109,6 +109,16 @@ pub fn parse_line(text: &str) -> Option<HolderLine> {
     })
 }
 
+/// Whether a lock file may take a holder line: it is empty, or it holds one already — its
+/// first line is a holder line and the file is no longer than [`MAX_READ`] (a writer killed
+/// between writing a shorter line over a longer one and cutting the file leaves the end of
+/// the longer line after it). `head` is the file's first bytes ([`read_content`]), `len`
+/// its size. Anything else is somebody's content — a script locked with the `flock FILE
+/// cmd` idiom, a database — and is locked as it is, never written (SPEC §12).
+pub fn takes_a_line(head: &str, len: u64) -> bool {
+    len == 0 || (len <= MAX_READ as u64 && parse_line(head).is_some())
+}
+
 /// The first bytes of an open lock file, as text (invalid UTF-8 replaced). Read with
 /// `pread` from offset 0: the descriptor's own offset is neither used nor moved.
 pub fn read_content(file: &File) -> String {
@@ -173,6 +183,25 @@ mod tests {
             "we\u{1b}b:12 2035-03-14T15:09:26Z",
         ] {
             assert_eq!(parse_line(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_an_empty_file_or_one_holding_a_line_takes_a_line() {
+        let line = "web1:7 2035-03-14T15:09:26Z\n";
+        assert!(takes_a_line("", 0));
+        assert!(takes_a_line(line, line.len() as u64));
+        // A killed writer's leftover after its shorter line.
+        assert!(takes_a_line("web1:7 2035-03-14T15:09:26Z\n6Z\n", 31));
+        for (head, len) in [
+            ("#!/bin/sh\necho hi\n", 19),
+            ("SQLite format 3\0", 4096),
+            ("4242\n", 5),
+            ("\n", 1),
+            // A holder line at the top of a long file is still that file's content.
+            (line, 4096),
+        ] {
+            assert!(!takes_a_line(head, len), "{head:?} {len}");
         }
     }
 

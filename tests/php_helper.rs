@@ -88,20 +88,28 @@ fn holder_line(lock: &Path) -> HolderLine {
     parse_line(&std::fs::read_to_string(lock).expect("lock file")).expect("a holder line")
 }
 
-/// A refused PHP job: exit 75 and the helper's message naming the holder line.
+/// A refused PHP job: exit 75 and the helper's message naming the holder line in the words
+/// of `selfheal run`'s refusal (before: the line itself and a literal `(HOST:PID START)`).
 #[track_caller]
-fn php_refused(o: &Output, lock: &Path, holder: &HolderLine) {
+fn php_refused(o: &Output, lock: &Path, holder: &HolderLine, wait: &str) {
     assert_exit(o, 75);
     let err = stderr(o);
+    let how = if wait == "0" {
+        "; one try (wait 0)\n".to_string()
+    } else {
+        "; gave up after waiting ".to_string()
+    };
     assert!(
         err.contains(&format!(
-            "not started: {} is held by {} {} (HOST:PID START)",
+            "not started: {} is held by {} since {} (",
             lock.display(),
-            holder.owner(),
+            holder.named(),
             holder.since_text()
-        )),
+        )) && err.contains(" ago)")
+            && err.contains(&how),
         "{err}"
     );
+    assert!(!err.contains("HOST:PID START"), "{err}");
 }
 
 #[test]
@@ -124,7 +132,7 @@ fn the_helpers_lock_excludes_a_second_php_job_and_a_wrapped_run_alike() {
     // A second PHP job: one try, then a bounded wait; both refused, 75.
     for wait in ["0", "0.3"] {
         let o = php_job(&lock, &["--wait", wait]).output().expect("php");
-        php_refused(&o, &lock, &line);
+        php_refused(&o, &lock, &line, wait);
     }
     // A wrapped command: 75, the same holder named.
     let o = selfheal()
@@ -173,7 +181,7 @@ fn a_wrapped_runs_lock_excludes_the_helper() {
     let line = line.expect("line");
     for wait in ["0", "0.3"] {
         let o = php_job(&lock, &["--wait", wait]).output().expect("php");
-        php_refused(&o, &lock, &line);
+        php_refused(&o, &lock, &line, wait);
     }
 }
 
@@ -450,5 +458,387 @@ fn the_helper_loads_through_a_classmap_autoloader_in_either_order() {
         assert_eq!(host, hostname());
         assert!(pid.parse::<u32>().is_ok(), "{owner}");
         assert_eq!(holder_line(&sb.path("job.lock")).owner(), owner);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// As root, over a directory another user owns (SPEC §6, §12)
+
+/// A sandbox others can enter, with `www`: a directory www-data (uid 33) owns. `None`
+/// when not root or without php (skipped; CI fails).
+fn www_data_dir() -> Option<(Sandbox, PathBuf)> {
+    if !have_php() || !root_or_skip("a directory another user owns") {
+        return None;
+    }
+    let sb = Sandbox::new();
+    chmod(sb.dir.path(), 0o755);
+    let www = sb.path("www");
+    std::fs::create_dir(&www).expect("dir");
+    nix::unistd::chown(&www, Some(33.into()), Some(33.into())).expect("chown");
+    Some((sb, www))
+}
+
+fn chmod(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("chmod");
+}
+
+/// A file's bytes, identity, mtime and mode.
+fn bytes_and_mode(p: &Path) -> ((u64, u64, std::time::SystemTime, Vec<u8>), u32) {
+    (
+        file_state(p),
+        std::fs::metadata(p).expect("file").mode() & 0o7777,
+    )
+}
+
+/// www-data, over and over: plants the link LINK -> TARGET and removes it, pausing a
+/// random few microseconds after each step (so that the moments it appears and goes fall
+/// anywhere in the job's checks).
+fn planting(link: &Path, target: &Path) -> Proc {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=33",
+        "--regid=33",
+        "--clear-groups",
+        "--",
+        "/usr/bin/perl",
+        "-e",
+    ])
+    .arg(
+        "my ($l, $t) = @ARGV; while (1) { symlink($t, $l); \
+             for (my $i = int(rand(3000)); $i > 0; $i--) {} unlink($l); \
+             for (my $i = int(rand(3000)); $i > 0; $i--) {} }",
+    )
+    .arg(link)
+    .arg(target);
+    Proc::spawn(&mut c)
+}
+
+/// `php rounds.php OPTION PATH ROUNDS` as root: (started, refused). With `slow`, under
+/// strace with every stat and open delayed by 2 ms: the gaps between the helper's checks
+/// and its opens grow wide, and the planted link falls into them (the old helper wrote
+/// through it in about a third of such rounds).
+fn rounds(option: &str, path: &Path, n: u32, slow: bool) -> (u32, u32) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/php/rounds.php");
+    let mut c = if slow {
+        let mut c = Command::new("strace");
+        c.args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=newfstatat,openat",
+        ])
+        .args(["-e", "inject=newfstatat:delay_exit=2000"])
+        .args(["-e", "inject=openat:delay_exit=2000", "php"]);
+        c
+    } else {
+        Command::new("php")
+    };
+    let o = c
+        .arg(script)
+        .arg(option)
+        .arg(path)
+        .arg(n.to_string())
+        .output()
+        .expect("php");
+    assert!(o.status.success(), "{o:?}");
+    let out = stdout(&o);
+    let f: Vec<&str> = out.split_whitespace().collect();
+    match f.as_slice() {
+        ["started", s, "refused", r] => (s.parse().expect("n"), r.parse().expect("n")),
+        _ => panic!("rounds.php said {out:?}"),
+    }
+}
+
+/// Issue: www-data loops `ln -s /root-only/victim d/x.lock; rm d/x.lock` while a root PHP
+/// job starts with `'lock' => 'd/x.lock'`: the 0600 victim was rewritten with the holder
+/// line and made 0644; with `'heartbeat'`, root created the file the link named. Now no
+/// round writes, truncates, re-permissions or creates anything through the link: 1500
+/// rounds at full speed, then 100 with the helper's system calls slowed down.
+#[test]
+fn a_root_php_job_never_writes_or_creates_through_a_link_planted_in_its_directory() {
+    let Some((sb, www)) = www_data_dir() else {
+        return;
+    };
+    if !have_tool("strace", &["-qq", "-o", "/dev/null", "true"], "strace") {
+        return;
+    }
+    let private = sb.path("root-only");
+    std::fs::create_dir(&private).expect("dir");
+    chmod(&private, 0o700);
+    let victim = private.join("victim");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    chmod(&victim, 0o600);
+    let before = bytes_and_mode(&victim);
+    let chosen = private.join("chosen");
+
+    for (option, name, target) in [
+        ("lock", "x.lock", &victim),
+        ("heartbeat", "x.beat", &chosen),
+    ] {
+        let link = www.join(name);
+        let attacker = planting(&link, target);
+        wait_until("the attacker plants its link", secs(30), || {
+            link.is_symlink()
+        });
+        for (n, slow) in [(1500, false), (100, true)] {
+            let (started, refused) = rounds(option, &link, n, slow);
+            let trail = format!("{option}, {n} rounds{}", if slow { ", slowed" } else { "" });
+            assert_eq!(
+                bytes_and_mode(&victim),
+                before,
+                "{trail}: the victim was changed"
+            );
+            assert!(
+                !chosen.exists(),
+                "{trail}: root created the file the link names"
+            );
+            assert_eq!(
+                std::fs::read_dir(&private).expect("dir").count(),
+                1,
+                "{trail}: something was created in the private directory"
+            );
+            assert!(
+                refused > 0,
+                "{trail}: the link was never in the way ({started} started)"
+            );
+        }
+        drop(attacker);
+    }
+}
+
+/// www-data, over and over: swaps its directory DIR for a link to TARGET and back
+/// (`DIR.real` meanwhile), pausing a random few microseconds after each swap.
+fn swapping(dir: &Path, target: &Path) -> Proc {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=33",
+        "--regid=33",
+        "--clear-groups",
+        "--",
+        "/usr/bin/perl",
+        "-e",
+    ])
+    .arg(
+        "my ($d, $t) = @ARGV; while (1) { rename($d, \"$d.real\") or next; \
+             symlink($t, $d); for (my $i = int(rand(3000)); $i > 0; $i--) {} \
+             unlink($d); rename(\"$d.real\", $d); \
+             for (my $i = int(rand(3000)); $i > 0; $i--) {} }",
+    )
+    .arg(dir)
+    .arg(target);
+    Proc::spawn(&mut c)
+}
+
+/// The same, one directory up: www-data owns `www` and swaps the real directory
+/// `www/runtime` the job's files are in for a link to a root-only directory and back. A
+/// file opened there is caught by the descriptor's own path; a file created there would
+/// stay, so the helper creates files through a descriptor held on the directory it
+/// checked (the root-only directory gets nothing, its own `x.lock` is left as it is).
+#[test]
+fn a_root_php_job_never_creates_or_writes_through_a_directory_swapped_on_its_path() {
+    let Some((sb, www)) = www_data_dir() else {
+        return;
+    };
+    if !have_tool("strace", &["-qq", "-o", "/dev/null", "true"], "strace") {
+        return;
+    }
+    let private = sb.path("root-only");
+    std::fs::create_dir(&private).expect("dir");
+    chmod(&private, 0o700);
+    let victim = private.join("x.lock");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    chmod(&victim, 0o600);
+    let before = bytes_and_mode(&victim);
+    let runtime = www.join("runtime");
+    std::fs::create_dir(&runtime).expect("dir");
+    nix::unistd::chown(&runtime, Some(33.into()), Some(33.into())).expect("chown");
+    let attacker = swapping(&runtime, &private);
+    wait_until("the attacker swaps the directory", secs(30), || {
+        runtime.is_symlink()
+    });
+    for (option, name) in [("lock", "x.lock"), ("heartbeat", "x.beat")] {
+        for (n, slow) in [(1500, false), (100, true)] {
+            let (started, refused) = rounds(option, &runtime.join(name), n, slow);
+            let trail = format!("{option}, {n} rounds{}", if slow { ", slowed" } else { "" });
+            assert_eq!(
+                bytes_and_mode(&victim),
+                before,
+                "{trail}: the victim was changed"
+            );
+            let names: Vec<_> = std::fs::read_dir(&private)
+                .expect("dir")
+                .map(|e| e.expect("entry").file_name())
+                .collect();
+            assert_eq!(
+                names,
+                ["x.lock"],
+                "{trail}: files were created in the private directory"
+            );
+            assert!(
+                refused > 0,
+                "{trail}: the swap was never in the way ({started} started)"
+            );
+        }
+    }
+    drop(attacker);
+}
+
+/// SPEC §12 for the helper: a lock file that is neither empty nor holds a holder line (the
+/// script itself, a data file — also another user's) is locked as it is: a second job is
+/// refused, naming the PHP process from /proc/locks, and the file's bytes and mode stay
+/// (before: the content was replaced by the holder line).
+#[test]
+fn the_helper_locks_a_script_or_data_file_and_leaves_its_bytes_and_mode_alone() {
+    let Some((_sb, www)) = www_data_dir() else {
+        return;
+    };
+    let db = www.join("data.db");
+    std::fs::write(&db, b"SQLite format 3\0\x10\x00rows").expect("db");
+    chmod(&db, 0o640);
+    let theirs = www.join("theirs.php");
+    std::fs::write(&theirs, "<?php // www-data's script\n").expect("script");
+    nix::unistd::chown(&theirs, Some(33.into()), Some(33.into())).expect("chown");
+    chmod(&theirs, 0o755);
+    for file in [&db, &theirs] {
+        let before = bytes_and_mode(file);
+        let gate = www.join("gate");
+        let job = PhpJob::start(&mut php_job(
+            file,
+            &["--work", "600", "--gate", gate.to_str().expect("path")],
+        ));
+        let o = php_job(file, &["--wait", "0"]).output().expect("php");
+        assert_exit(&o, 75);
+        assert!(
+            stderr(&o).contains(&format!(
+                "not started: {} is held by pid {} (",
+                file.display(),
+                job.pid()
+            )) && stderr(&o).contains(") (the file names no holder); one try (wait 0)"),
+            "{}",
+            stderr(&o)
+        );
+        std::fs::write(&gate, "").expect("gate");
+        job.finish();
+        std::fs::remove_file(&gate).expect("gate");
+        assert_eq!(bytes_and_mode(file), before, "{}", file.display());
+    }
+}
+
+/// A shared flock another user holds on a root PHP job's lock is named as such (process,
+/// user), not blamed on the job the file's line names.
+#[test]
+fn a_shared_lock_another_user_holds_is_named_by_the_helper() {
+    let Some((_sb, www)) = www_data_dir() else {
+        return;
+    };
+    let lock = www.join("job.lock");
+    let o = php_job(&lock, &[]).output().expect("php");
+    assert!(o.status.success(), "{o:?}");
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=33",
+        "--regid=33",
+        "--clear-groups",
+        "--",
+        "flock",
+        "--shared",
+        "--no-fork",
+    ])
+    .arg(&lock)
+    .args(["sleep", "600"]);
+    let reader = Proc::spawn(&mut c);
+    let pid = reader.pid();
+    wait_until("www-data holds its shared lock", secs(30), || {
+        lock_holders(&lock).contains(&i64::from(pid))
+    });
+    let o = php_job(&lock, &["--wait", "0"]).output().expect("php");
+    assert_exit(&o, 75);
+    assert!(
+        stderr(&o).contains(&format!(
+            "not started: {} is held by pid {pid} (sleep) of user www-data (uid 33), with a \
+             shared lock (not a run of this job, which locks exclusively); one try (wait 0)",
+            lock.display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// 'wait' and 'every' beyond 100 years (or not a number at all) are refused when the job
+/// starts, as `selfheal run` refuses them.
+#[test]
+fn waits_and_intervals_beyond_100_years_are_refused() {
+    if !have_php() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("php/Selfheal/Job.php");
+    for (option, value) in [
+        ("wait", "1e300"),
+        ("wait", "INF"),
+        ("every", "NAN"),
+        ("every", "3155760001"),
+    ] {
+        let code = format!(
+            "require '{}'; try {{ Selfheal\\Job::start(['lock' => '{}', '{option}' => {value}]); \
+             echo 'started'; }} catch (InvalidArgumentException $e) {{ echo $e->getMessage(); }}",
+            job.display(),
+            sb.path("l").display()
+        );
+        let o = Command::new("php")
+            .arg("-r")
+            .arg(code)
+            .output()
+            .expect("php");
+        let out = stdout(&o);
+        assert!(
+            out.starts_with(&format!("Selfheal\\Job: '{option}' must be at ")),
+            "{option} {value}: {out}"
+        );
+    }
+}
+
+/// The helper promises PHP 7.0: no syntax or function of a later version (the checker is
+/// the tokenizer of the php-cli at hand; it is shown to flag a sample of 7.1+ code).
+#[test]
+fn the_helper_keeps_to_php_7_0_syntax() {
+    if !have_php() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let checker = root.join("tests/php/syntax70.php");
+    let o = Command::new("php")
+        .arg(&checker)
+        .arg(root.join("php/Selfheal/Job.php"))
+        .arg(root.join("php/Selfheal/LockNotObtained.php"))
+        .output()
+        .expect("php");
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let sb = Sandbox::new();
+    let sample = sb.path("newer.php");
+    std::fs::write(
+        &sample,
+        "<?php\nclass A {\n    private const X = 1;\n    public ?int $y;\n    \
+         public function f(?int $a): void { $a ??= 1; }\n}\n[$a, $b] = [1, 2];\n",
+    )
+    .expect("sample");
+    let o = Command::new("php")
+        .arg(&checker)
+        .arg(&sample)
+        .output()
+        .expect("php");
+    assert_exit(&o, 1);
+    let out = stdout(&o);
+    for what in [
+        "3: class constant visibility (7.1)",
+        "4: typed property (7.4)",
+        "5: nullable type (7.1)",
+        "5: type void",
+        "5: ??= (7.4)",
+        "7: short list destructuring (7.1)",
+    ] {
+        assert!(out.contains(what), "{what}: {out}");
     }
 }

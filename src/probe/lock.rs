@@ -39,6 +39,8 @@ pub struct KernelLock {
     pub inode: u64,
     /// `None` for OFD locks and where the kernel reports -1.
     pub pid: Option<u32>,
+    /// A shared lock (`READ`: `flock -s`, a read lock), not an exclusive one.
+    pub shared: bool,
 }
 
 /// A snapshot of the kernel's lock table.
@@ -113,7 +115,7 @@ impl LockTable {
                     return None;
                 }
                 f.next()?; // ADVISORY | MANDATORY
-                f.next()?; // READ | WRITE
+                let shared = f.next()? == "READ";
                 let pid = f.next()?.parse::<i64>().ok()?;
                 let mut dev = f.next()?.split(':');
                 let major = u64::from_str_radix(dev.next()?, 16).ok()?;
@@ -124,6 +126,7 @@ impl LockTable {
                     minor,
                     inode,
                     pid: u32::try_from(pid).ok().filter(|p| *p > 0),
+                    shared,
                 })
             })
             .collect();
@@ -137,6 +140,13 @@ impl LockTable {
             .iter()
             .filter(move |l| l.inode == inode)
             .map(|l| l.pid)
+    }
+
+    /// The holder pids of the locks on this inode number when there are some and every one
+    /// of them is shared (nobody holds it exclusively); `None` otherwise.
+    pub fn shared_holders(&self, inode: u64) -> Option<Vec<Option<u32>>> {
+        let on: Vec<&KernelLock> = self.locks.iter().filter(|l| l.inode == inode).collect();
+        (!on.is_empty() && on.iter().all(|l| l.shared)).then(|| on.iter().map(|l| l.pid).collect())
     }
 
     /// A lock on this inode: exact device match first, then inode only.
@@ -329,6 +339,25 @@ garbage line
         assert_eq!(t.holder(9, 9, 98_765).map(|l| l.pid), Some(Some(5678)));
         assert_eq!(t.holder(0, 0x1f, 1).map(|l| l.pid), None);
         assert_eq!(LockTable::parse(""), LockTable::default());
+    }
+
+    #[test]
+    fn shared_holders_only_when_nobody_holds_it_exclusively() {
+        let t = LockTable::parse(
+            "1: FLOCK  ADVISORY  READ  11 00:1f:7 0 EOF\n\
+             2: FLOCK  ADVISORY  READ  12 00:1f:7 0 EOF\n\
+             3: FLOCK  ADVISORY  READ  13 00:1f:8 0 EOF\n\
+             4: FLOCK  ADVISORY  WRITE 14 00:1f:8 0 EOF\n\
+             5: -> FLOCK  ADVISORY  WRITE 15 00:1f:7 0 EOF\n",
+        );
+        assert_eq!(t.shared_holders(7), Some(vec![Some(11), Some(12)]));
+        assert_eq!(t.shared_holders(8), None);
+        assert_eq!(t.shared_holders(9), None);
+        assert_eq!(
+            LockTable::parse(SAMPLE).shared_holders(4242),
+            Some(vec![None])
+        );
+        assert_eq!(LockTable::parse(SAMPLE).shared_holders(98_765), None);
     }
 
     /// Regression: a held lock must never read as free while other locks come and go.

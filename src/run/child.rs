@@ -10,9 +10,11 @@
 //! 75 naming that process). `/proc/locks` names the process that took the lock, i.e. the
 //! wrapper, even after the wrapper was killed; the holder line names the command.
 //!
-//! **Heartbeat.** With `--heartbeat FILE`, the file is touched when the command starts and
-//! then every `--every`, each time reached again by the safe walk's directory handle
-//! (created 0644 if missing; its mtime set to the host clock's now), but only while the
+//! **Heartbeat.** With `--heartbeat FILE`, the file is touched just before the command
+//! starts ([`Heartbeat::start`]: a file that cannot be created or touched then stops the
+//! run, exit 3, as an unusable lock file does) and then every `--every`, each time reached
+//! again by the safe walk's directory handle (created 0644 if missing; its mtime set to the
+//! host clock's now; the same checks as the lock file's), but only while the
 //! command's own process is not stopped (`T` or `t` in `/proc/PID/stat`: a stopped job
 //! must not look alive) and not a zombie. It proves the process exists, not that it makes
 //! progress; a job that can should touch it from its own loop (the PHP helper's `beat()`).
@@ -121,6 +123,15 @@ impl Heartbeat {
         &self.name
     }
 
+    /// Creates or touches the file before the command starts (after the lock was taken):
+    /// an error here stops the run as an unusable lock file does. The next touch is due
+    /// `--every` later.
+    pub fn start(&mut self) -> fsafe::Result<()> {
+        self.touch()?;
+        self.next = super::later(Instant::now(), self.every);
+        Ok(())
+    }
+
     /// Sets the file's mtime (and atime) to now, creating it if needed.
     pub fn touch(&self) -> fsafe::Result<()> {
         let f = self.dir.open_rw(&self.name, HEARTBEAT_MODE)?;
@@ -152,9 +163,9 @@ impl Heartbeat {
                 }
             }
             // The next tick keeps the rhythm; after a long stall it starts afresh.
-            self.next += self.every;
+            self.next = super::later(self.next, self.every);
             if self.next <= now {
-                self.next = now + self.every;
+                self.next = super::later(now, self.every);
             }
         }
         self.next.saturating_duration_since(Instant::now())

@@ -13,6 +13,11 @@
 //! after the line, means someone else keeps the lock: typically a background process the
 //! job left behind, which inherited the locked descriptor. That process is named when this
 //! user can see it.
+//!
+//! A shared lock (`flock -s`, a read lock) is never a run of the job's: `selfheal run` and
+//! the PHP helper lock exclusively. When every lock `/proc/locks` lists on the file is
+//! shared, the holder is named as such — the process and the user it runs as — whatever
+//! the file's line says (the line then names an earlier holder, who is not to blame).
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -51,6 +56,40 @@ pub struct OpenBy {
     pub name: String,
 }
 
+/// A process holding a shared lock on the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SharedBy {
+    /// `None` when the kernel gives no pid (an open file description lock).
+    pub pid: Option<u32>,
+    /// Its command name (`/proc/PID/comm`), `?` when unknown.
+    pub name: String,
+    /// The user it runs as (`www-data (uid 33)`), when visible.
+    pub user: Option<String>,
+}
+
+impl SharedBy {
+    fn of(pid: Option<u32>) -> SharedBy {
+        let user = pid.and_then(|p| {
+            std::fs::metadata(format!("/proc/{p}"))
+                .ok()
+                .map(|m| crate::fsafe::Who::of(m.uid()).to_string())
+        });
+        SharedBy {
+            pid,
+            name: pid.map_or_else(|| "?".into(), comm),
+            user,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match (self.pid, &self.user) {
+            (Some(p), Some(u)) => format!("pid {p} ({}) of user {u}", self.name),
+            (Some(p), None) => format!("pid {p} ({})", self.name),
+            (None, _) => "a process this user cannot see".into(),
+        }
+    }
+}
+
 /// Who holds a lock, as far as this host can tell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Holder {
@@ -67,6 +106,9 @@ pub struct Holder {
     /// Other processes that have the file open, looked for when the named process is gone
     /// or there is no line (a background process the job left behind, or a waiter).
     pub open_by: Vec<OpenBy>,
+    /// The processes holding the lock when every lock on the file is shared (empty
+    /// otherwise): not a run of the job's, whatever the line says.
+    pub shared_by: Vec<SharedBy>,
     #[serde(skip)]
     parsed: Option<HolderLine>,
 }
@@ -92,10 +134,24 @@ impl Holder {
                 _ => HolderState::Unknown,
             },
         };
-        let lock_pid =
-            id.and_then(|id| LockTable::read().and_then(|t| t.holders(id.ino).flatten().next()));
+        let table = id.and_then(|_| LockTable::read());
+        let ino = id.map(|id| id.ino);
+        let lock_pid = table
+            .as_ref()
+            .zip(ino)
+            .and_then(|(t, ino)| t.holders(ino).flatten().next());
+        let shared_by: Vec<SharedBy> = table
+            .as_ref()
+            .zip(ino)
+            .and_then(|(t, ino)| t.shared_holders(ino))
+            .unwrap_or_default()
+            .into_iter()
+            .map(SharedBy::of)
+            .collect();
         let open_by = match (state, id) {
-            (HolderState::Gone | HolderState::Unknown, Some(id)) => open_by(id),
+            (HolderState::Gone | HolderState::Unknown, Some(id)) if shared_by.is_empty() => {
+                open_by(id)
+            }
             _ => Vec::new(),
         };
         Holder {
@@ -106,6 +162,7 @@ impl Holder {
             state,
             lock_pid,
             open_by,
+            shared_by,
             parsed,
         }
     }
@@ -113,6 +170,17 @@ impl Holder {
     /// Who holds it, in words, e.g. `web1:4242 since 2026-03-14T15:09:26Z (3m ago)`;
     /// `now` for the age.
     pub fn describe(&self, now: SystemTime) -> String {
+        if !self.shared_by.is_empty() {
+            let who = self
+                .shared_by
+                .iter()
+                .map(SharedBy::describe)
+                .collect::<Vec<_>>()
+                .join(", ");
+            return format!(
+                "{who}, with a shared lock (not a run of this job, which locks exclusively)"
+            );
+        }
         let others = || {
             self.open_by
                 .iter()
@@ -130,7 +198,7 @@ impl Holder {
                         .into();
                 }
             };
-            return format!("{named} (the file names no holder: not a selfheal run lock?)");
+            return format!("{named} (the file names no holder)");
         };
         let age = unix_secs(now).saturating_sub(h.since);
         let when = if age >= 0 {

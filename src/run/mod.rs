@@ -6,24 +6,31 @@
 //!              [--report FILE] -- COMMAND [ARG]...
 //! ```
 //!
-//! In order: the signals are blocked and read from a descriptor ([`signals`]); the
-//! report's and the heartbeat's directories are reached and the lock file opened, all by
-//! the safe walk of [`crate::fsafe`] ([`lock`], [`child::Heartbeat`],
-//! [`record::ReportFile`]) — any of them unusable: exit 3, nothing started; the lock is
-//! taken with a bounded wait ([`lock::acquire`]) — not obtained: one line on stderr naming
-//! the holder ([`holder`]), the record says `skipped`, exit 75, never 0; the command is
+//! In order: the durations were checked by clap ([`parse_wait`], [`parse_every`]: at most
+//! [`LONGEST`], so that no addition to an instant can overflow); the signals are blocked
+//! and read from a descriptor ([`signals`]); the report's and the heartbeat's directories
+//! are reached and the lock file opened, all by the safe walk of [`crate::fsafe`]
+//! ([`lock`], [`child::Heartbeat`], [`record::ReportFile`]) — any of them unusable: exit 3,
+//! nothing started; the lock is taken with a bounded wait ([`lock::acquire`]) — not
+//! obtained: one line on stderr naming the holder ([`holder`]), the record says `skipped`,
+//! exit 75, never 0; a lock file that takes a holder line is emptied (any other file is
+//! locked as it is and never written); the heartbeat is created or touched
+//! ([`child::Heartbeat::start`]) — it cannot be: exit 3, nothing started; the command is
 //! started with the locked descriptor inherited, the holder line `HOST:PID START` written
-//! into the lock file, the heartbeat touched, the record written (`running`); the wrapper
-//! then waits for the command ([`child::supervise`]), and writes the record again when it
-//! ends. Its exit status is the command's (128+N when signal N ended it); on success the
-//! wrapper prints nothing of its own.
+//! into the lock file (when it takes one), the record written (`running`); the wrapper then
+//! waits for the command ([`child::supervise`]), touching the heartbeat, and writes the
+//! record again when it ends. Its exit status is the command's (128+N when signal N ended
+//! it); on success the wrapper prints nothing of its own.
 //!
-//! Exit statuses of the wrapper itself: 2 bad command line (from clap, or two options
-//! naming the same file); 3 a file cannot be used safely (lock, heartbeat or report: a
-//! missing or unwritable directory, a planted link, another owner) — the command is not
+//! Exit statuses of the wrapper itself: 2 bad command line (from clap — a `--wait` or
+//! `--every` over [`LONGEST`] among them — or two options naming the same file); 3 a file
+//! cannot be used safely (lock, heartbeat or report: a missing or unwritable directory, a
+//! planted link, another owner; a heartbeat that cannot be created) — the command is not
 //! started; 75 the lock was not obtained within `--wait`; 126 the command cannot be
-//! executed, 127 it was not found; 128+N a signal ended the wait for the lock. A command
-//! may exit with any of these itself: the record (`state`, `skipped`) tells them apart.
+//! executed, 127 it was not found (a path with a slash is run as given: not found means the
+//! file, or its `#!` interpreter, does not exist); 128+N a signal ended the wait for the
+//! lock. A command may exit with any of these itself: the record (`state`, `skipped`)
+//! tells them apart.
 
 pub mod child;
 pub mod holder;
@@ -34,7 +41,7 @@ pub mod signals;
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::exit;
 use crate::fsafe;
@@ -53,6 +60,17 @@ pub const NOT_FOUND: u8 = 127;
 /// Default interval of `--every`.
 pub const DEFAULT_EVERY: Duration = Duration::from_secs(10);
 
+/// The longest `--wait` or `--every`: 100 years. Longer durations are refused on the
+/// command line (exit 2), before anything starts — beyond some length the clock cannot add
+/// them to now at all (`--every 18446744073709551615s`) — and every addition to an instant
+/// in this module is bounded by it (`later`), so none can overflow.
+pub const LONGEST: Duration = Duration::from_secs(100 * 31_557_600);
+
+/// `t + d`, with `d` bounded by [`LONGEST`]: never an overflow, whatever `d` is.
+pub(crate) fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d.min(LONGEST)).unwrap_or(t)
+}
+
 /// What `selfheal run` was asked to do.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -64,13 +82,13 @@ pub struct Options {
     pub command: Vec<OsString>,
 }
 
-/// Parses `--wait`: a humantime duration, zero included (one try).
+/// Parses `--wait`: a humantime duration, zero included (one try), at most [`LONGEST`].
 pub fn parse_wait(s: &str) -> Result<Duration, String> {
     parse(s, Duration::ZERO, "0 (one try), 30s, 3m")
 }
 
 /// Parses `--every`: a humantime duration of at least one second (heartbeat files are
-/// judged in whole seconds).
+/// judged in whole seconds), at most [`LONGEST`].
 pub fn parse_every(s: &str) -> Result<Duration, String> {
     parse(s, Duration::from_secs(1), "10s, 1m")
 }
@@ -90,6 +108,12 @@ fn parse(s: &str, at_least: Duration, examples: &str) -> Result<Duration, String
         return Err(format!(
             "expected at least {}, got {s:?}",
             humantime::format_duration(at_least)
+        ));
+    }
+    if d > LONGEST {
+        return Err(format!(
+            "expected at most {}, got {s:?}",
+            humantime::format_duration(LONGEST)
         ));
     }
     Ok(d)
@@ -235,6 +259,7 @@ pub fn main(o: &Options) -> u8 {
     };
 
     // The lock.
+    let mut line_goes_in = false;
     if let Some(l) = &files.lock {
         let waited = match lock::acquire(l, o.wait, &signals) {
             Ok(Acquired::Held(w)) => w,
@@ -283,14 +308,28 @@ pub fn main(o: &Options) -> u8 {
             }
         };
         rec.lock_wait_ms = millis(waited);
-        // The previous holder's line goes at once: until the command's is written, the
-        // file names nobody rather than someone who no longer holds it.
-        if let Err(e) = l.file.set_len(0) {
-            say(&format!(
+        // Only a file that takes a holder line is emptied now, and written below; any
+        // other file is locked as it is (SPEC §12).
+        match lock::clear_for_line(l) {
+            Ok(ours) => line_goes_in = ours,
+            Err(e) => say(&format!(
                 "warning: {} was not emptied: {e}",
                 l.path.display()
-            ));
+            )),
         }
+    }
+
+    // The heartbeat: created or touched now, before the command starts, so that a
+    // heartbeat that cannot be kept stops the run as a lock that cannot be taken does.
+    if let Some(h) = files.heartbeat.as_mut()
+        && let Err(e) = h.start()
+    {
+        let Refusal(code, msg) = fs_refusal("--heartbeat", &e);
+        say(&msg);
+        rec.error = Some(msg.trim_start_matches("error: ").to_string());
+        rec.ended(State::NotStarted, code);
+        write_record(files.report.as_ref(), &rec);
+        return code;
     }
 
     // The command.
@@ -305,7 +344,12 @@ pub fn main(o: &Options) -> u8 {
             let msg = format!(
                 "error: cannot run {}: {}",
                 command_text(&o.command[..1]),
-                io_sentence(&e)
+                io_sentence(
+                    o.command
+                        .first()
+                        .map_or(std::ffi::OsStr::new(""), |c| c.as_os_str()),
+                    &e
+                )
             );
             say(&msg);
             rec.error = Some(msg.trim_start_matches("error: ").to_string());
@@ -318,7 +362,7 @@ pub fn main(o: &Options) -> u8 {
     rec.pid = Some(pid);
     rec.command_start = Some(holder::rfc3339(holder::unix_secs(command_start)));
     rec.state = State::Running;
-    if let Some(l) = &files.lock {
+    if let Some(l) = files.lock.as_ref().filter(|_| line_goes_in) {
         let line = holder::format_line(&host.name, pid, command_start);
         if let Err(e) = lock::write_holder(l, &line) {
             say(&format!(
@@ -372,9 +416,23 @@ fn waited_text(d: Duration) -> String {
     }
 }
 
-/// An I/O error as a sentence part (no "os error N").
-fn io_sentence(e: &std::io::Error) -> String {
+/// Why `program` could not be started, as a sentence part (no "os error N"). A program
+/// named with a slash is run as given, not looked up in PATH: not found means the file
+/// does not exist — or, when it does, that the interpreter its `#!` line names (or a
+/// library it needs) does not.
+fn io_sentence(program: &std::ffi::OsStr, e: &std::io::Error) -> String {
+    let has_slash = program.as_encoded_bytes().contains(&b'/');
     match e.kind() {
+        ErrorKind::NotFound if has_slash && Path::new(program).metadata().is_ok() => {
+            "it exists, but the interpreter its #! line names (or a library it needs) does \
+             not"
+            .into()
+        }
+        ErrorKind::NotFound if has_slash => {
+            "it does not exist (a command with a slash is run as given, not looked up in \
+             PATH)"
+                .into()
+        }
         ErrorKind::NotFound => "no such program (not found in PATH)".into(),
         ErrorKind::PermissionDenied => "permission denied (not executable?)".into(),
         _ => e.to_string(),
