@@ -191,7 +191,7 @@ out=$(rpm --root "$root" -V --nodeps selfheal 2>&1) || fail "rpm -V in the scrat
 [ "$(rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm" | awk '$2 ~ /^\/etc\// && $1 !~ /n/')" = "" ] ||
   fail "a file under /etc is not %config(noreplace): $(rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm" | grep ' /etc/')"
 [ "$(stat -c '%a %U' "$root/usr/bin/selfheal")" = "755 root" ] || fail "/usr/bin/selfheal: $(stat -c '%a %U' "$root/usr/bin/selfheal")"
-zcat "$root/usr/share/man/man1/selfheal.1.gz" | grep -q '^\.SH "EXIT STATUS"' || fail "the RPM's man page has no EXIT STATUS section"
+zgrep -q '^\.SH "EXIT STATUS"' "$root/usr/share/man/man1/selfheal.1.gz" || fail "the RPM's man page has no EXIT STATUS section"
 echo '# edited by the administrator' >>"$root/etc/selfheal/selfheal.toml"
 rpm --root "$root" --noscripts --nodeps -U --replacepkgs "$rpm"
 grep -q '^# edited by the administrator$' "$root/etc/selfheal/selfheal.toml" ||
