@@ -26,6 +26,13 @@ case "${RUSTFLAGS:-} ${CARGO_ENCODED_RUSTFLAGS:-}" in
   *linker*) die "RUSTFLAGS sets a linker; that would bypass zig and the glibc $GLIBC_BASELINE baseline" ;;
 esac
 
+# zig from packaging/tools.sh's virtual environment, unless a zig is on PATH.
+zig_python=$(packaging/tools.sh --zig-python)
+if [ -n "$zig_python" ]; then
+  [ -x "$zig_python" ] || die "no zig: neither on PATH nor at $zig_python (run packaging/tools.sh)"
+  export CARGO_ZIGBUILD_PYTHON_PATH=$zig_python
+fi
+
 say "building for $TRIPLE.$GLIBC_BASELINE (cargo zigbuild --release)"
 cargo zigbuild --locked --release --target "$TRIPLE.$GLIBC_BASELINE" >&2
 BIN=target/$TRIPLE/release/selfheal

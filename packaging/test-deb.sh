@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the .deb on this host and uses it as an operator would: dpkg -i, the binary, the
-# man page, the completions, the shipped (watch-less) configuration run by the cron line
-# itself, `doctor` and a real `check` against a throw-away MariaDB database as the cron user,
-# dpkg-reconfigure following a change of that user, dpkg -r (conffiles and state stay, the
-# cron line goes quiet), dpkg -P (all gone), and lintian.
+# man page, the completions, the PHP helper, the alerting rules, the systemd units (verified,
+# not enabled, the cron line's user and command), the shipped (watch-less) configuration run
+# by the cron line itself, `doctor` and a real `check` against a throw-away MariaDB database
+# as the cron user, dpkg-reconfigure following a change of that user, dpkg -r (conffiles and
+# state stay, the cron line goes quiet), dpkg -P (all gone, a timer someone enabled too), and
+# lintian.
 #
 # Usage: packaging/test-deb.sh PACKAGE.deb
 # Needs root and a MariaDB server on /run/mysqld/mysqld.sock (scripts/test starts one). It
@@ -26,7 +28,7 @@ installed() { dpkg-query -W -f='${Status}' selfheal 2>/dev/null; }
 as_cron_user() { runuser -u "$CRON_USER" -- "$@"; }
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (dpkg -i)"
-packaging/tools.sh lintian man-db adduser mariadb-client mariadb-server openssl
+packaging/tools.sh lintian man-db adduser mariadb-client mariadb-server openssl systemd
 
 mariadb -e 'SELECT 1' >/dev/null 2>&1 || fail "no MariaDB answers on $SOCKET as root (run scripts/test first)"
 
@@ -104,6 +106,32 @@ else
   ok "PHP helper installed in /usr/share/selfheal/php/Selfheal/ (no php here to load it)"
 fi
 
+# The alerting rules: the source tree's (tests/prometheus.rs tests those with promtool).
+cmp -s packaging/prometheus/selfheal-rules.yml /usr/share/selfheal/prometheus/selfheal-rules.yml ||
+  fail "/usr/share/selfheal/prometheus/selfheal-rules.yml is not packaging/prometheus/selfheal-rules.yml"
+ok "alerting rules in /usr/share/selfheal/prometheus/selfheal-rules.yml"
+
+# The systemd units: installed, clean for systemd-analyze verify (which wants ExecStart's
+# binary and the man page installed; it exits 0 on unknown keys, so any message fails),
+# not enabled, and the service runs the cron line's user and command.
+units=(/lib/systemd/system/selfheal.service /lib/systemd/system/selfheal.timer)
+out=$(systemd-analyze verify "${units[@]}" 2>&1) || fail "systemd-analyze verify: $out"
+[ -z "$out" ] || fail "systemd-analyze verify: $out"
+for u in selfheal.service selfheal.timer; do
+  links=$(find /etc/systemd/system -name "$u" 2>/dev/null)
+  [ -z "$links" ] || fail "$u is enabled after dpkg -i: $links"
+done
+[ "$(systemctl is-enabled selfheal.timer 2>/dev/null || true)" = disabled ] ||
+  fail "systemctl is-enabled selfheal.timer: $(systemctl is-enabled selfheal.timer 2>&1 || true)"
+read -r _ _ _ _ _ cron_user cron_command <<<"$(grep -v '^[[:space:]]*#' /etc/cron.d/selfheal | grep /usr/bin/selfheal)"
+cron_command=${cron_command#"[ -x /usr/bin/selfheal ] && "}
+unit_user=$(sed -n 's/^User=//p' "${units[0]}")
+unit_command=$(sed -n 's/^ExecStart=//p' "${units[0]}")
+[ "$unit_user|$unit_command" = "$cron_user|$cron_command" ] ||
+  fail "selfheal.service runs '$unit_command' as $unit_user, the cron line '$cron_command' as $cron_user"
+ok "systemd-analyze verify: selfheal.service and selfheal.timer clean; disabled; the service runs '$unit_command' as $unit_user, as the cron line does"
+
+[ ! -e /var/lib/selfheal/last-run.json ] || fail "dpkg -i wrote a last-run.json (no run has happened)"
 getent passwd selfheal >/dev/null || fail "postinst did not create the system user selfheal"
 [ "$(stat -c '%U:%G %a' /var/lib/selfheal)" = "$CRON_USER:$CRON_USER 750" ] ||
   fail "/var/lib/selfheal is $(stat -c '%U:%G %a' /var/lib/selfheal), want $CRON_USER:$CRON_USER 750"
@@ -120,7 +148,8 @@ out=$(cd / && runuser -u "$user" -- sh -c "$cron_cmd" 2>&1)
 rc=$?
 set -e
 [ "$rc" -eq 0 ] && [ -z "$out" ] || fail "the cron line with the shipped config: exit $rc, output: $out"
-ok "the cron line as $user with the shipped config: exit 0, no output (no mail)"
+[ ! -e /var/lib/selfheal/last-run.json ] || fail "the watch-less cron run wrote a last-run.json"
+ok "the cron line as $user with the shipped config: exit 0, no output (no mail), no last-run.json"
 
 # --- doctor and a real check against a throw-away MariaDB database, as the cron user ---------
 pass=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -188,7 +217,9 @@ rows=$(mariadb -N -B -e "SELECT id, status FROM \`$db\`.sync_log ORDER BY id" | 
 counts=/var/lib/selfheal/confirmations.json
 [ "$(stat -c '%U %a' "$counts")" = "$CRON_USER 640" ] || fail "confirmation counts: $(stat -c '%U %a' "$counts")"
 grep -q '"count":1' "$counts" || fail "no count for row 2: $(cat "$counts")"
-ok "the first check as $CRON_USER holds the silent row 2 to confirm it: exit 0, no output, the count in $counts"
+[ "$(stat -c '%U %a' /var/lib/selfheal/last-run.json)" = "$CRON_USER 640" ] ||
+  fail "last-run.json after the first check: $(stat -c '%U %a' /var/lib/selfheal/last-run.json 2>&1)"
+ok "the first check as $CRON_USER holds the silent row 2 to confirm it: exit 0, no output, the count in $counts; last-run.json written"
 
 # Cron's next run confirms it and marks it.
 set +e
@@ -294,7 +325,11 @@ set -e
 ok "dpkg -r: binary gone; conffiles and journal kept; the cron line prints nothing"
 
 # --- purge: all gone ---------------------------------------------------------------------------
+# A timer someone enabled while the package was installed: purge removes the link.
+mkdir -p /etc/systemd/system/timers.target.wants
+ln -s /lib/systemd/system/selfheal.timer /etc/systemd/system/timers.target.wants/selfheal.timer
 dpkg -P selfheal
+[ ! -L /etc/systemd/system/timers.target.wants/selfheal.timer ] || fail "dpkg -P left the enabled timer's link"
 case "$(installed)" in "" | "unknown ok not-installed") ;; *) fail "status after dpkg -P: $(installed)" ;; esac
 for p in /etc/selfheal /etc/cron.d/selfheal /var/lib/selfheal; do
   [ ! -e "$p" ] || fail "$p is still there after dpkg -P"
