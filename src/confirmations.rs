@@ -108,6 +108,27 @@ pub struct Tally {
     checked: HashSet<String>,
     /// The file existed, or this run has something to write.
     existed: bool,
+    /// New rows this run counted, by watch (at most [`CAP`] each).
+    kept: HashMap<String, usize>,
+    /// Rows this run could not count, by watch.
+    over_cap: HashMap<String, u64>,
+}
+
+/// At most this many new rows of a watch are counted in a run (rows the last run counted
+/// always are): the state file, and the memory that holds it, stay bounded whatever the
+/// backlog (SPEC §8). A row beyond it waits, held as confirming, for a run with room.
+pub const CAP: usize = 10_000;
+
+/// What judging a row does to its entry.
+enum Effect {
+    /// Kept as the last run left it (a run too soon after it).
+    Keep(Entry),
+    /// Set to this.
+    Set(Entry),
+    /// Dropped (the count starts over).
+    Remove,
+    /// Left as this run has it (a contradiction's, timed apart).
+    None,
 }
 
 impl Tally {
@@ -130,6 +151,8 @@ impl Tally {
             now: HashMap::new(),
             checked: HashSet::new(),
             existed,
+            kept: HashMap::new(),
+            over_cap: HashMap::new(),
         }
     }
 
@@ -138,7 +161,10 @@ impl Tally {
     /// verdict, else 1 — and `None` (its count reset) when it is not. A run less than
     /// `stale_after / 2` after the one the count was last taken in neither counts nor
     /// resets: the entry stays as it was, and the row is shown with that count. A
-    /// contradiction's entry ([`Tally::contradiction`]) stays while it stands.
+    /// contradiction's entry ([`Tally::contradiction`]) stays while it stands. A watch with
+    /// `confirm = 1` keeps no counts (every inferred verdict is confirmed at once); a new
+    /// row beyond [`CAP`] counted rows of its watch is not kept either, and so is held
+    /// (confirming) until there is room.
     pub fn count(
         &mut self,
         w: &Watch,
@@ -149,54 +175,122 @@ impl Tally {
     ) -> Option<Confirmation> {
         self.checked.insert(w.name.clone());
         let key = (w.name.clone(), id.to_string(), started.to_string());
+        let (confirmation, effect) = self.counted(w, &key, d, now);
+        match effect {
+            Effect::Keep(e) => {
+                self.now.insert(key, e);
+            }
+            Effect::Set(e) => {
+                if self.admits(w, &key) {
+                    self.now.insert(key, e);
+                } else {
+                    *self.over_cap.entry(w.name.clone()).or_default() += 1;
+                    return confirmation.map(|c| Confirmation { count: 1, ..c });
+                }
+            }
+            Effect::Remove => {
+                self.now.remove(&key);
+            }
+            Effect::None => {}
+        }
+        confirmation
+    }
+
+    /// What [`Tally::count`] would give, without counting (a first pass over the rows).
+    pub fn peek_count(
+        &self,
+        w: &Watch,
+        id: &str,
+        started: &str,
+        d: &Decision,
+        now: i64,
+    ) -> Option<Confirmation> {
+        let key = (w.name.clone(), id.to_string(), started.to_string());
+        self.counted(w, &key, d, now).0
+    }
+
+    /// Whether a row's entry may be kept: a row the last run counted always is, a new one
+    /// while its watch has fewer than [`CAP`].
+    fn admits(&mut self, w: &Watch, key: &Key) -> bool {
+        if self.before.contains_key(key) || self.now.contains_key(key) {
+            return true;
+        }
+        let n = self.kept.entry(w.name.clone()).or_default();
+        if *n >= CAP {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    /// The rows of watch `w` this run could not count (beyond [`CAP`]): held until there
+    /// is room.
+    pub fn over_cap(&self, w: &Watch) -> u64 {
+        self.over_cap.get(&w.name).copied().unwrap_or(0)
+    }
+
+    /// The confirmation of a row judged `d` this run, and what that does to its entry.
+    fn counted(
+        &self,
+        w: &Watch,
+        key: &Key,
+        d: &Decision,
+        now: i64,
+    ) -> (Option<Confirmation>, Effect) {
+        let confirmation = |count| Confirmation {
+            count,
+            confirm: w.confirm,
+        };
         // The count the last real run left, unless it is from the future (a wrong clock).
         let before = self
             .before
-            .get(&key)
+            .get(key)
             .filter(|e| e.since.is_none() && e.seen <= now);
         let half = i64::try_from(w.stale_after.as_secs() / 2).unwrap_or(i64::MAX);
         if let Some(e) = before.filter(|e| now - e.seen < half) {
-            let e = e.clone();
             let count = if e.verdict == d.verdict { e.count } else { 1 };
-            self.now.insert(key, e);
-            return d.inferred().then_some(Confirmation {
-                count,
-                confirm: w.confirm,
-            });
+            return (
+                d.inferred().then_some(confirmation(count)),
+                Effect::Keep(e.clone()),
+            );
         }
         if !d.inferred() {
-            if !matches!(
+            let standing = matches!(
                 d.basis,
                 Basis::Contradicted(_) | Basis::ContradictionPersists(_)
-            ) {
-                self.now.remove(&key);
-            }
-            return None;
+            );
+            return (
+                None,
+                if standing {
+                    Effect::None
+                } else {
+                    Effect::Remove
+                },
+            );
+        }
+        if w.confirm <= 1 {
+            return (Some(confirmation(1)), Effect::Remove);
         }
         let before = before
             .filter(|e| e.verdict == d.verdict)
             .map_or(0, |e| e.count);
         // Never more than the watch needs: the number stays meaningful if `confirm` is
         // lowered, and small.
-        let count = before.saturating_add(1).min(w.confirm.max(1));
-        self.now.insert(
-            key,
-            Entry {
+        let count = before.saturating_add(1).min(w.confirm);
+        (
+            Some(confirmation(count)),
+            Effect::Set(Entry {
                 database: self.database.clone(),
                 watch: w.name.clone(),
-                id: id.to_string(),
-                started: started.to_string(),
+                id: key.1.clone(),
+                started: key.2.clone(),
                 verdict: d.verdict,
                 count,
                 seen: now,
                 max_age_s: w.max_age.as_secs(),
                 since: None,
-            },
-        );
-        Some(Confirmation {
-            count,
-            confirm: w.confirm,
-        })
+            }),
+        )
     }
 
     /// Times a contradiction ([`Basis::Contradicted`], or one already gone to a person as
@@ -217,27 +311,49 @@ impl Tally {
         }
         self.checked.insert(w.name.clone());
         let key = (w.name.clone(), id.to_string(), started.to_string());
-        let since = self
-            .before
-            .get(&key)
+        let since = self.since(&key, now);
+        if self.admits(w, &key) {
+            self.now.insert(
+                key,
+                Entry {
+                    database: self.database.clone(),
+                    watch: w.name.clone(),
+                    id: id.to_string(),
+                    started: started.to_string(),
+                    verdict: d.verdict,
+                    count: 0,
+                    seen: now,
+                    max_age_s: w.max_age.as_secs(),
+                    since: Some(since),
+                },
+            );
+        }
+        Some(now.saturating_sub(since).unsigned_abs())
+    }
+
+    /// What [`Tally::contradiction`] would give, without timing (a first pass).
+    pub fn peek_contradiction(
+        &self,
+        w: &Watch,
+        id: &str,
+        started: &str,
+        d: &Decision,
+        now: i64,
+    ) -> Option<u64> {
+        d.contradicted().then(|| {
+            let key = (w.name.clone(), id.to_string(), started.to_string());
+            now.saturating_sub(self.since(&key, now)).unsigned_abs()
+        })
+    }
+
+    /// When a row's contradiction was first seen, by the last real run (now when it was
+    /// not, or when that time is in the future).
+    fn since(&self, key: &Key, now: i64) -> i64 {
+        self.before
+            .get(key)
             .and_then(|e| e.since)
             .filter(|s| *s <= now)
-            .unwrap_or(now);
-        self.now.insert(
-            key,
-            Entry {
-                database: self.database.clone(),
-                watch: w.name.clone(),
-                id: id.to_string(),
-                started: started.to_string(),
-                verdict: d.verdict,
-                count: 0,
-                seen: now,
-                max_age_s: w.max_age.as_secs(),
-                since: Some(since),
-            },
-        );
-        Some(now.saturating_sub(since).unsigned_abs())
+            .unwrap_or(now)
     }
 
     /// Forgets a row this run wrote (it is no longer running).
@@ -483,6 +599,47 @@ mod tests {
         // A time in the future starts over.
         let (since, _) = step(Some(c1), &contradicted, 900);
         assert_eq!(since, Some(0));
+    }
+
+    /// The counts stay bounded whatever the backlog: at most [`CAP`] new rows of a watch
+    /// a run; the rest are held (count 1, never confirmed) and counted as over the cap,
+    /// while a row the last run counted always goes on. A first pass only peeks.
+    #[test]
+    fn a_backlog_is_counted_up_to_the_cap_and_the_rest_waits() {
+        let w = watch("sync", 2);
+        let silent = d(Verdict::Dead, Basis::HeartbeatStale);
+        let mut t = Tally::new(DB.into(), None);
+        let n = CAP + 5;
+        for id in 0..n {
+            assert_eq!(
+                t.peek_count(&w, &id.to_string(), "s", &silent, 1_000),
+                Some(Confirmation {
+                    count: 1,
+                    confirm: 2
+                })
+            );
+            t.count(&w, &id.to_string(), "s", &silent, 1_000);
+        }
+        assert_eq!(t.over_cap(&w), 5);
+        let first = t.into_counts(1_000);
+        assert_eq!(first.entries.len(), CAP);
+        // The next run: the counted rows are confirmed; the five that waited are counted
+        // now that the others left (written), the cap applies to new rows only.
+        let mut t = Tally::new(DB.into(), Some(first));
+        let c = t.count(&w, "0", "s", &silent, 1_300);
+        assert_eq!(c.map(|c| c.count), Some(2));
+        for id in CAP..n {
+            assert_eq!(
+                t.count(&w, &id.to_string(), "s", &silent, 1_300)
+                    .map(|c| c.count),
+                Some(1)
+            );
+        }
+        assert_eq!(t.over_cap(&w), 0);
+        // A peek changes nothing.
+        let before = t.clone().into_counts(1_300);
+        let _ = t.peek_count(&w, "new", "s", &silent, 1_300);
+        assert_eq!(t.into_counts(1_300), before);
     }
 
     /// A state file written by the release before contradictions were timed (no `since`)

@@ -36,12 +36,12 @@ use crate::journal::{JournalEntry, Origin, RowId, RunId, Writer};
 use crate::probe::LockTable;
 use crate::release::Release;
 use crate::report::RowReport;
-use crate::store::{CasOutcome, Change, RunningRow, Schema, Store};
+use crate::store::{CasOutcome, Change, RunningRow, Schema, SqlValue, Store};
 
 /// At most this many compare-and-sets commit together (where the store groups them): one
 /// commit, and one sync of the database, for up to this many rows, while the rows (or
 /// SQLite's write lock) are held for only a few milliseconds.
-const WRITE_GROUP: usize = 100;
+pub(super) const WRITE_GROUP: usize = 100;
 
 /// What writing a watch's rows needs to know.
 pub(super) struct Ctx<'a> {
@@ -238,11 +238,14 @@ impl Pass<'_, '_> {
     /// (the running rows that name them counted once, now, after the commit), then one
     /// journal line each, in order, up to the first that fails.
     fn after_commit(&mut self, done: &[usize]) -> Vec<Result<()>> {
-        let wanted: Vec<PathBuf> = done
+        let wanted: Vec<(PathBuf, &SqlValue)> = done
             .iter()
             .filter(|&&i| self.rows[i].1.applied && self.rows[i].1.release_planned)
             .filter(|&&i| matches!(self.held[i], Some(Ok(_))))
-            .filter_map(|&i| lock_path(self.ctx.w, &self.rows[i].0).ok())
+            .filter_map(|&i| {
+                let row = &self.rows[i].0;
+                lock_path(self.ctx.w, row).ok().map(|p| (p, &row.id))
+            })
             .collect();
         let users = if wanted.is_empty() {
             Ok(HashMap::new())
@@ -427,23 +430,47 @@ fn lock_path(w: &Watch, row: &RunningRow) -> Result<PathBuf, String> {
     }
 }
 
-/// How many running rows name each of `wanted` now: the rows are read again.
+/// How many running rows name each of `wanted` now, read again after the commit. With
+/// `{id}` in the template a file is named by the running row with that id alone (each is
+/// looked up by its id); without it every running row names the one file (one row is
+/// enough to keep it). Never a scan of the watch's rows.
 fn lock_users_now(
     w: &Watch,
-    wanted: &[PathBuf],
+    wanted: &[(PathBuf, &SqlValue)],
     store: &mut dyn Store,
 ) -> Result<HashMap<PathBuf, usize>, String> {
     let mut users: HashMap<PathBuf, usize> = HashMap::new();
+    let per_row = w
+        .lock_file
+        .as_ref()
+        .is_some_and(crate::config::PathTemplate::has_id);
+    if per_row {
+        for (path, id) in wanted {
+            let row = store.current_row(w, id).map_err(|e| e.full_message())?;
+            let running = row.is_some_and(|r| {
+                r.status.clone().into_text().as_deref() == Some(w.running_value.as_str())
+            });
+            *users.entry(path.clone()).or_default() += usize::from(running);
+        }
+        return Ok(users);
+    }
+    let mut any = 0;
     store
-        .each_running_row(w, &mut |row| {
-            if let Ok(p) = lock_path(w, &row)
-                && wanted.contains(&p)
-            {
-                *users.entry(p).or_default() += 1;
-            }
-            Ok(())
-        })
+        .each_running_row_in(
+            w,
+            crate::store::sql::Page {
+                after: None,
+                limit: Some(1),
+            },
+            &mut |_| {
+                any += 1;
+                Ok(())
+            },
+        )
         .map_err(|e| e.full_message())?;
+    for (path, _) in wanted {
+        users.insert(path.clone(), any);
+    }
     Ok(users)
 }
 

@@ -47,7 +47,7 @@ use crate::report::{Parked, Reporter, RowReport, Summary, WatchInfo, WatchRun, s
 use crate::store::{self, RunningRow, Schema, Store};
 
 use batch::{Batch, BatchEnd};
-use sweep::{SweepCtx, Swept, row_report};
+use sweep::{SweepCtx, row_report};
 
 /// How a check runs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -469,25 +469,96 @@ fn check_watch(
         return Ok(());
     };
     max_age_check(store, w, &schema, &run.clocks, out);
+    // The run's own, apart from `run`, which the passes write through.
+    let (clocks, host) = (run.clocks, run.host.clone());
     let ctx = SweepCtx {
-        clocks: &run.clocks,
-        host: &run.host,
+        clocks: &clocks,
+        host: &host,
         run_hold: run.hold,
         force: run.opts.force,
     };
-    let swept = sweep::sweep(w, store, &ctx, run.tally.as_mut(), &mut |kind, m| {
+    if let Some(t) = run.tally.as_mut() {
+        t.checked(w);
+    }
+    // The first pass: every running row judged, only counts kept; then what holds the
+    // watch as a whole, decided before any row is written.
+    let mut census = sweep::census(w, store, &ctx, run.tally.as_ref())?;
+    let holds = sweep::holds(w, &census, &ctx, &mut |kind, m| {
         out.warn_once(kind, Some(&w.name), m);
-    })?;
-    if swept.tripped.contains(&Hold::Breaker) {
+    });
+    if holds.tripped.contains(&Hold::Breaker) {
         out.summary.breaker_tripped.push(w.name.clone());
         counts.breaker_tripped = true;
     }
-    counts.holds.clone_from(&swept.tripped);
-    let result = write_and_report(run, w, &schema, swept, store, out, &mut counts)
-        .and_then(|()| count_parked(run, w, store, out, &mut counts));
+    counts.holds.clone_from(&holds.tripped);
+    // The second pass, a write group at a time: judged again, written, reported.
+    let pass = Pass2 {
+        w,
+        schema: &schema,
+        ctx: &ctx,
+        holds: &holds.holds,
+        local_rows: census.local,
+    };
+    let result = match census.take_kept() {
+        Some(rows) => pass.rows(run, rows, store, out, &mut counts).map(|_| ()),
+        None => sweep::pages(w, store, |store, page| {
+            let rows = page.into_iter().map(sweep::Either::Row).collect();
+            pass.rows(run, rows, store, out, &mut counts)
+        }),
+    }
+    .and_then(|()| count_parked(run, w, store, out, &mut counts));
     counts.duration = t0.elapsed();
     out.summary.per_watch.push(counts);
     result
+}
+
+/// The second pass over a watch's rows.
+struct Pass2<'p> {
+    w: &'p Watch,
+    schema: &'p Schema,
+    ctx: &'p SweepCtx<'p>,
+    holds: &'p [Hold],
+    local_rows: usize,
+}
+
+impl Pass2<'_> {
+    /// Judges, writes and reports `rows` a write group at a time (one `/proc/locks` read
+    /// for all of them). `Ok(false)`: a write failed the run, the rest is left.
+    fn rows(
+        &self,
+        run: &mut Run<'_>,
+        rows: Vec<sweep::Either>,
+        store: &mut dyn Store,
+        out: &mut Out<'_>,
+        counts: &mut WatchRun,
+    ) -> Result<bool> {
+        let locks = self
+            .w
+            .lock_file
+            .as_ref()
+            .and_then(|_| crate::probe::LockTable::read());
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let group: Vec<sweep::Either> = rows.by_ref().take(batch::WRITE_GROUP).collect();
+            let scene = crate::evidence::Scene {
+                clocks: self.ctx.clocks,
+                host: self.ctx.host,
+                host_now: SystemTime::now(),
+                locks: locks.as_ref(),
+                local_rows: self.local_rows,
+            };
+            let (judged, seen) = sweep::judge_group(
+                self.w,
+                group,
+                self.ctx,
+                &scene,
+                run.tally.as_mut(),
+                self.holds,
+            );
+            write_and_report(run, self, judged, seen, store, out, counts)?;
+        }
+        Ok(true)
+    }
 }
 
 /// How many parked rows `--explain` lists.
@@ -557,25 +628,19 @@ fn max_age_check(
     }
 }
 
-/// Writes the rows a real run changes, then reports every row in order. The row whose
-/// write failed the run, and the rows after it, are not reported.
+/// Writes the rows of a group a real run changes, then reports every row in order. The
+/// row whose write failed the run, and the rows after it, are not reported.
 fn write_and_report(
     run: &mut Run<'_>,
-    w: &Watch,
-    schema: &Schema,
-    swept: Swept,
+    pass: &Pass2<'_>,
+    rows: Vec<sweep::Judged>,
+    mut lock_seen: Vec<Option<crate::release::Seen>>,
     store: &mut dyn Store,
     out: &mut Out<'_>,
     counts: &mut WatchRun,
 ) -> Result<()> {
     let dry_run = run.opts.dry_run;
-    let Swept {
-        rows,
-        mut lock_seen,
-        holds,
-        local_rows,
-        ..
-    } = swept;
+    let (w, schema) = (pass.w, pass.schema);
     // Reports are made as rows are output; only the rows to write get theirs first.
     let writes: Vec<usize> = (0..rows.len())
         .filter(|&i| !dry_run && rows[i].plan.writes())
@@ -596,8 +661,8 @@ fn write_and_report(
             state_dir: &run.cfg.run.state_dir,
             clocks: &run.clocks,
             host: &run.host,
-            holds: &holds,
-            local_rows,
+            holds: pass.holds,
+            local_rows: pass.local_rows,
             run: &run.id,
             origin: &run.origin,
         };

@@ -115,20 +115,9 @@ pub(super) struct Judged {
     pub plan: Plan,
 }
 
-/// A watch's rows, judged, and what the watch as a whole came to.
-pub(super) struct Swept {
-    pub rows: Vec<Judged>,
-    /// Per row (as `rows`): its legacy lock file as the row was judged, held open, where a
-    /// release may follow (`None`: no release is planned).
-    pub lock_seen: Vec<Option<Seen>>,
-    /// What holds back the rows each is about: the run's (clock skew) and the watch's
-    /// (breaker, no heartbeat, mass overtime).
-    pub holds: Vec<Hold>,
-    /// The watch's own holds that tripped this run, held or (with `--force`) overridden.
-    pub tripped: Vec<Hold>,
-    /// This host's rows among them (not another host's).
-    pub local_rows: usize,
-}
+/// At most this many running rows are read at once (keyset pages on the id), and held in
+/// memory: a backlog of a million rows costs what a few thousand do.
+pub(super) const PAGE: usize = 5_000;
 
 /// What a sweep needs besides the watch and the store.
 pub(super) struct SweepCtx<'a> {
@@ -139,185 +128,273 @@ pub(super) struct SweepCtx<'a> {
     pub force: bool,
 }
 
-/// Judges every running row of `w`, counting inferred verdicts and timing contradictions
-/// in `tally` (the run's state; `None` when it could not be read at all: every row is seen
-/// as a first run would see it); warnings go to `warn`, with their kind
-/// (`shared_heartbeat_file`, `untrusted_lock`, `breaker`, `no_heartbeat`,
-/// `mass_overtime`): the cron text shows each once per `remind_every`.
-pub(super) fn sweep(
+/// A row the first pass judged: its evidence and decision, before the tally (kept for the
+/// second pass when the watch's rows fit in one page).
+pub(super) struct Seen1 {
+    row: RunningRow,
+    evidence: Evidence,
+    decision: Decision,
+}
+
+/// What the first pass over a watch's running rows found: counts, never rows (but for a
+/// watch whose rows fit in one page, which the second pass then need not read again).
+#[derive(Default)]
+pub(super) struct Census {
+    /// This host's running rows (not another host's): whose a heartbeat file without
+    /// `{id}` is, and what the whole-watch holds are measured against.
+    pub local: usize,
+    /// Deaths drawn from the heartbeat alone that a run would write (the breaker).
+    deaths: usize,
+    /// Rows with a heartbeat, rows past stale_after, and the verdicts the no-heartbeat
+    /// hold would hold.
+    beating: usize,
+    past_stale: usize,
+    heartbeat_only_writes: usize,
+    /// Overtimes a run would write (the mass-overtime hold).
+    overtime_writes: usize,
+    /// The first row whose free lock lies where others could swap it, and how many more
+    /// there are.
+    untrusted: Option<Untrusted>,
+    untrusted_more: usize,
+    /// Every row, judged, when they fit in one page.
+    kept: Option<Vec<Seen1>>,
+}
+
+/// A row whose free lock lies in a directory others can write.
+struct Untrusted {
+    id: String,
+    dir: String,
+    /// Who can write it, in words.
+    who: String,
+}
+
+/// The holds of a watch this run, decided over every running row before any is written.
+pub(super) struct Holds {
+    /// What holds back the rows each is about: the run's (clock skew) and the watch's
+    /// (breaker, no heartbeat, mass overtime).
+    pub holds: Vec<Hold>,
+    /// The watch's own holds that tripped this run, held or (with `--force`) overridden.
+    pub tripped: Vec<Hold>,
+}
+
+/// Reads the watch's running rows a page at a time (keyset on the id), each page read to
+/// its end before `each` gets it, so that `each` may write between pages; stops when
+/// `each` says so. With `kept` (the rows of a watch that fit in one page), no read.
+pub(super) fn pages(
+    w: &Watch,
+    store: &mut dyn Store,
+    mut each: impl FnMut(&mut dyn Store, Vec<RunningRow>) -> Result<bool>,
+) -> Result<()> {
+    let mut after: Option<crate::store::SqlValue> = None;
+    loop {
+        let mut page = Vec::with_capacity(PAGE.min(1_024));
+        store.each_running_row_in(
+            w,
+            crate::store::sql::Page {
+                after: after.as_ref(),
+                limit: Some(PAGE),
+            },
+            &mut |row| {
+                page.push(row);
+                Ok(())
+            },
+        )?;
+        let full = page.len() == PAGE;
+        after = page.last().map(|r| r.id.clone());
+        if page.is_empty() || !each(store, page)? || !full {
+            return Ok(());
+        }
+    }
+}
+
+/// The first pass: judges every running row of `w` (as the second will, the tally only
+/// looked at) and keeps what the watch as a whole comes to; the rows themselves only when
+/// they all fit in one page.
+pub(super) fn census(
     w: &Watch,
     store: &mut dyn Store,
     ctx: &SweepCtx<'_>,
-    tally: Option<&mut Tally>,
+    tally: Option<&Tally>,
+) -> Result<Census> {
+    let t = thresholds(w);
+    // Whose a shared heartbeat file is depends on how many of this host's rows share it:
+    // counted first (no probe), for such a watch only.
+    let shared = w.heartbeat_file.as_ref().is_some_and(|t| !t.has_id());
+    let local_rows = if shared {
+        let mut n = 0;
+        pages(w, store, |_, page| {
+            n += page.iter().filter(|r| !is_remote(w, r, ctx.host)).count();
+            Ok(true)
+        })?;
+        n
+    } else {
+        0
+    };
+    let mut c = Census::default();
+    let mut first = true;
+    pages(w, store, |_, page| {
+        let single = first && page.len() < PAGE;
+        first = false;
+        let host_now = SystemTime::now();
+        let now = epoch(host_now);
+        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let scene = Scene {
+            clocks: ctx.clocks,
+            host: ctx.host,
+            host_now,
+            locks: locks.as_ref(),
+            local_rows,
+        };
+        let mut kept = Vec::new();
+        for row in page {
+            let (evidence, decision) = judge(w, &row, ctx.host, gather(w, &row, &scene));
+            let (d, confirmation) = tallied(w, &row, decision.clone(), now, tally, None);
+            let plan = plan_row(w, &d, &row, confirmation, &[]);
+            c.count(w, t, &row, &evidence, &d, &plan);
+            if single {
+                kept.push(Seen1 {
+                    row,
+                    evidence,
+                    decision,
+                });
+            }
+        }
+        if single {
+            c.kept = Some(kept);
+        }
+        Ok(true)
+    })?;
+    Ok(c)
+}
+
+impl Census {
+    /// Counts one row of the first pass.
+    fn count(
+        &mut self,
+        w: &Watch,
+        t: crate::decide::Thresholds,
+        row: &RunningRow,
+        e: &Evidence,
+        d: &Decision,
+        p: &Plan,
+    ) {
+        if d.verdict == Verdict::Remote {
+            return;
+        }
+        self.local += 1;
+        self.deaths += usize::from(decide::heartbeat_only_death(d, p));
+        self.beating += usize::from(e.heartbeat.beats());
+        self.past_stale += usize::from(e.total_age.as_ref().is_ok_and(|a| *a >= t.stale_after));
+        self.heartbeat_only_writes += usize::from(Hold::NoHeartbeat.applies_to(d) && p.writes());
+        self.overtime_writes += usize::from(d.verdict == Verdict::Overtime && p.writes());
+        if let decide::Lock::Untrusted(who) = &e.lock {
+            if self.untrusted.is_some() {
+                self.untrusted_more += 1;
+            } else {
+                let file = w
+                    .lock_file
+                    .as_ref()
+                    .and_then(|t| t.render(&row.id.to_string()).ok());
+                let dir = file
+                    .as_deref()
+                    .and_then(std::path::Path::parent)
+                    .map_or_else(|| "its directory".into(), |d| d.display().to_string());
+                self.untrusted = Some(Untrusted {
+                    id: row.id.to_string(),
+                    dir,
+                    who: who.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// A row's decision after the tally: a contradiction timed (and sent to a person once it
+/// has stood for `stale_after`), an inferred verdict counted. With `record`, the tally
+/// records it (the second pass); otherwise only looks (the first); with no tally at all
+/// (it could not be read), every inferred verdict is a first run's.
+fn tallied(
+    w: &Watch,
+    row: &RunningRow,
+    decision: Decision,
+    now: i64,
+    tally: Option<&Tally>,
+    record: Option<&mut Tally>,
+) -> (Decision, Option<Confirmation>) {
+    let t = thresholds(w);
+    let id = RowId::from(&row.id).key();
+    let started = row.started.raw.to_string();
+    match (record, tally) {
+        (Some(tally), _) => {
+            let decision = match tally.contradiction(w, &id, &started, &decision, now) {
+                Some(for_s) => decide::persisting(decision, for_s, t),
+                None => decision,
+            };
+            let c = tally.count(w, &id, &started, &decision, now);
+            (decision, c)
+        }
+        (None, Some(tally)) => {
+            let decision = match tally.peek_contradiction(w, &id, &started, &decision, now) {
+                Some(for_s) => decide::persisting(decision, for_s, t),
+                None => decision,
+            };
+            let c = tally.peek_count(w, &id, &started, &decision, now);
+            (decision, c)
+        }
+        (None, None) => {
+            let c = uncounted(w, &decision);
+            (decision, c)
+        }
+    }
+}
+
+/// What holds the watch as a whole (SPEC §5, §6), from the first pass's counts, each said
+/// with its warning (of its kind: the cron text shows each once per `remind_every`): the
+/// shared heartbeat file, a lock others could swap, the breaker (more than half of the
+/// rows, and at least 3, would die on heartbeat alone), no heartbeat at all (not one row
+/// beats while one is past `stale_after`), a mass overtime (more than half, and at least
+/// 3, would be written as overtime); and the run's hold. With `force`, said and not held.
+pub(super) fn holds(
+    w: &Watch,
+    c: &Census,
+    ctx: &SweepCtx<'_>,
     warn: &mut dyn FnMut(&'static str, String),
-) -> Result<Swept> {
-    let (mut rows, lock_seen) = judge_rows(w, store, ctx, tally)?;
-    // Another host's rows are none of this host's files (and never written here).
-    let local: Vec<&Judged> = rows
-        .iter()
-        .filter(|j| j.decision.verdict != Verdict::Remote)
-        .collect();
+) -> Holds {
+    let force = ctx.force;
+    let n = c.local;
     if let Some(tpl) = &w.heartbeat_file
         && !tpl.has_id()
-        && local.len() > 1
+        && n > 1
     {
         warn(
             "shared_heartbeat_file",
             format!(
-                "watch {}: {} running rows share one heartbeat file ({}): a dead row \
+                "watch {}: {n} running rows share one heartbeat file ({}): a dead row \
                  beside a live one looks alive, and no row's beat is its own; put {{id}} in \
                  heartbeat_file",
                 w.name,
-                local.len(),
                 tpl.as_str()
             ),
         );
     }
-    let local_rows = local.len();
-    untrusted_locks(w, &local, warn);
-    let tripped = watch_holds(w, &local, ctx.force, warn);
-    let mut holds: Vec<Hold> = ctx.run_hold.into_iter().collect();
-    if !ctx.force {
-        holds.extend(&tripped);
+    if let Some(Untrusted { id, dir, who }) = &c.untrusted {
+        warn(
+            "untrusted_lock",
+            format!(
+                "watch {}: the lock file of row {id}{} lies in {dir}, which {who} can write: \
+                 anyone there could swap the file the job holds for an unlocked one, so a \
+                 free lock there proves nothing and such rows are judged by their heartbeat \
+                 alone; fix: chmod o-w,g-w {dir} (or chmod +t {dir}), or keep the job's \
+                 locks in a directory only its owner can write",
+                w.name,
+                if c.untrusted_more > 0 {
+                    format!(" (and {} more)", c.untrusted_more)
+                } else {
+                    String::new()
+                },
+            ),
+        );
     }
-    if !holds.is_empty() {
-        for j in &mut rows {
-            j.plan = plan_row(w, &j.decision, &j.row, j.confirmation, &holds);
-        }
-    }
-    Ok(Swept {
-        rows,
-        lock_seen,
-        holds,
-        tripped,
-        local_rows,
-    })
-}
-
-/// The rows of `w`, each judged: first all of them read (whether a heartbeat file
-/// without `{id}` is a row's own depends on how many of this host's rows share it), then
-/// each row's evidence gathered and judged; a contradiction is timed and an inferred
-/// verdict counted in `tally`.
-fn judge_rows(
-    w: &Watch,
-    store: &mut dyn Store,
-    ctx: &SweepCtx<'_>,
-    mut tally: Option<&mut Tally>,
-) -> Result<(Vec<Judged>, Vec<Option<Seen>>)> {
-    let t = thresholds(w);
-    let host_now = SystemTime::now();
-    let now = epoch(host_now);
-    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-    let mut read: Vec<RunningRow> = Vec::new();
-    store.each_running_row(w, &mut |row| {
-        read.push(row);
-        Ok(())
-    })?;
-    let scene = Scene {
-        clocks: ctx.clocks,
-        host: ctx.host,
-        host_now,
-        locks: locks.as_ref(),
-        local_rows: read.iter().filter(|r| !is_remote(w, r, ctx.host)).count(),
-    };
-    if let Some(t) = tally.as_deref_mut() {
-        t.checked(w);
-    }
-    let mut rows: Vec<Judged> = Vec::with_capacity(read.len());
-    let mut lock_seen = Vec::with_capacity(read.len());
-    for row in read {
-        // Before the probes look: a file that appears after this is never the one judged.
-        let seen = observed_lock(w, &row);
-        let gathered = gather(w, &row, &scene);
-        let (evidence, decision) = judge(w, &row, ctx.host, gathered);
-        let id = RowId::from(&row.id).key();
-        let started = row.started.raw.to_string();
-        let (decision, confirmation) = match tally.as_deref_mut() {
-            Some(tally) => {
-                let decision = match tally.contradiction(w, &id, &started, &decision, now) {
-                    Some(for_s) => decide::persisting(decision, for_s, t),
-                    None => decision,
-                };
-                let c = tally.count(w, &id, &started, &decision, now);
-                (decision, c)
-            }
-            None => {
-                let c = uncounted(w, &decision);
-                (decision, c)
-            }
-        };
-        let plan = plan_row(w, &decision, &row, confirmation, &[]);
-        // Only a dead row's file is ever released (and a file the probe found absent is
-        // absent, whatever was seen a moment before).
-        lock_seen.push(seen.filter(|_| decision.verdict == Verdict::Dead).map(|s| {
-            match evidence.lock {
-                decide::Lock::Absent => Seen::Absent,
-                _ => s,
-            }
-        }));
-        rows.push(Judged {
-            owner_host: owner_host(&row, &evidence, ctx.host),
-            row,
-            evidence,
-            decision,
-            confirmation,
-            plan,
-        });
-    }
-    Ok((rows, lock_seen))
-}
-
-/// A free lock in a directory others can write proves nothing (SPEC §5): said once per
-/// `remind_every`, with the fix, when a row's lock is so.
-fn untrusted_locks(w: &Watch, local: &[&Judged], warn: &mut dyn FnMut(&'static str, String)) {
-    let mut untrusted = local.iter().filter_map(|j| match &j.evidence.lock {
-        decide::Lock::Untrusted(who) => Some((j, who)),
-        _ => None,
-    });
-    let Some((first, who)) = untrusted.next() else {
-        return;
-    };
-    let more = untrusted.count();
-    let file = w
-        .lock_file
-        .as_ref()
-        .and_then(|t| t.render(&first.row.id.to_string()).ok());
-    let dir = file
-        .as_deref()
-        .and_then(std::path::Path::parent)
-        .map_or_else(|| "its directory".into(), |d| d.display().to_string());
-    warn(
-        "untrusted_lock",
-        format!(
-            "watch {}: the lock file of row {}{} lies in {dir}, which {who} can write: anyone \
-             there could swap the file the job holds for an unlocked one, so a free lock \
-             there proves nothing and such rows are judged by their heartbeat alone; fix: \
-             chmod o-w,g-w {dir} (or chmod +t {dir}), or keep the job's locks in a directory \
-             only its owner can write",
-            w.name,
-            first.row.id,
-            if more > 0 {
-                format!(" (and {more} more)")
-            } else {
-                String::new()
-            },
-        ),
-    );
-}
-
-/// What holds the watch as a whole (SPEC §5, §6), decided over every running row of this
-/// host before any is written, each said with its warning: the breaker (more than half
-/// of the rows, and at least 3, would die on heartbeat alone), no heartbeat at all (not
-/// one row beats while one is past `stale_after`), a mass overtime (more than half, and at
-/// least 3, would be written as overtime). With `force`, said and not held.
-fn watch_holds(
-    w: &Watch,
-    local: &[&Judged],
-    force: bool,
-    warn: &mut dyn FnMut(&'static str, String),
-) -> Vec<Hold> {
-    let t = thresholds(w);
-    let n = local.len();
     let anyway = |what: &str| {
         if force {
             format!("; --force: {what} anyway")
@@ -325,11 +402,8 @@ fn watch_holds(
             String::new()
         }
     };
-    let mut holds = Vec::new();
-    let deaths = local
-        .iter()
-        .filter(|j| decide::heartbeat_only_death(&j.decision, &j.plan))
-        .count();
+    let mut tripped = Vec::new();
+    let deaths = c.deaths;
     if decide::breaker_trips(deaths, n) {
         warn(
             "breaker",
@@ -346,28 +420,12 @@ fn watch_holds(
                 }
             ),
         );
-        holds.push(Hold::Breaker);
+        tripped.push(Hold::Breaker);
     }
-    let beating = local
-        .iter()
-        .filter(|j| j.evidence.heartbeat.beats())
-        .count();
-    let past_stale = local
-        .iter()
-        .filter(|j| {
-            j.evidence
-                .total_age
-                .as_ref()
-                .is_ok_and(|a| *a >= t.stale_after)
-        })
-        .count();
-    let held = local
-        .iter()
-        .filter(|j| Hold::NoHeartbeat.applies_to(&j.decision) && j.plan.writes())
-        .count();
+    let (past_stale, held) = (c.past_stale, c.heartbeat_only_writes);
     // Only when it holds something back: rows that cannot be judged at all (an
     // unreadable heartbeat) are reported each on its own.
-    if decide::no_heartbeat(n, beating, past_stale) && held > 0 {
+    if decide::no_heartbeat(n, c.beating, past_stale) && held > 0 {
         warn(
             "no_heartbeat",
             format!(
@@ -392,12 +450,9 @@ fn watch_holds(
                 },
             ),
         );
-        holds.push(Hold::NoHeartbeat);
+        tripped.push(Hold::NoHeartbeat);
     }
-    let overtime = local
-        .iter()
-        .filter(|j| j.decision.verdict == Verdict::Overtime && j.plan.writes())
-        .count();
+    let overtime = c.overtime_writes;
     if decide::mass_overtime(overtime, n) {
         warn(
             "mass_overtime",
@@ -414,9 +469,90 @@ fn watch_holds(
                 }
             ),
         );
-        holds.push(Hold::MassOvertime);
+        tripped.push(Hold::MassOvertime);
     }
-    holds
+    let mut holds: Vec<Hold> = ctx.run_hold.into_iter().collect();
+    if !force {
+        holds.extend(&tripped);
+    }
+    Holds { holds, tripped }
+}
+
+/// The second pass, for one group of rows (at most a write group): each row judged again
+/// (or, for a watch whose rows fit in one page and that releases no lock file, as the first
+/// pass judged it), its contradiction timed and its inferred verdict counted in `tally`,
+/// planned under the watch's `holds`; and for `release_lock = "if_free"`, each dead row's
+/// lock file opened as the row is judged and held open (at most one group's files).
+pub(super) fn judge_group(
+    w: &Watch,
+    rows: Vec<Either>,
+    ctx: &SweepCtx<'_>,
+    scene: &Scene<'_>,
+    mut tally: Option<&mut Tally>,
+    holds: &[Hold],
+) -> (Vec<Judged>, Vec<Option<Seen>>) {
+    let now = epoch(scene.host_now);
+    let mut out = Vec::with_capacity(rows.len());
+    let mut lock_seen = Vec::with_capacity(rows.len());
+    for r in rows {
+        let (row, seen, evidence, decision) = match r {
+            Either::Judged(j) if w.release_lock != ReleaseLock::IfFree => {
+                (j.row, None, j.evidence, j.decision)
+            }
+            Either::Judged(j) => judged_again(w, j.row, ctx, scene),
+            Either::Row(row) => judged_again(w, row, ctx, scene),
+        };
+        let (decision, confirmation) = tallied(w, &row, decision, now, None, tally.as_deref_mut());
+        let plan = plan_row(w, &decision, &row, confirmation, holds);
+        // Only a dead row's file is ever released (and a file the probe found absent is
+        // absent, whatever was seen a moment before).
+        lock_seen.push(seen.filter(|_| decision.verdict == Verdict::Dead).map(|s| {
+            match evidence.lock {
+                decide::Lock::Absent => Seen::Absent,
+                _ => s,
+            }
+        }));
+        out.push(Judged {
+            owner_host: owner_host(&row, &evidence, ctx.host),
+            row,
+            evidence,
+            decision,
+            confirmation,
+            plan,
+        });
+    }
+    (out, lock_seen)
+}
+
+/// A row judged in the second pass: its legacy lock file opened first (before the probes
+/// look: a file that appears after this is never the one judged), then its evidence.
+fn judged_again(
+    w: &Watch,
+    row: RunningRow,
+    ctx: &SweepCtx<'_>,
+    scene: &Scene<'_>,
+) -> (RunningRow, Option<Seen>, Evidence, Decision) {
+    let seen = observed_lock(w, &row);
+    let (e, d) = judge(w, &row, ctx.host, gather(w, &row, scene));
+    (row, seen, e, d)
+}
+
+/// A row for the second pass: as the first pass judged it, or to be judged.
+// Moved once per row, never held in bulk but for one page: an allocation per row to even
+// the variants out would cost more than the bytes it saves.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Either {
+    Judged(Seen1),
+    Row(RunningRow),
+}
+
+impl Census {
+    /// The rows the first pass kept (a watch whose rows fit in one page), for the second.
+    pub fn take_kept(&mut self) -> Option<Vec<Either>> {
+        self.kept
+            .take()
+            .map(|k| k.into_iter().map(Either::Judged).collect())
+    }
 }
 
 /// The row's legacy lock file, opened now and held, for `release_lock = "if_free"` only.

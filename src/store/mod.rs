@@ -247,6 +247,17 @@ pub trait JobTable {
         &mut self,
         w: &Watch,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
+    ) -> Result<()> {
+        self.each_running_row_in(w, sql::Page::default(), each)
+    }
+    /// [`JobTable::each_running_row`] for one page (keyset on the id: the first `limit`
+    /// rows after an id). The statement is read to its end before this returns, so the
+    /// connection is free for writes between pages.
+    fn each_running_row_in(
+        &mut self,
+        w: &Watch,
+        page: sql::Page<'_>,
+        each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()>;
     /// Every row in the running state, ordered by id, in memory (for `doctor`).
     fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {

@@ -548,12 +548,13 @@ impl JobTable for MysqlStore {
         }
     }
 
-    fn each_running_row(
+    fn each_running_row_in(
         &mut self,
         w: &Watch,
+        page: sql::Page<'_>,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
-        let st = sql::running_sql(&DIALECT, w);
+        let st = sql::running_page_sql(&DIALECT, w, page);
         let tz = self.tz;
         let label = self.label.clone();
         let ctx = |e: mysql::Error| {

@@ -123,11 +123,25 @@ fn match_conditions(d: &Dialect, w: &Watch, b: &mut Binds<'_>) -> Vec<String> {
         .collect()
 }
 
+/// Which running rows to read: all of them, or a page of them — the first `limit` after
+/// the id `after` (keyset paging on the id column: no `OFFSET`, so a page costs the same
+/// wherever it is, and rows that come or go between pages shift nothing).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Page<'a> {
+    pub after: Option<&'a SqlValue>,
+    pub limit: Option<usize>,
+}
+
 /// The `SELECT` of running rows of the watch (its `match` too), ordered by id (and what
 /// `doctor` explains): id, start (and its instant where the dialect gives one), then the
 /// heartbeat column (likewise), owner and attempts columns the watch has — the order every
-/// adapter reads them in.
+/// adapter reads them in. With a [`Page`], only that page.
 pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
+    running_page_sql(d, w, Page::default())
+}
+
+/// [`running_sql`] for one [`Page`].
+pub fn running_page_sql(d: &Dialect, w: &Watch, page: Page<'_>) -> Statement {
     let mut b = Binds::new(d);
     let mut cols = vec![d.quote(&w.id_column), time_column(d, &w.started_column)];
     cols.extend(w.heartbeat_column.as_ref().map(|c| time_column(d, c)));
@@ -137,8 +151,19 @@ pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
     let running = b.bind(SqlValue::Text(w.running_value.clone()));
     let mut cond = vec![format!("{} = {running}", d.quote(&w.status_column))];
     cond.extend(match_conditions(d, w, &mut b));
+    if let Some(after) = page.after {
+        cond.push(format!(
+            "{} > {}",
+            d.quote(&w.id_column),
+            b.bind(after.clone())
+        ));
+    }
+    let limit = page
+        .limit
+        .map(|n| format!(" LIMIT {n}"))
+        .unwrap_or_default();
     let sql = format!(
-        "SELECT {cols} FROM {} WHERE {} ORDER BY {}",
+        "SELECT {cols} FROM {} WHERE {} ORDER BY {}{limit}",
         d.quote(&w.table),
         cond.join(" AND "),
         d.quote(&w.id_column),
@@ -542,6 +567,43 @@ mod tests {
             running_sql(SQLITE, &w).sql,
             "SELECT \"id\", \"start_time\", \"beat\", \"worker\" FROM \"app\".\"sync_log\" \
              WHERE \"status\" = ?1 ORDER BY \"id\""
+        );
+    }
+
+    #[test]
+    fn a_page_of_running_rows_is_read_after_an_id_without_offset() {
+        let w = watch("");
+        let after = SqlValue::Int(4_000);
+        let st = running_page_sql(
+            SQLITE,
+            &w,
+            Page {
+                after: Some(&after),
+                limit: Some(5_000),
+            },
+        );
+        assert!(
+            st.sql
+                .ends_with("WHERE \"status\" = ?1 AND \"id\" > ?2 ORDER BY \"id\" LIMIT 5000"),
+            "{}",
+            st.sql
+        );
+        assert_eq!(st.params.len(), 2);
+        assert!(!st.sql.contains("OFFSET"));
+        let first = running_page_sql(
+            MYSQL,
+            &w,
+            Page {
+                after: None,
+                limit: Some(10),
+            },
+        );
+        assert!(
+            first
+                .sql
+                .ends_with("WHERE `status` = ? ORDER BY `id` LIMIT 10"),
+            "{}",
+            first.sql
         );
     }
 

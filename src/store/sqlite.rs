@@ -274,12 +274,13 @@ impl JobTable for SqliteStore {
         })
     }
 
-    fn each_running_row(
+    fn each_running_row_in(
         &mut self,
         w: &Watch,
+        page: sql::Page<'_>,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
     ) -> Result<()> {
-        let st = sql::running_sql(&DIALECT, w);
+        let st = sql::running_page_sql(&DIALECT, w, page);
         let tz = self.tz;
         let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
         let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
