@@ -174,6 +174,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
                 explain: false,
                 dry_run: opts.dry_run,
                 spoke: false,
+                lines: crate::report::text::RowLines::default(),
             };
             &mut quiet
         }
@@ -191,6 +192,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
                 explain: args.explain,
                 dry_run: opts.dry_run,
                 spoke: false,
+                lines: crate::report::text::RowLines::default(),
             };
             &mut text
         }

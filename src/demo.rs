@@ -299,6 +299,7 @@ fn run_check(cfg_path: &Path, explain: bool, out: &mut dyn Write) -> Result<u8> 
             explain,
             dry_run: explain,
             spoke: false,
+            lines: crate::report::text::RowLines::default(),
         };
         check::run(
             &cfg,

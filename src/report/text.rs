@@ -28,6 +28,23 @@ pub struct TextReporter<W: Write, E: Write> {
     pub dry_run: bool,
     /// Something was printed this run (on either stream); see [`Reporter::spoke`].
     pub spoke: bool,
+    /// The row lines of the cron text so far, and those left out past [`MAX_ROW_LINES`].
+    pub lines: RowLines,
+}
+
+/// A cron run's text lists at most this many rows (SPEC §7): a backlog of thousands of
+/// rows is one summary line more, never a mail of thousands of lines.
+pub const MAX_ROW_LINES: usize = 50;
+
+/// The rows the cron text listed, and those it left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowLines {
+    pub listed: usize,
+    /// Rows past [`MAX_ROW_LINES`]: how many, how many of them changed, how many need a
+    /// person.
+    pub more: usize,
+    pub more_changed: usize,
+    pub more_attention: usize,
 }
 
 impl<W: Write, E: Write> TextReporter<W, E> {
@@ -133,6 +150,20 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 ),
             })
         });
+        // Past the bound, a row is counted for the summary line instead.
+        let listed = r.applied
+            || (self.dry_run && r.plan.writes())
+            || (r.attention() && !r.already_told);
+        if listed && self.lines.listed >= MAX_ROW_LINES {
+            self.lines.more += 1;
+            self.lines.more_changed +=
+                usize::from(r.applied || (self.dry_run && r.plan.writes()));
+            self.lines.more_attention += usize::from(r.attention());
+            return;
+        }
+        if listed {
+            self.lines.listed += 1;
+        }
         let line = if r.applied {
             format!(
                 "{} id={}: set status to '{}' ({}{}) — {}",
@@ -226,6 +257,20 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
 
     fn finish(&mut self, s: &Summary) {
         if !self.explain {
+            let l = self.lines;
+            if l.more > 0 {
+                self.line(&format!(
+                    "… and {} more row{} not listed here ({} {}, {} need{} a person): every \
+                     change is in the journal (journal.jsonl in the state directory), every \
+                     row in selfheal check --explain, what needs a person in selfheal show",
+                    l.more,
+                    if l.more == 1 { "" } else { "s" },
+                    l.more_changed,
+                    if self.dry_run { "would change" } else { "changed" },
+                    l.more_attention,
+                    if l.more_attention == 1 { "s" } else { "" },
+                ));
+            }
             return;
         }
         let t = s.totals();
