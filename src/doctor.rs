@@ -166,7 +166,7 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     for f in secret_findings(&cfg) {
         rep.add(f);
     }
-    let host = Host::for_config(&cfg);
+    let host = Host::current().known_as(&cfg.run.host_names);
     // 3 when the database cannot be reached, 2 when it lacks what the configuration names.
     let db_status = database_checks(&cfg, &host, &mut rep).err();
     for w in &cfg.watches {

@@ -303,6 +303,13 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
             io_fix(path, "writing the journal", source.kind(), command)
         }
         Error::Refused { action, refused } => refused_fix(refused, action, command),
+        // A file that is not this user's to read (the configuration): the command that
+        // lets it, chosen here, where the error is reported.
+        Error::CannotRead { path, source, .. }
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            access_fix(path, Need::Read)
+        }
         _ => None,
     }
 }
@@ -412,7 +419,7 @@ fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) ->
         (K::PermissionDenied, "run.metrics_file") => access_fix(parent, Need::Write),
         // A run lock set apart from the state directory.
         (_, "run.lock_file")
-            if path.file_name() != Some(std::ffi::OsStr::new(crate::config::RUN_LOCK_NAME)) =>
+            if path.file_name() != Some(std::ffi::OsStr::new(crate::runlock::RUN_LOCK_NAME)) =>
         {
             Some(format!(
                 "leave run.lock_file unset (the lock then lives in state_dir), or let {} \

@@ -196,7 +196,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
     };
     write_last_run(cfg, &mut out, &result, status, started, began);
     let metrics = cfg.run.metrics_file.as_ref().map(|path| {
-        let host = Host::for_config(cfg);
+        let host = Host::current().known_as(&cfg.run.host_names);
         let run = crate::metrics::Run {
             host: &host.name,
             summary: result.is_ok().then_some(&*out.summary),
@@ -291,7 +291,7 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
     for note in store.notes() {
         out.warn(note);
     }
-    let host = Host::for_config(cfg);
+    let host = Host::current().known_as(&cfg.run.host_names);
     out.summary.host.clone_from(&host.name);
     let clocks = Clocks {
         db: store.clock()?,

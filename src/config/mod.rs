@@ -31,9 +31,7 @@ use crate::error::{Error, Origin, Result, Usage};
 /// Where the configuration is looked for when neither `--config` nor `$SELFHEAL_CONFIG`
 /// names one.
 pub const DEFAULT_CONFIG: &str = "/etc/selfheal/selfheal.toml";
-/// The run lock's name in the state directory, where it lives unless `run.lock_file` says
-/// otherwise: one per state directory, so separate configurations never wait on each other.
-pub const RUN_LOCK_NAME: &str = "run.lock";
+pub use crate::runlock::RUN_LOCK_NAME;
 /// Default directory for the journal and the last-run report of a configuration named
 /// `selfheal.toml`; another configuration's is a directory in it (see
 /// [`default_state_dir`]).
@@ -280,7 +278,8 @@ pub fn load(path: &ConfigPath, overrides: &Overrides, only: &[String]) -> Result
 
 /// The configuration file cannot be read: the error says how it was chosen (`--config`,
 /// `$SELFHEAL_CONFIG`, or the default when `how` is `None`) and, when it is not this user's
-/// to read, names the user and the command that lets it.
+/// to read, names the user. The command that lets that user read it takes a look at the
+/// system, so it is chosen where the error is reported (`crate::fix::for_error`).
 fn unreadable(p: &Path, how: Option<&Origin>, e: std::io::Error) -> Error {
     use std::io::ErrorKind as K;
     let chosen = match how {
@@ -289,7 +288,6 @@ fn unreadable(p: &Path, how: Option<&Origin>, e: std::io::Error) -> Error {
         Some(Origin::File(_)) | None => "the default: no --config given".to_string(),
     };
     let fix = match e.kind() {
-        K::PermissionDenied => crate::fix::access_fix(p, crate::fix::Need::Read),
         K::NotFound => Some(match how {
             Some(Origin::Env(name)) => {
                 format!("correct ${name}, or unset it to use {DEFAULT_CONFIG}")
@@ -305,7 +303,7 @@ fn unreadable(p: &Path, how: Option<&Origin>, e: std::io::Error) -> Error {
     Error::CannotRead {
         what: format!("the configuration {} ({chosen})", p.display()),
         path: p.to_path_buf(),
-        as_user: (e.kind() == K::PermissionDenied).then(|| crate::fix::Me::current().describe()),
+        as_user: (e.kind() == K::PermissionDenied).then(|| crate::fsafe::Who::me().to_string()),
         source: e,
         fix,
     }
