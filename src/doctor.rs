@@ -504,10 +504,14 @@ fn parked_findings(
         };
         let key = (history::id_key(&r.id.to_json()), r.started.raw.to_string());
         let parked = match parked_at.get(&key) {
-            Some((time, Some(t))) => format!(
-                "parked {} ago ({time}, from the journal)",
-                human(u64::try_from(host_now - t).unwrap_or(0))
-            ),
+            Some((time, Some(t))) => match u64::try_from(host_now.saturating_sub(*t)) {
+                Ok(ago) => format!("parked {} ago ({time}, from the journal)", human(ago)),
+                // Journaled under a clock that ran ahead of this one.
+                Err(_) => format!(
+                    "parked at {time} (from the journal), a time still to come by this \
+                     host's clock"
+                ),
+            },
             Some((time, None)) => format!("parked at {time} (from the journal)"),
             None => "parked at a time the journal does not know".to_string(),
         };
