@@ -304,6 +304,9 @@ pub enum Error {
         origin: Origin,
         key: String,
         message: String,
+        /// The fix, where the message alone does not make it plain (the key a typo meant,
+        /// a value with the unit a number lacked).
+        fix: Option<String>,
     },
 
     /// The command line asks for something impossible.
@@ -453,9 +456,9 @@ impl Error {
     /// system can tell: see `crate::fix::for_error`).
     pub fn fix(&self) -> Option<String> {
         match self {
-            Error::Database { fix: Some(f), .. } | Error::CannotRead { fix: Some(f), .. } => {
-                Some(f.clone())
-            }
+            Error::Database { fix: Some(f), .. }
+            | Error::CannotRead { fix: Some(f), .. }
+            | Error::Config { fix: Some(f), .. } => Some(f.clone()),
             Error::Database { kind, .. } => kind.fix().map(str::to_string),
             Error::Schema { watch, problem } => Some(problem.fix(watch)),
             Error::Busy { path } => Some(format!(
@@ -465,7 +468,7 @@ impl Error {
                  run.lock_file unset in both, so each locks in its own state_dir",
                 path.display()
             )),
-            Error::Config { .. }
+            Error::Config { fix: None, .. }
             | Error::Usage(_)
             | Error::CannotRead { fix: None, .. }
             | Error::Io { .. }
@@ -474,10 +477,12 @@ impl Error {
         }
     }
 
-    /// This error with `fix` as its fix (database failures and unreadable files; other
-    /// errors are returned unchanged).
+    /// This error with `fix` as its fix (database failures, unreadable files and
+    /// configuration errors; other errors are returned unchanged).
     pub fn with_fix(mut self, fix: Option<String>) -> Self {
-        if let Error::Database { fix: f, .. } | Error::CannotRead { fix: f, .. } = &mut self
+        if let Error::Database { fix: f, .. }
+        | Error::CannotRead { fix: f, .. }
+        | Error::Config { fix: f, .. } = &mut self
             && fix.is_some()
         {
             *f = fix;
@@ -516,6 +521,7 @@ impl Error {
             origin: origin.clone(),
             key: key.into(),
             message: message.into(),
+            fix: None,
         }
     }
 
