@@ -45,6 +45,9 @@ mod run_files;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mark {
     Pass,
+    /// Advice: nothing is wrong with this setup as it is, but a way it is often grown
+    /// would make something wrong (SPEC §10). Leaves the exit status as it is.
+    Advice,
     /// Works, but an operator should look.
     Warn,
     Fail,
@@ -82,6 +85,19 @@ impl Finding {
         }
     }
 
+    fn advice(
+        subject: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            mark: Mark::Advice,
+            subject: subject.into(),
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
     fn fail(
         subject: impl Into<String>,
         detail: impl Into<String>,
@@ -95,16 +111,26 @@ impl Finding {
         }
     }
 
-    /// `✓ subject: detail`, `✗ subject: detail; fix: …` — one line, whatever a value from
-    /// the database or a driver's message in it holds (control characters escaped).
+    /// `✓ subject: detail`, `✗ subject: detail; fix: …`, `i subject: detail; advice: …` —
+    /// one line, whatever a value from the database or a driver's message in it holds
+    /// (control characters escaped).
     pub fn render(&self) -> String {
         let mark = match self.mark {
             Mark::Pass => "✓",
+            Mark::Advice => "i",
             Mark::Warn => "!",
             Mark::Fail => "✗",
         };
+        let fix_word = if self.mark == Mark::Advice {
+            "advice"
+        } else {
+            "fix"
+        };
         let line = match &self.fix {
-            Some(fix) => format!("{mark} {}: {}; fix: {fix}", self.subject, self.detail),
+            Some(fix) => format!(
+                "{mark} {}: {}; {fix_word}: {fix}",
+                self.subject, self.detail
+            ),
             None => format!("{mark} {}: {}", self.subject, self.detail),
         };
         printable(&line).into_owned()
@@ -124,8 +150,8 @@ impl Report<'_> {
     }
 }
 
-/// Runs every check; returns the exit status: 0 all pass, 1 any warning or failure, 2 the
-/// configuration is bad, 3 the database cannot be reached.
+/// Runs every check; returns the exit status: 0 all pass (advice included), 1 any warning
+/// or failure, 2 the configuration is bad, 3 the database cannot be reached.
 pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     let mut rep = Report {
         out,
@@ -205,7 +231,11 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     }
     if let Some(code) = db_status {
         code
-    } else if rep.findings.iter().any(|f| f.mark != Mark::Pass) {
+    } else if rep
+        .findings
+        .iter()
+        .any(|f| matches!(f.mark, Mark::Warn | Mark::Fail))
+    {
         exit::ATTENTION
     } else {
         exit::OK
@@ -720,15 +750,57 @@ fn index_finding(w: &Watch, plan: &ScanPlan) -> Finding {
                 plan.detail
             ),
         ),
-        (None, true, _) => Finding::fail(
-            subject,
+        (None, true, rows) => {
+            let (mark, cost) = scan_cost(rows);
+            Finding {
+                mark,
+                subject,
+                detail: format!(
+                    "no index covers {}: every run reads the whole table{cost} ({})",
+                    w.status_column, plan.detail
+                ),
+                fix: Some(create),
+            }
+        }
+    }
+}
+
+/// From this many rows on, a scan on every run is felt by the application's own queries.
+const BIG_TABLE_ROWS: u64 = 1_000_000;
+
+/// What a scan of the whole table on every run costs, in words scaled to the rows it
+/// reads (`None`: the database does not say), and how much it matters: a table of a few
+/// rows costs nothing yet, so it is a warning; one that already costs is a failure.
+fn scan_cost(rows: Option<u64>) -> (Mark, String) {
+    match rows {
+        Some(r) if r < SMALL_TABLE_ROWS => (
+            Mark::Warn,
             format!(
-                "no index covers {}: every run reads the whole table, which on a big log \
-                 table is an outage every few minutes ({})",
-                w.status_column, plan.detail
+                " — {} now, which costs nothing yet, but a job log grows, and each run \
+                 then reads all of it",
+                rows_words(r)
             ),
-            create,
         ),
+        Some(r) if r < BIG_TABLE_ROWS => (Mark::Fail, format!(", ~{r} rows now, on every run")),
+        Some(r) => (
+            Mark::Fail,
+            format!(
+                ", ~{r} rows now, on every run: a scan that size every few minutes slows \
+                 the application's own queries"
+            ),
+        ),
+        None => (
+            Mark::Fail,
+            ", and each run costs more as the table grows".to_string(),
+        ),
+    }
+}
+
+fn rows_words(r: u64) -> String {
+    match r {
+        0 => "it is empty".into(),
+        1 => "1 row".into(),
+        _ => format!("~{r} rows"),
     }
 }
 
@@ -885,18 +957,20 @@ fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
     if relies.is_empty() {
         return None;
     }
-    Some(Finding::warn(
+    // Right on one host; advice, which leaves the exit status as it is (SPEC §10).
+    Some(Finding::advice(
         format!("watch {}: hosts", w.name),
         format!(
-            "{} {} files on this host, and the watch has neither owner_column nor host: if \
-             the same cron line runs on another app server, each host judges every row by \
-             its own files and marks the other's live jobs dead",
+            "{} {} files on this host, and the watch has neither owner_column nor host: \
+             right while its jobs run on this host only; if the same cron line ever runs \
+             on another app server too, each host judges every row by its own files and \
+             marks the other's live jobs dead",
             relies.join(" and "),
             if relies.len() == 1 { "names" } else { "name" },
         ),
         format!(
-            "let workers write HOST:PID into an owner column and set owner_column, or pin \
-             the watch to its one host: host = \"{}\"",
+            "pin the watch to its one host (host = \"{}\"), or, before a second host runs \
+             it, let workers write HOST:PID into an owner column and set owner_column",
             host.name
         ),
     ))

@@ -366,7 +366,10 @@ fn refused_fix(e: &crate::fsafe::Error, action: &str, command: &str) -> Option<S
             path.display(),
             owner.arg(),
             owner.arg(),
-            if setting == "run.lock_file" {
+            // Not the default run lock in state_dir, but one set apart.
+            if setting == "run.lock_file"
+                && path.file_name() != Some(std::ffi::OsStr::new(crate::runlock::RUN_LOCK_NAME))
+            {
                 format!(
                     "; a run lock outside state_dir can be taken by others: leave \
                      run.lock_file unset, and {} keeps it in its own state_dir",

@@ -25,7 +25,7 @@ fn lines(o: &std::process::Output) -> Vec<String> {
     let lines: Vec<String> = out.lines().map(str::to_string).collect();
     for l in &lines {
         assert!(
-            l.starts_with("✓ ") || l.starts_with("✗ ") || l.starts_with("! "),
+            ["✓ ", "✗ ", "! ", "i "].iter().any(|m| l.starts_with(m)),
             "one mark per line: {l:?} in\n{out}"
         );
     }
@@ -114,7 +114,7 @@ fn a_healthy_mariadb_schema_is_all_checks_passed() {
 }
 
 #[test]
-fn a_table_without_a_status_index_is_a_cross_with_the_create_index_fix() {
+fn a_table_without_a_status_index_gets_the_create_index_fix() {
     // MariaDB: EXPLAIN of the very query check runs says type ALL.
     let mut db = mysql_or_skip!();
     db.exec(
@@ -129,7 +129,8 @@ fn a_table_without_a_status_index_is_a_cross_with_the_create_index_fix() {
     assert_exit(&o, 1);
     let l = lines(&o);
     let idx = line(&l, "watch full-sync: index");
-    assert!(idx.starts_with("✗ "), "{idx}");
+    // A table this small costs nothing yet: a warning (a big one is a cross: first_day.rs).
+    assert!(idx.starts_with("! "), "{idx}");
     // A full scan either way: of the table (ALL) or of the whole primary key (index).
     assert!(
         idx.contains("EXPLAIN: type ALL") || idx.contains("EXPLAIN: type index"),
@@ -161,7 +162,7 @@ fn a_table_without_a_status_index_is_a_cross_with_the_create_index_fix() {
     let l = lines(&o);
     let idx = line(&l, "watch full-sync: index");
     assert!(
-        idx.starts_with("✗ ") && idx.contains("SCAN sync_log"),
+        idx.starts_with("! ") && idx.contains("it is empty now") && idx.contains("SCAN sync_log"),
         "{idx}"
     );
     assert!(idx.contains("fix: CREATE INDEX"), "{idx}");

@@ -58,10 +58,14 @@ fn line_problems(line: &str) -> Vec<String> {
         "✓ ",
         "✗ ",
         "! ",
+        "i ",
     ] {
         body = body.strip_prefix(prefix).unwrap_or(body);
     }
-    let (message, fix) = body.split_once("; fix: ").unwrap_or((body, ""));
+    let (message, fix) = body
+        .split_once("; fix: ")
+        .or_else(|| body.split_once("; advice: "))
+        .unwrap_or((body, ""));
     for part in [message, fix] {
         let segs: Vec<&str> = part
             .split(": ")

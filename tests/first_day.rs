@@ -153,3 +153,95 @@ fn a_number_without_a_unit_gets_a_fix_whose_value_the_rules_accept() {
         stderr(&o)
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 9. doctor on a healthy single-host setup
+
+fn doctor(cfg: &Path) -> Output {
+    selfheal()
+        .args(["doctor", "--config"])
+        .arg(cfg)
+        .output()
+        .expect("run selfheal doctor")
+}
+
+/// The doctor line about `subject`.
+fn finding(o: &Output, subject: &str) -> String {
+    let out = stdout(o);
+    out.lines()
+        .find(|l| {
+            l.split_once(' ')
+                .is_some_and(|(_, r)| r.starts_with(&format!("{subject}: ")))
+        })
+        .unwrap_or_else(|| panic!("no {subject:?} line in:\n{out}{}", stderr(o)))
+        .to_string()
+}
+
+#[test]
+fn doctor_passes_a_healthy_single_host_setup_with_the_hosts_advice_and_exit_0() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 120);
+    sb.heartbeat(1, std::time::Duration::from_secs(10));
+    // Heartbeat files, no owner_column, no host: right on one host.
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = doctor(&cfg);
+    let hosts = finding(&o, "watch full-sync: hosts");
+    assert!(
+        hosts.starts_with("i watch full-sync: hosts: heartbeat_file names files on this host"),
+        "{hosts}"
+    );
+    assert!(
+        hosts.contains("; advice: pin the watch to its one host (host = \""),
+        "{hosts}"
+    );
+    assert!(
+        stdout(&o)
+            .lines()
+            .all(|l| l.starts_with("✓ ") || l.starts_with("i ")),
+        "{}",
+        stdout(&o)
+    );
+    assert_exit(&o, 0);
+}
+
+#[test]
+fn a_missing_index_is_worded_by_the_size_of_the_table() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.exec("DROP INDEX sync_log_status");
+    for id in 1..=8 {
+        db.insert(id, "done", 7200);
+    }
+    let cfg = sb.config(&db.url(), &sb.watch("owner_column = \"worker\"\n"));
+    let o = doctor(&cfg);
+    let index = finding(&o, "watch full-sync: index");
+    assert!(
+        index.starts_with(
+            "! watch full-sync: index: no index covers status: every run reads the whole \
+             table — ~8 rows now, which costs nothing yet"
+        ),
+        "{index}"
+    );
+    assert!(!index.contains("outage"), "{index}");
+    assert!(
+        index.ends_with("; fix: CREATE INDEX idx_sync_log_status ON sync_log (status)"),
+        "{index}"
+    );
+    assert_exit(&o, 1);
+
+    // A table of a few hundred thousand rows: it costs now.
+    db.exec(
+        "WITH RECURSIVE n(i) AS (SELECT 9 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) \
+         INSERT INTO sync_log (id, status, start_time) SELECT i, 'done', '2026-01-01 00:00:00' FROM n",
+    );
+    let o = doctor(&cfg);
+    let index = finding(&o, "watch full-sync: index");
+    assert!(
+        index.starts_with(
+            "✗ watch full-sync: index: no index covers status: every run reads the whole \
+             table, ~200000 rows now, on every run"
+        ),
+        "{index}"
+    );
+}

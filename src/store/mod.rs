@@ -382,7 +382,8 @@ pub struct ScanPlan {
     pub index: Option<String>,
     /// Indexes the database could have used (MySQL `possible_keys`).
     pub candidates: Vec<String>,
-    /// Rows the database expects to examine (MySQL), when it says.
+    /// Rows the database expects to examine (MySQL's estimate; SQLite's largest rowid
+    /// when it scans the table), when it says.
     pub rows: Option<u64>,
     /// The plan in the database's own words.
     pub detail: String,
