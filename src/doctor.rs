@@ -1186,7 +1186,7 @@ fn template_dir(t: &PathTemplate) -> (PathBuf, Option<PathBuf>) {
 /// The command that lets this user look inside `dir` (or the directory above it that
 /// shuts it out), for the owner, group and mode found there.
 fn denied_fix(dir: &Path) -> String {
-    crate::fix::access_fix(dir, crate::fix::Need::Search).unwrap_or_else(|| {
+    crate::fix::access_fix_in(dir, crate::fix::Need::Search, "doctor").unwrap_or_else(|| {
         format!(
             "give {} search (x) permission on {} and every directory above it",
             crate::fix::Me::current().name,
@@ -1365,9 +1365,16 @@ fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
             return refused_finding(subject, e, "opening the run lock (run.lock_file)");
         }
         Err(e) if !e.is_not_found() => {
+            // Shut out on the way: say where, in words, not the system call that failed.
+            let why = match (e.io_kind(), crate::fix::shut_out_at(path)) {
+                (Some(ErrorKind::PermissionDenied), Some(dir)) => {
+                    format!("it may not look inside {}", crate::fix::describe_dir(dir))
+                }
+                _ => e.to_string(),
+            };
             return Finding::fail(
                 subject,
-                format!("{} cannot open {}: {e}", me(), path.display()),
+                format!("{} cannot open {}: {why}", me(), path.display()),
                 lock_fix(path, state_dir),
             );
         }

@@ -654,10 +654,11 @@ fn the_default_configuration_missing_or_unreadable_is_a_sentence_naming_no_flag(
             "{all}"
         );
         assert!(!all.contains("--config:"), "no --config was given: {all}");
+        // nobody is given nothing (issue 20, item 14): whom to run as instead.
         assert!(
-            all.contains(
-                "chgrp nogroup /etc/selfheal/selfheal.toml && chmod g+r /etc/selfheal/selfheal.toml"
-            ),
+            all.contains(&format!(
+                "-- selfheal {cmd}; nobody stands for no user and is given nothing"
+            )) && !all.contains("chgrp nogroup"),
             "{all}"
         );
         let Some(mut c) = on_own_host(

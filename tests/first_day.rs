@@ -245,3 +245,103 @@ fn a_missing_index_is_worded_by_the_size_of_the_table() {
         "{index}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 14. doctor as nobody
+
+#[test]
+fn doctor_as_nobody_reads_as_sentences_and_never_hands_nobody_anything() {
+    use std::os::unix::fs::PermissionsExt;
+    let chmod = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    chmod(sb.dir.path(), 0o755);
+    chmod(&db.path, 0o644);
+    // The package's setup: the state directory (and the run lock in it) www-data's, the
+    // configuration readable by www-data's group only.
+    let state = sb.state_dir();
+    std::fs::create_dir(&state).expect("state dir");
+    std::fs::write(state.join("run.lock"), "").expect("run lock");
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        "",
+        &sb.watch(&format!("host = \"{}\"\n", hostname())),
+    );
+    // state_dir holds the run lock: the default place.
+    let text = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(
+        &cfg,
+        text.replace(
+            &format!("lock_file = \"{}\"\n", sb.run_lock().display()),
+            "",
+        ),
+    )
+    .expect("config");
+    let setup = format!(
+        "set -e
+        mkdir -p /etc/cron.d
+        echo '*/10 * * * * www-data /usr/bin/selfheal check' >/etc/cron.d/selfheal
+        chown -R www-data:www-data {state}
+        chmod 750 {state}
+        chown root:www-data {cfg}",
+        state = state.display(),
+        cfg = cfg.display()
+    );
+    let script = r#"
+        doctor() { setpriv --reuid=65534 --regid=65534 --clear-groups "$SELFHEAL" doctor --config "$CFG"; }
+        chmod 640 "$CFG"; doctor; echo "exit $?"
+        echo ----
+        chmod 644 "$CFG"; doctor; echo "exit $?"
+    "#;
+    let Some(mut c) = on_own_host(
+        &["/etc"],
+        &setup,
+        &["sh".as_ref(), "-c".as_ref(), script.as_ref()],
+    ) else {
+        return;
+    };
+    let o = c.env("CFG", &cfg).output().expect("run");
+    let out = stdout(&o);
+    let (unreadable, readable) = out
+        .split_once("----\n")
+        .unwrap_or_else(|| panic!("{out}{}", stderr(&o)));
+    let run_as = "fix: run selfheal as www-data, the user /etc/cron.d/selfheal runs it as: \
+                  runuser -u www-data -- selfheal doctor; nobody stands for no user and is \
+                  given nothing";
+    // The configuration nobody may not read: exit 2, and whom to run as.
+    assert!(unreadable.ends_with("exit 2\n"), "{unreadable}");
+    let line = unreadable.lines().next().expect("a line");
+    assert!(
+        line.starts_with("✗ configuration: cannot read the configuration ")
+            && line.contains("as nobody (uid 65534): Permission denied")
+            && line.contains(run_as),
+        "{line}"
+    );
+    // Readable: the run lock in www-data's directory is a sentence, with the same fix.
+    let lock = readable
+        .lines()
+        .find(|l| l.starts_with("✗ run lock: "))
+        .unwrap_or_else(|| panic!("{readable}"));
+    assert!(
+        lock.contains(&format!(
+            "nobody (uid 65534) cannot open {}: it may not look inside {} (www-data:www-data, \
+             mode 750); {run_as}",
+            state.join("run.lock").display(),
+            state.display()
+        )),
+        "{lock}"
+    );
+    for text in [unreadable, readable] {
+        assert!(!text.contains("reading the status of:"), "{text}");
+        for handed in [
+            "adduser nobody",
+            "chown -R nobody",
+            "-o nobody",
+            "setfacl -m u:nobody",
+        ] {
+            assert!(!text.contains(handed), "{handed}: {text}");
+        }
+    }
+}
