@@ -73,6 +73,9 @@ pub enum DbErrorKind {
     /// A bounded wait ran out: connecting, a socket read or write, a row lock (MySQL
     /// 1205), a statement's time limit, a busy SQLite database.
     TimedOut,
+    /// The server takes no writes: `read_only` or `super_read_only` (MySQL 1290, 1836), a
+    /// read-only transaction (1792), a table opened read-only (1036).
+    ReadOnly,
     /// Anything else.
     Other,
 }
@@ -97,6 +100,11 @@ impl DbErrorKind {
                 "the server is up but did not answer in time: is it stopped or frozen, \
                  overloaded, or is a long transaction holding the rows? (SHOW PROCESSLIST, \
                  the server's error log)",
+            ),
+            DbErrorKind::ReadOnly => Some(
+                "the server takes no writes (read_only: a replica, or a primary set \
+                 read-only for maintenance; SELECT @@read_only shows it): point [database] url \
+                 at the writable server, or run selfheal again once it takes writes",
             ),
             DbErrorKind::Other => None,
         }

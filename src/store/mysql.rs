@@ -142,6 +142,9 @@ fn server_kind(code: u16) -> DbErrorKind {
         1040 | 1053 | 1927 => DbErrorKind::Unreachable,
         // ER_LOCK_WAIT_TIMEOUT, ER_STATEMENT_TIMEOUT (MariaDB), ER_QUERY_TIMEOUT (MySQL).
         LOCK_WAIT_TIMEOUT | 1969 | 3024 => DbErrorKind::TimedOut,
+        // ER_OPTION_PREVENTS_STATEMENT (--read-only), ER_READ_ONLY_MODE,
+        // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION, ER_OPEN_AS_READONLY.
+        1290 | 1836 | 1792 | 1036 => DbErrorKind::ReadOnly,
         _ => DbErrorKind::Other,
     }
 }
@@ -619,6 +622,40 @@ impl JobTable for MysqlStore {
                     "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
                 ));
                 Err(self.err("writing", ServerError(e)))
+            }
+            // A refusal every write of the run meets the same way — the server takes no
+            // writes, the account may not UPDATE the table — fails the run once (exit 3),
+            // not each row with a line of its own (and "write failed" on 300 rows).
+            Err(mysql::Error::MySqlError(e))
+                if matches!(
+                    server_kind(e.code),
+                    DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
+                ) =>
+            {
+                let denied = server_kind(e.code) == DbErrorKind::AccessDenied;
+                let err = self.err(&format!("writing {}", w.table), ServerError(e));
+                if !denied {
+                    return Err(err);
+                }
+                // The GRANT that lets this very account write, as the server names it.
+                let who: Option<(Option<String>, String)> = self
+                    .conn
+                    .query_first("SELECT DATABASE(), CURRENT_USER()")
+                    .ok()
+                    .flatten();
+                let fix = who.and_then(|(db, account)| {
+                    let (user, host) = account.rsplit_once('@')?;
+                    let table = match (w.table.schema(), db) {
+                        (Some(s), _) => format!("`{s}`.`{}`", w.table.name()),
+                        (None, Some(d)) => format!("`{d}`.`{}`", w.table.name()),
+                        (None, None) => format!("`{}`", w.table.name()),
+                    };
+                    Some(format!(
+                        "let the account write the table (as a database admin): GRANT SELECT, \
+                         UPDATE ON {table} TO '{user}'@'{host}'"
+                    ))
+                });
+                Err(err.with_fix(fix))
             }
             // The server refused this statement (lock wait timeout, strict mode, …): this
             // row's write failed (the statement alone is undone), the connection is fine.
