@@ -226,6 +226,9 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     }
     rep.add(run_lock_finding(&cfg.run.lock_file, &cfg.run.state_dir));
     rep.add(state_dir_finding(&cfg.run.state_dir));
+    if let Some(f) = log_finding(&cfg.run.state_dir) {
+        rep.add(f);
+    }
     if let Some(m) = &cfg.run.metrics_file {
         rep.add(metrics_finding(m));
     }
@@ -1496,6 +1499,30 @@ fn state_dir_finding(dir: &Path) -> Finding {
             crate::fix::state_dir_fix(dir, "doctor"),
         ),
     }
+}
+
+/// A `check --log` that could not reach its target, as the last real run that tried left
+/// it in `state_dir/run-state.json` (a quiet cron run says it only once).
+fn log_finding(state_dir: &Path) -> Option<Finding> {
+    let f = crate::check::streak::last_log_failure(state_dir)?;
+    let since = chrono::DateTime::from_timestamp(f.since, 0)
+        .map_or_else(|| f.since.to_string(), |t| t.to_rfc3339());
+    Some(Finding::warn(
+        "log",
+        format!(
+            "check --log {} has not reached its target since {since}: {}; nothing is logged \
+             there",
+            f.target, f.error
+        ),
+        match f.target.as_str() {
+            "journald" => "start systemd-journald (its socket is /run/systemd/journal/socket), \
+                           or drop --log journald from the cron line"
+                .to_string(),
+            _ => "start the syslog daemon (rsyslog or syslog-ng: /dev/log), or drop --log \
+                  syslog from the cron line"
+                .to_string(),
+        },
+    ))
 }
 
 fn metrics_finding(file: &Path) -> Finding {

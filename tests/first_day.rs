@@ -345,3 +345,142 @@ fn doctor_as_nobody_reads_as_sentences_and_never_hands_nobody_anything() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// 13. --quiet --log syslog on a host without /dev/log
+
+/// `selfheal ARGS` in a private mount namespace with an empty `/dev` (no `/dev/log`) or,
+/// with `socket`, with that socket at `/dev/log`. `None`: skipped (not root; in CI a
+/// failure).
+fn without_dev_log(socket: Option<&Path>, args: &[&str]) -> Option<Output> {
+    if !root_or_skip("a private mount namespace without /dev/log") {
+        return None;
+    }
+    let script = "set -e; mount -t tmpfs selfheal-test /dev; \
+                  if [ -n \"$SOCK\" ]; then touch /dev/log; mount --bind \"$SOCK\" /dev/log; fi; \
+                  exec \"$@\"";
+    Some(
+        std::process::Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(bin())
+            .args(args)
+            .env("SOCK", socket.map(Path::as_os_str).unwrap_or_default())
+            .env_remove("SELFHEAL_CONFIG")
+            .env("LC_ALL", "C")
+            .output()
+            .expect("unshare"),
+    )
+}
+
+#[test]
+fn quiet_with_a_log_that_is_not_there_says_so_once_and_the_metrics_and_doctor_every_time() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let metrics = sb.path("selfheal.prom");
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        &format!("metrics_file = \"{}\"", metrics.display()),
+        &sb.watch(""),
+    );
+    let cfg_arg = cfg.to_str().expect("utf-8");
+    let cron = ["check", "--quiet", "--log", "syslog", "--config", cfg_arg];
+    let Some(o) = without_dev_log(None, &cron) else {
+        return;
+    };
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let said = stderr(&o);
+    assert!(
+        said.starts_with(
+            "selfheal: warning: --log syslog: cannot send there: /dev/log: No such file or \
+             directory (os error 2); nothing is logged there until it is back"
+        ) && said.contains("; fix: start the log daemon")
+            && said.lines().count() == 1,
+        "{said}"
+    );
+    // Quiet means quiet: the next runs say nothing.
+    for _ in 0..2 {
+        let o = without_dev_log(None, &cron).expect("root");
+        assert_exit(&o, 0);
+        assert_eq!((stdout(&o).as_str(), stderr(&o).as_str()), ("", ""));
+    }
+    // But the metrics, last-run.json and doctor say it every time.
+    let text = std::fs::read_to_string(&metrics).expect("metrics");
+    assert!(
+        text.contains("selfheal_log_up{target=\"syslog\"} 0\n"),
+        "{text}"
+    );
+    let last: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.state_dir().join("last-run.json")).expect("last-run"),
+    )
+    .expect("json");
+    assert_eq!(last["log"]["target"], "syslog", "{last}");
+    assert!(
+        last["log"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("/dev/log")),
+        "{last}"
+    );
+    let o = doctor(&cfg);
+    let log = finding(&o, "log");
+    assert!(
+        log.starts_with("! log: check --log syslog has not reached its target since ")
+            && log.contains("/dev/log: No such file or directory")
+            && log.contains("; fix: start the syslog daemon"),
+        "{log}"
+    );
+    // The log is back: the metrics say so, and doctor no longer warns.
+    let sock_path = sb.path("log.sock");
+    let _sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("bind");
+    let o = without_dev_log(Some(&sock_path), &cron).expect("root");
+    assert_exit(&o, 0);
+    assert_eq!((stdout(&o).as_str(), stderr(&o).as_str()), ("", ""));
+    let text = std::fs::read_to_string(&metrics).expect("metrics");
+    assert!(
+        text.contains("selfheal_log_up{target=\"syslog\"} 1\n"),
+        "{text}"
+    );
+    let o = doctor(&cfg);
+    assert!(!stdout(&o).contains("! log: "), "{}", stdout(&o));
+}
+
+// ---------------------------------------------------------------------------------------
+// 16. --dry-run says which rows wait for their next confirmation
+
+#[test]
+fn a_dry_run_says_which_rows_wait_for_their_next_confirmation() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    // Dead on heartbeat silence alone: an inferred verdict, confirm = 2 by default.
+    db.insert(1, "running", 3000);
+    sb.heartbeat(1, std::time::Duration::from_secs(2400));
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = check_with(&cfg, &["--dry-run"]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(
+            "full-sync id=1: waits for its next confirmation (dead: 1 of the 2 runs in a row \
+             it takes before a real run acts) — self-heal: dead: heartbeat stale"
+        ),
+        "{out}"
+    );
+    // The cron text, as ever, says nothing of it; the next dry run after it would act.
+    let o = check_with(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let o = check_with(&cfg, &["--dry-run"]);
+    assert!(
+        stdout(&o).starts_with("full-sync id=1: would set status to 'error' (mark_dead)"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -147,6 +147,17 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 r.action.as_str(),
                 r.reason
             )
+        } else if self.dry_run && r.plan.hold == Some(Hold::Confirming) {
+            // SPEC §7: a dry run says which rows wait for their next confirmation.
+            let (count, confirm) = r.confirmation.map_or((1, 1), |c| (c.count, c.confirm));
+            format!(
+                "{} id={}: waits for its next confirmation ({}: {count} of the {confirm} runs \
+                 in a row it takes before a real run acts) — {}",
+                r.watch,
+                r.id,
+                r.decision.verdict.as_str(),
+                r.reason
+            )
         } else if r.attention() && r.already_told {
             // Told less than remind_every ago; the exit status still says it.
             return;

@@ -7,7 +7,9 @@
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
 //! The advisory lock is `GET_LOCK` (per watch, or per watch and host when rows are owned),
 //! released when the connection closes; `doctor` learns from `wsrep_on` whether it reaches
-//! every host.
+//! every host. Its name is predictable and needs no privilege: any account can take it
+//! first, so a run that did not get it can ask who holds it (`IS_USED_LOCK`, and the
+//! holder's user and host where `information_schema.PROCESSLIST` shows them).
 
 use std::time::Duration;
 
@@ -20,7 +22,7 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    ParkedRow, RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
+    LockHolder, ParkedRow, RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
 use crate::config::{Database, DbUrl, Ident, Watch, redact_url};
@@ -1016,20 +1018,55 @@ impl Coordination for MysqlStore {
     }
 
     fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool> {
-        let db: Option<String> = match w.table.schema() {
-            Some(s) => Some(s.to_string()),
-            None => self
-                .conn
-                .query_first::<Option<String>, _>("SELECT DATABASE()")
-                .map_err(|e| self.err("GET_LOCK", e))?
-                .flatten(),
-        };
-        let name = advisory_name(db.as_deref().unwrap_or(""), &w.name, host);
+        let name = self.watch_lock_name(w, host, "GET_LOCK")?;
         let got: Option<Option<i64>> = self
             .conn
             .exec_first("SELECT GET_LOCK(?, 0)", (name,))
             .map_err(|e| self.err("GET_LOCK", e))?;
         Ok(got.flatten() == Some(1))
+    }
+
+    fn watch_lock_holder(&mut self, w: &Watch, host: Option<&str>) -> Result<Option<LockHolder>> {
+        const WHAT: &str = "asking who holds the advisory lock";
+        let lock = self.watch_lock_name(w, host, WHAT)?;
+        let id: Option<Option<u64>> = self
+            .conn
+            .exec_first("SELECT IS_USED_LOCK(?)", (lock.as_str(),))
+            .map_err(|e| self.err(WHAT, e))?;
+        let Some(connection) = id.flatten() else {
+            return Ok(None);
+        };
+        // Only the connections this account may see (all of them with PROCESS).
+        let who: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .exec_first(
+                "SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
+                (connection,),
+            )
+            .map_err(|e| self.err(WHAT, e))?;
+        let (user, host) = who.unwrap_or((None, None));
+        Ok(Some(LockHolder {
+            lock,
+            connection,
+            user,
+            host,
+        }))
+    }
+}
+
+impl MysqlStore {
+    /// The name of `w`'s advisory lock ([`advisory_name`]) in the database the watch's
+    /// table is in.
+    fn watch_lock_name(&mut self, w: &Watch, host: Option<&str>, what: &str) -> Result<String> {
+        let db: Option<String> = match w.table.schema() {
+            Some(s) => Some(s.to_string()),
+            None => self
+                .conn
+                .query_first::<Option<String>, _>("SELECT DATABASE()")
+                .map_err(|e| self.err(what, e))?
+                .flatten(),
+        };
+        Ok(advisory_name(db.as_deref().unwrap_or(""), &w.name, host))
     }
 }
 
