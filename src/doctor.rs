@@ -11,11 +11,13 @@
 //! file kept by `selfheal run` or the PHP helper (`run_files`).
 //! For several hosts (SPEC §10): which hosts own the running rows now,
 //! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
-//! `owner_column` or `host`, and an advisory lock that does not reach every host. Also a
-//! configuration without a watch, a run as root while cron runs selfheal as someone
-//! else, and a database password in a file every user can read. Each failure carries the
-//! fix that fits its cause and the running user (`crate::fix`); the exit status follows
-//! `check`'s where they meet (a table or column the database lacks is 2).
+//! `owner_column` or `host` (advice: right on one host, so it leaves the exit status as it
+//! is), and an advisory lock that does not reach every host. Also a configuration without
+//! a watch, a run as root while cron runs selfheal as someone else, a database password in
+//! a file every user can read, and a `check --log` that could not reach its target (as the
+//! last real run left it in `state_dir/run-state.json`). Each failure carries the fix that
+//! fits its cause and the running user (`crate::fix`); the exit status follows `check`'s
+//! where they meet (a table or column the database lacks is 2).
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see

@@ -107,7 +107,7 @@ impl fmt::Display for Ident {
 /// heartbeat older than a second stale), so it is refused like `"0s"`. The messages name
 /// no value to write instead (humantime's own "for example 90ms" named one this rejects):
 /// which value fits depends on the other keys, so the fix chooses it
-/// ([`unit_readings`]).
+/// (`unit_readings`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s.trim()).map_err(|e| match e {
         humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
