@@ -195,7 +195,7 @@ fn a_missing_column_is_named_with_the_columns_there_are() {
 
 #[test]
 fn an_unreadable_heartbeat_directory_as_an_unprivileged_user() {
-    let Some(mut cmd) = as_nobody() else { return };
+    let Some(mut cmd) = as_www_data() else { return };
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
     let (private, cfg) = sb.private_heartbeat_config(&db, 0o777);
@@ -210,16 +210,16 @@ fn an_unreadable_heartbeat_directory_as_an_unprivileged_user() {
     assert!(hb.starts_with("✗ "), "{hb}");
     assert!(
         hb.contains(&format!(
-            "uid 65534) cannot look inside {}",
+            "www-data (uid 33) cannot look inside {}",
             private.display()
         )),
         "{hb}"
     );
-    // Root's own directory: root keeps it, nobody's group may look inside; never "run
+    // Root's own directory: root keeps it, www-data's group may look inside; never "run
     // selfheal as root".
     assert!(
         hb.contains(&format!(
-            "fix: chgrp nogroup {0} && chmod g+x {0}",
+            "fix: chgrp www-data {0} && chmod g+x {0}",
             private.display()
         )),
         "{hb}"

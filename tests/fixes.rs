@@ -39,20 +39,6 @@ fn finding(o: &std::process::Output, subject: &str) -> String {
         .to_string()
 }
 
-/// The binary as www-data (uid 33), an ordinary unprivileged user: root only, like
-/// [`as_nobody`].
-fn as_www_data() -> Option<std::process::Command> {
-    as_nobody()?;
-    let mut c = std::process::Command::new("setpriv");
-    c.args(["--reuid=33", "--regid=33", "--clear-groups", "--"])
-        .arg(bin())
-        .env_remove("SELFHEAL_CONFIG")
-        .env_remove("SELFHEAL_DB_PASSWORD")
-        .env("HOME", "/nonexistent")
-        .env("LC_ALL", "C");
-    Some(c)
-}
-
 #[test]
 fn an_unreadable_defaults_file_is_a_file_to_let_the_user_read_not_a_server_to_start() {
     let Some(_) = as_www_data() else { return };
