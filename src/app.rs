@@ -99,6 +99,8 @@ struct Logged<'a> {
     inner: &'a mut dyn Reporter,
     log: &'a mut EventLog,
     cfg: &'a Config,
+    /// `--quiet`: the inner reporter prints nothing.
+    quiet: bool,
 }
 
 impl Reporter for Logged<'_> {
@@ -144,6 +146,20 @@ impl Reporter for Logged<'_> {
 
     fn spoke(&self) -> bool {
         self.inner.spoke()
+    }
+
+    fn log_status(&self) -> Option<crate::report::LogStatus> {
+        Some(self.log.status())
+    }
+
+    /// Said even by a `--quiet` run (only when due: once, then per remind_every): it
+    /// leaves everything else to this log.
+    fn log_failure(&mut self, msg: &str) {
+        if self.quiet {
+            let _ = writeln!(std::io::stderr(), "selfheal: warning: {}", printable(msg));
+        } else {
+            self.inner.warning(msg);
+        }
     }
 
     fn finish(&mut self, s: &Summary) {
@@ -211,6 +227,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
             inner: rep,
             log: &mut log,
             cfg: &cfg,
+            quiet: args.quiet,
         },
     );
     if let Err(e) = &result {
@@ -219,9 +236,6 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
             message: format!("error: {e}"),
             fields: Vec::new(),
         });
-    }
-    if let Some(why) = log.take_error() {
-        let _ = writeln!(std::io::stderr(), "selfheal: warning: {why}");
     }
     result.map(|s| check::exit_code(&s))
 }

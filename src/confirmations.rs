@@ -376,9 +376,11 @@ impl Tally {
     /// entries of watches it did not check and of other databases, less those not seen
     /// for twice their `max_age`; in a stable order.
     pub fn into_counts(self, now: i64) -> Counts {
+        // An entry seen "later" than now was written under a wrong clock: not fresh (it
+        // would be kept for ever); its row, if still there, counts again from 1.
         let fresh = |e: &Entry| {
-            now.saturating_sub(e.seen)
-                <= i64::try_from(e.max_age_s.saturating_mul(2)).unwrap_or(i64::MAX)
+            (0..=i64::try_from(e.max_age_s.saturating_mul(2)).unwrap_or(i64::MAX))
+                .contains(&now.saturating_sub(e.seen))
         };
         let mut entries: Vec<Entry> = self
             .before
@@ -693,8 +695,11 @@ mod tests {
         // Twice max_age (1 h) later, nothing is kept.
         let t = Tally::new(DB.into(), Some(kept.clone()));
         assert_eq!(t.into_counts(7_200).entries.len(), 2);
-        let t = Tally::new(DB.into(), Some(kept));
+        let t = Tally::new(DB.into(), Some(kept.clone()));
         assert!(t.into_counts(7_201).entries.is_empty());
+        // Seen "later" than now (a run under a wrong clock): not kept for ever.
+        let t = Tally::new(DB.into(), Some(kept));
+        assert!(t.into_counts(-1).entries.is_empty());
     }
 
     #[test]

@@ -11,11 +11,13 @@
 //! file kept by `selfheal run` or the PHP helper (`run_files`).
 //! For several hosts (SPEC §10): which hosts own the running rows now,
 //! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
-//! `owner_column` or `host`, and an advisory lock that does not reach every host. Also a
-//! configuration without a watch, a run as root while cron runs selfheal as someone
-//! else, and a database password in a file every user can read. Each failure carries the
-//! fix that fits its cause and the running user (`crate::fix`); the exit status follows
-//! `check`'s where they meet (a table or column the database lacks is 2).
+//! `owner_column` or `host` (advice: right on one host, so it leaves the exit status as it
+//! is), and an advisory lock that does not reach every host. Also a configuration without
+//! a watch, a run as root while cron runs selfheal as someone else, a database password in
+//! a file every user can read, and a `check --log` that could not reach its target (as the
+//! last real run left it in `state_dir/run-state.json`). Each failure carries the fix that
+//! fits its cause and the running user (`crate::fix`); the exit status follows `check`'s
+//! where they meet (a table or column the database lacks is 2).
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
 //! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
@@ -45,6 +47,9 @@ mod run_files;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mark {
     Pass,
+    /// Advice: nothing is wrong with this setup as it is, but a way it is often grown
+    /// would make something wrong (SPEC §10). Leaves the exit status as it is.
+    Advice,
     /// Works, but an operator should look.
     Warn,
     Fail,
@@ -82,6 +87,19 @@ impl Finding {
         }
     }
 
+    fn advice(
+        subject: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            mark: Mark::Advice,
+            subject: subject.into(),
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
     fn fail(
         subject: impl Into<String>,
         detail: impl Into<String>,
@@ -95,16 +113,26 @@ impl Finding {
         }
     }
 
-    /// `✓ subject: detail`, `✗ subject: detail; fix: …` — one line, whatever a value from
-    /// the database or a driver's message in it holds (control characters escaped).
+    /// `✓ subject: detail`, `✗ subject: detail; fix: …`, `i subject: detail; advice: …` —
+    /// one line, whatever a value from the database or a driver's message in it holds
+    /// (control characters escaped).
     pub fn render(&self) -> String {
         let mark = match self.mark {
             Mark::Pass => "✓",
+            Mark::Advice => "i",
             Mark::Warn => "!",
             Mark::Fail => "✗",
         };
+        let fix_word = if self.mark == Mark::Advice {
+            "advice"
+        } else {
+            "fix"
+        };
         let line = match &self.fix {
-            Some(fix) => format!("{mark} {}: {}; fix: {fix}", self.subject, self.detail),
+            Some(fix) => format!(
+                "{mark} {}: {}; {fix_word}: {fix}",
+                self.subject, self.detail
+            ),
             None => format!("{mark} {}: {}", self.subject, self.detail),
         };
         printable(&line).into_owned()
@@ -124,8 +152,8 @@ impl Report<'_> {
     }
 }
 
-/// Runs every check; returns the exit status: 0 all pass, 1 any warning or failure, 2 the
-/// configuration is bad, 3 the database cannot be reached.
+/// Runs every check; returns the exit status: 0 all pass (advice included), 1 any warning
+/// or failure, 2 the configuration is bad, 3 the database cannot be reached.
 pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     let mut rep = Report {
         out,
@@ -166,7 +194,7 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     for f in secret_findings(&cfg) {
         rep.add(f);
     }
-    let host = Host::for_config(&cfg);
+    let host = Host::current().known_as(&cfg.run.host_names);
     // 3 when the database cannot be reached, 2 when it lacks what the configuration names.
     let db_status = database_checks(&cfg, &host, &mut rep).err();
     for w in &cfg.watches {
@@ -200,12 +228,19 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
     }
     rep.add(run_lock_finding(&cfg.run.lock_file, &cfg.run.state_dir));
     rep.add(state_dir_finding(&cfg.run.state_dir));
+    if let Some(f) = log_finding(&cfg.run.state_dir) {
+        rep.add(f);
+    }
     if let Some(m) = &cfg.run.metrics_file {
         rep.add(metrics_finding(m));
     }
     if let Some(code) = db_status {
         code
-    } else if rep.findings.iter().any(|f| f.mark != Mark::Pass) {
+    } else if rep
+        .findings
+        .iter()
+        .any(|f| matches!(f.mark, Mark::Warn | Mark::Fail))
+    {
         exit::ATTENTION
     } else {
         exit::OK
@@ -549,10 +584,14 @@ fn parked_findings(
         };
         let key = (history::id_key(&r.id.to_json()), r.started.raw.to_string());
         let parked = match parked_at.get(&key) {
-            Some((time, Some(t))) => format!(
-                "parked {} ago ({time}, from the journal)",
-                human(u64::try_from(host_now - t).unwrap_or(0))
-            ),
+            Some((time, Some(t))) => match u64::try_from(host_now.saturating_sub(*t)) {
+                Ok(ago) => format!("parked {} ago ({time}, from the journal)", human(ago)),
+                // Journaled under a clock that ran ahead of this one.
+                Err(_) => format!(
+                    "parked at {time} (from the journal), a time still to come by this \
+                     host's clock"
+                ),
+            },
             Some((time, None)) => format!("parked at {time} (from the journal)"),
             None => "parked at a time the journal does not know".to_string(),
         };
@@ -761,15 +800,57 @@ fn index_finding(w: &Watch, plan: &ScanPlan) -> Finding {
                 plan.detail
             ),
         ),
-        (None, true, _) => Finding::fail(
-            subject,
+        (None, true, rows) => {
+            let (mark, cost) = scan_cost(rows);
+            Finding {
+                mark,
+                subject,
+                detail: format!(
+                    "no index covers {}: every run reads the whole table{cost} ({})",
+                    w.status_column, plan.detail
+                ),
+                fix: Some(create),
+            }
+        }
+    }
+}
+
+/// From this many rows on, a scan on every run is felt by the application's own queries.
+const BIG_TABLE_ROWS: u64 = 1_000_000;
+
+/// What a scan of the whole table on every run costs, in words scaled to the rows it
+/// reads (`None`: the database does not say), and how much it matters: a table of a few
+/// rows costs nothing yet, so it is a warning; one that already costs is a failure.
+fn scan_cost(rows: Option<u64>) -> (Mark, String) {
+    match rows {
+        Some(r) if r < SMALL_TABLE_ROWS => (
+            Mark::Warn,
             format!(
-                "no index covers {}: every run reads the whole table, which on a big log \
-                 table is an outage every few minutes ({})",
-                w.status_column, plan.detail
+                " — {} now, which costs nothing yet, but a job log grows, and each run \
+                 then reads all of it",
+                rows_words(r)
             ),
-            create,
         ),
+        Some(r) if r < BIG_TABLE_ROWS => (Mark::Fail, format!(", ~{r} rows now, on every run")),
+        Some(r) => (
+            Mark::Fail,
+            format!(
+                ", ~{r} rows now, on every run: a scan that size every few minutes slows \
+                 the application's own queries"
+            ),
+        ),
+        None => (
+            Mark::Fail,
+            ", and each run costs more as the table grows".to_string(),
+        ),
+    }
+}
+
+fn rows_words(r: u64) -> String {
+    match r {
+        0 => "it is empty".into(),
+        1 => "1 row".into(),
+        _ => format!("~{r} rows"),
     }
 }
 
@@ -936,18 +1017,20 @@ fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
     if relies.is_empty() {
         return None;
     }
-    Some(Finding::warn(
+    // Right on one host; advice, which leaves the exit status as it is (SPEC §10).
+    Some(Finding::advice(
         format!("watch {}: hosts", w.name),
         format!(
-            "{} {} files on this host, and the watch has neither owner_column nor host: if \
-             the same cron line runs on another app server, each host judges every row by \
-             its own files and marks the other's live jobs dead",
+            "{} {} files on this host, and the watch has neither owner_column nor host: \
+             right while its jobs run on this host only; if the same cron line ever runs \
+             on another app server too, each host judges every row by its own files and \
+             marks the other's live jobs dead",
             relies.join(" and "),
             if relies.len() == 1 { "names" } else { "name" },
         ),
         format!(
-            "let workers write HOST:PID into an owner column and set owner_column, or pin \
-             the watch to its one host: host = \"{}\"",
+            "pin the watch to its one host (host = \"{}\"), or, before a second host runs \
+             it, let workers write HOST:PID into an owner column and set owner_column",
             host.name
         ),
     ))
@@ -1163,7 +1246,7 @@ fn template_dir(t: &PathTemplate) -> (PathBuf, Option<PathBuf>) {
 /// The command that lets this user look inside `dir` (or the directory above it that
 /// shuts it out), for the owner, group and mode found there.
 fn denied_fix(dir: &Path) -> String {
-    crate::fix::access_fix(dir, crate::fix::Need::Search).unwrap_or_else(|| {
+    crate::fix::access_fix_in(dir, crate::fix::Need::Search, "doctor").unwrap_or_else(|| {
         format!(
             "give {} search (x) permission on {} and every directory above it",
             crate::fix::Me::current().name,
@@ -1370,9 +1453,16 @@ fn run_lock_finding(path: &Path, state_dir: &Path) -> Finding {
             return refused_finding(subject, e, "opening the run lock (run.lock_file)");
         }
         Err(e) if !e.is_not_found() => {
+            // Shut out on the way: say where, in words, not the system call that failed.
+            let why = match (e.io_kind(), crate::fix::shut_out_at(path)) {
+                (Some(ErrorKind::PermissionDenied), Some(dir)) => {
+                    format!("it may not look inside {}", crate::fix::describe_dir(dir))
+                }
+                _ => e.to_string(),
+            };
             return Finding::fail(
                 subject,
-                format!("{} cannot open {}: {e}", me(), path.display()),
+                format!("{} cannot open {}: {why}", me(), path.display()),
                 lock_fix(path, state_dir),
             );
         }
@@ -1494,6 +1584,30 @@ fn state_dir_finding(dir: &Path) -> Finding {
             crate::fix::state_dir_fix(dir, "doctor"),
         ),
     }
+}
+
+/// A `check --log` that could not reach its target, as the last real run that tried left
+/// it in `state_dir/run-state.json` (a quiet cron run says it only once).
+fn log_finding(state_dir: &Path) -> Option<Finding> {
+    let f = crate::check::streak::last_log_failure(state_dir)?;
+    let since = chrono::DateTime::from_timestamp(f.since, 0)
+        .map_or_else(|| f.since.to_string(), |t| t.to_rfc3339());
+    Some(Finding::warn(
+        "log",
+        format!(
+            "check --log {} has not reached its target since {since}: {}; nothing is logged \
+             there",
+            f.target, f.error
+        ),
+        match f.target.as_str() {
+            "journald" => "start systemd-journald (its socket is /run/systemd/journal/socket), \
+                           or drop --log journald from the cron line"
+                .to_string(),
+            _ => "start the syslog daemon (rsyslog or syslog-ng: /dev/log), or drop --log \
+                  syslog from the cron line"
+                .to_string(),
+        },
+    ))
 }
 
 fn metrics_finding(file: &Path) -> Finding {

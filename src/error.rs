@@ -73,6 +73,9 @@ pub enum DbErrorKind {
     /// A bounded wait ran out: connecting, a socket read or write, a row lock (MySQL
     /// 1205), a statement's time limit, a busy SQLite database.
     TimedOut,
+    /// The server takes no writes: `read_only` or `super_read_only` (MySQL 1290, 1836), a
+    /// read-only transaction (1792), a table opened read-only (1036).
+    ReadOnly,
     /// Anything else.
     Other,
 }
@@ -97,6 +100,11 @@ impl DbErrorKind {
                 "the server is up but did not answer in time: is it stopped or frozen, \
                  overloaded, or is a long transaction holding the rows? (SHOW PROCESSLIST, \
                  the server's error log)",
+            ),
+            DbErrorKind::ReadOnly => Some(
+                "the server takes no writes (read_only: a replica, or a primary set \
+                 read-only for maintenance; SELECT @@read_only shows it): point [database] url \
+                 at the writable server, or run selfheal again once it takes writes",
             ),
             DbErrorKind::Other => None,
         }
@@ -304,6 +312,9 @@ pub enum Error {
         origin: Origin,
         key: String,
         message: String,
+        /// The fix, where the message alone does not make it plain (the key a typo meant,
+        /// a value with the unit a number lacked).
+        fix: Option<String>,
     },
 
     /// The command line asks for something impossible.
@@ -453,9 +464,9 @@ impl Error {
     /// system can tell: see `crate::fix::for_error`).
     pub fn fix(&self) -> Option<String> {
         match self {
-            Error::Database { fix: Some(f), .. } | Error::CannotRead { fix: Some(f), .. } => {
-                Some(f.clone())
-            }
+            Error::Database { fix: Some(f), .. }
+            | Error::CannotRead { fix: Some(f), .. }
+            | Error::Config { fix: Some(f), .. } => Some(f.clone()),
             Error::Database { kind, .. } => kind.fix().map(str::to_string),
             Error::Schema { watch, problem } => Some(problem.fix(watch)),
             Error::Busy { path } => Some(format!(
@@ -465,7 +476,7 @@ impl Error {
                  run.lock_file unset in both, so each locks in its own state_dir",
                 path.display()
             )),
-            Error::Config { .. }
+            Error::Config { fix: None, .. }
             | Error::Usage(_)
             | Error::CannotRead { fix: None, .. }
             | Error::Io { .. }
@@ -474,10 +485,12 @@ impl Error {
         }
     }
 
-    /// This error with `fix` as its fix (database failures and unreadable files; other
-    /// errors are returned unchanged).
+    /// This error with `fix` as its fix (database failures, unreadable files and
+    /// configuration errors; other errors are returned unchanged).
     pub fn with_fix(mut self, fix: Option<String>) -> Self {
-        if let Error::Database { fix: f, .. } | Error::CannotRead { fix: f, .. } = &mut self
+        if let Error::Database { fix: f, .. }
+        | Error::CannotRead { fix: f, .. }
+        | Error::Config { fix: f, .. } = &mut self
             && fix.is_some()
         {
             *f = fix;
@@ -516,6 +529,7 @@ impl Error {
             origin: origin.clone(),
             key: key.into(),
             message: message.into(),
+            fix: None,
         }
     }
 

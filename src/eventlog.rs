@@ -13,8 +13,11 @@
 //! `SELFHEAL_*` fields keep the values exactly (a value holding a newline is sent in the
 //! protocol's length-prefixed form).
 //!
-//! Logging never stops a run: the first failure to send is kept and reported once, as a
-//! warning, by whoever owns the log.
+//! Logging never stops a run. The socket is connected when the log is opened, so a target
+//! that is not there (a minimal host or container without `/dev/log`) is known before
+//! the first line; that, or the first failure to send, is kept ([`EventLog::status`]) for
+//! whoever owns the log: `check` says it once (then per `remind_every`, even with
+//! `--quiet`), and keeps it in `last-run.json`, the metrics and for `doctor`.
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -144,31 +147,49 @@ pub fn journal_datagram(e: &Event, pid: u32) -> Vec<u8> {
     out
 }
 
-/// An open log. Sending never fails a run; the first error is kept for one warning.
+impl LogTarget {
+    /// `syslog`, `journald`: as `--log` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogTarget::Syslog => "syslog",
+            LogTarget::Journald => "journald",
+        }
+    }
+
+    /// The socket it sends to.
+    pub fn socket(self) -> &'static str {
+        match self {
+            LogTarget::Syslog => SYSLOG_SOCKET,
+            LogTarget::Journald => JOURNAL_SOCKET,
+        }
+    }
+}
+
+/// An open log. Sending never fails a run; the first error is kept.
 pub struct EventLog {
     target: LogTarget,
+    /// Connected to the target's socket; `None` when it could not be.
     socket: Option<UnixDatagram>,
     path: PathBuf,
     error: Option<String>,
-    reported: bool,
 }
 
 impl EventLog {
+    /// Connects to the target's socket: one that is not there is known at once.
     pub fn open(target: LogTarget) -> EventLog {
-        let path = PathBuf::from(match target {
-            LogTarget::Syslog => SYSLOG_SOCKET,
-            LogTarget::Journald => JOURNAL_SOCKET,
-        });
-        let (socket, error) = match UnixDatagram::unbound() {
+        let path = PathBuf::from(target.socket());
+        let (socket, error) = match UnixDatagram::unbound().and_then(|s| {
+            s.connect(&path)?;
+            Ok(s)
+        }) {
             Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(e.to_string())),
+            Err(e) => (None, Some(format!("{}: {e}", path.display()))),
         };
         EventLog {
             target,
             socket,
             path,
             error,
-            reported: false,
         }
     }
 
@@ -183,28 +204,20 @@ impl EventLog {
             LogTarget::Journald => journal_datagram(e, pid),
         };
         if let Some(s) = &self.socket
-            && let Err(err) = s.send_to(&bytes, &self.path)
+            && let Err(err) = s.send(&bytes)
             && self.error.is_none()
         {
-            self.error = Some(err.to_string());
+            self.error = Some(format!("{}: {err}", self.path.display()));
         }
     }
 
-    /// The first failure, once: "--log syslog: /dev/log: No such file or directory".
-    pub fn take_error(&mut self) -> Option<String> {
-        if self.reported {
-            return None;
+    /// The target and, when it could not be reached so far, why
+    /// ("/dev/log: No such file or directory (os error 2)").
+    pub fn status(&self) -> crate::report::LogStatus {
+        crate::report::LogStatus {
+            target: self.target.name(),
+            error: self.error.clone(),
         }
-        let e = self.error.as_ref()?;
-        self.reported = true;
-        let name = match self.target {
-            LogTarget::Syslog => "syslog",
-            LogTarget::Journald => "journald",
-        };
-        Some(format!(
-            "--log {name}: {}: {e}; nothing more is logged there this run",
-            self.path.display()
-        ))
     }
 }
 

@@ -50,6 +50,18 @@ impl Me {
         }
     }
 
+    /// The placeholder account (`nobody`, uid 65534, the kernel's overflow uid): it stands
+    /// for no user, NFS maps root to it, and daemons share it, so it is given nothing —
+    /// no group, no file, no directory. A fix for it is to run as the right user.
+    pub fn is_placeholder(&self) -> bool {
+        let overflow = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        self.uid == 65534
+            || overflow == Some(self.uid)
+            || matches!(self.name.as_str(), "nobody" | "nfsnobody")
+    }
+
     /// `www-data (uid 33)`.
     pub fn describe(&self) -> String {
         if self.name == self.uid.to_string() {
@@ -148,11 +160,17 @@ const PRIVILEGED_GROUPS: [&str; 8] = [
 /// it: the first directory on the way it cannot look into, else the path itself. `None`
 /// when nothing does, or when the path or a directory on the way does not exist.
 pub fn access_fix(path: &Path, need: Need) -> Option<String> {
-    access_fix_for(&Me::current(), path, need)
+    access_fix_for(&Me::current(), path, need, "…")
+}
+
+/// [`access_fix`] where the command that was run is known (`doctor`, `check`): a fix that
+/// says to run it as another user names it.
+pub fn access_fix_in(path: &Path, need: Need, command: &str) -> Option<String> {
+    access_fix_for(&Me::current(), path, need, command)
 }
 
 /// [`access_fix`] for `me`.
-pub fn access_fix_for(me: &Me, path: &Path, need: Need) -> Option<String> {
+pub fn access_fix_for(me: &Me, path: &Path, need: Need, command: &str) -> Option<String> {
     let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
     ancestors.reverse();
     for dir in ancestors {
@@ -161,28 +179,36 @@ pub fn access_fix_for(me: &Me, path: &Path, need: Need) -> Option<String> {
         }
         match access(dir, AccessFlags::X_OK) {
             Ok(()) => {}
-            Err(nix::errno::Errno::EACCES) => return Some(grant(me, dir, Need::Search)),
+            Err(nix::errno::Errno::EACCES) => return Some(grant(me, dir, Need::Search, command)),
             Err(_) => return None,
         }
     }
     match access(path, need.flags()) {
-        Err(nix::errno::Errno::EACCES) => Some(grant(me, path, need)),
+        Err(nix::errno::Errno::EACCES) => Some(grant(me, path, need, command)),
         _ => None,
     }
 }
 
 /// The command that gives `me` what `need` says on `target`, by the owner, group and mode
-/// found there (see the module header).
-fn grant(me: &Me, target: &Path, need: Need) -> String {
+/// found there (see the module header). The placeholder account is given nothing: the way
+/// out is to run as the user that should ([`placeholder_fix`]).
+fn grant(me: &Me, target: &Path, need: Need, command: &str) -> String {
     let t = target.display();
     let l = need.letters();
     let Ok(m) = std::fs::metadata(target) else {
+        if me.is_placeholder() {
+            return placeholder_fix(me, &crate::cron::users(), None, command);
+        }
         return format!("let {} {} {t}", me.name, verb(need));
     };
     let mode = m.mode() & 0o7777;
     let (uid, gid) = (m.uid(), m.gid());
     let owner = user_name(uid);
     let group = group_name(gid);
+    if me.is_placeholder() {
+        let owner = (uid != 0).then_some(owner.as_str());
+        return placeholder_fix(me, &crate::cron::users(), owner, command);
+    }
     if uid == me.uid {
         return format!(
             "chmod u+{l} {t} ({t} is {}'s own, but its mode {mode:03o} shuts its owner out)",
@@ -231,6 +257,37 @@ fn grant(me: &Me, target: &Path, need: Need) -> String {
     }
 }
 
+/// The fix for the placeholder account (`nobody`), which is given nothing: run as the user
+/// cron runs selfheal as, else as `owner` (of the file or directory in the way), else as
+/// the user that runs `selfheal check`. `command` is what was run (`doctor`, `check`; `…`
+/// where it is not known).
+pub fn placeholder_fix(
+    me: &Me,
+    cron_users: &[String],
+    owner: Option<&str>,
+    command: &str,
+) -> String {
+    let why = format!(
+        "{} stands for no user and is given nothing (NFS maps root to it, daemons share it)",
+        me.name
+    );
+    match (cron_users.first(), owner) {
+        (Some(u), _) => format!(
+            "run selfheal as {u}, the user {} runs it as: runuser -u {u} -- selfheal \
+             {command}; {why}",
+            crate::cron::CRON_FILE
+        ),
+        (None, Some(o)) => format!(
+            "run selfheal as the user cron runs it as, such as {o}, the owner: runuser -u {o} \
+             -- selfheal {command}; {why}"
+        ),
+        (None, None) => format!(
+            "run selfheal as the user cron runs it as: runuser -u USER -- selfheal {command}; \
+             {why}"
+        ),
+    }
+}
+
 fn verb(need: Need) -> &'static str {
     match need {
         Need::Read => "read",
@@ -258,6 +315,13 @@ pub fn state_dir_fix(dir: &Path, command: &str) -> String {
 /// [`state_dir_fix`] for `me` and the users of the cron file.
 pub fn state_dir_fix_for(me: &Me, cron_users: &[String], dir: &Path, command: &str) -> String {
     let d = dir.display();
+    if me.is_placeholder() {
+        let owner = existing(dir)
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| m.uid());
+        let owner = owner.filter(|u| *u != 0).map(user_name);
+        return placeholder_fix(me, cron_users, owner.as_deref(), command);
+    }
     if let Some(u) = cron_users.first()
         && !cron_users.contains(&me.name)
         && me.uid != 0
@@ -287,9 +351,49 @@ pub fn state_dir_fix_for(me: &Me, cron_users: &[String], dir: &Path, command: &s
     }
 }
 
+/// `p`, or the nearest directory above it that exists.
+fn existing(p: &Path) -> Option<&Path> {
+    p.ancestors().find(|a| a.exists())
+}
+
+/// The first directory on the way to `path` that the running user may not look inside
+/// (`None`: every one lets it in, or one does not exist).
+pub fn shut_out_at(path: &Path) -> Option<&Path> {
+    path.ancestors()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .filter(|d| !d.as_os_str().is_empty())
+        .find(|d| access(*d, AccessFlags::X_OK) == Err(nix::errno::Errno::EACCES))
+}
+
+/// `/var/lib/selfheal (www-data:www-data, mode 750)`.
+pub fn describe_dir(dir: &Path) -> String {
+    match std::fs::metadata(dir) {
+        Ok(m) => format!(
+            "{} ({}:{}, mode {:03o})",
+            dir.display(),
+            user_name(m.uid()),
+            group_name(m.gid()),
+            m.mode() & 0o7777
+        ),
+        Err(_) => dir.display().to_string(),
+    }
+}
+
 /// The fix for `e` that only a look at the system can tell (who owns the state directory,
 /// who cron runs selfheal as), else [`Error::fix`]. `command` is what was run.
 pub fn for_error(e: &Error, command: &str) -> Option<String> {
+    // A file the placeholder account may not read: whom to run as, with the command that
+    // was run (the store that raised it did not know it).
+    if let Error::CannotRead { path, source, .. } = e
+        && source.kind() == std::io::ErrorKind::PermissionDenied
+        && Me::current().is_placeholder()
+        && let Some(f) = access_fix_in(path, Need::Read, command)
+    {
+        return Some(f);
+    }
     if let Some(f) = e.fix() {
         return Some(f);
     }
@@ -303,6 +407,13 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
             io_fix(path, "writing the journal", source.kind(), command)
         }
         Error::Refused { action, refused } => refused_fix(refused, action, command),
+        // A file that is not this user's to read (the configuration): the command that
+        // lets it, chosen here, where the error is reported.
+        Error::CannotRead { path, source, .. }
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            access_fix_in(path, Need::Read, command)
+        }
         _ => None,
     }
 }
@@ -359,7 +470,10 @@ fn refused_fix(e: &crate::fsafe::Error, action: &str, command: &str) -> Option<S
             path.display(),
             owner.arg(),
             owner.arg(),
-            if setting == "run.lock_file" {
+            // Not the default run lock in state_dir, but one set apart.
+            if setting == "run.lock_file"
+                && path.file_name() != Some(std::ffi::OsStr::new(crate::runlock::RUN_LOCK_NAME))
+            {
                 format!(
                     "; a run lock outside state_dir can be taken by others: leave \
                      run.lock_file unset, and {} keeps it in its own state_dir",
@@ -409,10 +523,10 @@ fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) ->
             parent.display(),
             Me::current().name
         )),
-        (K::PermissionDenied, "run.metrics_file") => access_fix(parent, Need::Write),
+        (K::PermissionDenied, "run.metrics_file") => access_fix_in(parent, Need::Write, command),
         // A run lock set apart from the state directory.
         (_, "run.lock_file")
-            if path.file_name() != Some(std::ffi::OsStr::new(crate::config::RUN_LOCK_NAME)) =>
+            if path.file_name() != Some(std::ffi::OsStr::new(crate::runlock::RUN_LOCK_NAME)) =>
         {
             Some(format!(
                 "leave run.lock_file unset (the lock then lives in state_dir), or let {} \
@@ -480,12 +594,46 @@ mod tests {
     }
 
     #[test]
+    fn nobody_is_given_nothing_but_told_whom_to_run_as() {
+        let nobody = me(65534, "nobody");
+        assert!(nobody.is_placeholder());
+        assert!(!me(33, "www-data").is_placeholder());
+        let cron = vec!["www-data".to_string()];
+        let dir = Path::new("/nonexistent/selfheal-state");
+        let fix = state_dir_fix_for(&nobody, &cron, dir, "doctor");
+        assert!(
+            fix.starts_with(
+                "run selfheal as www-data, the user /etc/cron.d/selfheal runs it as: \
+                 runuser -u www-data -- selfheal doctor; nobody stands for no user"
+            ),
+            "{fix}"
+        );
+        // No cron file: the owner of what is in the way, else the user cron runs it as.
+        let fix = placeholder_fix(&nobody, &[], Some("www-data"), "check");
+        assert!(
+            fix.contains("runuser -u www-data -- selfheal check"),
+            "{fix}"
+        );
+        let fix = state_dir_fix_for(&nobody, &[], dir, "check");
+        assert!(
+            fix.starts_with("run selfheal as the user cron runs it as: runuser -u USER"),
+            "{fix}"
+        );
+        for fix in [fix, grant(&nobody, Path::new("/"), Need::Write, "doctor")] {
+            assert!(
+                !fix.contains("adduser") && !fix.contains("chown") && !fix.contains("chmod"),
+                "{fix}"
+            );
+        }
+    }
+
+    #[test]
     fn a_directory_of_ones_own_gets_chmod_u() {
         // As root the test cannot be refused; `grant` itself is what words the fix.
         let d = tempfile::tempdir().expect("tmp");
         std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o000)).expect("chmod");
         let uid = std::fs::metadata(d.path()).expect("stat").uid();
-        let fix = grant(&me(uid, "www-data"), d.path(), Need::Search);
+        let fix = grant(&me(uid, "www-data"), d.path(), Need::Search, "doctor");
         assert!(
             fix.starts_with(&format!("chmod u+x {}", d.path().display())),
             "{fix}"

@@ -59,11 +59,6 @@ impl Host {
         self
     }
 
-    /// This host as a run of `cfg` knows it: its own name and `[run] host_names`.
-    pub fn for_config(cfg: &crate::config::Config) -> Host {
-        Host::current().known_as(&cfg.run.host_names)
-    }
-
     /// True when `other` names this host: equal, whole and ignoring ASCII case, to its
     /// own name or one of its configured names. Never by a part of a name.
     pub fn is_me(&self, other: &str) -> bool {

@@ -16,7 +16,9 @@
 //!    settled by [`recovery`] (journal and store only).
 //! 6. report: [`report`] (cron text, `--explain`, JSON), `state_dir/last-run.json`
 //!    ([`state`]), [`metrics`], [`eventlog`]; what the cron text already told a person
-//!    ([`remind`]: once per problem, then once per `remind_every`).
+//!    ([`remind`]: once per problem, then once per `remind_every`), and trouble that
+//!    lasts across runs ([`check::streak`]: a watch busy run after run, a log that cannot
+//!    be reached).
 //!
 //! Beside `check`: [`run`] is `selfheal run`, the wrapper that makes a job leave that
 //! evidence (a kernel lock, a heartbeat, an execution record); [`fsafe`] is how every file

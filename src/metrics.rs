@@ -28,7 +28,7 @@ use crate::decide::{Action, Hold, Verdict};
 use crate::error::{Error, Result};
 use crate::fsafe::Dir;
 use crate::host::Host;
-use crate::report::Summary;
+use crate::report::{LogStatus, Summary};
 
 /// What one run contributes.
 #[derive(Debug, Clone)]
@@ -37,6 +37,8 @@ pub struct Run<'a> {
     pub host: &'a str,
     /// `None` when the run failed (database or file-system failure).
     pub summary: Option<&'a Summary>,
+    /// `--log`: whether it reached its target (also when the run failed).
+    pub log: Option<&'a LogStatus>,
     pub exit_status: u8,
     pub started: SystemTime,
     pub duration: Duration,
@@ -69,7 +71,7 @@ const ACTIONS: [Action; 4] = [
 ];
 
 /// Metric families: name, type, help. Rendered in this order.
-const FAMILIES: [(&str, &str, &str); 16] = [
+const FAMILIES: [(&str, &str, &str); 18] = [
     (
         "selfheal_host_info",
         "gauge",
@@ -111,6 +113,16 @@ const FAMILIES: [(&str, &str, &str); 16] = [
         "selfheal_changes_total",
         "counter",
         "Rows changed by action (lost_race: the row moved on before the write).",
+    ),
+    (
+        "selfheal_watch_busy",
+        "gauge",
+        "Consecutive real runs that skipped the watch because its advisory lock was held elsewhere (0 when it was checked).",
+    ),
+    (
+        "selfheal_log_up",
+        "gauge",
+        "Whether check --log reached its target (syslog or journald) in the last run.",
     ),
     (
         "selfheal_breaker_trips_total",
@@ -369,6 +381,13 @@ pub fn samples(
                 before + now_n as f64,
             ));
         }
+        // Every run: the count of a streak, 0 once checked; a failed run keeps the last.
+        let busy = match (run.summary, stats) {
+            (Some(_), Some(s)) => s.busy_runs as f64,
+            (Some(_), None) => 0.0,
+            (None, _) => prev_of("selfheal_watch_busy", w, None),
+        };
+        out.push(Sample::new("selfheal_watch_busy", &[("watch", w)], busy));
         let trips = prev_of("selfheal_breaker_trips_total", w, None)
             + if stats.is_some_and(|s| s.breaker_tripped) {
                 1.0
@@ -418,6 +437,13 @@ pub fn samples(
     }
     if let Some(skew) = run.summary.and_then(|s| s.clock_skew_s) {
         out.push(Sample::new("selfheal_clock_skew_seconds", &[], skew as f64));
+    }
+    if let Some(l) = run.log {
+        out.push(Sample::new(
+            "selfheal_log_up",
+            &[("target", l.target)],
+            if l.error.is_none() { 1.0 } else { 0.0 },
+        ));
     }
     out.push(Sample::new(
         "selfheal_last_run_exit_status",
@@ -569,6 +595,7 @@ mod tests {
         let run1 = Run {
             host: "web1",
             summary: Some(&s1),
+            log: None,
             exit_status: 0,
             started: at(1_000),
             duration: Duration::from_millis(30),
@@ -652,6 +679,7 @@ mod tests {
         let run2 = Run {
             host: "web1",
             summary: Some(&s2),
+            log: None,
             exit_status: 1,
             started: at(2_000),
             duration: Duration::from_millis(30),
@@ -683,6 +711,7 @@ mod tests {
         let run3 = Run {
             host: "web1",
             summary: None,
+            log: None,
             exit_status: 3,
             started: at(3_000),
             duration: Duration::from_millis(5_000),

@@ -113,6 +113,13 @@ pub fn row_problem(verdict: Verdict, basis: &Basis, hold: Option<Hold>, failed: 
     what
 }
 
+/// True when `then` (unix seconds, as stored) is at most `span` seconds before `now`, and
+/// not after it: a stored time from the future (a run under a wrong clock) is never
+/// "recent".
+fn within(now: i64, then: i64, span: i64) -> bool {
+    (0..span).contains(&now.saturating_sub(then))
+}
+
 /// The reminders of one real run of the cron text.
 #[derive(Debug)]
 pub struct Reminder {
@@ -162,12 +169,13 @@ impl Reminder {
     }
 
     /// True when the cron text shows this problem now: it is new, it changed, or it was
-    /// last shown `remind_every` ago or longer. Remembers it either way.
+    /// last shown `remind_every` ago or longer — or at a time still to come, which only a
+    /// run under a wrong clock can have written (read as "shown less than remind_every
+    /// ago", such a time would silence the problem until the clock caught up). Remembers
+    /// it either way.
     fn due(&mut self, subject: Subject, what: String) -> bool {
         let told = match self.before.get(&subject) {
-            Some(t) if t.what == what && self.now.saturating_sub(t.told) < self.every_s => {
-                Some(t.told)
-            }
+            Some(t) if t.what == what && within(self.now, t.told, self.every_s) => Some(t.told),
             _ => None,
         };
         self.seen.push(Told {
@@ -216,7 +224,7 @@ impl Reminder {
             .filter(|t| {
                 let elsewhere = t.subject.database() != self.database
                     || t.subject.watch().is_some_and(|w| !self.checked.contains(w));
-                elsewhere && self.now.saturating_sub(t.told) < KEEP_UNSEEN_S
+                elsewhere && within(self.now, t.told, KEEP_UNSEEN_S)
             })
             .cloned()
             .collect();
@@ -317,6 +325,36 @@ mod tests {
         // Unchecked for a month: forgotten.
         let r = reminder(file, KEEP_UNSEEN_S + 1);
         assert!(r.into_file().told.is_empty());
+    }
+
+    #[test]
+    fn a_time_from_the_future_is_never_recent() {
+        let t0 = 1_000_000;
+        let mut r = reminder(Reminders::default(), t0 + 10 * DAY);
+        r.checked("w");
+        assert!(r.row_due("w", "7", "s", hung()));
+        assert!(r.warning_due("clock_skew", None));
+        r.checked("other");
+        assert!(r.row_due("other", "1", "s", hung()));
+        let future = r.into_file();
+        // The clock is set back ten days: every problem is due, and told anew at now.
+        let mut r = reminder(future.clone(), t0);
+        r.checked("w");
+        assert!(r.row_due("w", "7", "s", hung()));
+        assert!(r.warning_due("clock_skew", None));
+        let file = r.into_file();
+        assert!(file.told.iter().all(|t| t.told == t0), "{file:?}");
+        // An unchecked watch's problem from the future is not kept for ever either.
+        assert!(
+            !file
+                .told
+                .iter()
+                .any(|t| matches!(&t.subject, Subject::Row { watch, .. } if watch == "other")),
+            "{file:?}"
+        );
+        let mut r = reminder(file, t0 + 60);
+        r.checked("w");
+        assert!(!r.row_due("w", "7", "s", hung()), "told a minute ago");
     }
 
     #[test]

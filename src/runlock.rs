@@ -17,6 +17,10 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::fsafe::Dir;
 
+/// The run lock's name in the state directory, where it lives unless `run.lock_file` says
+/// otherwise: one per state directory, so separate configurations never wait on each other.
+pub const RUN_LOCK_NAME: &str = "run.lock";
+
 /// The mode the run lock is created with; an existing one is narrowed to it.
 pub const MODE: u32 = 0o600;
 

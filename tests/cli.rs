@@ -31,7 +31,7 @@ fn bad_configuration_is_exit_2_naming_file_key_and_expectation_and_touches_nothi
         (
             "unknown key",
             Box::new(|t: &str| t.replace("stale_after", "stale_aftr")),
-            &["stale_aftr", "unknown field", "stale_after"],
+            &["stale_aftr", "unknown key", "did you mean `stale_after`?"],
         ),
         (
             "bad duration",

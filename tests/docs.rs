@@ -121,7 +121,7 @@ fn the_man_page_has_its_sections_and_every_option_of_every_subcommand() {
     assert!(missing.is_empty(), "not in man/selfheal.1: {missing:?}");
 }
 
-/// The keys the configuration parser accepts in one table, from its own "unknown field"
+/// The keys the configuration parser accepts in one table, from its own "unknown key"
 /// message.
 fn keys_of(section: &str) -> Vec<String> {
     let body = match section {
@@ -137,7 +137,7 @@ fn keys_of(section: &str) -> Vec<String> {
     .expect_err("unknown key")
     .to_string();
     let expected = err
-        .split_once("expected one of")
+        .split_once("this table takes")
         .map_or_else(|| panic!("{err}"), |(_, e)| e);
     expected
         .split('`')

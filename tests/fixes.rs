@@ -41,9 +41,10 @@ fn finding(o: &std::process::Output, subject: &str) -> String {
 
 #[test]
 fn an_unreadable_defaults_file_is_a_file_to_let_the_user_read_not_a_server_to_start() {
-    let Some(_) = as_nobody() else { return };
+    let Some(_) = as_www_data() else { return };
     let sb = Sandbox::new();
-    // nobody may create the run lock and the state directory: what fails is the option file.
+    // www-data may create the run lock and the state directory: what fails is the option
+    // file.
     chmod(sb.dir.path(), 0o777);
     let cnf = sb.file(
         "app.cnf",
@@ -59,7 +60,7 @@ fn an_unreadable_defaults_file_is_a_file_to_let_the_user_read_not_a_server_to_st
         &sb.watch(""),
     );
     chmod(&cfg, 0o644);
-    let o = as_nobody()
+    let o = as_www_data()
         .expect("root")
         .args(["doctor", "--config"])
         .arg(&cfg)
@@ -69,15 +70,15 @@ fn an_unreadable_defaults_file_is_a_file_to_let_the_user_read_not_a_server_to_st
     let d = finding(&o, "database");
     assert!(
         d.starts_with(&format!(
-            "✗ database: cannot read database.defaults_file {} as nobody (uid 65534): \
-             Permission denied (os error 13); fix: chgrp nogroup {1} && chmod g+r {1}",
+            "✗ database: cannot read database.defaults_file {} as www-data (uid 33): \
+             Permission denied (os error 13); fix: chgrp www-data {1} && chmod g+r {1}",
             cnf.display(),
             cnf.display()
         )),
         "{d}"
     );
     assert!(!d.contains("is the server running"), "{d}");
-    let o = as_nobody()
+    let o = as_www_data()
         .expect("root")
         .args(["check", "--config"])
         .arg(&cfg)
@@ -87,11 +88,28 @@ fn an_unreadable_defaults_file_is_a_file_to_let_the_user_read_not_a_server_to_st
     assert_eq!(
         stderr(&o),
         format!(
-            "selfheal: error: cannot read database.defaults_file {0} as nobody (uid 65534): \
-             Permission denied (os error 13)\nselfheal: fix: chgrp nogroup {0} && chmod g+r \
-             {0} (root keeps it, group nogroup may read it)\n",
+            "selfheal: error: cannot read database.defaults_file {0} as www-data (uid 33): \
+             Permission denied (os error 13)\nselfheal: fix: chgrp www-data {0} && chmod g+r \
+             {0} (root keeps it, group www-data may read it)\n",
             cnf.display()
         )
+    );
+    // nobody is given nothing (issue 20, item 14): not group nogroup's read, but whom to
+    // run as. (The run lock and state directory www-data made are not nobody's.)
+    let _ = std::fs::remove_file(sb.run_lock());
+    let _ = std::fs::remove_dir_all(sb.state_dir());
+    let o = as_nobody()
+        .expect("root")
+        .args(["check", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run");
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(!err.contains("nogroup") && !err.contains("chmod"), "{err}");
+    assert!(
+        err.contains("-- selfheal check; nobody stands for no user and is given nothing"),
+        "{err}"
     );
 }
 

@@ -185,7 +185,9 @@ fn log_syslog_sends_one_line_per_change_and_per_row_that_needs_a_person() {
     assert_exit(&o, 0);
     assert_eq!(db.status(7), "error");
     assert!(
-        stderr(&o).contains("warning: --log syslog: /dev/log: No such file or directory"),
+        stderr(&o).contains(
+            "warning: --log syslog: cannot send there: /dev/log: No such file or directory"
+        ),
         "{}",
         stderr(&o)
     );

@@ -268,6 +268,67 @@ fn doctor_and_stats_print_values_from_the_database_escaped() {
     assert!(!out.contains('\r') && !out.contains('\u{1b}'));
 }
 
+/// Issue 20, item 8: a value can read as this host. `web1\u{200b}` and `\u{feff}web1` look
+/// like `web1` on a terminal and in cron mail; printed escaped they cannot pass for it (the
+/// bidirectional overrides were escaped already, these were not).
+#[test]
+fn invisible_characters_in_an_owner_or_a_holder_line_are_escaped_so_no_value_reads_as_this_host() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::with_schema(&sb, TEXT_ID_SCHEMA);
+    let host = hostname();
+    let zwsp = format!("{host}\u{200b}:4242");
+    let bom = format!("\u{feff}{host}:4243");
+    let c = db.conn();
+    for (id, worker) in [("1", zwsp.as_str()), ("2", bom.as_str())] {
+        c.execute(
+            "INSERT INTO sync_log (id, status, start_time, worker) \
+             VALUES (?1, 'running', datetime('now', '-3000 seconds'), ?2)",
+            rusqlite::params![id, worker],
+        )
+        .expect("insert");
+    }
+    // Row 3's lock file names a holder whose host holds a zero-width joiner and a word
+    // joiner.
+    c.execute(
+        "INSERT INTO sync_log (id, status, start_time) \
+         VALUES ('3', 'running', datetime('now', '-3000 seconds'))",
+        [],
+    )
+    .expect("insert");
+    let lock = sb.path("3.lock");
+    std::fs::write(
+        &lock,
+        format!("{host}\u{200d}\u{2060}:77 2035-03-14T15:09:26Z\n"),
+    )
+    .expect("holder line");
+    let _holder = flock1_holder(&lock, false);
+    let watch = format!(
+        "name = \"full-sync\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+         heartbeat_column = \"heartbeat_at\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n\
+         owner_column = \"worker\"\nlock_file = \"{}\"\nconfirm = 1\n",
+        sb.path("{id}.lock").display()
+    );
+    let cfg = sb.config(&db.url(), &watch);
+
+    let o = check(&cfg, &["--explain"]);
+    let out = stdout(&o);
+    for raw in ['\u{200b}', '\u{feff}', '\u{200d}', '\u{2060}'] {
+        assert!(
+            !out.contains(raw),
+            "U+{:04X} printed as it is:\n{out}",
+            u32::from(raw)
+        );
+    }
+    assert!(out.contains(&format!("{host}\\u{{200b}}")), "{out}");
+    assert!(out.contains(&format!("\\u{{feff}}{host}")), "{out}");
+    assert!(
+        out.contains(&format!("{host}\\u{{200d}}\\u{{2060}}:77")),
+        "{out}"
+    );
+    // Neither owner is this host's: another host's rows are never judged here.
+    assert_eq!(out.matches(" remote ").count(), 2, "{out}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Secrets readable by every user
 

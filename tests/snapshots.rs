@@ -1307,6 +1307,11 @@ fn configuration_errors() {
             &[],
         ),
         (
+            "a number without a unit",
+            good.replace("max_age = \"4h\"", "max_age = \"90\""),
+            &[],
+        ),
+        (
             "a required key missing",
             good.replace("table = \"sync_log\"\n", ""),
             &[],

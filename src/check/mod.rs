@@ -9,24 +9,29 @@
 //! changed is left alone. The job's lock file is never deleted here, except by
 //! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::release`]).
 //!
-//! Three rooms: this module is the run (its options and exit status, the run lock, the
-//! clocks, settling a stopped run, each watch in turn, `last-run.json` and the metrics);
-//! `sweep.rs` turns a watch's rows into judged rows (nothing written); `batch.rs` writes a
-//! watch's condemned rows (intents, compare-and-set, release, journal). A new per-row
-//! verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written goes
-//! through `batch.rs` and the journal.
+//! Four rooms: this module is the run (its options and exit status, the run lock, the
+//! clocks, settling a stopped run, each watch in turn, `last-run.json` and the metrics;
+//! [`run`] reads as the list of those steps); `sweep.rs` turns a watch's rows into judged
+//! rows (nothing written); `batch.rs` writes a watch's condemned rows (intents,
+//! compare-and-set, release, journal); `streak.rs` is what a real run remembers for the
+//! next about trouble that lasts (a watch busy run after run, a `--log` that cannot be
+//! reached). A new per-row verdict or hold belongs in `decide` and `sweep.rs`; anything new
+//! that is written goes through `batch.rs` and the journal.
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
 //! per watch and host when rows are owned, so hosts judge their own rows side by side —,
 //! recent runtimes, the count of rows parked in `manual_value`), the confirmation counts
 //! (`state_dir/confirmations.json`: read by every run that has a watch with `confirm`
 //! above 1, replaced only by a real one), `state_dir/last-run.json` and the metrics file,
-//! each only in a real run, and `state_dir/reminders.json` in a real run of the cron text
-//! ([`crate::remind`]); the rest through `sweep.rs` and `batch.rs`. A run that prints
+//! each only in a real run, `state_dir/reminders.json` in a real run of the cron text
+//! ([`crate::remind`]), and `state_dir/run-state.json` in every real run ([`streak`]; and,
+//! for a watch busy for longer than 2 × `stale_after`, who holds its advisory lock); the
+//! rest through `sweep.rs` and `batch.rs`. A run that prints
 //! anyway also looks at the modes of the files holding the database password
 //! ([`crate::store::credentials::exposed_secrets`]) and warns of those every user can read.
 
 mod batch;
+pub mod streak;
 mod sweep;
 
 use std::collections::HashMap;
@@ -47,6 +52,7 @@ use crate::report::{Parked, Reporter, RowReport, Summary, WatchInfo, WatchRun, s
 use crate::store::{self, RunningRow, Schema, Store};
 
 use batch::{Batch, BatchEnd};
+use streak::Streaks;
 use sweep::{SweepCtx, row_report};
 
 /// How a check runs.
@@ -74,11 +80,13 @@ pub fn exit_code(s: &Summary) -> u8 {
 }
 
 /// Where a run's findings go: the summary (JSON, `last-run.json`, metrics) and the
-/// reporter, which the reminders spare what the cron text already showed.
+/// reporter, which the reminders spare what the cron text already showed; and what the
+/// next real run is to know ([`Streaks`]: busy watches, a log that cannot be reached).
 struct Out<'a> {
     rep: &'a mut dyn Reporter,
     summary: &'a mut Summary,
     reminder: Option<Reminder>,
+    streaks: Option<Streaks>,
 }
 
 impl Out<'_> {
@@ -111,7 +119,7 @@ fn database_label(db: &Database) -> String {
     }
 }
 
-/// Runs a check over every watch of `cfg`.
+/// Runs a check over every watch of `cfg`, step by step.
 ///
 /// A real run (not a dry run) holds selfheal's run lock throughout and, still holding it,
 /// leaves its reports behind — `state_dir/last-run.json` and, with `run.metrics_file`, the
@@ -126,52 +134,119 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         rep.finish(&summary);
         return Ok(summary);
     }
-    let Some(db) = cfg.database.as_ref() else {
-        return Err(Error::Usage("no [database] configured".into()));
-    };
+    let db = configured_database(cfg)?;
     if opts.dry_run {
-        let result = run_watches(
-            cfg,
-            db,
-            *opts,
-            &mut Out {
-                rep,
-                summary: &mut summary,
-                reminder: None,
-            },
-        );
-        tell_exposed_secrets(cfg, db, result.is_err(), rep);
-        result?;
-        rep.finish(&summary);
-        return Ok(summary);
+        return dry_run(cfg, db, *opts, rep, summary);
     }
-    // The run lock lives in the state directory unless run.lock_file says otherwise; the
-    // first run of a configuration creates that directory. Either way, a state directory
-    // that is not private to this user is refused before anything else is done (exit 3).
+    let _run_lock = take_run_lock(cfg)?;
+    let began = Began::now();
+    let mut out = Out {
+        rep,
+        summary: &mut summary,
+        reminder: None,
+        streaks: None,
+    };
+    recall_earlier_runs(cfg, db, *opts, &began, &mut out);
+    let result = run_watches(cfg, db, *opts, &mut out);
+    tell_log_failure(cfg, &mut out);
+    keep_for_next_run(cfg, &result, &mut out);
+    let status = match &result {
+        Ok(()) => exit_code(out.summary),
+        Err(e) => e.exit_code(),
+    };
+    write_last_run(cfg, &mut out, &result, status, &began);
+    let metrics = write_metrics(cfg, &out, &result, status, &began);
+    tell_exposed_secrets(cfg, db, result.is_err(), &mut *out.rep);
+    result?;
+    rep.finish(&summary);
+    // An unwritable metrics file fails the run (exit 3), after the rows were handled.
+    metrics.map(|()| summary)
+}
+
+/// The `[database]` a run with watches needs.
+fn configured_database(cfg: &Config) -> Result<&Database> {
+    cfg.database
+        .as_ref()
+        .ok_or_else(|| Error::Usage("no [database] configured".into()))
+}
+
+/// A dry run (`--dry-run`, `--explain`): every watch judged, nothing written, no lock
+/// taken, nothing remembered.
+fn dry_run(
+    cfg: &Config,
+    db: &Database,
+    opts: CheckOptions,
+    rep: &mut dyn Reporter,
+    mut summary: Summary,
+) -> Result<Summary> {
+    let mut out = Out {
+        rep,
+        summary: &mut summary,
+        reminder: None,
+        streaks: None,
+    };
+    let result = run_watches(cfg, db, opts, &mut out);
+    tell_log_failure(cfg, &mut out);
+    tell_exposed_secrets(cfg, db, result.is_err(), rep);
+    result?;
+    rep.finish(&summary);
+    Ok(summary)
+}
+
+/// Takes selfheal's run lock. It lives in the state directory unless run.lock_file says
+/// otherwise; the first run of a configuration creates that directory. Either way, a
+/// state directory that is not private to this user is refused before anything else is
+/// done (exit 3). One that cannot be created or written is said by the last-run report's
+/// warning, and fails the first change that needs the journal.
+fn take_run_lock(cfg: &Config) -> Result<crate::runlock::RunLock> {
     let lock_inside = cfg.run.lock_file.starts_with(&cfg.run.state_dir);
     if lock_inside {
         crate::state::create_dir(&cfg.run.state_dir)?;
     }
-    let _run_lock = crate::runlock::acquire(&cfg.run.lock_file)?;
-    // One that cannot be created or written is said by the last-run report's warning, and
-    // fails the first change that needs the journal; one that is not private, at once.
+    let lock = crate::runlock::acquire(&cfg.run.lock_file)?;
     if !lock_inside
         && let Err(e @ Error::Refused { .. }) = crate::state::create_dir(&cfg.run.state_dir)
     {
         return Err(e);
     }
-    let started = SystemTime::now();
-    let began = Instant::now();
-    let mut out = Out {
-        rep,
-        summary: &mut summary,
-        reminder: None,
-    };
+    Ok(lock)
+}
+
+/// When a real run began: on the host clock, and for measuring its duration.
+struct Began {
+    at: SystemTime,
+    clock: Instant,
+}
+
+impl Began {
+    fn now() -> Began {
+        Began {
+            at: SystemTime::now(),
+            clock: Instant::now(),
+        }
+    }
+
+    fn epoch(&self) -> i64 {
+        crate::clock::epoch(self.at)
+    }
+}
+
+/// What earlier real runs left for this one: what the cron text already told
+/// (`reminders.json`, cron text only) and the trouble that lasts across runs
+/// (`run-state.json`: busy watches, a `--log` that cannot be reached). A file that cannot
+/// be read is said, and read as empty.
+fn recall_earlier_runs(
+    cfg: &Config,
+    db: &Database,
+    opts: CheckOptions,
+    began: &Began,
+    out: &mut Out<'_>,
+) {
     if opts.remind {
         let (reminder, warning) = Reminder::load(
             &cfg.run.state_dir,
             cfg.run.remind_every,
-            crate::clock::epoch(started),
+            began.epoch(),
             database_label(db),
         );
         out.reminder = Some(reminder);
@@ -179,10 +254,18 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             out.warn(w);
         }
     }
-    let result = run_watches(cfg, db, *opts, &mut out);
-    // What the cron text showed, for the next run; only after a whole run (a failed run's
-    // problems are shown again next time, never lost).
-    if let (Ok(()), Some(r)) = (&result, out.reminder.take())
+    let (streaks, warning) = Streaks::load(&cfg.run.state_dir, database_label(db), began.epoch());
+    out.streaks = Some(streaks);
+    if let Some(w) = warning {
+        out.warn(w);
+    }
+}
+
+/// Leaves for the next run what this one learnt: what the cron text showed — only after a
+/// whole run (a failed run's problems are shown again next time, never lost) — and the
+/// streaks, whatever the outcome (a watch was busy, the log failed, either way).
+fn keep_for_next_run(cfg: &Config, result: &Result<()>, out: &mut Out<'_>) {
+    if let (Ok(()), Some(r)) = (result, out.reminder.take())
         && let Err(e) = r.save(&cfg.run.state_dir)
     {
         out.warn(format!(
@@ -190,30 +273,72 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
             e.full_message()
         ));
     }
-    let status = match &result {
-        Ok(()) => exit_code(out.summary),
-        Err(e) => e.exit_code(),
-    };
-    write_last_run(cfg, &mut out, &result, status, started, began);
-    let metrics = cfg.run.metrics_file.as_ref().map(|path| {
-        let host = Host::for_config(cfg);
-        let run = crate::metrics::Run {
-            host: &host.name,
-            summary: result.is_ok().then_some(&*out.summary),
-            exit_status: status,
-            started,
-            duration: began.elapsed(),
-        };
-        crate::metrics::update(path, cfg, &host, &run)
-    });
-    tell_exposed_secrets(cfg, db, result.is_err(), &mut *out.rep);
-    result?;
-    rep.finish(&summary);
-    // An unwritable metrics file fails the run (exit 3), after the rows were handled.
-    if let Some(m) = metrics {
-        m?;
+    if let Some(s) = out.streaks.take()
+        && let Err(e) = s.save(&cfg.run.state_dir)
+    {
+        out.warn(format!(
+            "{}; busy watches are counted again from the next run",
+            e.full_message()
+        ));
     }
-    Ok(summary)
+}
+
+/// `--log` that cannot reach its target: kept in the summary (so in `last-run.json` and
+/// the metrics) every run, and said — even by `--quiet` — the first real run it happens,
+/// then once per `remind_every` (a dry run, at a terminal, says it every time).
+fn tell_log_failure(cfg: &Config, out: &mut Out<'_>) {
+    let Some(status) = out.rep.log_status() else {
+        return;
+    };
+    out.summary.log = Some(status.clone());
+    let Some(error) = status.error else {
+        if let Some(s) = out.streaks.as_mut() {
+            s.log_worked();
+        }
+        return;
+    };
+    let msg = format!(
+        "--log {}: cannot send there: {error}; nothing is logged there until it is back \
+         (said once, then every remind_every; last-run.json, the metrics and selfheal \
+         doctor show it on every run); fix: start the log daemon (rsyslog, or \
+         systemd-journald for --log journald), or drop --log from the cron line",
+        status.target
+    );
+    let every = i64::try_from(cfg.run.remind_every.as_secs()).unwrap_or(i64::MAX);
+    let due = out
+        .streaks
+        .as_mut()
+        .is_none_or(|s| s.log_failed(status.target, &error, every));
+    if due {
+        out.rep.log_failure(&msg);
+    } else {
+        out.rep.warning_already_told(&msg);
+    }
+    out.summary.warnings.push(msg);
+}
+
+/// Rewrites the metrics file, with `run.metrics_file`. Its failure fails the run (exit 3),
+/// after the rows were handled.
+fn write_metrics(
+    cfg: &Config,
+    out: &Out<'_>,
+    result: &Result<()>,
+    status: u8,
+    began: &Began,
+) -> Result<()> {
+    let Some(path) = cfg.run.metrics_file.as_ref() else {
+        return Ok(());
+    };
+    let host = Host::current().known_as(&cfg.run.host_names);
+    let run = crate::metrics::Run {
+        host: &host.name,
+        summary: result.is_ok().then_some(&*out.summary),
+        log: out.summary.log.as_ref(),
+        exit_status: status,
+        started: began.at,
+        duration: began.clock.elapsed(),
+    };
+    crate::metrics::update(path, cfg, &host, &run)
 }
 
 /// A database password in a file every user can read: one warning per such file, once per
@@ -233,21 +358,14 @@ fn tell_exposed_secrets(cfg: &Config, db: &Database, failed: bool, rep: &mut dyn
 /// Writes `state_dir/last-run.json`. Failing to is not worth failing a run whose rows
 /// were handled and journaled: it is a warning, which also tells the operator, before any
 /// row needs it, that the state directory (and so the journal) is unusable.
-fn write_last_run(
-    cfg: &Config,
-    out: &mut Out<'_>,
-    result: &Result<()>,
-    status: u8,
-    started: SystemTime,
-    began: Instant,
-) {
+fn write_last_run(cfg: &Config, out: &mut Out<'_>, result: &Result<()>, status: u8, began: &Began) {
     let mut body = summary_json(out.summary, &out.summary.warnings);
     if let Some(o) = body.as_object_mut() {
         o.remove("summary");
-        let time = chrono::DateTime::<chrono::Utc>::from(started)
+        let time = chrono::DateTime::<chrono::Utc>::from(began.at)
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         o.insert("time".into(), json!(time));
-        let ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let ms = u64::try_from(began.clock.elapsed().as_millis()).unwrap_or(u64::MAX);
         o.insert("duration_ms".into(), json!(ms));
         o.insert("exit_status".into(), json!(status));
         let error = result.as_ref().err().map(Error::full_message);
@@ -285,13 +403,34 @@ struct Run<'a> {
 }
 
 /// Everything after the run lock: connect, read the clocks and every schema, settle what a
-/// stopped run left, then judge and handle each watch's rows.
+/// stopped run left, then judge and handle each watch's rows, and keep the confirmation
+/// counts.
 fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_>) -> Result<()> {
     let mut store = store::open(db, opts.dry_run)?;
+    let (mut run, mut schemas) = prepare(cfg, db, opts, store.as_mut(), out)?;
+    settle_stopped_run(&mut run, store.as_mut(), out)?;
+    for w in &cfg.watches {
+        let schema = schemas.remove(w.name.as_str());
+        check_watch(&mut run, w, schema, store.as_mut(), out)?;
+    }
+    keep_confirmations(&mut run)
+}
+
+/// What every watch of the run shares, read before the first row is judged: this host,
+/// the clocks (a skew holds back everything not conclusive), every watch's schema — a
+/// missing column in the last watch must not leave the first watch's rows half-handled,
+/// nor a status the column cannot hold (exit 2) — and the confirmation counts.
+fn prepare<'a>(
+    cfg: &'a Config,
+    db: &Database,
+    opts: CheckOptions,
+    store: &mut dyn Store,
+    out: &mut Out<'_>,
+) -> Result<(Run<'a>, HashMap<&'a str, Schema>)> {
     for note in store.notes() {
         out.warn(note);
     }
-    let host = Host::for_config(cfg);
+    let host = Host::current().known_as(&cfg.run.host_names);
     out.summary.host.clone_from(&host.name);
     let clocks = Clocks {
         db: store.clock()?,
@@ -299,18 +438,14 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         tolerance_s: cfg.run.clock_tolerance.as_secs(),
     };
     let hold = compare_clocks(cfg, opts, &clocks, out);
-
-    // Every schema first: a missing column in the last watch must not leave the first
-    // watch's rows half-handled. So too a status the column cannot hold (exit 2).
     let mut schemas: HashMap<&str, Schema> = HashMap::new();
     for w in &cfg.watches {
         let schema = store.schema(w)?;
         store::types::check_values(w, &schema)?;
         schemas.insert(&w.name, schema);
     }
-
     let tally = Some(load_tally(cfg, db, opts, out));
-    let mut run = Run {
+    let run = Run {
         cfg,
         opts,
         id: RunId::new(&host),
@@ -321,26 +456,33 @@ fn run_watches(cfg: &Config, db: &Database, opts: CheckOptions, out: &mut Out<'_
         writer: None,
         tally,
     };
-    if !opts.dry_run && Pending::left_behind(&cfg.run.state_dir) {
-        let jw = run
-            .writer
-            .insert(Writer::open(&cfg.run.state_dir, run.origin.clone())?);
-        for msg in crate::recovery::settle(cfg, store.as_mut(), jw)? {
-            out.warn(msg);
-        }
+    Ok((run, schemas))
+}
+
+/// A real run that finds the intents of a stopped one settles them first.
+fn settle_stopped_run(run: &mut Run<'_>, store: &mut dyn Store, out: &mut Out<'_>) -> Result<()> {
+    let state_dir = &run.cfg.run.state_dir;
+    if run.opts.dry_run || !Pending::left_behind(state_dir) {
+        return Ok(());
     }
-    for w in &cfg.watches {
-        let schema = schemas.remove(w.name.as_str());
-        check_watch(&mut run, w, schema, store.as_mut(), out)?;
+    let jw = run
+        .writer
+        .insert(Writer::open(state_dir, run.origin.clone())?);
+    for msg in crate::recovery::settle(run.cfg, store, jw)? {
+        out.warn(msg);
     }
-    // Like the journal: a run that cannot keep the counts must say so (exit 3), or no
-    // inferred verdict would ever act.
+    Ok(())
+}
+
+/// Like the journal: a run that cannot keep the counts must say so (exit 3), or no
+/// inferred verdict would ever act.
+fn keep_confirmations(run: &mut Run<'_>) -> Result<()> {
     if let Some(t) = run.tally.take()
-        && !opts.dry_run
+        && !run.opts.dry_run
         && t.worth_writing()
     {
         let counts = t.into_counts(crate::clock::epoch(SystemTime::now()));
-        confirmations::save(&cfg.run.state_dir, &counts)?;
+        confirmations::save(&run.cfg.run.state_dir, &counts)?;
     }
     Ok(())
 }
@@ -408,17 +550,10 @@ fn compare_clocks(
     (!opts.force).then_some(Hold::ClockSkew)
 }
 
-/// One watch: skipped (another host's, or another run holds its lock), or judged, written
-/// and reported.
-fn check_watch(
-    run: &mut Run<'_>,
-    w: &Watch,
-    schema: Option<Schema>,
-    store: &mut dyn Store,
-    out: &mut Out<'_>,
-) -> Result<()> {
+/// What the `--explain` header and JSON say of a watch.
+fn watch_info(run: &Run<'_>, w: &Watch) -> WatchInfo {
     let t = thresholds(w);
-    let mut info = WatchInfo {
+    WatchInfo {
         name: w.name.clone(),
         table: w.table.to_string(),
         matches: w
@@ -430,7 +565,19 @@ fn check_watch(
         stale_after_s: t.stale_after,
         max_age_s: t.max_age,
         skipped: None,
-    };
+    }
+}
+
+/// One watch: skipped (another host's, or another run holds its lock), or judged, written
+/// and reported.
+fn check_watch(
+    run: &mut Run<'_>,
+    w: &Watch,
+    schema: Option<Schema>,
+    store: &mut dyn Store,
+    out: &mut Out<'_>,
+) -> Result<()> {
+    let mut info = watch_info(run, w);
     let mut counts = WatchRun {
         name: w.name.clone(),
         ..WatchRun::default()
@@ -454,6 +601,7 @@ fn check_watch(
             None => "another selfheal run (on this or another host) is checking it".into(),
         });
         counts.skipped.clone_from(&info.skipped);
+        counts.busy_runs = tell_busy(w, lock_host, store, out);
         counts.duration = t0.elapsed();
         out.summary.per_watch.push(counts);
         out.summary.busy_watches.push(w.name.clone());
@@ -464,6 +612,9 @@ fn check_watch(
     out.summary.watches_checked += 1;
     if let Some(r) = out.reminder.as_mut() {
         r.checked(&w.name);
+    }
+    if let Some(s) = out.streaks.as_mut() {
+        s.checked(&w.name);
     }
     let Some(schema) = schema else {
         return Ok(());
@@ -559,6 +710,72 @@ impl Pass2<'_> {
         }
         Ok(true)
     }
+}
+
+/// A watch skipped because its advisory lock is held elsewhere: one more run of its busy
+/// streak (the count the `selfheal_watch_busy` gauge shows), and once the streak is
+/// longer than 2 × `stale_after` (SPEC §7), a warning that names the lock's holder — a
+/// selfheal run holds it for seconds, so one that holds it for longer is most likely not
+/// selfheal: the lock's name is predictable, and any database account can take it first.
+/// The cron text says it once, then per `remind_every`.
+fn tell_busy(w: &Watch, lock_host: Option<&str>, store: &mut dyn Store, out: &mut Out<'_>) -> u64 {
+    let Some(streaks) = out.streaks.as_mut() else {
+        return 0;
+    };
+    let streak = streaks.busy(&w.name);
+    let now = crate::clock::epoch(SystemTime::now());
+    let for_s = u64::try_from(now.saturating_sub(streak.since)).unwrap_or(0);
+    if for_s <= w.stale_after.as_secs().saturating_mul(2) {
+        return streak.runs;
+    }
+    let (holder, fix) = match store.watch_lock_holder(w, lock_host) {
+        Ok(Some(h)) => {
+            let who = match (&h.user, &h.host) {
+                (Some(u), Some(host)) => format!("{u}@{host}"),
+                (Some(u), None) => u.clone(),
+                _ => "an account this one may not see (the PROCESS privilege shows it)".to_string(),
+            };
+            (
+                format!(
+                    "its advisory lock {} is held by connection {} of {who}",
+                    h.lock, h.connection
+                ),
+                format!(
+                    "see what connection {0} is (SHOW PROCESSLIST), and if it is no selfheal \
+                     run, end it (KILL {0}) and find out why that account holds the lock",
+                    h.connection
+                ),
+            )
+        }
+        Ok(None) => (
+            "its advisory lock was free again when asked".to_string(),
+            "if it goes on, see which connection holds the lock (SELECT IS_USED_LOCK(…) \
+             with the name selfheal/DATABASE/WATCH, then SHOW PROCESSLIST)"
+                .to_string(),
+        ),
+        Err(e) => (
+            format!(
+                "who holds its advisory lock could not be asked ({})",
+                e.full_message()
+            ),
+            "see who holds the lock selfheal/DATABASE/WATCH: SELECT IS_USED_LOCK(…), then \
+             SHOW PROCESSLIST"
+                .to_string(),
+        ),
+    };
+    out.warn_once(
+        "watch_busy",
+        Some(&w.name),
+        format!(
+            "watch {}: not checked for {} ({} runs in a row): {holder}; a selfheal run holds \
+             it for seconds, so this is most likely not selfheal — the lock's name is \
+             predictable and any account on the server can take it; fix: {fix}",
+            w.name,
+            crate::clock::human(for_s),
+            streak.runs
+        ),
+    );
+    streak.runs
 }
 
 /// How many parked rows `--explain` lists.

@@ -32,9 +32,7 @@ use crate::error::{Error, Origin, Result, Usage};
 /// Where the configuration is looked for when neither `--config` nor `$SELFHEAL_CONFIG`
 /// names one.
 pub const DEFAULT_CONFIG: &str = "/etc/selfheal/selfheal.toml";
-/// The run lock's name in the state directory, where it lives unless `run.lock_file` says
-/// otherwise: one per state directory, so separate configurations never wait on each other.
-pub const RUN_LOCK_NAME: &str = "run.lock";
+pub use crate::runlock::RUN_LOCK_NAME;
 /// Default directory for the journal and the last-run report of a configuration named
 /// `selfheal.toml`; another configuration's is a directory in it (see
 /// [`default_state_dir`]).
@@ -281,7 +279,8 @@ pub fn load(path: &ConfigPath, overrides: &Overrides, only: &[String]) -> Result
 
 /// The configuration file cannot be read: the error says how it was chosen (`--config`,
 /// `$SELFHEAL_CONFIG`, or the default when `how` is `None`) and, when it is not this user's
-/// to read, names the user and the command that lets it.
+/// to read, names the user. The command that lets that user read it takes a look at the
+/// system, so it is chosen where the error is reported (`crate::fix::for_error`).
 fn unreadable(p: &Path, how: Option<&Origin>, e: std::io::Error) -> Error {
     use std::io::ErrorKind as K;
     let chosen = match how {
@@ -290,7 +289,6 @@ fn unreadable(p: &Path, how: Option<&Origin>, e: std::io::Error) -> Error {
         Some(Origin::File(_)) | None => "the default: no --config given".to_string(),
     };
     let fix = match e.kind() {
-        K::PermissionDenied => crate::fix::access_fix(p, crate::fix::Need::Read),
         K::NotFound => Some(match how {
             Some(Origin::Env(name)) => {
                 format!("correct ${name}, or unset it to use {DEFAULT_CONFIG}")
@@ -306,7 +304,7 @@ fn unreadable(p: &Path, how: Option<&Origin>, e: std::io::Error) -> Error {
     Error::CannotRead {
         what: format!("the configuration {} ({chosen})", p.display()),
         path: p.to_path_buf(),
-        as_user: (e.kind() == K::PermissionDenied).then(|| crate::fix::Me::current().describe()),
+        as_user: (e.kind() == K::PermissionDenied).then(|| crate::fsafe::Who::me().to_string()),
         source: e,
         fix,
     }
@@ -338,6 +336,35 @@ fn parse_toml(text: &str, file: &Path) -> Result<RawConfig> {
                 .count()
                 + 1
         });
+        let (message, fix) = match unknown_key(e.message()) {
+            Some((typo, known)) => {
+                let at = line.map_or_else(
+                    || file.display().to_string(),
+                    |l| format!("line {l} of {}", file.display()),
+                );
+                match nearest(&typo, &known) {
+                    Some(near) => (
+                        format!("unknown key `{typo}`; did you mean `{near}`?"),
+                        Some(format!("rename {typo} to {near} ({at})")),
+                    ),
+                    None => (
+                        format!(
+                            "unknown key `{typo}`; this table takes {}",
+                            known
+                                .iter()
+                                .map(|k| format!("`{k}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        Some(format!(
+                            "remove {typo} ({at}), or write one of the keys listed \
+                             (selfheal(1), CONFIGURATION)"
+                        )),
+                    ),
+                }
+            }
+            None => (e.message().trim().to_string(), None),
+        };
         Error::Config {
             origin: Origin::File(file.to_path_buf()),
             key: match line {
@@ -345,9 +372,62 @@ fn parse_toml(text: &str, file: &Path) -> Result<RawConfig> {
                 Some(l) => format!("line {l}"),
                 None => "TOML".into(),
             },
-            message: e.message().trim().to_string(),
+            message,
+            fix,
         }
     })
+}
+
+/// A duration of `[run]`: at least one second, like every configured duration; a number
+/// alone gets the fix that gives it its unit.
+fn run_duration(origin: &Origin, key: &str, raw: Option<String>) -> Result<Option<Duration>> {
+    let Some(s) = raw else { return Ok(None) };
+    parse_duration(&s).map(Some).map_err(|m| {
+        let readings: Vec<String> = values::unit_readings(&s)
+            .into_iter()
+            .map(|(text, _)| format!("\"{text}\""))
+            .collect();
+        let fix = readings.split_first().map(|(first, rest)| {
+            format!(
+                "write {key} = {first}{} in [run]: a number needs its unit",
+                if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (or {})", rest.join(" or "))
+                }
+            )
+        });
+        Error::config(origin, format!("run.{key}"), m).with_fix(fix)
+    })
+}
+
+/// The key and the keys its table takes, from the TOML reader's "unknown field `X`,
+/// expected one of `a`, `b`" (or "expected `a` or `b`", "expected `a`"; "there are no
+/// fields" gives none).
+fn unknown_key(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.trim().strip_prefix("unknown field `")?;
+    let (typo, rest) = rest.split_once('`')?;
+    let known = rest
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    Some((typo.to_string(), known))
+}
+
+/// The key of `known` that `typo` most likely meant: a transposition, a letter too many,
+/// too few or wrong (at most one per three letters), or the same words in another case or
+/// with `-` for `_`. `None` when no key is that near.
+pub fn nearest<'a>(typo: &str, known: &'a [String]) -> Option<&'a str> {
+    let plain = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let typo_plain = plain(typo);
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(&typo_plain, &plain(k)), k))
+        .filter(|(d, k)| *d <= (k.chars().count() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k.as_str())
 }
 
 fn build(
@@ -519,16 +599,10 @@ fn build(
         }
     };
 
-    let clock_tolerance = match rawrun.clock_tolerance {
-        None => DEFAULT_CLOCK_TOLERANCE,
-        Some(s) => {
-            parse_duration(&s).map_err(|m| Error::config(origin, "run.clock_tolerance", m))?
-        }
-    };
-    let remind_every = match rawrun.remind_every {
-        None => DEFAULT_REMIND_EVERY,
-        Some(s) => parse_duration(&s).map_err(|m| Error::config(origin, "run.remind_every", m))?,
-    };
+    let clock_tolerance = run_duration(origin, "clock_tolerance", rawrun.clock_tolerance)?
+        .unwrap_or(DEFAULT_CLOCK_TOLERANCE);
+    let remind_every =
+        run_duration(origin, "remind_every", rawrun.remind_every)?.unwrap_or(DEFAULT_REMIND_EVERY);
     for (k, p) in [
         ("run.lock_file", &rawrun.lock_file),
         ("run.state_dir", &rawrun.state_dir),

@@ -34,6 +34,7 @@ fn config_err(r: Result<Config>) -> (Origin, String, String) {
             origin,
             key,
             message,
+            ..
         }) => (origin, key, message),
         Err(other) => panic!("expected a config error, got {other:?}"),
         Ok(c) => panic!("expected a config error, got {c:?}"),
@@ -129,7 +130,13 @@ fn unknown_keys_name_the_key_and_the_choices() {
     assert_eq!(origin, Origin::File(PathBuf::from(FILE)));
     assert!(key.contains("stale_aftr"), "{key}");
     assert!(
-        msg.contains("unknown field") && msg.contains("stale_after"),
+        msg.contains("unknown key `stale_aftr`; did you mean `stale_after`?"),
+        "{msg}"
+    );
+    // Far from every key: the keys the table takes, listed.
+    let (_, _, msg) = config_err(with("zz_not_a_key = 1"));
+    assert!(
+        msg.starts_with("unknown key `zz_not_a_key`; this table takes `name`, "),
         "{msg}"
     );
     let (_, key, _) = config_err(parse("[databse]\nurl = \"sqlite:///x\"\n"));
@@ -900,4 +907,24 @@ fn watches_whose_rows_can_overlap_are_refused() {
         &["full-sync".into()],
     );
     assert!(c.is_ok(), "{c:?}");
+}
+
+#[test]
+fn the_nearest_key_is_a_near_one_or_none() {
+    let known: Vec<String> = crate::config::keys::WATCH_KEY_NAMES
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let near = |typo| crate::config::nearest(typo, &known);
+    assert_eq!(near("stale_afer"), Some("stale_after"));
+    assert_eq!(near("stael_after"), Some("stale_after"));
+    assert_eq!(near("max-age"), Some("max_age"));
+    assert_eq!(near("MAX_AGE"), Some("max_age"));
+    assert_eq!(
+        near("heartbeat"),
+        None,
+        "two keys start so: neither is meant"
+    );
+    assert_eq!(near("timeout"), None);
+    assert_eq!(near("x"), None);
 }

@@ -104,12 +104,25 @@ impl fmt::Display for Ident {
 
 /// A duration in humantime syntax (`90s`, `5m`, `1h 30m`); at least one second. Every
 /// threshold selfheal keeps is whole seconds: `"300ms"` would silently become 0 s (every
-/// heartbeat older than a second stale), so it is refused like `"0s"`.
+/// heartbeat older than a second stale), so it is refused like `"0s"`. The messages name
+/// no value to write instead (humantime's own "for example 90ms" named one this rejects):
+/// which value fits depends on the other keys, so the fix chooses it
+/// (`unit_readings`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim()).map_err(|e| {
-        format!(
-            "expected a duration such as \"90s\", \"5m\", \"4h\" or \"1h 30m\", got {s:?} ({e})"
-        )
+    let d = humantime::parse_duration(s.trim()).map_err(|e| match e {
+        humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
+            if unit_readings(s).is_empty() {
+                format!("expected a number with a unit (s, m, h or d) after it, got {s:?}")
+            } else {
+                format!("{s:?} has no unit: seconds, minutes or hours? (s, m, h or d)")
+            }
+        }
+        humantime::DurationError::UnknownUnit { unit, .. } => format!(
+            "unknown unit {unit:?} in {s:?}: use s, m, h or d (seconds, minutes, hours, days)"
+        ),
+        _ => format!(
+            "expected a duration: numbers with units (s, m, h or d), as in \"1h 30m\", got {s:?}"
+        ),
     })?;
     if d.is_zero() {
         return Err(format!("expected a positive duration, got {s:?}"));
@@ -120,6 +133,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
+}
+
+/// What a number written without a unit (`"90"`) may have meant: the same number of
+/// seconds, minutes and hours, as the configuration would write each (`90s`, `90m`,
+/// `90h`), those of at least one second only. Empty for anything but a whole number.
+pub fn unit_readings(s: &str) -> Vec<(String, Duration)> {
+    let s = s.trim();
+    let n = match s.parse::<u64>() {
+        Ok(n) if n > 0 && s.bytes().all(|b| b.is_ascii_digit()) => n,
+        _ => return Vec::new(),
+    };
+    [("s", 1), ("m", 60), ("h", 3600)]
+        .into_iter()
+        .filter_map(|(unit, secs)| {
+            let d = Duration::from_secs(n.checked_mul(secs)?);
+            Some((format!("{n}{unit}"), d))
+        })
+        .collect()
 }
 
 /// Formats a duration the way the configuration writes it (`4h`, `5m 30s`).
@@ -226,6 +257,23 @@ mod tests {
         assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
         assert_eq!(parse_duration("1000ms").unwrap(), Duration::from_secs(1));
         assert!(parse_duration("5 minutes please").is_err());
+        // A number alone: no unit, and no value named that the rules would reject.
+        let e = parse_duration("90").expect_err("no unit");
+        assert_eq!(
+            e,
+            "\"90\" has no unit: seconds, minutes or hours? (s, m, h or d)"
+        );
+        let e = parse_duration("5x").expect_err("unknown unit");
+        assert!(e.starts_with("unknown unit \"x\" in \"5x\""), "{e}");
+        for s in ["90", "5x", "1h 30", "x", ""] {
+            let e = parse_duration(s).expect_err(s);
+            assert!(!e.contains("ms") && !e.contains("90s"), "{s:?}: {e}");
+        }
+        let readings: Vec<String> = unit_readings(" 90 ").into_iter().map(|r| r.0).collect();
+        assert_eq!(readings, ["90s", "90m", "90h"]);
+        for none in ["0", "1.5", "-3", "+3", "5m", ""] {
+            assert!(unit_readings(none).is_empty(), "{none:?}");
+        }
         assert!(parse_duration("").is_err());
         assert!(parse_duration("-5m").is_err());
         assert_eq!(fmt_duration(Duration::from_secs(14400)), "4h");

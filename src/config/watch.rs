@@ -206,7 +206,8 @@ pub(super) fn validate(
         from_flags,
     };
     let v = Typed {
-        values: keys::check_each(raw).map_err(|(key, p)| at.problem(key, p))?,
+        values: keys::check_each(raw)
+            .map_err(|(key, p)| at.problem(key, p).with_fix(unit_fix(raw, key, &at)))?,
         at: &at,
     };
     let w = Watch {
@@ -236,6 +237,63 @@ pub(super) fn validate(
     };
     cross_key_rules(&w, &at)?;
     Ok(w)
+}
+
+/// The fix for `stale_after` or `max_age` written as a number alone (`"90"`): the
+/// readings with a unit that every rule accepts — at least a second, and `max_age` above
+/// `stale_after` — so the fix never names a value that is then refused. `None` for any
+/// other problem.
+fn unit_fix(raw: &RawWatch, key: &Key, at: &Place) -> Option<String> {
+    let value = raw.text(key.name)?;
+    let readings = super::values::unit_readings(value);
+    if readings.is_empty() {
+        return None;
+    }
+    let other = |name: &str| {
+        raw.text(name)
+            .and_then(|s| super::values::parse_duration(s).ok())
+    };
+    let (fits, rule): (Box<dyn Fn(Duration) -> bool>, String) = match key.name {
+        "max_age" => match other("stale_after") {
+            Some(s) => (
+                Box::new(move |d| d > s),
+                format!("above stale_after ({})", fmt_duration(s)),
+            ),
+            None => (Box::new(|_| true), String::new()),
+        },
+        "stale_after" => match other("max_age") {
+            Some(m) => (
+                Box::new(move |d| d < m),
+                format!("below max_age ({})", fmt_duration(m)),
+            ),
+            None => (Box::new(|_| true), String::new()),
+        },
+        _ => (Box::new(|_| true), String::new()),
+    };
+    let good: Vec<String> = readings
+        .into_iter()
+        .filter(|(_, d)| fits(*d))
+        .map(|(text, _)| text)
+        .collect();
+    let (origin, _) = at.at(key.name);
+    let flag = origin == Origin::CommandLine;
+    let write = |v: &str| {
+        if flag {
+            format!("{} {v}", key.flag_spelling())
+        } else {
+            format!("{} = \"{v}\"", key.name)
+        }
+    };
+    let alt = |v: &String| if flag { v.clone() } else { format!("\"{v}\"") };
+    Some(match good.split_first() {
+        Some((first, [])) => format!("write {}: a number needs its unit", write(first)),
+        Some((first, rest)) => format!(
+            "write {} (or {}), whichever you meant: a number needs its unit",
+            write(first),
+            rest.iter().map(alt).collect::<Vec<_>>().join(" or ")
+        ),
+        None => format!("give {} a unit (s, m, h or d) and a value {rule}", key.name),
+    })
 }
 
 /// `retry_value`, `attempts_column` and `max_attempts` go together.

@@ -122,6 +122,8 @@ fn not_private(what: &str, path: &Path, owner: &Who, me: &Who, writers: &[String
 fn io_text(path: &Path, component: Option<&Path>, action: &str, source: &io::Error) -> String {
     match component {
         Some(c) if c != path => format!("{}: {action} {}: {source}", path.display(), c.display()),
+        // "reading the status of" wants its object.
+        _ if action.ends_with(" of") => format!("{}: {action} it: {source}", path.display()),
         _ => format!("{}: {action}: {source}", path.display()),
     }
 }

@@ -22,8 +22,9 @@ use crate::store::SqlValue;
 pub struct DatabaseId {
     /// `mysql` (also for `mariadb://` URLs) or `sqlite`.
     pub scheme: String,
-    /// MySQL: the host (and port) as the URL names it; empty when an option file or the
-    /// socket supplies it.
+    /// MySQL: the host (and port) as the URL names it; `localhost` for a URL that names
+    /// none (a connection over the socket, as MySQL itself calls it; an option file may
+    /// still name another host). Entries written before read `""` for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// MySQL: the database name as the URL names it.
@@ -33,6 +34,9 @@ pub struct DatabaseId {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
 }
+
+/// The host a MySQL URL without one connects to (over the socket).
+const LOCALHOST: &str = "localhost";
 
 impl DatabaseId {
     /// The configured database's identity.
@@ -56,7 +60,7 @@ impl DatabaseId {
                 let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
                 DatabaseId {
                     scheme: "mysql".into(),
-                    host: Some(host.to_string()),
+                    host: Some(if host.is_empty() { LOCALHOST } else { host }.to_string()),
                     name: Some(path.trim_end_matches('/').to_string()),
                     path: None,
                 }
@@ -65,9 +69,16 @@ impl DatabaseId {
     }
 
     /// Whether an entry recorded with `entry` belongs to this database: the same one, or
-    /// none recorded (written before the database was).
+    /// none recorded (written before the database was). An entry's empty MySQL host was
+    /// written for a URL without one, which is now `localhost`.
     pub fn owns(&self, entry: Option<&DatabaseId>) -> bool {
-        entry.is_none_or(|d| d == self)
+        entry.is_none_or(|d| {
+            d == self
+                || (d.scheme == "mysql"
+                    && d.host.as_deref() == Some("")
+                    && self.host.as_deref() == Some(LOCALHOST)
+                    && (&d.scheme, &d.name, &d.path) == (&self.scheme, &self.name, &self.path))
+        })
     }
 
     /// `mysql://db1:3306/app`, `sqlite:///var/lib/app.db`, for messages.
@@ -328,6 +339,17 @@ mod tests {
         assert_eq!(s.path.as_deref(), Some("/var/lib/app/app.db"));
         assert_eq!(s.describe(), "sqlite:///var/lib/app/app.db");
         assert!(s.owns(None) && s.owns(Some(&s)) && !s.owns(Some(&m)));
+        // Over the socket: localhost, as MySQL names such a connection; an entry written
+        // with the empty host of before is the same database's.
+        let socket = id("mysql:///appdb?socket=/run/mysqld/mysqld.sock");
+        assert_eq!(socket.host.as_deref(), Some("localhost"));
+        assert_eq!(socket.describe(), "mysql://localhost/appdb");
+        let before = DatabaseId {
+            host: Some(String::new()),
+            ..socket.clone()
+        };
+        assert!(socket.owns(Some(&before)));
+        assert!(!m.owns(Some(&before)), "another host's database is not");
         let e = JournalEntry {
             database: Some(s.clone()),
             ..JournalEntry::default()

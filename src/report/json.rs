@@ -33,6 +33,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
                 "lost_race": c.totals.lost_race,
                 "skipped": c.skipped,
                 "parked": c.parked,
+                "busy_runs": c.busy_runs,
                 "owners": c.owners.iter().map(|(h, n)| json!({"host": h, "rows": n})).collect::<Vec<_>>(),
             })
         })
@@ -56,6 +57,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
         "per_watch": per_watch,
         "warnings": w,
         "parked": s.parked(),
+        "log": s.log.as_ref().map(|l| json!({"target": l.target, "error": l.error})),
     })
 }
 

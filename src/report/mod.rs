@@ -144,6 +144,9 @@ pub struct WatchRun {
     /// not checked): a backlog a person owes, counted every run, never a reason to exit 1
     /// again.
     pub parked: Option<u64>,
+    /// Consecutive real runs, this one included, that skipped the watch because its
+    /// advisory lock was held elsewhere; 0 when it was checked.
+    pub busy_runs: u64,
 }
 
 impl WatchRun {
@@ -221,6 +224,17 @@ pub struct Summary {
     pub per_watch: Vec<WatchRun>,
     /// Watches whose `max_age` is below 1.5× a recent run that ended well.
     pub max_age_too_low: Vec<crate::history::MaxAgeWarning>,
+    /// `--log`: its target, and why it could not be reached this run, if it could not.
+    pub log: Option<LogStatus>,
+}
+
+/// Whether `--log` reached its target this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogStatus {
+    /// `syslog` or `journald`.
+    pub target: &'static str,
+    /// Why the lines could not be sent ("/dev/log: No such file or directory").
+    pub error: Option<String>,
 }
 
 impl Summary {
@@ -266,6 +280,16 @@ pub trait Reporter {
     /// run stays silent. JSON always prints.
     fn spoke(&self) -> bool {
         true
+    }
+    /// `--log`: its target and whether it could be reached so far this run; `None` for a
+    /// reporter that does not log.
+    fn log_status(&self) -> Option<LogStatus> {
+        None
+    }
+    /// Says that `--log` cannot reach its target: said once, then per `remind_every`,
+    /// even by a `--quiet` run, which leaves everything else to that log.
+    fn log_failure(&mut self, msg: &str) {
+        self.warning(msg);
     }
     fn finish(&mut self, s: &Summary);
 }

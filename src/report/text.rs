@@ -152,7 +152,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
         });
         // Past the bound, a row is counted for the summary line instead.
         let listed = r.applied
-            || (self.dry_run && r.plan.writes())
+            || (self.dry_run && (r.plan.writes() || r.plan.hold == Some(Hold::Confirming)))
             || (r.attention() && !r.already_told);
         if listed && self.lines.listed >= MAX_ROW_LINES {
             self.lines.more += 1;
@@ -185,6 +185,17 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 r.id,
                 r.target.as_deref().unwrap_or(""),
                 r.action.as_str(),
+                r.reason
+            )
+        } else if self.dry_run && r.plan.hold == Some(Hold::Confirming) {
+            // SPEC §7: a dry run says which rows wait for their next confirmation.
+            let (count, confirm) = r.confirmation.map_or((1, 1), |c| (c.count, c.confirm));
+            format!(
+                "{} id={}: waits for its next confirmation ({}: {count} of the {confirm} runs \
+                 in a row it takes before a real run acts) — {}",
+                r.watch,
+                r.id,
+                r.decision.verdict.as_str(),
                 r.reason
             )
         } else if r.attention() && r.already_told {

@@ -206,6 +206,18 @@ pub struct Session {
     pub server_started: i64,
 }
 
+/// Who holds a watch's advisory lock: the lock's name, the holder's connection id
+/// (`IS_USED_LOCK`) and, where the server shows them to this account, its user and host
+/// (`information_schema.PROCESSLIST`; without the PROCESS privilege an account sees only
+/// its own connections).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockHolder {
+    pub lock: String,
+    pub connection: u64,
+    pub user: Option<String>,
+    pub host: Option<String>,
+}
+
 /// One compare-and-set.
 #[derive(Debug, Clone)]
 pub struct Change<'a> {
@@ -375,6 +387,11 @@ pub trait Coordination {
     /// the same host still does; per watch when `host` is `None`. `false`: another run
     /// holds it.
     fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool>;
+    /// Who holds the advisory lock [`Coordination::try_watch_lock`] did not get (the same
+    /// `w` and `host`). `None` where the store has no such lock, or nobody holds it now.
+    fn watch_lock_holder(&mut self, _w: &Watch, _host: Option<&str>) -> Result<Option<LockHolder>> {
+        Ok(None)
+    }
 }
 
 /// One database, every concern: what [`open`] returns and callers hold. Implemented for
@@ -407,7 +424,8 @@ pub struct ScanPlan {
     pub index: Option<String>,
     /// Indexes the database could have used (MySQL `possible_keys`).
     pub candidates: Vec<String>,
-    /// Rows the database expects to examine (MySQL), when it says.
+    /// Rows the database expects to examine (MySQL's estimate; SQLite's largest rowid
+    /// when it scans the table), when it says.
     pub rows: Option<u64>,
     /// The plan in the database's own words.
     pub detail: String,

@@ -7,7 +7,9 @@
 //! after 10 s (`innodb_lock_wait_timeout`), which fails that row's write, not the run.
 //! The advisory lock is `GET_LOCK` (per watch, or per watch and host when rows are owned),
 //! released when the connection closes; `doctor` learns from `wsrep_on` whether it reaches
-//! every host.
+//! every host. Its name is predictable and needs no privilege: any account can take it
+//! first, so a run that did not get it can ask who holds it (`IS_USED_LOCK`, and the
+//! holder's user and host where `information_schema.PROCESSLIST` shows them).
 
 use std::time::Duration;
 
@@ -20,7 +22,7 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    ParkedRow, RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
+    LockHolder, ParkedRow, RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
 };
 use crate::clock::DbClock;
 use crate::config::{Database, DbUrl, Ident, Watch, redact_url};
@@ -142,6 +144,9 @@ fn server_kind(code: u16) -> DbErrorKind {
         1040 | 1053 | 1927 => DbErrorKind::Unreachable,
         // ER_LOCK_WAIT_TIMEOUT, ER_STATEMENT_TIMEOUT (MariaDB), ER_QUERY_TIMEOUT (MySQL).
         LOCK_WAIT_TIMEOUT | 1969 | 3024 => DbErrorKind::TimedOut,
+        // ER_OPTION_PREVENTS_STATEMENT (--read-only), ER_READ_ONLY_MODE,
+        // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION, ER_OPEN_AS_READONLY.
+        1290 | 1836 | 1792 | 1036 => DbErrorKind::ReadOnly,
         _ => DbErrorKind::Other,
     }
 }
@@ -621,6 +626,40 @@ impl JobTable for MysqlStore {
                 ));
                 Err(self.err("writing", ServerError(e)))
             }
+            // A refusal every write of the run meets the same way — the server takes no
+            // writes, the account may not UPDATE the table — fails the run once (exit 3),
+            // not each row with a line of its own (and "write failed" on 300 rows).
+            Err(mysql::Error::MySqlError(e))
+                if matches!(
+                    server_kind(e.code),
+                    DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
+                ) =>
+            {
+                let denied = server_kind(e.code) == DbErrorKind::AccessDenied;
+                let err = self.err(&format!("writing {}", w.table), ServerError(e));
+                if !denied {
+                    return Err(err);
+                }
+                // The GRANT that lets this very account write, as the server names it.
+                let who: Option<(Option<String>, String)> = self
+                    .conn
+                    .query_first("SELECT DATABASE(), CURRENT_USER()")
+                    .ok()
+                    .flatten();
+                let fix = who.and_then(|(db, account)| {
+                    let (user, host) = account.rsplit_once('@')?;
+                    let table = match (w.table.schema(), db) {
+                        (Some(s), _) => format!("`{s}`.`{}`", w.table.name()),
+                        (None, Some(d)) => format!("`{d}`.`{}`", w.table.name()),
+                        (None, None) => format!("`{}`", w.table.name()),
+                    };
+                    Some(format!(
+                        "let the account write the table (as a database admin): GRANT SELECT, \
+                         UPDATE ON {table} TO '{user}'@'{host}'"
+                    ))
+                });
+                Err(err.with_fix(fix))
+            }
             // The server refused this statement (lock wait timeout, strict mode, …): this
             // row's write failed (the statement alone is undone), the connection is fine.
             Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(ServerError(e).to_string())),
@@ -1018,20 +1057,55 @@ impl Coordination for MysqlStore {
     }
 
     fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool> {
-        let db: Option<String> = match w.table.schema() {
-            Some(s) => Some(s.to_string()),
-            None => self
-                .conn
-                .query_first::<Option<String>, _>("SELECT DATABASE()")
-                .map_err(|e| self.err("GET_LOCK", e))?
-                .flatten(),
-        };
-        let name = advisory_name(db.as_deref().unwrap_or(""), &w.name, host);
+        let name = self.watch_lock_name(w, host, "GET_LOCK")?;
         let got: Option<Option<i64>> = self
             .conn
             .exec_first("SELECT GET_LOCK(?, 0)", (name,))
             .map_err(|e| self.err("GET_LOCK", e))?;
         Ok(got.flatten() == Some(1))
+    }
+
+    fn watch_lock_holder(&mut self, w: &Watch, host: Option<&str>) -> Result<Option<LockHolder>> {
+        const WHAT: &str = "asking who holds the advisory lock";
+        let lock = self.watch_lock_name(w, host, WHAT)?;
+        let id: Option<Option<u64>> = self
+            .conn
+            .exec_first("SELECT IS_USED_LOCK(?)", (lock.as_str(),))
+            .map_err(|e| self.err(WHAT, e))?;
+        let Some(connection) = id.flatten() else {
+            return Ok(None);
+        };
+        // Only the connections this account may see (all of them with PROCESS).
+        let who: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .exec_first(
+                "SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
+                (connection,),
+            )
+            .map_err(|e| self.err(WHAT, e))?;
+        let (user, host) = who.unwrap_or((None, None));
+        Ok(Some(LockHolder {
+            lock,
+            connection,
+            user,
+            host,
+        }))
+    }
+}
+
+impl MysqlStore {
+    /// The name of `w`'s advisory lock ([`advisory_name`]) in the database the watch's
+    /// table is in.
+    fn watch_lock_name(&mut self, w: &Watch, host: Option<&str>, what: &str) -> Result<String> {
+        let db: Option<String> = match w.table.schema() {
+            Some(s) => Some(s.to_string()),
+            None => self
+                .conn
+                .query_first::<Option<String>, _>("SELECT DATABASE()")
+                .map_err(|e| self.err(what, e))?
+                .flatten(),
+        };
+        Ok(advisory_name(db.as_deref().unwrap_or(""), &w.name, host))
     }
 }
 

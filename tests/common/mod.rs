@@ -62,6 +62,22 @@ pub fn as_nobody() -> Option<Command> {
     Some(c)
 }
 
+/// Runs the binary as www-data (uid 33), an ordinary unprivileged user that fixes may be
+/// addressed to (`nobody` is given nothing: its fixes say whom to run as); root only,
+/// like [`as_nobody`].
+pub fn as_www_data() -> Option<Command> {
+    // The same check: root, or skipped (outside CI).
+    as_nobody()?;
+    let mut w = Command::new("setpriv");
+    w.args(["--reuid=33", "--regid=33", "--clear-groups", "--"])
+        .arg(bin())
+        .env_remove("SELFHEAL_CONFIG")
+        .env_remove("SELFHEAL_DB_PASSWORD")
+        .env("HOME", "/nonexistent")
+        .env("LC_ALL", "C");
+    Some(w)
+}
+
 /// Asserts the exact exit status, printing both streams when it differs.
 #[track_caller]
 pub fn assert_exit(o: &Output, code: i32) {
