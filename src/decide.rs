@@ -274,6 +274,49 @@ pub enum Basis {
 }
 
 impl Basis {
+    /// Its code, as the journal keeps it: the variant's name (`heartbeat_stale`), with the
+    /// death signal of a contradiction (`contradicted:owner_dead`); what a variant carries
+    /// besides (a host, words) is left out.
+    pub fn code(&self) -> String {
+        let signal = |s: Signal| {
+            serde_json::to_value(s)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+        };
+        match self {
+            Basis::Contradicted(s) => format!("contradicted:{}", signal(*s).unwrap_or_default()),
+            Basis::ContradictionPersists(s) => {
+                format!("contradiction_persists:{}", signal(*s).unwrap_or_default())
+            }
+            b => match serde_json::to_value(b) {
+                Ok(serde_json::Value::String(s)) => s,
+                Ok(serde_json::Value::Object(m)) => m.keys().next().cloned().unwrap_or_default(),
+                _ => String::new(),
+            },
+        }
+    }
+
+    /// The words of a basis the journal kept as a code ([`Basis::code`]); a basis an
+    /// earlier release kept in words is returned as it is.
+    pub fn words_of(kept: &str) -> String {
+        const UNIT: [Basis; 11] = [
+            Basis::OwnerDead,
+            Basis::OwnerReused,
+            Basis::LockFree,
+            Basis::MaxAge,
+            Basis::MaxAgeWorkerLives,
+            Basis::NoHeartbeatYet,
+            Basis::HeartbeatFresh,
+            Basis::StaleButLockHeld,
+            Basis::StaleButOwnerAlive,
+            Basis::HeartbeatStale,
+            Basis::HeartbeatMissing,
+        ];
+        UNIT.iter()
+            .find(|b| b.code() == kept)
+            .map_or_else(|| kept.to_string(), Basis::describe)
+    }
+
     /// One line for humans.
     pub fn describe(&self) -> String {
         match self {

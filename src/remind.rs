@@ -129,7 +129,13 @@ pub struct Reminder {
     before: HashMap<Subject, Told>,
     seen: Vec<Told>,
     checked: HashSet<String>,
+    /// New rows remembered this run, by watch (at most [`ROWS_KEPT`] each).
+    new_rows: HashMap<String, usize>,
 }
+
+/// At most this many new rows of a watch are remembered a run: the file, and the memory
+/// that holds it, stay bounded whatever the backlog (SPEC §8).
+pub const ROWS_KEPT: usize = 10_000;
 
 impl Reminder {
     /// Reads `state_dir/reminders.json`. A file that cannot be read is taken as empty
@@ -163,6 +169,7 @@ impl Reminder {
                 before,
                 seen: Vec::new(),
                 checked: HashSet::new(),
+                new_rows: HashMap::new(),
             },
             warning,
         )
@@ -186,7 +193,10 @@ impl Reminder {
         told.is_none()
     }
 
-    /// A row that needs a person: is it shown in the cron text this run?
+    /// A row that needs a person: is it shown in the cron text this run? At most
+    /// [`ROWS_KEPT`] new rows of a watch are remembered a run (rows told before always
+    /// are): a row beyond that is due every run, and the cron text, which lists at most 50
+    /// rows, counts it in its summary line.
     pub fn row_due(&mut self, watch: &str, id: &str, started: &str, what: String) -> bool {
         let subject = Subject::Row {
             database: self.database.clone(),
@@ -194,6 +204,13 @@ impl Reminder {
             id: id.to_string(),
             started: started.to_string(),
         };
+        if !self.before.contains_key(&subject) {
+            let n = self.new_rows.entry(watch.to_string()).or_default();
+            if *n >= ROWS_KEPT {
+                return true;
+            }
+            *n += 1;
+        }
         self.due(subject, what)
     }
 
@@ -265,7 +282,26 @@ mod tests {
                 .collect(),
             seen: Vec::new(),
             checked: HashSet::new(),
+            new_rows: HashMap::new(),
         }
+    }
+
+    /// At most ROWS_KEPT new rows of a watch are remembered a run; the rest are due every
+    /// run (the cron text counts them in its summary line), rows told before always go on.
+    #[test]
+    fn a_backlog_of_rows_is_remembered_up_to_a_bound() {
+        let mut r = reminder(Reminders::default(), 1_000);
+        for id in 0..ROWS_KEPT + 3 {
+            assert!(r.row_due("w", &id.to_string(), "s", "unknown/x".into()));
+        }
+        let file = r.into_file();
+        assert_eq!(file.told.len(), ROWS_KEPT);
+        let mut r = reminder(file, 1_060);
+        assert!(
+            !r.row_due("w", "0", "s", "unknown/x".into()),
+            "told a minute ago"
+        );
+        assert!(r.row_due("w", &ROWS_KEPT.to_string(), "s", "unknown/x".into()));
     }
 
     fn hung() -> String {

@@ -161,13 +161,6 @@ fn each_alert_fires_and_stays_quiet_on_its_series() {
     assert!(text(&o).contains("SUCCESS"), "{}", text(&o));
 }
 
-/// Metrics the rules read that a run of this tree does not write yet, each with the reason.
-/// Once a run writes it, the test below checks it like the others.
-const WRITTEN_ELSEWHERE: &[(&str, &str)] = &[(
-    "selfheal_watch_busy",
-    "the gauge the advisory-lock hardening adds (issue 20, item 4)",
-)];
-
 /// A metrics file a real `selfheal check` wrote (a dead row marked, a parked row) passes
 /// `promtool check metrics` without a finding, and has every metric the rules read, so a
 /// renamed metric cannot leave an alert watching nothing.
@@ -202,14 +195,10 @@ fn a_real_runs_metrics_file_passes_promtool_and_has_what_the_rules_read() {
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     for name in metrics_the_rules_read() {
-        if written.contains(&name.as_str()) {
-            continue;
-        }
         assert!(
-            WRITTEN_ELSEWHERE.iter().any(|(n, _)| *n == name),
+            written.contains(&name.as_str()),
             "the rules read {name}, which a run does not write (it writes {written:?})"
         );
-        eprintln!("note: the rules read {name}, not written by this tree's runs yet");
     }
 
     if !have_promtool() {

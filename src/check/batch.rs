@@ -266,7 +266,11 @@ impl Pass<'_, '_> {
             let r = self
                 .jw
                 .journal
-                .append(&journal_entry(self.ctx, row, report, &change))
+                .append(&JournalEntry {
+                    // The row holds its message; the intent kept it, for recovery.
+                    reason: String::new(),
+                    ..journal_entry(self.ctx, row, report, &change)
+                })
                 .map_err(|e| journal_error(e, self.ctx.w, row, report));
             let failed = r.is_err();
             results.push(r);
@@ -524,7 +528,7 @@ fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -
         from: ctx.w.running_value.clone(),
         to: r.plan.target.clone().unwrap_or_default(),
         verdict: r.decision.verdict,
-        basis: r.decision.basis.describe(),
+        basis: r.decision.basis.code(),
         conclusive: r.decision.conclusive(),
         action: r.action,
         applied: r.applied,

@@ -658,6 +658,19 @@ fn check_watch(
         }),
     }
     .and_then(|()| count_parked(run, w, store, out, &mut counts));
+    if let Some(n) = run.tally.as_ref().map(|t| t.over_cap(w)).filter(|n| *n > 0) {
+        out.warn_once(
+            "confirmation_cap",
+            Some(&w.name),
+            format!(
+                "watch {}: {n} more rows with an inferred verdict than the confirmation counts \
+                 keep ({} new rows of a watch a run): they wait, held as confirming, for a \
+                 run with room",
+                w.name,
+                confirmations::CAP
+            ),
+        );
+    }
     counts.duration = t0.elapsed();
     out.summary.per_watch.push(counts);
     result

@@ -5,6 +5,10 @@
 //! release) read as empty; fields this release does not know are ignored.
 //!
 //! A line is one JSON object with its keys in sorted order (as every release wrote them).
+//! A journal line is compact (SPEC §8: a backlog of a million changes must not write
+//! gigabytes): figures, not prose — the deciding evidence as a code (`heartbeat_stale`;
+//! [`crate::decide::Basis::code`]), no row message (the row holds it; an intent keeps it, for
+//! recovery to recognise the change), and none of its own fields that have no value.
 
 use serde::{Deserialize, Serialize};
 
@@ -166,6 +170,7 @@ pub struct JournalEntry {
     /// run of the same id.
     pub started: Option<String>,
     /// The attempts count when it was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<i64>,
     /// The status the row had, and the one it was given.
     pub from: String,
@@ -173,17 +178,23 @@ pub struct JournalEntry {
 
     // The judgement.
     pub verdict: Verdict,
-    /// Which evidence decided, in words.
+    /// Which evidence decided: its code (`heartbeat_stale`, `owner_dead`); in words in lines
+    /// of earlier releases.
     pub basis: String,
     /// Death proven by the host (pid gone, lock free) rather than inferred.
     pub conclusive: bool,
     pub action: Action,
     pub applied: bool,
     pub attention: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<Hold>,
-    /// The message written to the row.
+    /// The message written to the row: in an intent (recovery recognises the change by
+    /// it); a journal line leaves it out (the row holds it).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     pub stale_after_s: u64,
     pub max_age_s: u64,
@@ -192,8 +203,11 @@ pub struct JournalEntry {
     pub evidence: Record,
 
     // The legacy lock file (`release_lock = "if_free"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_release: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_release_detail: Option<String>,
 
     /// Journaled by the next run, which found the change applied but not journaled.
@@ -285,9 +299,40 @@ mod tests {
         assert_eq!(e.lock_release.as_deref(), Some("removed"));
         assert_eq!(e.evidence.lock, "present");
         assert_eq!(e.started.as_deref(), Some("1796042168"));
-        for (line, e) in WRITTEN.iter().zip(&entries) {
-            assert_eq!(to_line(e).expect("line"), format!("{line}\n").into_bytes());
+        // Written again, each reads back the same (without its empty fields).
+        for e in &entries {
+            let back: JournalEntry =
+                serde_json::from_slice(&to_line(e).expect("line")).expect("entry");
+            assert_eq!(&back, e);
         }
+    }
+
+    /// A line of this release is compact: none of its own fields without a value, the
+    /// basis as a code.
+    #[test]
+    fn a_line_is_figures_not_prose() {
+        let e: JournalEntry = serde_json::from_str(WRITTEN[2]).expect("entry");
+        let e = JournalEntry {
+            reason: String::new(),
+            basis: "heartbeat_stale".into(),
+            lock_file: None,
+            lock_release: None,
+            lock_release_detail: None,
+            ..e
+        };
+        let line = String::from_utf8(to_line(&e).expect("line")).expect("utf-8");
+        for absent in [
+            "\"reason\"",
+            "\"note\"",
+            "\"held\"",
+            "\"lock_file\"",
+            "\"attempts\"",
+        ] {
+            assert!(!line.contains(absent), "{absent} in {line}");
+        }
+        assert!(line.len() < 500, "{} bytes: {line}", line.len());
+        let back: JournalEntry = serde_json::from_str(&line).expect("entry");
+        assert_eq!(back, e);
     }
 
     #[test]

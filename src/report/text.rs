@@ -156,8 +156,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             || (r.attention() && !r.already_told);
         if listed && self.lines.listed >= MAX_ROW_LINES {
             self.lines.more += 1;
-            self.lines.more_changed +=
-                usize::from(r.applied || (self.dry_run && r.plan.writes()));
+            self.lines.more_changed += usize::from(r.applied || (self.dry_run && r.plan.writes()));
             self.lines.more_attention += usize::from(r.attention());
             return;
         }
@@ -277,7 +276,11 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                     l.more,
                     if l.more == 1 { "" } else { "s" },
                     l.more_changed,
-                    if self.dry_run { "would change" } else { "changed" },
+                    if self.dry_run {
+                        "would change"
+                    } else {
+                        "changed"
+                    },
                     l.more_attention,
                     if l.more_attention == 1 { "s" } else { "" },
                 ));

@@ -72,7 +72,7 @@ impl Mark {
                 heartbeat_age_s: e.evidence.heartbeat_age_s,
                 total_age_s: e.evidence.total_age_s,
                 conclusive: e.conclusive,
-                basis: text(&e.basis),
+                basis: text(&crate::decide::Basis::words_of(&e.basis)),
             },
         ))
     }
