@@ -18,10 +18,11 @@
 //! configurations sharing a state directory never read each other's rows. Entries written
 //! before the database was recorded are taken as the configured database's.
 //!
-//! **Rotation.** A run that opens the journal at [`ROTATE_AT`] bytes or more first renames
+//! **Rotation.** A run that opens the journal at [`ROTATE_AT`] bytes or more, or that has
+//! written it past that by the end of a write group ([`Journal::sync`]), first renames
 //! it to `journal.jsonl.1` (the older generations move up to `.2` and `.3`; the oldest is
 //! dropped), through [`crate::fsafe`]: disk use stays below about
-//! `(GENERATIONS + 1) × ROTATE_AT` plus one run's entries. [`read_all`] reads every
+//! `(GENERATIONS + 1) × ROTATE_AT` plus one write group's entries. [`read_all`] reads every
 //! generation, oldest first. Recovery finds entries by change id in every generation
 //! ([`journaled`]), never by file offset, so a rotation between a stopped run and the run
 //! that settles it loses nothing.
@@ -101,6 +102,9 @@ pub fn generation(n: u32) -> String {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    state_dir: PathBuf,
+    /// Bytes in the file: a run that writes past [`ROTATE_AT`] rotates it after a flush.
+    len: u64,
 }
 
 impl Journal {
@@ -125,24 +129,44 @@ impl Journal {
                 .and_then(|()| file.sync_data())
                 .map_err(|e| Error::io(&path, "writing the journal", e))?;
         }
-        Ok(Journal { file, path })
+        let len = file.metadata().map_or(0, |m| m.len());
+        Ok(Journal {
+            file,
+            path,
+            state_dir: state_dir.to_path_buf(),
+            len,
+        })
     }
 
     /// Appends one entry as a single line, in one `write(2)`: a process killed after it
     /// returns has left the whole line (in the page cache). [`Journal::sync`] puts it on
     /// disk.
     pub fn append(&mut self, entry: &JournalEntry) -> Result<()> {
-        entry::to_line(entry)
-            .map_err(std::io::Error::from)
-            .and_then(|line| self.file.write_all(&line))
-            .map_err(|e| Error::io(&self.path, "writing the journal", e))
+        let line = entry::to_line(entry)
+            .map_err(|e| Error::io(&self.path, "writing the journal", e.into()))?;
+        self.file
+            .write_all(&line)
+            .map_err(|e| Error::io(&self.path, "writing the journal", e))?;
+        self.len = self
+            .len
+            .saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX));
+        Ok(())
     }
 
-    /// Flushes what was appended to disk.
+    /// Flushes what was appended to disk; then, when the file has reached [`ROTATE_AT`],
+    /// rotates it (also inside a run: a backlog of a million changes keeps the journal's
+    /// disk use bounded, and recovery finds a change by its id in any generation).
     pub fn sync(&mut self) -> Result<()> {
         self.file
             .sync_data()
-            .map_err(|e| Error::io(&self.path, "writing the journal", e))
+            .map_err(|e| Error::io(&self.path, "writing the journal", e))?;
+        if self.len >= ROTATE_AT {
+            rotate(&self.state_dir)?;
+            let (file, path) = state::open(&self.state_dir, &FILE, Access::Append)?;
+            self.len = file.metadata().map_or(0, |m| m.len());
+            (self.file, self.path) = (file, path);
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -668,6 +692,39 @@ mod tests {
         let mut found: Vec<String> = found.into_iter().collect();
         found.sort();
         assert_eq!(found, ["r/1", "r/104", "r/204"]);
+    }
+
+    /// A run that writes more than ROTATE_AT rotates the journal itself, at a flush (the
+    /// end of a write group), and every change is still found by its id.
+    #[test]
+    fn a_long_run_rotates_the_journal_as_it_goes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let mut j = Journal::open(&state).expect("open");
+        let mut n = 0i64;
+        let mut wanted = HashSet::new();
+        let change = |n: i64| JournalEntry {
+            change: format!("run/{n}"),
+            ..entry(n)
+        };
+        while j.len < ROTATE_AT + 1 {
+            let e = change(n);
+            wanted.insert(e.change.clone());
+            j.append(&e).expect("append");
+            n += 1;
+            if n % 100 == 0 {
+                j.sync().expect("sync");
+            }
+        }
+        j.sync().expect("sync");
+        assert!(state.join(generation(1)).exists(), "rotated inside the run");
+        assert!(j.len < ROTATE_AT);
+        let last = change(n);
+        wanted.insert(last.change.clone());
+        j.append(&last).expect("append");
+        j.sync().expect("sync");
+        assert!(wanted.len() > 10_000);
+        assert_eq!(journaled(&state, &wanted).expect("read"), wanted);
     }
 
     #[test]
