@@ -473,10 +473,12 @@ fn a_dry_run_says_which_rows_wait_for_their_next_confirmation() {
         ),
         "{out}"
     );
-    // The cron text, as ever, says nothing of it; the next dry run after it would act.
+    // The cron text, as ever, says nothing of it; a dry run a cron period after it would
+    // act.
     let o = check_with(&cfg, &[]);
     assert_exit(&o, 0);
     assert_eq!(stdout(&o), "");
+    next_cron_run(&sb);
     let o = check_with(&cfg, &["--dry-run"]);
     assert!(
         stdout(&o).starts_with("full-sync id=1: would set status to 'error' (mark_dead)"),

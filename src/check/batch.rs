@@ -202,6 +202,17 @@ impl Pass<'_, '_> {
     /// inside a group).
     fn cas_rows(&mut self, grouped: bool) -> bool {
         let first = self.k;
+        if grouped && self.store.groups_compare_and_sets() {
+            match self.cas_group() {
+                Ok(true) => return false,
+                Ok(false) => {}
+                Err(stop) => {
+                    let (i, e) = *stop;
+                    self.end = BatchEnd::stopped(i, e);
+                    return false;
+                }
+            }
+        }
         while self.k < self.intents.len() && (!grouped || self.k - first < WRITE_GROUP) {
             let i = self.intents[self.k].0;
             match self.cas(i) {
@@ -224,6 +235,56 @@ impl Pass<'_, '_> {
             }
         }
         false
+    }
+
+    /// The group's rows made as one ([`Store::compare_and_set_group`]): each read again
+    /// (one `/proc/locks` snapshot for all), then the compare-and-sets of those still to be
+    /// written in one go. `Ok(false)`: the store could not (a row locked by someone else):
+    /// nothing was written, the caller goes row by row. `Err`: the row whose write failed
+    /// the run, and why.
+    fn cas_group(&mut self) -> std::result::Result<bool, Box<(usize, Error)>> {
+        let w = self.ctx.w;
+        let end = self.intents.len().min(self.k + WRITE_GROUP);
+        let group: Vec<usize> = self.intents[self.k..end].iter().map(|(i, _)| *i).collect();
+        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let mut to_write = Vec::with_capacity(group.len());
+        for &i in &group {
+            let seen = self.lock_seen.get_mut(i).and_then(Option::take);
+            let (row, report) = &mut self.rows[i];
+            if ready(
+                self.ctx,
+                row,
+                report,
+                seen,
+                &mut self.held[i],
+                locks.as_ref(),
+            ) {
+                to_write.push(i);
+            }
+        }
+        let targets: Vec<String> = to_write
+            .iter()
+            .map(|&i| self.rows[i].1.plan.target.clone().unwrap_or_default())
+            .collect();
+        let changes: Vec<Change<'_>> = to_write
+            .iter()
+            .zip(&targets)
+            .map(|(&i, t)| change_of(self.ctx, &self.rows[i].0, &self.rows[i].1, t))
+            .collect();
+        let outcomes = match self
+            .store
+            .compare_and_set_group(w, self.ctx.schema, &changes)
+        {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(false),
+            Err(e) => return Err(Box::new((group[0], e))),
+        };
+        drop(changes);
+        for (&i, o) in to_write.iter().zip(outcomes) {
+            apply(&mut self.rows[i].1, o);
+        }
+        self.k = end;
+        Ok(true)
     }
 
     /// Row `i`'s compare-and-set ([`cas_row`]), its legacy lock file opened again first
@@ -346,14 +407,35 @@ fn cas_row(
     held: &mut Option<Result<Held, Release>>,
     store: &mut dyn Store,
 ) -> Result<bool> {
+    let locks = ctx.w.lock_file.as_ref().and_then(|_| LockTable::read());
+    if !ready(ctx, row, report, seen, held, locks.as_ref()) {
+        return Ok(true);
+    }
+    let target = report.plan.target.clone().unwrap_or_default();
+    let outcome =
+        store.compare_and_set(ctx.w, ctx.schema, &change_of(ctx, row, report, &target))?;
+    Ok(apply(report, outcome))
+}
+
+/// The row's file evidence read again just before its write (`locks`: a `/proc/locks`
+/// snapshot taken for it): true when it is still to be written as planned; otherwise its
+/// report says why it is left alone. Where a release is planned, the lock file judged with
+/// the row (held open since) is checked to be still at its name, and kept for the release.
+fn ready(
+    ctx: &Ctx<'_>,
+    row: &RunningRow,
+    report: &mut RowReport,
+    seen: Option<Seen>,
+    held: &mut Option<Result<Held, Release>>,
+    locks: Option<&LockTable>,
+) -> bool {
     let w = ctx.w;
     // Just before the write: did the row beat, or the worker show up, in between?
-    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
     let scene = evidence::Scene {
         clocks: ctx.clocks,
         host: ctx.host,
         host_now: SystemTime::now(),
-        locks: locks.as_ref(),
+        locks,
         local_rows: ctx.local_rows,
     };
     let (_, d2) = judge(w, row, ctx.host, gather(w, row, &scene));
@@ -374,7 +456,7 @@ fn cas_row(
             d2.verdict.as_str(),
             d2.basis.describe()
         ));
-        return Ok(true);
+        return false;
     }
     // The lock file to release after the write: the inode the row was judged with, held
     // open since, if its name still holds it (a file absent then is never removed).
@@ -385,16 +467,30 @@ fn cas_row(
             (Err(why), _) => Err(Release::Failed(format!("lock_file: {why}"))),
         });
     }
-    let target = report.plan.target.clone().unwrap_or_default();
-    let change = Change {
+    true
+}
+
+/// The compare-and-set of a row that is ready ([`ready`]), to `target`, its planned status.
+fn change_of<'r>(
+    ctx: &Ctx<'_>,
+    row: &'r RunningRow,
+    report: &RowReport,
+    target: &'r str,
+) -> Change<'r> {
+    Change {
         row,
-        new_status: &target,
-        message: w.message_column.as_ref().map(|_| report.reason.clone()),
+        new_status: target,
+        message: ctx.w.message_column.as_ref().map(|_| report.reason.clone()),
         bump_attempts: report.plan.action == Action::MarkRetry,
         // A row parked for a person may still have a running worker: not ended.
         set_ended: report.plan.action != Action::MarkManual,
-    };
-    match store.compare_and_set(w, ctx.schema, &change)? {
+    }
+}
+
+/// A compare-and-set's outcome in the row's report. False for [`CasOutcome::Busy`] (a row
+/// locked by another transaction, inside a group): nothing was done.
+fn apply(report: &mut RowReport, outcome: CasOutcome) -> bool {
+    match outcome {
         CasOutcome::Applied => report.applied = true,
         CasOutcome::LostRace => {
             report.action = Action::LostRace;
@@ -405,9 +501,9 @@ fn cas_row(
             report.action = Action::None;
             report.note = Some(format!("write failed: {why}"));
         }
-        CasOutcome::Busy => return Ok(false),
+        CasOutcome::Busy => return false,
     }
-    Ok(true)
+    true
 }
 
 fn journal_error(e: Error, w: &Watch, row: &RunningRow, report: &RowReport) -> Error {

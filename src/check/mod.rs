@@ -51,7 +51,7 @@ use crate::remind::Reminder;
 use crate::report::{Parked, Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, RunningRow, Schema, Store};
 
-use batch::{Batch, BatchEnd};
+use batch::{Batch, BatchEnd, WRITE_GROUP};
 use streak::Streaks;
 use sweep::{SweepCtx, row_report};
 
@@ -686,8 +686,11 @@ struct Pass2<'p> {
 }
 
 impl Pass2<'_> {
-    /// Judges, writes and reports `rows` a write group at a time (one `/proc/locks` read
-    /// for all of them). `Ok(false)`: a write failed the run, the rest is left.
+    /// Judges `rows` (one `/proc/locks` read for all of them), then writes and reports them
+    /// in order, a write group at a time: the rows judged are held until a group's worth of
+    /// them is to be written (or the rows end), so a group carries up to [`WRITE_GROUP`]
+    /// changes whatever share of the rows die, and no more lock files are held open than
+    /// one group's. `Err`: a write failed the run, the rest is left.
     fn rows(
         &self,
         run: &mut Run<'_>,
@@ -701,9 +704,13 @@ impl Pass2<'_> {
             .lock_file
             .as_ref()
             .and_then(|_| crate::probe::LockTable::read());
+        let mut judged = Vec::new();
+        let mut seen = Vec::new();
+        let mut writes = 0;
         let mut rows = rows.into_iter().peekable();
         while rows.peek().is_some() {
-            let group: Vec<sweep::Either> = rows.by_ref().take(batch::WRITE_GROUP).collect();
+            // A few rows at a time, each judged at the clock of its own moment.
+            let few: Vec<sweep::Either> = rows.by_ref().take(64).collect();
             let scene = crate::evidence::Scene {
                 clocks: self.ctx.clocks,
                 host: self.ctx.host,
@@ -711,15 +718,22 @@ impl Pass2<'_> {
                 locks: locks.as_ref(),
                 local_rows: self.local_rows,
             };
-            let (judged, seen) = sweep::judge_group(
+            let (j, s) = sweep::judge_group(
                 self.w,
-                group,
+                few,
                 self.ctx,
                 &scene,
                 run.tally.as_mut(),
                 self.holds,
             );
-            write_and_report(run, self, judged, seen, store, out, counts)?;
+            writes += j.iter().filter(|j| j.plan.writes()).count();
+            judged.extend(j);
+            seen.extend(s);
+            if writes >= WRITE_GROUP || rows.peek().is_none() {
+                let (j, s) = (std::mem::take(&mut judged), std::mem::take(&mut seen));
+                write_and_report(run, self, j, s, store, out, counts)?;
+                writes = 0;
+            }
         }
         Ok(true)
     }

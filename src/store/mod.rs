@@ -283,6 +283,24 @@ pub trait JobTable {
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;
+    /// Several compare-and-sets in a group of writes ([`JobTable::begin_writes`]) made as
+    /// one, each with its outcome, in order: on MySQL two statements (the rows whose every
+    /// condition holds, locked; then one `UPDATE` of those), not one round trip per row.
+    /// `Ok(None)`: not made at all (one of the rows is locked by another transaction, or
+    /// the database has no such thing) — the caller makes them one by one.
+    fn compare_and_set_group(
+        &mut self,
+        _w: &Watch,
+        _schema: &Schema,
+        _changes: &[Change<'_>],
+    ) -> Result<Option<Vec<CasOutcome>>> {
+        Ok(None)
+    }
+    /// True when [`JobTable::compare_and_set_group`] is worth trying (it saves round trips
+    /// to a server; SQLite's compare-and-sets cost no round trip).
+    fn groups_compare_and_sets(&self) -> bool {
+        false
+    }
     /// Streams the watch's finished rows (`status <> running_value`, start and end column
     /// not NULL) to `each`, one at a time: memory does not grow with the table. Needs
     /// `ended_column`. An error from `each` stops the stream and is returned.

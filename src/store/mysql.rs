@@ -73,6 +73,34 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl MysqlStore {
+    /// A write the server refuses the way it will refuse every write of the run — it takes
+    /// no writes, the account may not UPDATE the table — as one run-level error (exit 3),
+    /// with the GRANT that lets this very account write, as the server names it.
+    fn write_refused(&mut self, w: &Watch, e: mysql::error::MySqlError) -> Error {
+        let denied = server_kind(e.code) == DbErrorKind::AccessDenied;
+        let err = self.err(&format!("writing {}", w.table), ServerError(e));
+        if !denied {
+            return err;
+        }
+        let who: Option<(Option<String>, String)> = self
+            .conn
+            .query_first("SELECT DATABASE(), CURRENT_USER()")
+            .ok()
+            .flatten();
+        let fix = who.and_then(|(db, account)| {
+            let (user, host) = account.rsplit_once('@')?;
+            let table = match (w.table.schema(), db) {
+                (Some(s), _) => format!("`{s}`.`{}`", w.table.name()),
+                (None, Some(d)) => format!("`{d}`.`{}`", w.table.name()),
+                (None, None) => format!("`{}`", w.table.name()),
+            };
+            Some(format!(
+                "let the account write the table (as a database admin): GRANT SELECT, \
+                 UPDATE ON {table} TO '{user}'@'{host}'"
+            ))
+        });
+        err.with_fix(fix)
+    }
     /// Connects with the settings [`credentials::resolve`] finds. A failure names the URL
     /// (without password), the user, where the password came from and the socket or host,
     /// never the password itself.
@@ -635,30 +663,7 @@ impl JobTable for MysqlStore {
                     DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
                 ) =>
             {
-                let denied = server_kind(e.code) == DbErrorKind::AccessDenied;
-                let err = self.err(&format!("writing {}", w.table), ServerError(e));
-                if !denied {
-                    return Err(err);
-                }
-                // The GRANT that lets this very account write, as the server names it.
-                let who: Option<(Option<String>, String)> = self
-                    .conn
-                    .query_first("SELECT DATABASE(), CURRENT_USER()")
-                    .ok()
-                    .flatten();
-                let fix = who.and_then(|(db, account)| {
-                    let (user, host) = account.rsplit_once('@')?;
-                    let table = match (w.table.schema(), db) {
-                        (Some(s), _) => format!("`{s}`.`{}`", w.table.name()),
-                        (None, Some(d)) => format!("`{d}`.`{}`", w.table.name()),
-                        (None, None) => format!("`{}`", w.table.name()),
-                    };
-                    Some(format!(
-                        "let the account write the table (as a database admin): GRANT SELECT, \
-                         UPDATE ON {table} TO '{user}'@'{host}'"
-                    ))
-                });
-                Err(err.with_fix(fix))
+                Err(self.write_refused(w, e))
             }
             // The server refused this statement (lock wait timeout, strict mode, …): this
             // row's write failed (the statement alone is undone), the connection is fine.
@@ -709,6 +714,95 @@ impl JobTable for MysqlStore {
             }
         }
         Ok(())
+    }
+
+    fn compare_and_set_group(
+        &mut self,
+        w: &Watch,
+        schema: &Schema,
+        changes: &[Change<'_>],
+    ) -> Result<Option<Vec<CasOutcome>>> {
+        // Only inside a group, by the primary key: the rows locked by the first statement
+        // are the very rows the second writes.
+        if !self.in_group || !schema.id_is_primary || changes.len() < 2 {
+            return Ok(None);
+        }
+        let st = sql::cas_group_lock_sql(&DIALECT, w, schema, changes);
+        let locked: Vec<Value> = match self.conn.exec(&st.sql, values(&st)) {
+            Ok(rows) => rows,
+            // A row someone else holds: nothing was locked; one by one, then.
+            Err(mysql::Error::MySqlError(e)) if e.code == LOCK_WAIT_TIMEOUT => return Ok(None),
+            Err(mysql::Error::MySqlError(e)) if e.code == LOCK_DEADLOCK => {
+                self.in_group = false;
+                let _ = self.conn.query_drop("ROLLBACK");
+                let _ = self.conn.query_drop(format!(
+                    "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+                ));
+                return Err(self.err("writing", ServerError(e)));
+            }
+            Err(mysql::Error::MySqlError(e))
+                if matches!(
+                    server_kind(e.code),
+                    DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
+                ) =>
+            {
+                return Err(self.write_refused(w, e));
+            }
+            // Anything else the server refuses (a strict mode, a trigger): each row on its
+            // own, so that each gets its own outcome.
+            Err(mysql::Error::MySqlError(_)) => return Ok(None),
+            Err(e) => return Err(self.err(&format!("writing {}", w.table), e)),
+        };
+        let locked: Vec<String> = locked
+            .into_iter()
+            .map(|v| from_value(v).to_string())
+            .collect();
+        let holds = |c: &Change<'_>| locked.contains(&c.row.id.to_string());
+        let to_write: Vec<&Change<'_>> = changes.iter().filter(|c| holds(c)).collect();
+        if !to_write.is_empty() {
+            let st = sql::cas_group_update_sql(&DIALECT, w, schema, &to_write);
+            match self.conn.exec_drop(&st.sql, values(&st)) {
+                Ok(()) => {}
+                Err(mysql::Error::MySqlError(e))
+                    if matches!(
+                        server_kind(e.code),
+                        DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
+                    ) =>
+                {
+                    return Err(self.write_refused(w, e));
+                }
+                // A statement the server refused (undone alone; the rows stay locked by
+                // this transaction): each row on its own, with its own outcome.
+                Err(mysql::Error::MySqlError(_)) => return Ok(None),
+                Err(e) => return Err(self.err(&format!("writing {}", w.table), e)),
+            }
+            let n = self.conn.affected_rows();
+            if n != to_write.len() as u64 {
+                return Err(self.odd(
+                    &format!("writing {}", w.table),
+                    format!(
+                        "the group's update changed {n} of the {} rows it had locked",
+                        to_write.len()
+                    ),
+                ));
+            }
+        }
+        Ok(Some(
+            changes
+                .iter()
+                .map(|c| {
+                    if holds(c) {
+                        CasOutcome::Applied
+                    } else {
+                        CasOutcome::LostRace
+                    }
+                })
+                .collect(),
+        ))
+    }
+
+    fn groups_compare_and_sets(&self) -> bool {
+        true
     }
 
     fn begin_writes(&mut self) -> Result<bool> {

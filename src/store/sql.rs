@@ -433,15 +433,11 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         b.bind(SqlValue::Text(c.new_status.to_string()))
     )];
     if let Some(col) = w.ended_column.as_ref().filter(|_| c.set_ended) {
-        let expr = match schema.ended {
-            None | Some(Ended::DbNow) => d.now.to_string(),
-            Some(Ended::Epoch) => d.epoch_now.to_string(),
-            Some(Ended::Zone(tz)) => {
-                let offset = b.bind((d.zone_offset)(super::zone_offset_now(tz)));
-                format!("{}{offset}{}", d.zone_now.0, d.zone_now.1)
-            }
-        };
-        set.push(format!("{} = {expr}", d.quote(col)));
+        set.push(format!(
+            "{} = {}",
+            d.quote(col),
+            ended_expr(d, schema, &mut b)
+        ));
     }
     if let (Some(col), Some(m)) = (&w.message_column, &c.message) {
         set.push(format!(
@@ -454,6 +450,20 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         let a = d.quote(&r.attempts_column);
         set.push(format!("{a} = COALESCE({a}, 0) + 1"));
     }
+    let cond = cas_conditions(d, w, c, &mut b);
+    let sql = format!(
+        "UPDATE {}{} SET {} WHERE {}",
+        d.quote(&w.table),
+        primary_hint(d, schema),
+        set.join(", "),
+        cond.join(" AND ")
+    );
+    b.finish(sql)
+}
+
+/// The conditions of one row's compare-and-set: its id, the running status, the start (and
+/// heartbeat column and owner) value observed, and the watch's `match`.
+fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> Vec<String> {
     let eq = d.null_safe_eq;
     let mut cond = vec![
         format!("{} = {}", d.quote(&w.id_column), b.bind(c.row.id.clone())),
@@ -478,17 +488,112 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
             b.bind(c.row.owner_raw.clone())
         ));
     }
-    cond.extend(match_conditions(d, w, &mut b));
-    let hint = if schema.id_is_primary {
+    cond.extend(match_conditions(d, w, b));
+    cond
+}
+
+fn primary_hint(d: &Dialect, schema: &Schema) -> &'static str {
+    if schema.id_is_primary {
         d.force_primary
     } else {
         ""
-    };
+    }
+}
+
+/// The first statement of a group of compare-and-sets made as one (in a transaction):
+/// the ids of those of `changes` whose every condition holds, each row locked (`FOR
+/// UPDATE`) so that it stays so until the group commits. The second is
+/// [`cas_group_update_sql`].
+pub fn cas_group_lock_sql(
+    d: &Dialect,
+    w: &Watch,
+    schema: &Schema,
+    changes: &[Change<'_>],
+) -> Statement {
+    let mut b = Binds::new(d);
+    let id = d.quote(&w.id_column);
+    let ids: Vec<String> = changes.iter().map(|c| b.bind(c.row.id.clone())).collect();
+    let each: Vec<String> = changes
+        .iter()
+        .map(|c| format!("({})", cas_conditions(d, w, c, &mut b).join(" AND ")))
+        .collect();
     let sql = format!(
-        "UPDATE {}{hint} SET {} WHERE {}",
+        "SELECT {id} FROM {}{} WHERE {id} IN ({}) AND ({}) FOR UPDATE",
         d.quote(&w.table),
+        primary_hint(d, schema),
+        ids.join(", "),
+        each.join(" OR ")
+    );
+    b.finish(sql)
+}
+
+/// The second statement of a group of compare-and-sets: each of `changes` (the rows the
+/// first found and locked) written as its own compare-and-set would write it — its status,
+/// its message, its end time and attempts where it sets them — in one `UPDATE`.
+pub fn cas_group_update_sql(
+    d: &Dialect,
+    w: &Watch,
+    schema: &Schema,
+    changes: &[&Change<'_>],
+) -> Statement {
+    let mut b = Binds::new(d);
+    let id = d.quote(&w.id_column);
+    let case = |b: &mut Binds<'_>, value: &dyn Fn(&Change<'_>) -> Option<SqlValue>, col: &str| {
+        let mut arms = String::new();
+        for (c, v) in changes.iter().filter_map(|c| value(c).map(|v| (c, v))) {
+            let (i, v) = (b.bind(c.row.id.clone()), b.bind(v));
+            arms.push_str(" WHEN ");
+            arms.push_str(&i);
+            arms.push_str(" THEN ");
+            arms.push_str(&v);
+        }
+        format!("CASE {id}{arms} ELSE {col} END")
+    };
+    let status = d.quote(&w.status_column);
+    let mut set = vec![format!(
+        "{status} = {}",
+        case(
+            &mut b,
+            &|c| Some(SqlValue::Text(c.new_status.to_string())),
+            &status
+        )
+    )];
+    if let Some(col) = &w.ended_column {
+        let ended: Vec<&&Change<'_>> = changes.iter().filter(|c| c.set_ended).collect();
+        if !ended.is_empty() {
+            let col = d.quote(col);
+            let now = ended_expr(d, schema, &mut b);
+            let ids: Vec<String> = ended.iter().map(|c| b.bind(c.row.id.clone())).collect();
+            set.push(format!(
+                "{col} = CASE WHEN {id} IN ({}) THEN {now} ELSE {col} END",
+                ids.join(", ")
+            ));
+        }
+    }
+    if let Some(col) = &w.message_column {
+        let col = d.quote(col);
+        let value = case(&mut b, &|c| c.message.clone().map(SqlValue::Text), &col);
+        set.push(format!("{col} = {value}"));
+    }
+    if let Some(r) = &w.retry {
+        let bumped: Vec<&&Change<'_>> = changes.iter().filter(|c| c.bump_attempts).collect();
+        if !bumped.is_empty() {
+            let a = d.quote(&r.attempts_column);
+            let ids: Vec<String> = bumped.iter().map(|c| b.bind(c.row.id.clone())).collect();
+            set.push(format!(
+                "{a} = CASE WHEN {id} IN ({}) THEN COALESCE({a}, 0) + 1 ELSE {a} END",
+                ids.join(", ")
+            ));
+        }
+    }
+    let ids: Vec<String> = changes.iter().map(|c| b.bind(c.row.id.clone())).collect();
+    let running = b.bind(SqlValue::Text(w.running_value.clone()));
+    let sql = format!(
+        "UPDATE {}{} SET {} WHERE {id} IN ({}) AND {status} = {running}",
+        d.quote(&w.table),
+        primary_hint(d, schema),
         set.join(", "),
-        cond.join(" AND ")
+        ids.join(", ")
     );
     b.finish(sql)
 }
@@ -760,6 +865,79 @@ mod tests {
                       \"start_time\" IS ?5 AND \"beat\" IS ?6"
                     .into(),
                 params,
+            }
+        );
+    }
+
+    #[test]
+    fn a_group_of_compare_and_sets_locks_what_still_holds_then_writes_each_as_its_own() {
+        let w = watch(
+            "ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n\
+             manual_value = \"wait_manual\"",
+        );
+        let a = row(None);
+        let mut b = row(None);
+        b.id = SqlValue::Int(8);
+        b.started.raw = text("2026-11-29 11:00:00");
+        let dead = Change {
+            row: &a,
+            new_status: "error",
+            message: Some("self-heal: dead".into()),
+            bump_attempts: false,
+            set_ended: true,
+        };
+        let parked = Change {
+            row: &b,
+            new_status: "wait_manual",
+            message: None,
+            bump_attempts: false,
+            set_ended: false,
+        };
+        let changes = [dead, parked];
+        let s = schema(Some(Ended::DbNow), true);
+        // Each row's own conditions, never one row's start matched against another's.
+        assert_eq!(
+            cas_group_lock_sql(MYSQL, &w, &s, &changes),
+            Statement {
+                sql: "SELECT `id` FROM `app`.`sync_log` FORCE INDEX (PRIMARY) WHERE `id` IN (?, \
+                      ?) AND ((`id` = ? AND `status` = ? AND `start_time` <=> ?) OR (`id` = ? \
+                      AND `status` = ? AND `start_time` <=> ?)) FOR UPDATE"
+                    .into(),
+                params: vec![
+                    SqlValue::Int(7),
+                    SqlValue::Int(8),
+                    SqlValue::Int(7),
+                    text("running"),
+                    text("2026-11-29 10:00:00"),
+                    SqlValue::Int(8),
+                    text("running"),
+                    text("2026-11-29 11:00:00"),
+                ],
+            }
+        );
+        // The end time and the message only where that row's own write sets them; a
+        // parked row keeps both.
+        let both: Vec<&Change<'_>> = changes.iter().collect();
+        assert_eq!(
+            cas_group_update_sql(MYSQL, &w, &s, &both),
+            Statement {
+                sql: "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = CASE `id` \
+                      WHEN ? THEN ? WHEN ? THEN ? ELSE `status` END, `end_time` = CASE WHEN `id` \
+                      IN (?) THEN NOW() ELSE `end_time` END, `error_msg` = CASE `id` WHEN ? THEN \
+                      ? ELSE `error_msg` END WHERE `id` IN (?, ?) AND `status` = ?"
+                    .into(),
+                params: vec![
+                    SqlValue::Int(7),
+                    text("error"),
+                    SqlValue::Int(8),
+                    text("wait_manual"),
+                    SqlValue::Int(7),
+                    SqlValue::Int(7),
+                    text("self-heal: dead"),
+                    SqlValue::Int(7),
+                    SqlValue::Int(8),
+                    text("running"),
+                ],
             }
         );
     }
