@@ -59,6 +59,7 @@
 )]
 
 pub mod app;
+pub mod apply;
 pub mod check;
 pub mod cli;
 pub mod clock;
@@ -81,13 +82,16 @@ pub mod journal;
 pub mod message;
 pub mod metrics;
 pub mod mycnf;
+pub mod person;
 pub mod probe;
 pub mod recovery;
 pub mod release;
 pub mod remind;
 pub mod report;
+pub mod resolve;
 pub mod run;
 pub mod runlock;
+pub mod show;
 pub mod state;
 pub mod stats;
 pub mod store;

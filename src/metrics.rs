@@ -57,8 +57,12 @@ const ACTIONS: [Action; 4] = [
     Action::LostRace,
 ];
 
+/// A person's decisions (`selfheal resolve --as`), the `decision` label of
+/// `selfheal_resolutions_total`.
+pub const DECISIONS: [&str; 3] = ["dead", "retry", "running"];
+
 /// Metric families: name, type, help. Rendered in this order.
-const FAMILIES: [(&str, &str, &str); 14] = [
+const FAMILIES: [(&str, &str, &str); 16] = [
     (
         "selfheal_host_info",
         "gauge",
@@ -93,6 +97,16 @@ const FAMILIES: [(&str, &str, &str); 14] = [
         "selfheal_breaker_trips_total",
         "counter",
         "Runs in which the breaker held back heartbeat-only deaths.",
+    ),
+    (
+        "selfheal_resolutions_total",
+        "counter",
+        "A person's decisions on rows (selfheal resolve) by decision: dead, retry, running.",
+    ),
+    (
+        "selfheal_unparks_total",
+        "counter",
+        "Rows parked as hung that a run put back to running: their own heartbeat beat again.",
     ),
     (
         "selfheal_last_run_timestamp_seconds",
@@ -331,6 +345,21 @@ pub fn samples(
                 before + now_n as f64,
             ));
         }
+        // A person's decisions are counted by `selfheal resolve` ([`count_resolution`]);
+        // a run carries them on.
+        for d in DECISIONS {
+            let n = prev_of("selfheal_resolutions_total", w, Some(("decision", d)));
+            out.push(Sample::new(
+                "selfheal_resolutions_total",
+                &[("watch", w), ("decision", d)],
+                n,
+            ));
+        }
+        out.push(Sample::new(
+            "selfheal_unparks_total",
+            &[("watch", w)],
+            prev_of("selfheal_unparks_total", w, None) + stats.map_or(0.0, |s| s.unparked as f64),
+        ));
         let trips = prev_of("selfheal_breaker_trips_total", w, None)
             + if stats.is_some_and(|s| s.breaker_tripped) {
                 1.0
@@ -469,6 +498,37 @@ fn previous(path: &Path) -> Result<Option<String>> {
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, reading, e))?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// The samples of `prev` with `watch`'s counter of `decision` raised by `n` (added when it
+/// is not there); every other sample as it was. Pure.
+pub fn with_resolutions(prev: &[Sample], watch: &str, decision: &str, n: u64) -> Vec<Sample> {
+    let mut out = prev.to_vec();
+    let hit = out.iter_mut().find(|s| {
+        s.family == "selfheal_resolutions_total"
+            && s.label("watch") == Some(watch)
+            && s.label("decision") == Some(decision)
+    });
+    match hit {
+        Some(s) => s.value += n as f64,
+        None => out.push(Sample::new(
+            "selfheal_resolutions_total",
+            &[("watch", watch), ("decision", decision)],
+            n as f64,
+        )),
+    }
+    if !out.iter().any(|s| s.family == "selfheal_metrics_version") {
+        out.push(Sample::new("selfheal_metrics_version", &[], 1.0));
+    }
+    out
+}
+
+/// Counts `n` decisions of a person (`selfheal resolve --as decision`) on `watch`'s rows
+/// in the metrics file: reads it back, raises that counter, keeps every other line, and
+/// rewrites it atomically (as [`update`] does).
+pub fn count_resolution(path: &Path, watch: &str, decision: &str, n: u64) -> Result<()> {
+    let prev = previous(path)?.map(|t| parse(&t)).unwrap_or_default();
+    write_atomic(path, &render(&with_resolutions(&prev, watch, decision, n)))
 }
 
 /// Reads the previous file, merges this run in, and rewrites it atomically.

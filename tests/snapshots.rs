@@ -1248,6 +1248,8 @@ fn help() {
         ("help_stats", &["stats", "--help"]),
         ("help_demo", &["demo", "--help"]),
         ("help_run", &["run", "--help"]),
+        ("help_show", &["show", "--help"]),
+        ("help_resolve", &["resolve", "--help"]),
     ] {
         // clap wraps help to $COLUMNS (else the terminal's width, else 100).
         let o = selfheal()

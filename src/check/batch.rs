@@ -375,13 +375,18 @@ fn cas_row(
         });
     }
     let target = report.plan.target.clone().unwrap_or_default();
+    let retry = report.plan.action == Action::MarkRetry;
     let change = Change {
         row,
+        from_status: &w.running_value,
         new_status: &target,
         message: w.message_column.as_ref().map(|_| report.reason.clone()),
-        bump_attempts: report.plan.action == Action::MarkRetry,
+        bump_attempts: retry,
         // A row parked for a person may still have a running worker: not ended.
         set_ended: report.plan.action != Action::MarkManual,
+        // Back to the queue: not before the backoff for the attempts this reclaim makes.
+        retry_at: retry.then(|| w.retry_delay(row.attempts.map(|a| a.saturating_add(1)))),
+        match_heartbeat: true,
     };
     match store.compare_and_set(w, ctx.schema, &change)? {
         CasOutcome::Applied => report.applied = true,
@@ -513,5 +518,8 @@ fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -
             .and_then(|l| l.detail())
             .map(str::to_string),
         recovered: false,
+        // selfheal's own judgement, not a person's.
+        actor: None,
+        decision_note: None,
     }
 }

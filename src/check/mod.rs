@@ -28,6 +28,7 @@
 
 mod batch;
 mod sweep;
+pub mod unpark;
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime};
@@ -485,6 +486,7 @@ fn check_watch(
         counts.breaker_tripped = true;
     }
     let result = write_and_report(run, w, &schema, swept, store, out, &mut counts)
+        .and_then(|()| unpark::step(run, w, &schema, store, out, &mut counts))
         .and_then(|()| count_parked(run, w, store, out, &mut counts));
     counts.duration = t0.elapsed();
     out.summary.per_watch.push(counts);
@@ -531,6 +533,7 @@ fn count_parked(
         value: manual.clone(),
         count,
         rows,
+        choices: crate::person::choices(w, true).join("|"),
     });
     Ok(())
 }

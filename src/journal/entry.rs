@@ -188,6 +188,35 @@ pub struct JournalEntry {
     /// Journaled by the next run, which found the change applied but not journaled.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub recovered: bool,
+
+    // A person's decision (`selfheal resolve`); absent on selfheal's own changes.
+    /// Who decided: `$SUDO_USER`, else the login name of the real uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// The note they gave (`--note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision_note: Option<String>,
+}
+
+impl JournalEntry {
+    /// A person's decision (`selfheal resolve`), not selfheal's own judgement.
+    pub fn by_person(&self) -> bool {
+        self.actor.is_some()
+    }
+
+    /// The decision a person made, as `resolve --as` names it: `dead`, `retry` or
+    /// `running`; `None` for selfheal's own changes.
+    pub fn resolution(&self) -> Option<&'static str> {
+        if !self.by_person() {
+            return None;
+        }
+        match self.action {
+            Action::MarkDead => Some("dead"),
+            Action::MarkRetry => Some("retry"),
+            Action::Unpark => Some("running"),
+            _ => None,
+        }
+    }
 }
 
 impl Default for JournalEntry {
@@ -222,6 +251,8 @@ impl Default for JournalEntry {
             lock_release: None,
             lock_release_detail: None,
             recovered: false,
+            actor: None,
+            decision_note: None,
         }
     }
 }

@@ -171,7 +171,12 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
             (None, false) => Judgement::Plain,
         };
     }
-    let Some(p) = r.marked.and_then(message::parse) else {
+    // A message that records an un-park or a person's decision is no verdict of selfheal.
+    let Some(p) = r
+        .marked
+        .and_then(message::parse)
+        .filter(message::is_verdict)
+    else {
         return Judgement::Plain;
     };
     if !r.success {

@@ -181,6 +181,9 @@ pub struct Schema {
     /// Longest message the message column accepts, in characters.
     pub message_max: Option<usize>,
     pub ended: Option<Ended>,
+    /// How `retry_at_column` is written, where the watch has one (as an end time is:
+    /// [`types::ended_for`]).
+    pub retry_at: Option<Ended>,
     /// Every column of the table, by lowercase name.
     pub columns: HashMap<String, Column>,
     /// The id column alone is the primary key: the compare-and-set is forced through it,
@@ -206,10 +209,15 @@ pub struct Session {
     pub server_started: i64,
 }
 
-/// One compare-and-set.
+/// One compare-and-set: every write selfheal makes to a row, whoever asks for it — a
+/// reclaim or a park by `check`, an un-park, a person's decision (`selfheal resolve`).
 #[derive(Debug, Clone)]
 pub struct Change<'a> {
     pub row: &'a RunningRow,
+    /// The status the row was observed in, which it must still have: `running_value`
+    /// for `check`'s reclaims and parks, `manual_value` for an un-park, either for a
+    /// person's decision.
+    pub from_status: &'a str,
     pub new_status: &'a str,
     /// Already cut to the column's length.
     pub message: Option<String>,
@@ -219,6 +227,31 @@ pub struct Change<'a> {
     /// `manual_value` (SPEC §6): its worker may still be running, and `stats` would count
     /// it as finished.
     pub set_ended: bool,
+    /// Set `retry_at_column` (where the watch has one) to the database's now plus this
+    /// many seconds: the backoff of a reclaim, 0 for a person's retry (SPEC §14).
+    pub retry_at: Option<u64>,
+    /// Also match the heartbeat column's observed value (every change but an un-park,
+    /// which is made because the row beats again: its heartbeat moves on by design).
+    pub match_heartbeat: bool,
+}
+
+/// Which of a watch's rows a read selects (its `match` always applies).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Select<'a> {
+    /// The running rows, by id (what `check` judges).
+    Running,
+    /// The first `limit` rows with this status, by id (the rows parked in `manual_value`).
+    Status(&'a str, u32),
+    /// The row with this id, whatever its status.
+    Id(&'a SqlValue),
+}
+
+/// A row as [`JobTable::each_row`] reads it: the columns a running row is judged by,
+/// and its status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRow {
+    pub status: SqlValue,
+    pub row: RunningRow,
 }
 
 /// Result of one compare-and-set.
@@ -240,6 +273,16 @@ pub enum CasOutcome {
 pub trait JobTable {
     /// The database clock, read once per run.
     fn clock(&mut self) -> Result<DbClock>;
+    /// Streams the rows `sel` selects, ordered by id, to `each`, one at a time as they
+    /// come off the wire: the adapter holds no more than one row. An error from `each`
+    /// stops the stream and is returned. The status is read for [`Select::Status`] and
+    /// [`Select::Id`]; for [`Select::Running`] it is the running value.
+    fn each_row(
+        &mut self,
+        w: &Watch,
+        sel: Select<'_>,
+        each: &mut dyn FnMut(StoredRow) -> Result<()>,
+    ) -> Result<()>;
     /// Streams every row in the running state, ordered by id, to `each`, one at a time as
     /// it comes off the wire: the adapter holds no more than one row. An error from `each`
     /// stops the stream and is returned.
@@ -247,7 +290,22 @@ pub trait JobTable {
         &mut self,
         w: &Watch,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.each_row(w, Select::Running, &mut |r| each(r.row))
+    }
+    /// The row with this id as the watch sees it (its `match` applies), whatever its
+    /// status; `None`: no such row.
+    fn row_by_id(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<StoredRow>> {
+        let mut found = None;
+        self.each_row(w, Select::Id(id), &mut |r| {
+            found.get_or_insert(r);
+            Ok(())
+        })?;
+        Ok(found)
+    }
+    /// Every column of the row with this id, as the table holds them, in the table's
+    /// order (`SELECT *`); `None`: no such row. For a person (`selfheal show`).
+    fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>>;
     /// Every row in the running state, ordered by id, in memory (for `doctor`).
     fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
         let mut out = Vec::new();

@@ -43,8 +43,13 @@ pub struct Dialect {
     /// The current UTC time shifted by a bound offset, for [`Ended::Zone`]: written as
     /// `zone_now.0`, the placeholder, `zone_now.1`.
     pub zone_now: (&'static str, &'static str),
-    /// The bound value of that offset, from seconds east of UTC.
+    /// The bound value of that offset, from seconds east of UTC (also the bound value of
+    /// `now_plus`).
     pub zone_offset: fn(i64) -> SqlValue,
+    /// The database's current time plus a bound number of seconds, for a time written
+    /// as [`Ended::DbNow`] ahead of now (`retry_at_column`): `now_plus.0`, the
+    /// placeholder, `now_plus.1`.
+    pub now_plus: (&'static str, &'static str),
     /// After the table name in the `UPDATE` when the id alone is the primary key, so the
     /// compare-and-set locks the row through it as the worker's own `UPDATE … WHERE id = ?`
     /// does ("" when the database needs no hint).
@@ -128,20 +133,61 @@ fn match_conditions(d: &Dialect, w: &Watch, b: &mut Binds<'_>) -> Vec<String> {
 /// heartbeat column (likewise), owner and attempts columns the watch has — the order every
 /// adapter reads them in.
 pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
+    rows_sql(d, w, super::Select::Running)
+}
+
+/// True when the `SELECT` of `sel` ends with the status column (every selection but the
+/// running rows, whose status is known).
+pub fn rows_have_status(sel: super::Select<'_>) -> bool {
+    !matches!(sel, super::Select::Running)
+}
+
+/// The `SELECT` of the rows `sel` selects (the watch's `match` too), ordered by id: the
+/// cells of [`running_sql`], then the status where [`rows_have_status`].
+pub fn rows_sql(d: &Dialect, w: &Watch, sel: super::Select<'_>) -> Statement {
+    use super::Select;
     let mut b = Binds::new(d);
     let mut cols = vec![d.quote(&w.id_column), time_column(d, &w.started_column)];
     cols.extend(w.heartbeat_column.as_ref().map(|c| time_column(d, c)));
     cols.extend(w.owner_column.as_ref().map(|c| d.quote(c)));
     cols.extend(w.retry.as_ref().map(|r| d.quote(&r.attempts_column)));
+    if rows_have_status(sel) {
+        cols.push(d.quote(&w.status_column));
+    }
     let cols = cols.join(", ");
-    let running = b.bind(SqlValue::Text(w.running_value.clone()));
-    let mut cond = vec![format!("{} = {running}", d.quote(&w.status_column))];
+    let mut limit = String::new();
+    let first = match sel {
+        Select::Running => {
+            let running = b.bind(SqlValue::Text(w.running_value.clone()));
+            format!("{} = {running}", d.quote(&w.status_column))
+        }
+        Select::Status(status, n) => {
+            limit = format!(" LIMIT {n}");
+            let v = b.bind(SqlValue::Text(status.to_string()));
+            format!("{} = {v}", d.quote(&w.status_column))
+        }
+        Select::Id(id) => format!("{} = {}", d.quote(&w.id_column), b.bind(id.clone())),
+    };
+    let mut cond = vec![first];
     cond.extend(match_conditions(d, w, &mut b));
     let sql = format!(
-        "SELECT {cols} FROM {} WHERE {} ORDER BY {}",
+        "SELECT {cols} FROM {} WHERE {} ORDER BY {}{limit}",
         d.quote(&w.table),
         cond.join(" AND "),
         d.quote(&w.id_column),
+    );
+    b.finish(sql)
+}
+
+/// The `SELECT *` of one row by id, as the table holds it (for a person: `selfheal
+/// show`). Not limited by the watch's `match`: the row is shown whatever job kind it is.
+pub fn columns_sql(d: &Dialect, w: &Watch, id: &SqlValue) -> Statement {
+    let mut b = Binds::new(d);
+    let id = b.bind(id.clone());
+    let sql = format!(
+        "SELECT * FROM {} WHERE {} = {id}",
+        d.quote(&w.table),
+        d.quote(&w.id_column)
     );
     b.finish(sql)
 }
@@ -385,21 +431,51 @@ pub fn for_a_person(d: &Dialect, st: &Statement) -> String {
 
 /// The end time's expression for a column of the watch (see [`super::Ended`]).
 fn ended_expr(d: &Dialect, schema: &Schema, b: &mut Binds<'_>) -> String {
-    match schema.ended {
-        None | Some(Ended::DbNow) => d.now.to_string(),
-        Some(Ended::Epoch) => d.epoch_now.to_string(),
+    time_expr(d, schema.ended, 0, b)
+}
+
+/// The database's current time plus `ahead` seconds, written the way `how` says (see
+/// [`super::Ended`]; `None` as the database's own now).
+fn time_expr(d: &Dialect, how: Option<Ended>, ahead: u64, b: &mut Binds<'_>) -> String {
+    let ahead = i64::try_from(ahead).unwrap_or(i64::MAX);
+    match how {
+        None | Some(Ended::DbNow) if ahead == 0 => d.now.to_string(),
+        None | Some(Ended::DbNow) => {
+            let secs = b.bind((d.zone_offset)(ahead));
+            format!("{}{secs}{}", d.now_plus.0, d.now_plus.1)
+        }
+        Some(Ended::Epoch) if ahead == 0 => d.epoch_now.to_string(),
+        Some(Ended::Epoch) => format!("{} + {}", d.epoch_now, b.bind(SqlValue::Int(ahead))),
         Some(Ended::Zone(tz)) => {
-            let offset = b.bind((d.zone_offset)(super::zone_offset_now(tz)));
+            let offset = super::zone_offset_now(tz).saturating_add(ahead);
+            let offset = b.bind((d.zone_offset)(offset));
             format!("{}{offset}{}", d.zone_now.0, d.zone_now.1)
         }
     }
 }
 
-/// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time (unless
-/// the row is parked for a person), the message and the attempts the watch has; matches
-/// the row only while it still has the id, the running status, the start, heartbeat and
-/// owner values selfheal observed, and the watch's `match`: a row another host claimed, or
-/// that another watch's job kind took over, in the meantime is never written.
+/// The condition an application's picker must add so that a row sent back to the queue
+/// waits until its `retry_at_column` is due (SPEC §14), for a person to copy: `None`
+/// without the column. Written in this database's SQL for the column's type.
+pub fn due_condition(d: &Dialect, w: &Watch, schema: &Schema) -> Option<String> {
+    let col = d.quote(w.retry_at_column.as_ref()?);
+    let now = match schema.retry_at {
+        None | Some(Ended::DbNow) => d.now.to_string(),
+        Some(Ended::Epoch) => d.epoch_now.to_string(),
+        // The wall-clock time of the zone the application writes in: its own session's
+        // NOW() when the session runs in that zone.
+        Some(Ended::Zone(_)) => d.now.to_string(),
+    };
+    Some(format!("({col} IS NULL OR {col} <= {now})"))
+}
+
+/// The compare-and-set `UPDATE` of SPEC §6 — the one statement through which selfheal
+/// writes a row: sets the new status, the end time (unless the row is parked for a person
+/// or put back to running), the message, the attempts and the "not before" time the watch
+/// has; matches the row only while it still has the id, the status it was observed in,
+/// the start, heartbeat (but for an un-park) and owner values selfheal observed, and the
+/// watch's `match`: a row another host claimed, or that another watch's job kind took
+/// over, in the meantime is never written.
 pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> Statement {
     let mut b = Binds::new(d);
     let mut set = vec![format!(
@@ -408,14 +484,7 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         b.bind(SqlValue::Text(c.new_status.to_string()))
     )];
     if let Some(col) = w.ended_column.as_ref().filter(|_| c.set_ended) {
-        let expr = match schema.ended {
-            None | Some(Ended::DbNow) => d.now.to_string(),
-            Some(Ended::Epoch) => d.epoch_now.to_string(),
-            Some(Ended::Zone(tz)) => {
-                let offset = b.bind((d.zone_offset)(super::zone_offset_now(tz)));
-                format!("{}{offset}{}", d.zone_now.0, d.zone_now.1)
-            }
-        };
+        let expr = ended_expr(d, schema, &mut b);
         set.push(format!("{} = {expr}", d.quote(col)));
     }
     if let (Some(col), Some(m)) = (&w.message_column, &c.message) {
@@ -429,13 +498,17 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         let a = d.quote(&r.attempts_column);
         set.push(format!("{a} = COALESCE({a}, 0) + 1"));
     }
+    if let (Some(col), Some(ahead)) = (&w.retry_at_column, c.retry_at) {
+        let expr = time_expr(d, schema.retry_at, ahead, &mut b);
+        set.push(format!("{} = {expr}", d.quote(col)));
+    }
     let eq = d.null_safe_eq;
     let mut cond = vec![
         format!("{} = {}", d.quote(&w.id_column), b.bind(c.row.id.clone())),
         format!(
             "{} = {}",
             d.quote(&w.status_column),
-            b.bind(SqlValue::Text(w.running_value.clone()))
+            b.bind(SqlValue::Text(c.from_status.to_string()))
         ),
         format!(
             "{} {eq} {}",
@@ -443,7 +516,8 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
             b.bind(c.row.started.raw.clone())
         ),
     ];
-    if let (Some(col), Some(hb)) = (&w.heartbeat_column, &c.row.heartbeat) {
+    if let (Some(col), Some(hb), true) = (&w.heartbeat_column, &c.row.heartbeat, c.match_heartbeat)
+    {
         cond.push(format!("{} {eq} {}", d.quote(col), b.bind(hb.raw.clone())));
     }
     if let Some(col) = &w.owner_column {
@@ -501,6 +575,7 @@ mod tests {
         Schema {
             message_max: None,
             ended,
+            retry_at: None,
             columns: HashMap::new(),
             id_is_primary,
         }
@@ -666,10 +741,13 @@ mod tests {
         let r = row(Some(SqlValue::Null));
         let c = Change {
             row: &r,
+            from_status: "running",
             new_status: "queued",
             message: Some("self-heal: dead".into()),
             bump_attempts: true,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
         };
         let params = vec![
             text("queued"),
@@ -794,10 +872,13 @@ mod tests {
         r.owner_raw = text("web1:4242");
         let c = Change {
             row: &r,
+            from_status: "running",
             new_status: "error",
             message: None,
             bump_attempts: false,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
         };
         assert_eq!(
             cas_sql(MYSQL, &w, &schema(None, true), &c),
@@ -819,10 +900,13 @@ mod tests {
         r.owner_raw = SqlValue::Null;
         let c = Change {
             row: &r,
+            from_status: "running",
             new_status: "error",
             message: None,
             bump_attempts: false,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
         };
         assert_eq!(
             cas_sql(SQLITE, &w, &schema(None, true), &c).sql,
@@ -837,10 +921,13 @@ mod tests {
         let r = row(None);
         let c = Change {
             row: &r,
+            from_status: "running",
             new_status: "error",
             message: None,
             bump_attempts: false,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
         };
         let epoch = schema(Some(Ended::Epoch), false);
         assert_eq!(
