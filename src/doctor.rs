@@ -457,11 +457,13 @@ fn retry_at_finding(w: &Watch, schema: &Schema, d: &store::Dialect) -> Option<Fi
         Some(store::Ended::Zone(_)) => "the configured timezone's wall-clock time",
         _ => "the database's NOW()",
     };
-    Some(Finding::warn(
+    let retry = w.retry.as_ref().map_or("", |r| r.value.as_str());
+    Some(Finding::pass(
         format!("watch {}: retry_at_column", w.name),
         format!(
             "{col} ({}) is set to {how} plus {} × 2^(attempts − 1), at most {}, when a row goes \
-             back to '{}'",
+             back to '{retry}'; the application's picker must wait for it: … WHERE {} = \
+             '{retry}' AND {cond}",
             if declared.is_empty() {
                 "untyped"
             } else {
@@ -469,11 +471,7 @@ fn retry_at_finding(w: &Watch, schema: &Schema, d: &store::Dialect) -> Option<Fi
             },
             fmt_duration(w.retry_backoff),
             fmt_duration(w.retry_backoff_max),
-            w.retry.as_ref().map_or("", |r| r.value.as_str()),
-        ),
-        format!(
-            "the application's picker must wait for it: … WHERE {} = '…' AND {cond}",
-            w.status_column
+            w.status_column,
         ),
     ))
 }

@@ -5,7 +5,10 @@
 //! that need a person, rows parked in `manual_value` (the backlog a person owes), changes
 //! by action (counters), breaker trips (counter), the last run's time, duration and
 //! outcome, and the time of the last successful run — the watchdog's own dead man's
-//! switch; and the host that judged them. Names carry the `selfheal_` prefix, base units
+//! switch; and the host that judged them. Also a person's decisions
+//! (`selfheal_resolutions_total{decision}`, raised by `selfheal resolve` through
+//! [`count_resolution`], which keeps every other line) and the rows un-parked
+//! (`selfheal_unparks_total`); a run carries both on. Names carry the `selfheal_` prefix, base units
 //! (seconds) and `_total` for counters.
 //!
 //! Counters and the last success survive from run to run by reading the previous file

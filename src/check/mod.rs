@@ -9,10 +9,12 @@
 //! changed is left alone. The job's lock file is never deleted here, except by
 //! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::release`]).
 //!
-//! Three rooms: this module is the run (its options and exit status, the run lock, the
+//! Four rooms: this module is the run (its options and exit status, the run lock, the
 //! clocks, settling a stopped run, each watch in turn, `last-run.json` and the metrics);
 //! `sweep.rs` turns a watch's rows into judged rows (nothing written); `batch.rs` writes a
-//! watch's condemned rows (intents, compare-and-set, release, journal). A new per-row
+//! watch's condemned rows (intents, compare-and-set, release, journal); `unpark.rs` puts
+//! back to running the parked rows whose own heartbeat beats again after a park as `hung`
+//! (SPEC §13), one change at a time through [`crate::apply`]. A new per-row
 //! verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written goes
 //! through `batch.rs` and the journal.
 //!

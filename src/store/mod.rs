@@ -4,9 +4,11 @@
 //!
 //! Three traits, one per concern, bundled for callers as [`Store`] (what [`open`] returns;
 //! every method is callable on a `&mut dyn Store` with only `Store` in scope):
-//! - [`JobTable`]: running rows, the compare-and-set, finished rows, a row as it is now,
-//!   the rows parked in `manual_value`, groups of writes, the database clock (`check`,
-//!   recovery, `stats`, `doctor`);
+//! - [`JobTable`]: running rows (and parked rows, or one row by id, read the same way:
+//!   [`Select`]), the compare-and-set — the one statement through which selfheal writes a
+//!   row, from whatever status it was observed in —, finished rows, a row as it is now and
+//!   every column of it, the rows parked in `manual_value`, groups of writes, the database
+//!   clock (`check`, recovery, `stats`, `doctor`, `show`, `resolve`);
 //! - [`Introspect`]: the server, how it was reached, the schema, the plan of the running-rows
 //!   query, the session's time zone (`doctor`; `check` reads the schema);
 //! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
@@ -26,8 +28,9 @@
 //!    §11).
 //!
 //! Guarantee shared by every adapter: [`JobTable::compare_and_set`] changes at most one
-//! row, and only if it still has the running status, the start value and the
-//! heartbeat-column value selfheal observed (SPEC §6). Values are always bound parameters;
+//! row, and only if it still has the status (the running status for `check`), the start,
+//! owner and heartbeat-column values selfheal observed (SPEC §6; an un-park leaves the
+//! heartbeat column out, since it is made because the row beats again). Values are always bound parameters;
 //! identifiers are validated [`Ident`](crate::config::Ident)s.
 //!
 //! I/O: the adapters talk to their database (and `credentials` reads password and option
