@@ -758,6 +758,87 @@ mod tests {
     }
 
     #[test]
+    fn a_persons_decisions_are_counted_kept_by_runs_and_unparks_added_up() {
+        let watches = vec!["a".to_string(), "b".to_string()];
+        let s = Summary {
+            per_watch: vec![stats("a"), stats("b")],
+            ..Summary::default()
+        };
+        let run = Run {
+            host: "web1",
+            summary: Some(&s),
+            exit_status: 0,
+            started: at(1_000),
+            duration: Duration::from_millis(30),
+        };
+        let first = samples(&[], &watches, &watches, &run);
+        assert_eq!(
+            value(
+                &first,
+                "selfheal_resolutions_total",
+                &[("watch", "a"), ("decision", "retry")]
+            ),
+            Some(0.0)
+        );
+        // resolve counts two retries on a, keeping every other line as it was.
+        let after = with_resolutions(&parse(&render(&first)), "a", "retry", 2);
+        let after = parse(&render(&after));
+        assert_eq!(after.len(), first.len());
+        assert_eq!(
+            value(
+                &after,
+                "selfheal_resolutions_total",
+                &[("watch", "a"), ("decision", "retry")]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(
+                &after,
+                "selfheal_rows",
+                &[("watch", "a"), ("verdict", "alive")]
+            ),
+            Some(2.0)
+        );
+        // The next run carries the counter on and adds its un-parks.
+        let mut a = stats("a");
+        a.unparked = 1;
+        let s2 = Summary {
+            per_watch: vec![a, stats("b")],
+            ..Summary::default()
+        };
+        let run2 = Run {
+            summary: Some(&s2),
+            started: at(2_000),
+            ..run
+        };
+        let next = samples(&after, &watches, &watches, &run2);
+        assert_eq!(
+            value(
+                &next,
+                "selfheal_resolutions_total",
+                &[("watch", "a"), ("decision", "retry")]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(&next, "selfheal_unparks_total", &[("watch", "a")]),
+            Some(1.0)
+        );
+        // Into a file that does not exist yet: the counter alone, and the format's version.
+        let lone = render(&with_resolutions(&[], "a", "dead", 1));
+        assert_eq!(
+            lone.lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>(),
+            [
+                "selfheal_resolutions_total{watch=\"a\",decision=\"dead\"} 1",
+                "selfheal_metrics_version 1"
+            ]
+        );
+    }
+
+    #[test]
     fn rendering_is_the_text_format() {
         let s = vec![
             Sample::new(

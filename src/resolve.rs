@@ -538,3 +538,92 @@ fn line(w: &Watch, id: &SqlValue, who: &str, opts: &ResolveOptions, o: &Outcome)
         Outcome::Failed(why) => format!("{head}: write failed: {why}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::Heartbeat;
+    use crate::holder_line::HolderLine;
+    use crate::store::{RunningRow, TimeValue};
+
+    fn row(owner: Option<&str>) -> RunningRow {
+        RunningRow {
+            id: SqlValue::Int(7),
+            started: TimeValue {
+                raw: SqlValue::Null,
+                stamp: Ok(None),
+            },
+            heartbeat: None,
+            owner: owner.map(str::to_string),
+            owner_raw: SqlValue::Null,
+            attempts: None,
+        }
+    }
+
+    fn ev(lock: Lock, owner: Owner) -> Evidence {
+        Evidence {
+            total_age: Ok(600),
+            heartbeat: Heartbeat::Age(900),
+            lock,
+            lock_holder: None,
+            owner,
+        }
+    }
+
+    #[test]
+    fn a_worker_provably_lives_by_its_pid_or_its_lock() {
+        assert_eq!(
+            provably_alive(
+                &row(Some("42")),
+                &ev(Lock::Absent, Owner::Alive { pid: 42 })
+            )
+            .as_deref(),
+            Some("its owner pid 42 is alive")
+        );
+        assert_eq!(
+            provably_alive(
+                &row(None),
+                &ev(Lock::Held { pid: Some(9) }, Owner::NotConfigured)
+            )
+            .as_deref(),
+            Some("the job's lock is held by pid 9")
+        );
+        assert!(
+            provably_alive(
+                &row(None),
+                &ev(Lock::Held { pid: None }, Owner::NotConfigured)
+            )
+            .is_some_and(|w| w.contains("not visible from here"))
+        );
+        let mut named = ev(Lock::Held { pid: Some(9) }, Owner::Dead { pid: 42 });
+        named.lock_holder = Some(HolderLine {
+            host: "web1".into(),
+            pid: 42,
+            since: 1_800_000_000,
+        });
+        assert!(
+            provably_alive(&row(Some("web1:42")), &named)
+                .is_some_and(|w| w.starts_with("the job's lock is held (web1:42 since ")),
+            "the holder line names the row's owner"
+        );
+        // A per-kind lock held by another run of the job says nothing of this row's worker.
+        assert_eq!(
+            provably_alive(
+                &row(Some("web1:42")),
+                &ev(Lock::Held { pid: Some(99) }, Owner::Dead { pid: 42 })
+            ),
+            None
+        );
+        for nothing in [
+            Lock::Free,
+            Lock::Absent,
+            Lock::Unconfirmed,
+            Lock::NotConfigured,
+        ] {
+            assert_eq!(
+                provably_alive(&row(None), &ev(nothing, Owner::NotConfigured)),
+                None
+            );
+        }
+    }
+}

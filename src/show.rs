@@ -858,7 +858,6 @@ fn ago(now: i64, t: i64) -> String {
 fn record_text(r: &RowRecord) -> Vec<String> {
     let now = epoch(SystemTime::now());
     let w = &r.w;
-    let t = thresholds(w);
     let mut out = vec![format!(
         "watch {}, table {}, row id={}: '{}'{}",
         w.name,
@@ -954,13 +953,13 @@ fn record_text(r: &RowRecord) -> Vec<String> {
     out.push(format!("  next real run {}", r.next));
     if let Some(c) = r.report.as_ref().and_then(|x| x.confirmation) {
         out.push(format!(
-            "  confirmations {} of {} (runs in a row that found it {})",
+            "  confirmations the next real run would be run {} of the {} in a row that must \
+             find it {} before it acts",
             c.count,
             c.confirm,
             r.decision.verdict.as_str()
         ));
     }
-    let _ = t;
     if r.history.is_empty() {
         out.push("  history       none in the journal".into());
     } else {

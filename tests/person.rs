@@ -22,7 +22,8 @@ use mysql::prelude::Queryable;
 // Both databases behind one face
 
 /// The job table used here: the standard columns, plus `retry_at` (a date-time),
-/// `retry_at_s` (unix seconds) and `job` (two job kinds in one table).
+/// `retry_at_s` (unix seconds), `retry_at_ts` (a MariaDB TIMESTAMP) and `job` (two job
+/// kinds in one table).
 const SQLITE_TABLE: &str = "CREATE TABLE sync_log (
     id INTEGER PRIMARY KEY,
     status VARCHAR(16) NOT NULL,
@@ -34,6 +35,7 @@ const SQLITE_TABLE: &str = "CREATE TABLE sync_log (
     attempts INTEGER NOT NULL DEFAULT 0,
     retry_at TEXT,
     retry_at_s INTEGER,
+    retry_at_ts TEXT,
     job TEXT NOT NULL DEFAULT 'full-sync'
 );
 CREATE INDEX sync_log_status ON sync_log (status);";
@@ -49,6 +51,7 @@ const MYSQL_TABLE: &str = "CREATE TABLE sync_log (
     attempts INT NOT NULL DEFAULT 0,
     retry_at DATETIME NULL,
     retry_at_s BIGINT NULL,
+    retry_at_ts TIMESTAMP NULL DEFAULT NULL,
     job VARCHAR(16) NOT NULL DEFAULT 'full-sync',
     KEY idx_status (status)
 ) ENGINE=InnoDB";
@@ -981,6 +984,52 @@ fn a_parked_hung_row_whose_real_flock_holder_beats_again_goes_back_to_running_on
     drop(other);
 }
 
+#[test]
+fn a_parked_hung_row_whose_lease_beats_again_goes_back_to_running_mariadb() {
+    let Some(mut db) = Db::mysql() else { return };
+    let sb = Sandbox::new();
+    // Row 7: a lease (heartbeat column) 20 minutes silent, its lock held by a real
+    // flock(1); row 8 beside it, parked as hung the same way, stays silent.
+    for id in [7, 8] {
+        db.insert(id, "running", 30 * 60, "full-sync");
+        let at = db.ago(20 * 60);
+        db.exec(&format!(
+            "UPDATE sync_log SET heartbeat_at = {at} WHERE id = {id}"
+        ));
+    }
+    let holders = [
+        flock1_holder(&sb.lock_path(7), false),
+        flock1_holder(&sb.lock_path(8), false),
+    ];
+    let watch = full_sync(&sb, "confirm = 1\n").replace(
+        &format!("heartbeat_file = \"{}\"\n", sb.heartbeat_template()),
+        "heartbeat_column = \"heartbeat_at\"\n",
+    );
+    let cfg = config(&sb, &db, &watch);
+    let o = run(&cfg, &["check"]);
+    assert_exit(&o, 1);
+    assert_eq!(
+        (db.status(7), db.status(8)),
+        ("wait_manual".into(), "wait_manual".into())
+    );
+    // The worker renews its lease after the park (as Lease::beat() does on a parked row).
+    std::thread::sleep(Duration::from_millis(1100));
+    db.exec("UPDATE sync_log SET heartbeat_at = NOW() WHERE id = 7");
+    let o = run(&cfg, &["check"]);
+    assert!(
+        stdout(&o).contains("full-sync id=7: set status back to 'running' (unpark)"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        (db.status(7), db.status(8)),
+        ("running".into(), "wait_manual".into())
+    );
+    let e = journal(&sb).pop().expect("journaled");
+    assert_eq!((&e["action"], &e["id"]), (&"unpark".into(), &7.into()));
+    drop(holders);
+}
+
 // ---------------------------------------------------------------------------------------
 // retry_at follows the backoff
 
@@ -1009,10 +1058,10 @@ fn retry_at_follows_the_backoff(mut db: Db, col: &str) {
     let o = run(&cfg, &["check"]);
     assert_exit(&o, 0);
     let end = db.epoch_of("end_time");
-    let at = if col == "retry_at" {
-        db.epoch_of(col)
-    } else {
+    let at = if col.ends_with("_s") {
         col.to_string()
+    } else {
+        db.epoch_of(col)
     };
     for (id, attempts, wait) in [(1, 1, 60), (2, 2, 120), (3, 4, 180)] {
         assert_eq!(db.status(id), "pending", "{}", stdout(&o));
@@ -1037,15 +1086,13 @@ fn retry_at_follows_the_backoff(mut db: Db, col: &str) {
         0
     );
     // doctor shows the picker's condition, in this database's SQL for this column.
-    let cond = match (&db, col) {
-        (Db::Lite(_), "retry_at") => {
-            "(\"retry_at\" IS NULL OR \"retry_at\" <= datetime('now'))".to_string()
-        }
-        (Db::Lite(_), _) => {
+    let cond = match (&db, col.ends_with("_s")) {
+        (Db::Lite(_), false) => format!("(\"{col}\" IS NULL OR \"{col}\" <= datetime('now'))"),
+        (Db::Lite(_), true) => {
             format!("(\"{col}\" IS NULL OR \"{col}\" <= CAST(strftime('%s', 'now') AS INTEGER))")
         }
-        (Db::My(_), "retry_at") => "(`retry_at` IS NULL OR `retry_at` <= NOW())".to_string(),
-        (Db::My(_), _) => format!("(`{col}` IS NULL OR `{col}` <= UNIX_TIMESTAMP())"),
+        (Db::My(_), false) => format!("(`{col}` IS NULL OR `{col}` <= NOW())"),
+        (Db::My(_), true) => format!("(`{col}` IS NULL OR `{col}` <= UNIX_TIMESTAMP())"),
     };
     let o = run(&cfg, &["doctor"]);
     let out = stdout(&o);
@@ -1079,6 +1126,12 @@ fn retry_at_follows_the_backoff_mariadb_datetime() {
 fn retry_at_follows_the_backoff_mariadb_unix_seconds() {
     let Some(db) = Db::mysql() else { return };
     retry_at_follows_the_backoff(db, "retry_at_s");
+}
+
+#[test]
+fn retry_at_follows_the_backoff_mariadb_timestamp() {
+    let Some(db) = Db::mysql() else { return };
+    retry_at_follows_the_backoff(db, "retry_at_ts");
 }
 
 #[test]

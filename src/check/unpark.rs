@@ -295,3 +295,172 @@ pub(super) fn step(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::{Basis, Thresholds};
+    use crate::holder_line::HolderLine;
+    use crate::store::{SqlValue, TimeValue};
+
+    fn watch(extra: &str) -> Watch {
+        let text = format!(
+            "[database]\nurl = \"sqlite:///tmp/app.db\"\n\n[[watch]]\nname = \"w\"\n\
+             table = \"jobs\"\nstarted_column = \"start_time\"\nstale_after = \"5m\"\n\
+             max_age = \"4h\"\nmanual_value = \"wait_manual\"\n{extra}\n"
+        );
+        let cfg = crate::config::from_str(
+            &text,
+            std::path::Path::new("/etc/selfheal/selfheal.toml"),
+            &crate::config::Overrides::default(),
+            &[],
+        )
+        .expect("valid watch");
+        cfg.watches.into_iter().next().expect("one watch")
+    }
+
+    fn row(owner: Option<&str>) -> RunningRow {
+        RunningRow {
+            id: SqlValue::Int(7),
+            started: TimeValue {
+                raw: SqlValue::Text("2026-11-29 10:00:00".into()),
+                stamp: Ok(None),
+            },
+            heartbeat: None,
+            owner: owner.map(str::to_string),
+            owner_raw: owner.map_or(SqlValue::Null, |o| SqlValue::Text(o.into())),
+            attempts: None,
+        }
+    }
+
+    fn ev(heartbeat: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
+        Evidence {
+            total_age: Ok(1800),
+            heartbeat,
+            lock,
+            lock_holder: None,
+            owner,
+        }
+    }
+
+    const T: Thresholds = Thresholds {
+        stale_after: 300,
+        max_age: 14_400,
+    };
+
+    #[test]
+    fn only_a_rows_own_fresh_beat_with_a_living_worker_unparks_it() {
+        let per_row =
+            watch("heartbeat_file = \"/run/app/{id}.hb\"\nlock_file = \"/run/app/{id}.lock\"");
+        let held = |pid| Lock::Held { pid };
+        let judge = |w: &Watch, r: &RunningRow, e: Evidence| {
+            let d = decide::decide(&e, T);
+            lives_and_beats(w, r, &e, &d)
+        };
+        // Fresh, its own lock held: yes.
+        assert_eq!(
+            judge(
+                &per_row,
+                &row(None),
+                ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured)
+            )
+            .as_deref(),
+            Some("heartbeat fresh again after the park, lock held by pid 42")
+        );
+        // Fresh, its owner alive: yes.
+        let owned = watch("heartbeat_file = \"/run/app/{id}.hb\"\nowner_column = \"worker\"");
+        assert_eq!(
+            judge(
+                &owned,
+                &row(Some("42")),
+                ev(
+                    Heartbeat::Age(5),
+                    Lock::NotConfigured,
+                    Owner::Alive { pid: 42 }
+                )
+            )
+            .as_deref(),
+            Some("heartbeat fresh again after the park, owner pid 42 alive")
+        );
+        // Still stale, or missing: no.
+        assert_eq!(
+            judge(
+                &per_row,
+                &row(None),
+                ev(Heartbeat::Age(900), held(Some(42)), Owner::NotConfigured)
+            ),
+            None
+        );
+        assert_eq!(
+            judge(
+                &per_row,
+                &row(None),
+                ev(Heartbeat::Missing, held(Some(42)), Owner::NotConfigured)
+            ),
+            None
+        );
+        // Fresh, but nothing says the worker lives: no.
+        assert_eq!(
+            judge(
+                &per_row,
+                &row(None),
+                ev(Heartbeat::Age(5), Lock::Absent, Owner::NotConfigured)
+            ),
+            None
+        );
+        // Past max_age: overtime, never.
+        let mut old = ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured);
+        old.total_age = Ok(20_000);
+        assert_eq!(judge(&per_row, &row(None), old), None);
+        // A heartbeat file other rows share may beat for one of them: no.
+        let shared =
+            watch("heartbeat_file = \"/run/app/all.hb\"\nlock_file = \"/run/app/{id}.lock\"");
+        assert_eq!(
+            judge(
+                &shared,
+                &row(None),
+                ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured)
+            ),
+            None
+        );
+        // A per-kind lock proves the row's worker only when its holder is the row's owner.
+        let per_kind = watch(
+            "heartbeat_column = \"beat\"\nlock_file = \"/run/app/job.lock\"\nowner_column = \"worker\"",
+        );
+        let not_visible = Owner::NotVisible { pid: 42 };
+        assert_eq!(
+            judge(
+                &per_kind,
+                &row(Some("42")),
+                ev(Heartbeat::Age(5), held(Some(99)), not_visible.clone())
+            ),
+            None,
+            "held by another run of the job"
+        );
+        assert!(
+            judge(
+                &per_kind,
+                &row(Some("42")),
+                ev(Heartbeat::Age(5), held(Some(42)), not_visible.clone())
+            )
+            .is_some()
+        );
+        let mut by_line = ev(Heartbeat::Age(5), held(Some(7)), not_visible);
+        by_line.lock_holder = Some(HolderLine {
+            host: "web1".into(),
+            pid: 42,
+            since: 0,
+        });
+        assert!(
+            judge(&per_kind, &row(Some("web1:42")), by_line).is_some(),
+            "the holder line names the row's owner (selfheal run: the wrapper holds the lock)"
+        );
+        // An unknown verdict: no.
+        let d = Decision {
+            verdict: Verdict::Unknown,
+            basis: Basis::Unreadable("x".into()),
+        };
+        let e = ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured);
+        assert_eq!(lives_and_beats(&per_row, &row(None), &e, &d), None);
+    }
+}

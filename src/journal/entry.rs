@@ -311,6 +311,38 @@ mod tests {
     }
 
     #[test]
+    fn a_persons_decision_carries_its_actor_and_note_and_selfheals_own_do_not() {
+        let e = JournalEntry {
+            action: Action::MarkRetry,
+            actor: Some("alice".into()),
+            decision_note: Some("API back".into()),
+            ..JournalEntry::default()
+        };
+        let line = String::from_utf8(to_line(&e).expect("line")).expect("utf8");
+        assert!(
+            line.contains("\"actor\":\"alice\"") && line.contains("\"decision_note\":\"API back\"")
+        );
+        let back: JournalEntry = serde_json::from_str(&line).expect("entry");
+        assert_eq!(back, e);
+        assert_eq!((back.by_person(), back.resolution()), (true, Some("retry")));
+        let unpark = JournalEntry {
+            action: Action::Unpark,
+            ..JournalEntry::default()
+        };
+        assert_eq!((unpark.by_person(), unpark.resolution()), (false, None));
+        let line = String::from_utf8(to_line(&unpark).expect("line")).expect("utf8");
+        assert!(
+            line.contains("\"action\":\"unpark\"") && !line.contains("actor"),
+            "{line}"
+        );
+        let by_hand = JournalEntry {
+            actor: Some("bob".into()),
+            ..unpark
+        };
+        assert_eq!(by_hand.resolution(), Some("running"));
+    }
+
+    #[test]
     fn older_and_newer_lines_still_read() {
         // An entry from before the start value was journaled, and one with a key this
         // release does not know.

@@ -916,6 +916,173 @@ mod tests {
     }
 
     #[test]
+    fn compare_and_set_from_another_status_with_a_retry_at() {
+        let w = watch(
+            "heartbeat_column = \"beat\"\nended_column = \"end_time\"\n\
+             manual_value = \"wait_manual\"\nretry_value = \"queued\"\n\
+             attempts_column = \"attempts\"\nmax_attempts = 3\nretry_at_column = \"retry_at\"",
+        );
+        let r = row(Some(text("2026-11-29 10:30:00")));
+        // A person's retry of a parked row: from wait_manual, retry_at now.
+        let c = Change {
+            row: &r,
+            from_status: "wait_manual",
+            new_status: "queued",
+            message: None,
+            bump_attempts: true,
+            set_ended: true,
+            retry_at: Some(0),
+            match_heartbeat: true,
+        };
+        let mut sc = schema(Some(Ended::DbNow), false);
+        sc.retry_at = Some(Ended::DbNow);
+        assert_eq!(
+            cas_sql(MYSQL, &w, &sc, &c),
+            Statement {
+                sql: "UPDATE `app`.`sync_log` SET `status` = ?, `end_time` = NOW(), `attempts` = \
+                      COALESCE(`attempts`, 0) + 1, `retry_at` = NOW() WHERE `id` = ? AND \
+                      `status` = ? AND `start_time` <=> ? AND `beat` <=> ?"
+                    .into(),
+                params: vec![
+                    text("queued"),
+                    SqlValue::Int(7),
+                    text("wait_manual"),
+                    text("2026-11-29 10:00:00"),
+                    text("2026-11-29 10:30:00"),
+                ],
+            }
+        );
+        // A reclaim's backoff: the database's now plus the delay, bound.
+        let c = Change {
+            from_status: "running",
+            retry_at: Some(240),
+            ..c
+        };
+        assert_eq!(
+            cas_sql(MYSQL, &w, &sc, &c).sql,
+            "UPDATE `app`.`sync_log` SET `status` = ?, `end_time` = NOW(), `attempts` = \
+             COALESCE(`attempts`, 0) + 1, `retry_at` = NOW() + INTERVAL ? SECOND WHERE `id` = ? \
+             AND `status` = ? AND `start_time` <=> ? AND `beat` <=> ?"
+        );
+        assert_eq!(cas_sql(MYSQL, &w, &sc, &c).params[1], SqlValue::Int(240));
+        let lite = cas_sql(SQLITE, &w, &sc, &c);
+        assert!(
+            lite.sql.contains("\"retry_at\" = datetime('now', ?2)"),
+            "{}",
+            lite.sql
+        );
+        assert_eq!(lite.params[1], text("+240 seconds"));
+        // Unix seconds, and a configured zone's wall clock (UTC: offset 0).
+        sc.retry_at = Some(Ended::Epoch);
+        let st = cas_sql(MYSQL, &w, &sc, &c);
+        assert!(
+            st.sql.contains("`retry_at` = UNIX_TIMESTAMP() + ?"),
+            "{}",
+            st.sql
+        );
+        assert_eq!(st.params[1], SqlValue::Int(240));
+        let st = cas_sql(SQLITE, &w, &sc, &c);
+        assert!(
+            st.sql
+                .contains("\"retry_at\" = CAST(strftime('%s', 'now') AS INTEGER) + ?2"),
+            "{}",
+            st.sql
+        );
+        sc.retry_at = Some(Ended::Zone(chrono_tz::UTC));
+        let st = cas_sql(MYSQL, &w, &sc, &c);
+        assert!(
+            st.sql
+                .contains("`retry_at` = UTC_TIMESTAMP() + INTERVAL ? SECOND"),
+            "{}",
+            st.sql
+        );
+        assert_eq!(st.params[1], SqlValue::Int(240));
+        // An un-park: from wait_manual to running, not matching the heartbeat column, no
+        // end time, no retry.
+        let c = Change {
+            from_status: "wait_manual",
+            new_status: "running",
+            bump_attempts: false,
+            set_ended: false,
+            retry_at: None,
+            match_heartbeat: false,
+            ..c
+        };
+        assert_eq!(
+            cas_sql(SQLITE, &w, &sc, &c).sql,
+            "UPDATE \"app\".\"sync_log\" SET \"status\" = ?1 WHERE \"id\" = ?2 AND \"status\" = \
+             ?3 AND \"start_time\" IS ?4"
+        );
+        // Without the column, nothing is set.
+        let w = watch("retry_value = \"queued\"\nattempts_column = \"attempts\"\nmax_attempts = 3");
+        let c = Change {
+            retry_at: Some(60),
+            ..c
+        };
+        assert!(!cas_sql(MYSQL, &w, &sc, &c).sql.contains("retry_at"));
+    }
+
+    #[test]
+    fn rows_by_status_or_id_and_every_column_of_one() {
+        let w = watch("owner_column = \"worker\"\nmatch = { job = \"full-sync\" }");
+        assert_eq!(
+            rows_sql(MYSQL, &w, crate::store::Select::Status("wait_manual", 1000)),
+            Statement {
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `worker`, `status` \
+                      FROM `app`.`sync_log` WHERE `status` = ? AND `job` = ? ORDER BY `id` LIMIT \
+                      1000"
+                    .into(),
+                params: vec![text("wait_manual"), text("full-sync")],
+            }
+        );
+        let id = SqlValue::Text("a'7".into());
+        assert_eq!(
+            rows_sql(SQLITE, &w, crate::store::Select::Id(&id)),
+            Statement {
+                sql: "SELECT \"id\", \"start_time\", \"worker\", \"status\" FROM \
+                      \"app\".\"sync_log\" WHERE \"id\" = ?1 AND \"job\" = ?2 ORDER BY \"id\""
+                    .into(),
+                params: vec![id.clone(), text("full-sync")],
+            }
+        );
+        assert_eq!(
+            running_sql(MYSQL, &w),
+            rows_sql(MYSQL, &w, crate::store::Select::Running)
+        );
+        assert_eq!(
+            columns_sql(MYSQL, &w, &id),
+            Statement {
+                sql: "SELECT * FROM `app`.`sync_log` WHERE `id` = ?".into(),
+                params: vec![id],
+            }
+        );
+    }
+
+    #[test]
+    fn the_pickers_condition_follows_the_column() {
+        let w = watch(
+            "retry_value = \"queued\"\nattempts_column = \"attempts\"\nmax_attempts = 3\n\
+             retry_at_column = \"retry_at\"",
+        );
+        let mut sc = schema(None, true);
+        sc.retry_at = Some(Ended::DbNow);
+        assert_eq!(
+            due_condition(MYSQL, &w, &sc).as_deref(),
+            Some("(`retry_at` IS NULL OR `retry_at` <= NOW())")
+        );
+        assert_eq!(
+            due_condition(SQLITE, &w, &sc).as_deref(),
+            Some("(\"retry_at\" IS NULL OR \"retry_at\" <= datetime('now'))")
+        );
+        sc.retry_at = Some(Ended::Epoch);
+        assert_eq!(
+            due_condition(MYSQL, &w, &sc).as_deref(),
+            Some("(`retry_at` IS NULL OR `retry_at` <= UNIX_TIMESTAMP())")
+        );
+        assert_eq!(due_condition(MYSQL, &watch(""), &sc), None);
+    }
+
+    #[test]
     fn compare_and_set_end_times() {
         let w = watch("ended_column = \"end_time\"");
         let r = row(None);
