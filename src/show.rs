@@ -317,16 +317,24 @@ fn running_reason(r: &RowReport) -> String {
     }
 }
 
-/// The statement a person would have run by hand to mark a running row dead (JSON only).
-fn running_sql(store: &dyn Store, w: &Watch, schema: &Schema, r: &RunningRow) -> String {
+/// The statement a person would have run by hand for a row observed in status `from`
+/// (JSON only): a running row marked dead, a parked row sent back to the queue (or marked
+/// dead without one) — the very compare-and-set `resolve` makes, without its message.
+fn by_hand(store: &dyn Store, w: &Watch, schema: &Schema, r: &RunningRow, from: &str) -> String {
+    let parked = from != w.running_value;
+    let retry = parked && w.retry.is_some();
+    let to = match &w.retry {
+        Some(x) if retry => &x.value,
+        _ => &w.dead_value,
+    };
     let change = store::Change {
         row: r,
-        from_status: &w.running_value,
-        new_status: &w.dead_value,
+        from_status: from,
+        new_status: to,
         message: None,
-        bump_attempts: false,
+        bump_attempts: retry,
         set_ended: true,
-        retry_at: None,
+        retry_at: retry.then_some(0),
         match_heartbeat: true,
     };
     let d = store.dialect();
@@ -430,16 +438,7 @@ fn parked_needs(
                 "; its own heartbeat beats again since: the next run puts it back to running",
             );
         }
-        let target = w.retry.as_ref().map_or(&w.dead_value, |x| &x.value);
-        let d = store.dialect();
-        let parked_row = store::ParkedRow {
-            id: r.id.clone(),
-            started: r.started.clone(),
-        };
-        let sql = store::sql::for_a_person(
-            d,
-            &store::sql::release_sql(d, w, &schema, &parked_row, &manual, target),
-        );
+        let sql = by_hand(store, w, &schema, &r, &manual);
         out.push(Need {
             watch: w.name.clone(),
             id: r.id.clone(),
@@ -503,7 +502,7 @@ fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
                     false,
                     r.decision.verdict == Verdict::Remote,
                 ),
-                sql: row.map(|s| running_sql(store.as_ref(), w, &schema, &s.row)),
+                sql: row.map(|s| by_hand(store.as_ref(), w, &schema, &s.row, &w.running_value)),
             });
         }
     }
@@ -772,23 +771,8 @@ fn one_row(
     });
     let resolve = (parked || running)
         .then(|| person::resolve_command(w, &id, parked, decision.verdict == Verdict::Remote));
-    let d = store.dialect();
-    let sql = if parked {
-        let manual = w.manual_value.clone().unwrap_or_default();
-        let target = w.retry.as_ref().map_or(&w.dead_value, |x| &x.value);
-        let pr = store::ParkedRow {
-            id: id.clone(),
-            started: stored.row.started.clone(),
-        };
-        Some(store::sql::for_a_person(
-            d,
-            &store::sql::release_sql(d, w, &schema, &pr, &manual, target),
-        ))
-    } else if running {
-        Some(running_sql(store.as_ref(), w, &schema, &stored.row))
-    } else {
-        None
-    };
+    let sql =
+        (parked || running).then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
     let rec = RowRecord {
         w: w.clone(),
         id,

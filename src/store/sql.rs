@@ -1,8 +1,11 @@
 //! The SQL selfheal runs, built once for every database from a [`Dialect`]: the `SELECT` of
-//! running rows, of one row by id, of finished rows, of the rows parked in `manual_value`
-//! (and their count), and the compare-and-set `UPDATE`; and the one statement selfheal
-//! never runs but shows a person — the compare-and-set that releases a parked row
-//! ([`release_sql`]), its values written out as literals ([`for_a_person`]).
+//! running rows (and, read the same way, of the rows with another status or of one row by
+//! id: [`rows_sql`]), of a row's every column, of finished rows, of the rows parked in
+//! `manual_value` (and their count), and the compare-and-set `UPDATE` ([`cas_sql`]: the one
+//! statement that writes a row, from whatever status it was observed in); and how that
+//! statement reads for a person, its values written out as literals ([`for_a_person`]), and
+//! the condition an application's picker must add for `retry_at_column`
+//! ([`due_condition`]).
 //!
 //! Each builder returns a [`Statement`]: the text and its bound values in order, so the
 //! two can never drift apart. Identifiers are validated [`Ident`]s quoted with the
@@ -320,54 +323,6 @@ pub fn parked_sql(d: &Dialect, w: &Watch, manual: &str, limit: u32) -> Statement
         time_column(d, &w.started_column),
         d.quote(&w.table),
         d.quote(&w.id_column),
-    );
-    b.finish(sql)
-}
-
-/// The compare-and-set that releases a row parked in `manual_value` to `target` once a
-/// person has looked: sets the status (and the end time the way `check` writes it) only
-/// while the row still has its id, the manual status and the start value observed.
-pub fn release_sql(
-    d: &Dialect,
-    w: &Watch,
-    schema: &Schema,
-    row: &super::ParkedRow,
-    manual: &str,
-    target: &str,
-) -> Statement {
-    let mut b = Binds::new(d);
-    let mut set = vec![format!(
-        "{} = {}",
-        d.quote(&w.status_column),
-        b.bind(SqlValue::Text(target.to_string()))
-    )];
-    if let Some(col) = &w.ended_column {
-        set.push(format!(
-            "{} = {}",
-            d.quote(col),
-            ended_expr(d, schema, &mut b)
-        ));
-    }
-    let mut cond = vec![
-        format!("{} = {}", d.quote(&w.id_column), b.bind(row.id.clone())),
-        format!(
-            "{} = {}",
-            d.quote(&w.status_column),
-            b.bind(SqlValue::Text(manual.to_string()))
-        ),
-        format!(
-            "{} {} {}",
-            d.quote(&w.started_column),
-            d.null_safe_eq,
-            b.bind(row.started.raw.clone())
-        ),
-    ];
-    cond.extend(match_conditions(d, w, &mut b));
-    let sql = format!(
-        "UPDATE {} SET {} WHERE {}",
-        d.quote(&w.table),
-        set.join(", "),
-        cond.join(" AND ")
     );
     b.finish(sql)
 }
@@ -781,7 +736,7 @@ mod tests {
     }
 
     #[test]
-    fn parked_rows_and_the_statement_that_releases_one() {
+    fn parked_rows_and_the_compare_and_set_that_releases_one_as_a_person_reads_it() {
         let w = watch("ended_column = \"end_time\"\nmanual_value = \"wait_manual\"");
         assert_eq!(
             parked_count_sql(MYSQL, &w, "wait_manual"),
@@ -795,21 +750,34 @@ mod tests {
             "SELECT \"id\", \"start_time\" FROM \"app\".\"sync_log\" WHERE \"status\" = ?1 \
              ORDER BY \"id\" LIMIT 10"
         );
-        let row = |id, started| crate::store::ParkedRow {
+        // The compare-and-set that releases a parked row, as a person reads it.
+        let parked = |id, started| RunningRow {
             id,
             started: TimeValue {
                 raw: started,
                 stamp: Ok(None),
             },
+            heartbeat: None,
+            owner: None,
+            owner_raw: SqlValue::Null,
+            attempts: None,
         };
-        let r = row(SqlValue::Int(7), text("2026-11-29 10:00:00"));
-        let st = release_sql(
+        let release = |r, to| Change {
+            row: r,
+            from_status: "wait_manual",
+            new_status: to,
+            message: None,
+            bump_attempts: false,
+            set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
+        };
+        let r = parked(SqlValue::Int(7), text("2026-11-29 10:00:00"));
+        let st = cas_sql(
             MYSQL,
             &w,
-            &schema(Some(Ended::DbNow), true),
-            &r,
-            "wait_manual",
-            "error",
+            &schema(Some(Ended::DbNow), false),
+            &release(&r, "error"),
         );
         assert_eq!(
             for_a_person(MYSQL, &st),
@@ -818,14 +786,12 @@ mod tests {
         );
         // Values from the database are written as literals, never spliced: a quote, a
         // backslash, a `?` and a newline in an id; a NULL start; an integer end column.
-        let r = row(text("a'b\\c?\nd"), SqlValue::Null);
-        let st = release_sql(
+        let r = parked(text("a'b\\c?\nd"), SqlValue::Null);
+        let st = cas_sql(
             SQLITE,
             &w,
             &schema(Some(Ended::Epoch), false),
-            &r,
-            "wait_manual",
-            "pending",
+            &release(&r, "pending"),
         );
         assert_eq!(
             for_a_person(SQLITE, &st),
@@ -833,7 +799,7 @@ mod tests {
              CAST(strftime('%s', 'now') AS INTEGER) WHERE \"id\" = 'a''b\\c?' || char(10) || 'd' \
              AND \"status\" = 'wait_manual' AND \"start_time\" IS NULL"
         );
-        let st = release_sql(MYSQL, &w, &schema(None, true), &r, "wait_manual", "error");
+        let st = cas_sql(MYSQL, &w, &schema(None, false), &release(&r, "error"));
         assert_eq!(
             for_a_person(MYSQL, &st),
             "UPDATE `app`.`sync_log` SET `status` = 'error', `end_time` = NOW() WHERE `id` = \
@@ -849,8 +815,8 @@ mod tests {
                 params: vec![text("wait_manual"), text("full-sync")],
             }
         );
-        let r = row(SqlValue::Int(7), text("2026-11-29 10:00:00"));
-        let st = release_sql(MYSQL, &w, &schema(None, true), &r, "wait_manual", "error");
+        let r = parked(SqlValue::Int(7), text("2026-11-29 10:00:00"));
+        let st = cas_sql(MYSQL, &w, &schema(None, true), &release(&r, "error"));
         assert!(
             for_a_person(MYSQL, &st).ends_with(" AND `job` = 'full-sync'"),
             "{st:?}"
