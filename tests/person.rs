@@ -883,6 +883,71 @@ fn more_than_ten_rows_without_a_terminal_need_yes() {
     );
 }
 
+/// `selfheal ARGS` at a terminal (script(1) gives it one), answering `answer`.
+fn at_a_terminal(cfg: &Path, args: &[&str], answer: &str) -> Output {
+    use std::io::Write as _;
+    let mut line = format!("{} ", bin().display());
+    for a in args {
+        line.push_str(a);
+        line.push(' ');
+    }
+    line.push_str(&format!("--config {}", cfg.display()));
+    let mut child = std::process::Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .env_remove("SELFHEAL_CONFIG")
+        .env("LC_ALL", "C")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script(1)");
+    // The question comes first; the answer waits for it in the terminal's input.
+    std::thread::sleep(Duration::from_millis(300));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(answer.as_bytes())
+        .expect("answer");
+    child.wait_with_output().expect("script(1)")
+}
+
+#[test]
+fn more_than_ten_rows_at_a_terminal_are_asked_about_once() {
+    if !have_tool("script", &["--version"], "script(1) (util-linux)") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let mut db = Db::sqlite(&sb);
+    for id in 1..=11 {
+        db.insert(id, "wait_manual", 3600, "full-sync");
+    }
+    let cfg = config(&sb, &db, &full_sync(&sb, ""));
+    let ids: Vec<String> = (1..=11).map(|i| i.to_string()).collect();
+    let mut args: Vec<&str> = vec!["resolve", "full-sync"];
+    args.extend(ids.iter().map(String::as_str));
+    args.extend(["--as", "dead"]);
+    let before = db.dump();
+    let o = at_a_terminal(&cfg, &args, "n\n");
+    assert_exit(&o, 1);
+    let out = stdout(&o);
+    assert!(
+        out.contains("resolve 11 rows of watch full-sync as dead? [y/N]"),
+        "{out}"
+    );
+    assert!(out.contains("nothing resolved: not confirmed"), "{out}");
+    assert_eq!(db.dump(), before);
+    let o = at_a_terminal(&cfg, &args, "y\n");
+    assert_exit(&o, 0);
+    assert_eq!(
+        stdout(&o).matches(": set status to 'error'").count(),
+        11,
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(db.status(11), "error");
+}
+
 // ---------------------------------------------------------------------------------------
 // Un-parking
 
