@@ -308,7 +308,12 @@ pub struct ResolveArgs {
     pub watch: String,
 
     /// The rows' ids (as selfheal show lists them)
-    #[arg(value_name = "ID", required = true, num_args = 1..)]
+    #[arg(
+        value_name = "ID",
+        required = true,
+        num_args = 1..,
+        allow_negative_numbers = true
+    )]
     pub ids: Vec<String>,
 
     /// The decision
