@@ -886,12 +886,12 @@ fn more_than_ten_rows_without_a_terminal_need_yes() {
 /// `selfheal ARGS` at a terminal (script(1) gives it one), answering `answer`.
 fn at_a_terminal(cfg: &Path, args: &[&str], answer: &str) -> Output {
     use std::io::Write as _;
-    let mut line = format!("{} ", bin().display());
-    for a in args {
-        line.push_str(a);
-        line.push(' ');
-    }
-    line.push_str(&format!("--config {}", cfg.display()));
+    // One shell line: every word single-quoted.
+    let quote = |w: &str| format!("'{}'", w.replace('\'', "'\\''"));
+    let mut words = vec![quote(&bin().display().to_string())];
+    words.extend(args.iter().map(|a| quote(a)));
+    words.extend(["--config".to_string(), quote(&cfg.display().to_string())]);
+    let line = words.join(" ");
     let mut child = std::process::Command::new("script")
         .args(["-q", "-e", "-c", &line, "/dev/null"])
         .env_remove("SELFHEAL_CONFIG")
