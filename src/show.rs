@@ -250,8 +250,8 @@ impl Need {
             None => String::new(),
         };
         let age = self.age_s.map_or_else(
-            || "age unknown".to_string(),
-            |a| format!("running {}", human(a)),
+            || "start unknown".to_string(),
+            |a| format!("started {} ago", human(a)),
         );
         format!(
             "{} id={}: '{}', {age}: {}{since}: {}; fix: {}",
