@@ -11,7 +11,9 @@ use crate::config::{self, Config, ConfigPath, Overrides};
 use crate::error::{Error, Result, exit};
 use crate::escape::printable;
 use crate::eventlog::{self, Event, EventLog, Severity};
-use crate::report::{JsonReporter, Parked, Reporter, RowReport, Summary, TextReporter, WatchInfo};
+use crate::report::{
+    JsonReporter, Parked, Reporter, RowReport, Summary, TextReporter, Unparked, WatchInfo,
+};
 
 /// Runs the command and returns the process exit status.
 pub fn run(cli: Cli) -> u8 {
@@ -25,6 +27,10 @@ pub fn run(cli: Cli) -> u8 {
         Command::Demo(args) => crate::demo::run(args.keep.as_deref(), &mut std::io::stdout()),
         Command::Stats(args) => crate::stats::run_command(&stats_options(args)),
         Command::Run(args) => Ok(crate::run::main(&run_options(args))),
+        Command::Show(args) => crate::show::run(&show_options(args), &mut std::io::stdout().lock()),
+        Command::Resolve(args) => {
+            crate::resolve::run(&resolve_options(args), &mut std::io::stdout().lock())
+        }
         Command::Completions(args) => completions(args.shell, &mut std::io::stdout().lock()),
     };
     match result {
@@ -45,6 +51,8 @@ fn command_name(c: &Command) -> &'static str {
         Command::Stats(_) => "stats",
         Command::Completions(_) => "completions",
         Command::Run(_) => "run",
+        Command::Show(_) => "show",
+        Command::Resolve(_) => "resolve",
     }
 }
 
@@ -142,6 +150,32 @@ impl Reporter for Logged<'_> {
 
     fn parked(&mut self, p: &Parked) {
         self.inner.parked(p);
+    }
+
+    fn unparked(&mut self, u: &Unparked) {
+        if u.applied {
+            self.log.send(&Event {
+                severity: Severity::Notice,
+                message: format!(
+                    "watch={} id={} {}→{} action=unpark verdict={} reason=\"{}\"",
+                    u.watch,
+                    u.id,
+                    u.from,
+                    u.to,
+                    u.decision.verdict.as_str(),
+                    u.reason
+                ),
+                fields: vec![
+                    ("SELFHEAL_WATCH", u.watch.clone()),
+                    ("SELFHEAL_ID", u.id.to_string()),
+                    ("SELFHEAL_ACTION", "unpark".to_string()),
+                    ("SELFHEAL_FROM", u.from.clone()),
+                    ("SELFHEAL_TO", u.to.clone()),
+                    ("SELFHEAL_REASON", u.reason.clone()),
+                ],
+            });
+        }
+        self.inner.unparked(u);
     }
 
     fn spoke(&self) -> bool {
@@ -268,9 +302,44 @@ fn stats_options(args: crate::cli::StatsArgs) -> crate::stats::StatsOptions {
     crate::stats::StatsOptions {
         config: args.config,
         watches: args.watches,
-        format: match args.format {
-            Format::Text => crate::report::Format::Text,
-            Format::Json => crate::report::Format::Json,
+        format: format(args.format),
+    }
+}
+
+/// The library's form of an output format.
+fn format(f: Format) -> crate::report::Format {
+    match f {
+        Format::Text => crate::report::Format::Text,
+        Format::Json => crate::report::Format::Json,
+    }
+}
+
+/// `selfheal show`'s arguments, as the library takes them.
+fn show_options(args: crate::cli::ShowArgs) -> crate::show::ShowOptions {
+    crate::show::ShowOptions {
+        config: args.config,
+        watch: args.watch,
+        id: args.id,
+        format: format(args.format),
+    }
+}
+
+/// `selfheal resolve`'s arguments, as the library takes them.
+fn resolve_options(args: crate::cli::ResolveArgs) -> crate::resolve::ResolveOptions {
+    use crate::cli::Resolution;
+    use crate::resolve::Decision;
+    crate::resolve::ResolveOptions {
+        config: args.config,
+        watch: args.watch,
+        ids: args.ids,
+        decision: match args.decision {
+            Resolution::Dead => Decision::Dead,
+            Resolution::Retry => Decision::Retry,
+            Resolution::Running => Decision::Running,
         },
+        note: args.note,
+        dry_run: args.dry_run,
+        force: args.force,
+        yes: args.yes,
     }
 }

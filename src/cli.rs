@@ -55,6 +55,30 @@ pub enum Command {
     Stats(StatsArgs),
     /// Run a job under a kernel lock with a bounded wait, a heartbeat and an execution record
     Run(RunArgs),
+    /// What needs a person, over every watch (one line each, with the resolve command); or
+    /// one row's whole record: its columns, evidence, verdict, journal and last execution
+    #[command(
+        after_help = "Exit status: 0 nothing needs a person (or the row was shown); 1 some rows \
+                      need a person; 2 bad command line or configuration (no such watch or row \
+                      id); 3 database or filesystem failure. Reads only.\nSee selfheal(1), \
+                      section RESOLVING."
+    )]
+    Show(ShowArgs),
+    /// A person's decision on rows that need one: mark dead, send back to the queue, or put
+    /// a parked row back to running; one compare-and-set each, journaled with who decided
+    #[command(
+        after_help = "Each row is read again with its evidence: one whose worker provably lives \
+                      (its lock held, its owner pid alive), or another host's row, is refused \
+                      unless --force (the job's lock is never touched); one that is neither \
+                      parked nor running is refused. The message column gets \"self-heal: \
+                      resolved as DECISION by WHO: NOTE\" (WHO: $SUDO_USER, else the login \
+                      name).\nExit status: 0 every row resolved; 1 some refused or lost to a \
+                      race; 2 bad command line or configuration (no such watch or row id, --as \
+                      retry without retry_value, more than 10 rows without --yes and no \
+                      terminal); 3 database or filesystem failure; 75 a check run held the run \
+                      lock for 30 s.\nSee selfheal(1), section RESOLVING."
+    )]
+    Resolve(ResolveArgs),
     /// Print shell completions for bash, zsh or fish (for packaging)
     #[command(hide = true)]
     Completions(CompletionsArgs),
@@ -235,6 +259,83 @@ pub struct StatsArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `selfheal show`: what needs a person, or one row's whole record (SPEC §13).
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Configuration file [default: $SELFHEAL_CONFIG, then /etc/selfheal/selfheal.toml]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Only this watch
+    #[arg(value_name = "WATCH")]
+    pub watch: Option<String>,
+
+    /// One row of the watch: its whole record
+    #[arg(value_name = "ID", requires = "watch", allow_hyphen_values = true)]
+    pub id: Option<String>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// A person's decision (`resolve --as`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Resolution {
+    /// The worker is gone and the job is not to run again: dead_value (and the end time)
+    Dead,
+    /// Run the job again now: retry_value, attempts + 1, retry_at_column to now
+    Retry,
+    /// The worker is fine: a parked row goes back to running_value
+    Running,
+}
+
+/// `selfheal resolve`: a person's decision on rows (SPEC §13).
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "selfheal resolve [--config FILE] WATCH ID... --as dead|retry|running \
+                      [--note TEXT] [--dry-run] [--force] [--yes]"
+)]
+pub struct ResolveArgs {
+    /// Configuration file [default: $SELFHEAL_CONFIG, then /etc/selfheal/selfheal.toml]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The watch the rows belong to
+    #[arg(value_name = "WATCH")]
+    pub watch: String,
+
+    /// The rows' ids (as selfheal show lists them)
+    #[arg(
+        value_name = "ID",
+        required = true,
+        num_args = 1..,
+        allow_negative_numbers = true
+    )]
+    pub ids: Vec<String>,
+
+    /// The decision
+    #[arg(long = "as", value_enum, value_name = "DECISION", required = true)]
+    pub decision: Resolution,
+
+    /// Why: kept in the row's message and the journal
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+
+    /// Say what would be written (the statement), write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Resolve even a row whose worker provably lives, or another host's row (the job's
+    /// lock is never touched)
+    #[arg(long)]
+    pub force: bool,
+
+    /// Do not ask before resolving more than 10 rows (required without a terminal)
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]

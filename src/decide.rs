@@ -590,6 +590,10 @@ pub enum Action {
     MarkManual,
     /// The compare-and-set matched nothing: the row moved on between read and write.
     LostRace,
+    /// A parked row put back to `running_value`: by the next real run when its own
+    /// heartbeat is fresh again after a park as `hung` (`crate::check`'s un-park step),
+    /// or by a person (`selfheal resolve --as running`). Never a plan of [`plan`].
+    Unpark,
 }
 
 impl Action {
@@ -600,6 +604,7 @@ impl Action {
             Action::MarkRetry => "mark_retry",
             Action::MarkManual => "mark_manual",
             Action::LostRace => "lost_race",
+            Action::Unpark => "unpark",
         }
     }
 }

@@ -4,8 +4,9 @@
 //! watch the table, its columns and their types, the index that finds running rows (by
 //! the database's own plan of the very query `check` runs, `match` included), the message
 //! column's room, times in the future, `max_age` against the runs it can see, whether the
-//! status column can hold every status the watch writes, the rows parked in `manual_value`
-//! (with the statement that releases each); the heartbeat and lock directories as the user
+//! status column can hold every status the watch writes, `retry_at_column` and the
+//! condition the application's picker must add for it, the rows parked in `manual_value`
+//! (with the `selfheal resolve` command that decides each); the heartbeat and lock directories as the user
 //! selfheal runs as; whether pids and `/proc/locks` are the host's (selfheal outside the
 //! initial pid namespace); selfheal's run lock, state directory and metrics file; a lock
 //! file kept by `selfheal run` or the PHP helper (`run_files`).
@@ -492,6 +493,9 @@ fn watch_database_checks(
         Err(e) => Finding::warn(subject("index"), e.to_string(), "run EXPLAIN by hand"),
     });
     rep.add(message_finding(w, &schema));
+    if let Some(f) = retry_at_finding(w, &schema, store.dialect()) {
+        rep.add(f);
+    }
     match store.running_rows(w) {
         Ok(rows) => {
             let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
@@ -512,22 +516,56 @@ fn watch_database_checks(
         w,
         history::recent_runs(store, w, &schema, clocks),
     ));
-    for f in parked_findings(cfg, w, &schema, store, clocks) {
+    for f in parked_findings(cfg, w, store, clocks) {
         rep.add(f);
     }
     true
 }
 
-/// How many parked rows doctor lists, each with the statement that releases it.
+/// `retry_at_column` (SPEC §14): the column exists (else the schema check failed) and what
+/// it holds; and the condition the application's picker must add, in this database's SQL,
+/// or rows sent back to the queue are picked again at once.
+fn retry_at_finding(w: &Watch, schema: &Schema, d: &store::Dialect) -> Option<Finding> {
+    let col = w.retry_at_column.as_ref()?;
+    let cond = store::sql::due_condition(d, w, schema)?;
+    let declared = schema
+        .columns
+        .get(&col.name().to_ascii_lowercase())
+        .map_or("", |c| c.declared.as_str());
+    let how = match schema.retry_at {
+        Some(store::Ended::Epoch) => "unix seconds",
+        Some(store::Ended::Zone(_)) => "the configured timezone's wall-clock time",
+        _ => "the database's NOW()",
+    };
+    let retry = w.retry.as_ref().map_or("", |r| r.value.as_str());
+    Some(Finding::pass(
+        format!("watch {}: retry_at_column", w.name),
+        format!(
+            "{col} ({}) is set to {how} plus {} × 2^(attempts − 1), at most {}, when a row goes \
+             back to '{retry}'; the application's picker must wait for it: … WHERE {} = \
+             '{retry}' AND {cond}",
+            if declared.is_empty() {
+                "untyped"
+            } else {
+                declared
+            },
+            fmt_duration(w.retry_backoff),
+            fmt_duration(w.retry_backoff_max),
+            w.status_column,
+        ),
+    ))
+}
+
+/// How many parked rows doctor lists, each with the command that decides it.
 const PARKED_LISTED: u32 = 10;
 
 /// The rows parked in `manual_value`: a backlog a person owes. Each listed with how long
 /// ago it started and, where the journal knows, how long ago it was parked, and the
-/// compare-and-set a person runs to release it after looking at the job.
+/// `selfheal resolve` command a person runs after looking at the job (the statement it
+/// makes is in `selfheal show --format json`).
 fn parked_findings(
     cfg: &Config,
     w: &Watch,
-    schema: &Schema,
     store: &mut dyn Store,
     clocks: &Clocks,
 ) -> Vec<Finding> {
@@ -547,9 +585,9 @@ fn parked_findings(
         Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
     };
     let parked_at = parked_times(cfg, w, manual);
-    let (target, why) = match &w.retry {
-        Some(r) => (r.value.as_str(), "back to the queue (retry_value)"),
-        None => (w.dead_value.as_str(), "as dead (dead_value)"),
+    let (why_word, why) = match &w.retry {
+        Some(_) => ("retry", "back to the queue (retry_value)"),
+        None => ("dead", "as dead (dead_value)"),
     };
     let mut out = vec![Finding::warn(
         subject,
@@ -560,16 +598,20 @@ fn parked_findings(
             if count == 1 { "s" } else { "" },
         ),
         format!(
-            "look at each job (is its worker still running? what did it leave half done?), \
-             then release its row {why} with the statement below{}",
+            "look at each job (selfheal show {} ID: is its worker still running? what did it \
+             leave half done?), then decide with the selfheal resolve command below (--as \
+             running puts a row whose worker is fine back; --as {why_word} releases it {why}){}",
+            w.name,
             if count > rows.len() as u64 {
-                format!(" (the first {} are listed)", rows.len())
+                format!(
+                    "; the first {} are listed, selfheal show lists them all",
+                    rows.len()
+                )
             } else {
                 String::new()
             }
         ),
     )];
-    let d = store.dialect();
     let host_now = crate::clock::epoch(SystemTime::now());
     for r in &rows {
         let started = match r.started.stamp {
@@ -595,11 +637,14 @@ fn parked_findings(
             Some((time, None)) => format!("parked at {time} (from the journal)"),
             None => "parked at a time the journal does not know".to_string(),
         };
-        let release = store::sql::release_sql(d, w, schema, r, manual, target);
         out.push(Finding::warn(
             format!("watch {}: parked row id={}", w.name, r.id),
             format!("{parked}; its run {started}"),
-            format!("after looking: {}", store::sql::for_a_person(d, &release)),
+            format!(
+                "after looking ({}): {}",
+                crate::person::show_command(&w.name, &r.id),
+                crate::person::resolve_command(w, &r.id, true, false)
+            ),
         ));
     }
     out

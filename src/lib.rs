@@ -22,7 +22,13 @@
 //!
 //! Beside `check`: [`run`] is `selfheal run`, the wrapper that makes a job leave that
 //! evidence (a kernel lock, a heartbeat, an execution record); [`fsafe`] is how every file
-//! selfheal writes is reached.
+//! selfheal writes is reached. A person's side (SPEC §13) is two commands over the same
+//! rooms: [`show`] (what needs a person — a dry run of [`check`] — and one row's whole
+//! record: the store's row reader, [`evidence::gather`], [`decide`], the journal) and
+//! [`resolve`] (a person's decision: the same reader and probes, then one compare-and-set
+//! through [`apply`], which `check`'s un-park step uses too); what a person is told to run,
+//! and who that person is, in [`person`]. Every row is written by one statement, the
+//! store's compare-and-set ([`store::JobTable::compare_and_set`]).
 //!
 //! Shared pieces are named for what they hold: the row message ([`message`], built and
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
@@ -61,6 +67,7 @@
 )]
 
 pub mod app;
+pub mod apply;
 pub mod check;
 pub mod cli;
 pub mod clock;
@@ -83,13 +90,16 @@ pub mod journal;
 pub mod message;
 pub mod metrics;
 pub mod mycnf;
+pub mod person;
 pub mod probe;
 pub mod recovery;
 pub mod release;
 pub mod remind;
 pub mod report;
+pub mod resolve;
 pub mod run;
 pub mod runlock;
+pub mod show;
 pub mod state;
 pub mod stats;
 pub mod store;

@@ -75,8 +75,46 @@ pub fn build(
     beat: Beat,
     more: &[String],
 ) -> String {
+    build_as(verdict.as_str(), words, row_age, beat, more)
+}
+
+/// The word that stands where a verdict stands in the message of an un-park: a row
+/// parked as `hung` whose own heartbeat is fresh again, put back to running.
+pub const RECOVERED: &str = "recovered";
+
+/// How the message of a person's decision begins after the prefix.
+pub const RESOLVED: &str = "resolved as ";
+
+/// The message of an un-park: `self-heal: recovered: heartbeat fresh again after the
+/// park, lock held (row 1h, heartbeat 5s ago, parked 20m ago)`.
+pub fn recovered(words: &str, row_age: Option<u64>, beat: Beat, more: &[String]) -> String {
+    build_as(RECOVERED, words, row_age, beat, more)
+}
+
+/// The message of a person's decision (SPEC §13): `self-heal: resolved as retry by
+/// alice: the API is back`, without the colon and note when none was given.
+pub fn resolved(decision: &str, who: &str, note: Option<&str>) -> String {
+    match note.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(n) => format!("{MESSAGE_PREFIX} {RESOLVED}{decision} by {who}: {n}"),
+        None => format!("{MESSAGE_PREFIX} {RESOLVED}{decision} by {who}"),
+    }
+}
+
+/// True when a parsed message records selfheal's own verdict on a row (what `stats`
+/// weighs), not an un-park or a person's decision.
+pub fn is_verdict(p: &ParsedMessage) -> bool {
+    p.verdict != RECOVERED && !p.verdict.starts_with(RESOLVED.trim_end())
+}
+
+fn build_as(
+    verdict: &str,
+    words: &str,
+    row_age: Option<u64>,
+    beat: Beat,
+    more: &[String],
+) -> String {
     let mut m = String::with_capacity(128);
-    let _ = write!(m, "{MESSAGE_PREFIX} {}: {words}", verdict.as_str());
+    let _ = write!(m, "{MESSAGE_PREFIX} {verdict}: {words}");
     m.push_str(FIGURES_OPEN);
     match row_age {
         Some(a) => m.push_str(&duration(a)),
@@ -250,6 +288,37 @@ mod tests {
             ),
             "self-heal: unknown: evidence unreadable (row age unknown, heartbeat unreadable)"
         );
+    }
+
+    #[test]
+    fn an_unpark_and_a_persons_decision_are_told_apart_from_verdicts() {
+        let m = recovered(
+            "heartbeat fresh again after the park, lock held",
+            Some(3600),
+            Beat::Ago(5),
+            &more(&["parked 20m ago"]),
+        );
+        assert_eq!(
+            m,
+            "self-heal: recovered: heartbeat fresh again after the park, lock held (row 1h, \
+             heartbeat 5s ago, parked 20m ago)"
+        );
+        let p = parse(&m).expect("ours");
+        assert_eq!(
+            (p.verdict.as_str(), p.total_age_s),
+            ("recovered", Some(3600))
+        );
+        assert!(!is_verdict(&p));
+        let r = resolved("retry", "alice", Some(" the API is back "));
+        assert_eq!(r, "self-heal: resolved as retry by alice: the API is back");
+        assert!(!is_verdict(&parse(&r).expect("ours")));
+        assert_eq!(
+            resolved("dead", "bob", Some("")),
+            "self-heal: resolved as dead by bob"
+        );
+        assert!(is_verdict(
+            &parse("self-heal: hung: heartbeat stale").expect("ours")
+        ));
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! whose action was held (by hold) and the whole-watch holds that tripped, changes
 //! by action (counters), breaker trips (counter), the last run's time, duration and
 //! outcome, and the time of the last successful run — the watchdog's own dead man's
-//! switch; and the host that judged them. Names carry the `selfheal_` prefix, base units
+//! switch; and the host that judged them. Also a person's decisions
+//! (`selfheal_resolutions_total{decision}`, raised by `selfheal resolve` through
+//! [`count_resolution`], which keeps every other line) and the rows un-parked
+//! (`selfheal_unparks_total`); a run carries both on. Names carry the `selfheal_` prefix, base units
 //! (seconds) and `_total` for counters.
 //!
 //! Counters and the last success survive from run to run by reading the previous file
@@ -70,8 +73,12 @@ const ACTIONS: [Action; 4] = [
     Action::LostRace,
 ];
 
+/// A person's decisions (`selfheal resolve --as`), the `decision` label of
+/// `selfheal_resolutions_total`.
+pub const DECISIONS: [&str; 3] = ["dead", "retry", "running"];
+
 /// Metric families: name, type, help. Rendered in this order.
-const FAMILIES: [(&str, &str, &str); 18] = [
+const FAMILIES: [(&str, &str, &str); 20] = [
     (
         "selfheal_host_info",
         "gauge",
@@ -128,6 +135,16 @@ const FAMILIES: [(&str, &str, &str); 18] = [
         "selfheal_breaker_trips_total",
         "counter",
         "Runs in which the breaker held back heartbeat-only deaths.",
+    ),
+    (
+        "selfheal_resolutions_total",
+        "counter",
+        "A person's decisions on rows (selfheal resolve) by decision: dead, retry, running.",
+    ),
+    (
+        "selfheal_unparks_total",
+        "counter",
+        "Rows parked as hung that a run put back to running: their own heartbeat beat again.",
     ),
     (
         "selfheal_last_run_timestamp_seconds",
@@ -388,6 +405,21 @@ pub fn samples(
             (None, _) => prev_of("selfheal_watch_busy", w, None),
         };
         out.push(Sample::new("selfheal_watch_busy", &[("watch", w)], busy));
+        // A person's decisions are counted by `selfheal resolve` ([`count_resolution`]);
+        // a run carries them on.
+        for d in DECISIONS {
+            let n = prev_of("selfheal_resolutions_total", w, Some(("decision", d)));
+            out.push(Sample::new(
+                "selfheal_resolutions_total",
+                &[("watch", w), ("decision", d)],
+                n,
+            ));
+        }
+        out.push(Sample::new(
+            "selfheal_unparks_total",
+            &[("watch", w)],
+            prev_of("selfheal_unparks_total", w, None) + stats.map_or(0.0, |s| s.unparked as f64),
+        ));
         let trips = prev_of("selfheal_breaker_trips_total", w, None)
             + if stats.is_some_and(|s| s.breaker_tripped) {
                 1.0
@@ -533,6 +565,37 @@ fn previous(path: &Path) -> Result<Option<String>> {
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, reading, e))?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// The samples of `prev` with `watch`'s counter of `decision` raised by `n` (added when it
+/// is not there); every other sample as it was. Pure.
+pub fn with_resolutions(prev: &[Sample], watch: &str, decision: &str, n: u64) -> Vec<Sample> {
+    let mut out = prev.to_vec();
+    let hit = out.iter_mut().find(|s| {
+        s.family == "selfheal_resolutions_total"
+            && s.label("watch") == Some(watch)
+            && s.label("decision") == Some(decision)
+    });
+    match hit {
+        Some(s) => s.value += n as f64,
+        None => out.push(Sample::new(
+            "selfheal_resolutions_total",
+            &[("watch", watch), ("decision", decision)],
+            n as f64,
+        )),
+    }
+    if !out.iter().any(|s| s.family == "selfheal_metrics_version") {
+        out.push(Sample::new("selfheal_metrics_version", &[], 1.0));
+    }
+    out
+}
+
+/// Counts `n` decisions of a person (`selfheal resolve --as decision`) on `watch`'s rows
+/// in the metrics file: reads it back, raises that counter, keeps every other line, and
+/// rewrites it atomically (as [`update`] does).
+pub fn count_resolution(path: &Path, watch: &str, decision: &str, n: u64) -> Result<()> {
+    let prev = previous(path)?.map(|t| parse(&t)).unwrap_or_default();
+    write_atomic(path, &render(&with_resolutions(&prev, watch, decision, n)))
 }
 
 /// Reads the previous file, merges this run in, and rewrites it atomically.
@@ -759,6 +822,88 @@ mod tests {
         let only_a = vec!["a".to_string()];
         let fourth = samples(&third, &only_a, &only_a, &run3);
         assert!(fourth.iter().all(|s| s.label("watch") != Some("b")));
+    }
+
+    #[test]
+    fn a_persons_decisions_are_counted_kept_by_runs_and_unparks_added_up() {
+        let watches = vec!["a".to_string(), "b".to_string()];
+        let s = Summary {
+            per_watch: vec![stats("a"), stats("b")],
+            ..Summary::default()
+        };
+        let run = Run {
+            host: "web1",
+            summary: Some(&s),
+            exit_status: 0,
+            started: at(1_000),
+            duration: Duration::from_millis(30),
+            log: None,
+        };
+        let first = samples(&[], &watches, &watches, &run);
+        assert_eq!(
+            value(
+                &first,
+                "selfheal_resolutions_total",
+                &[("watch", "a"), ("decision", "retry")]
+            ),
+            Some(0.0)
+        );
+        // resolve counts two retries on a, keeping every other line as it was.
+        let after = with_resolutions(&parse(&render(&first)), "a", "retry", 2);
+        let after = parse(&render(&after));
+        assert_eq!(after.len(), first.len());
+        assert_eq!(
+            value(
+                &after,
+                "selfheal_resolutions_total",
+                &[("watch", "a"), ("decision", "retry")]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(
+                &after,
+                "selfheal_rows",
+                &[("watch", "a"), ("verdict", "alive")]
+            ),
+            Some(2.0)
+        );
+        // The next run carries the counter on and adds its un-parks.
+        let mut a = stats("a");
+        a.unparked = 1;
+        let s2 = Summary {
+            per_watch: vec![a, stats("b")],
+            ..Summary::default()
+        };
+        let run2 = Run {
+            summary: Some(&s2),
+            started: at(2_000),
+            ..run
+        };
+        let next = samples(&after, &watches, &watches, &run2);
+        assert_eq!(
+            value(
+                &next,
+                "selfheal_resolutions_total",
+                &[("watch", "a"), ("decision", "retry")]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(&next, "selfheal_unparks_total", &[("watch", "a")]),
+            Some(1.0)
+        );
+        // Into a file that does not exist yet: the counter alone, and the format's version.
+        let lone = render(&with_resolutions(&[], "a", "dead", 1));
+        assert_eq!(
+            lone.lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>(),
+            [
+                "selfheal_resolutions_total{watch=\"a\",decision=\"dead\"} 1",
+                "selfheal_metrics_version 1"
+            ]
+        );
     }
 
     #[test]

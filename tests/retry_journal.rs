@@ -572,6 +572,7 @@ fn every_real_run_leaves_a_last_run_report() {
         last["per_watch"],
         serde_json::json!([{"watch": "full-sync", "rows": 2, "changed": 1, "attention": 0,
                             "lost_race": 0, "skipped": null, "parked": null, "busy_runs": 0,
+                            "unparked": 0,
                             "owners": [{"host": hostname(), "rows": 2}]}])
     );
     assert_eq!(last["host"], hostname());

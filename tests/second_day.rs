@@ -3,7 +3,8 @@
 //! locks and a frozen host clock (libfaketime) where an exact age is asserted:
 //!
 //! - parked rows stay visible: counted every run (metrics, JSON, `last-run.json`), listed by
-//!   `--explain` and `doctor`, whose release statement really releases the row;
+//!   `--explain` and `doctor` (with the `selfheal resolve` command for each), and the
+//!   statement `show --format json` gives for doing it by hand really releases the row;
 //! - `lock_file` in JSON and the journal is the path the lock probe looked at;
 //! - the row message says what decided in words, then the figures, and `stats` reads it and
 //!   the older form rows already carry;
@@ -167,7 +168,7 @@ fn a_parked_row_is_counted_every_run_listed_by_doctor_and_released_by_its_statem
         stdout(&o)
     );
 
-    // doctor lists it, with when it was parked, and the statement that releases it.
+    // doctor lists it, with when it was parked, and the command that decides it.
     let o = doctor(&cfg);
     assert_exit(&o, 1);
     let out = stdout(&o);
@@ -179,10 +180,20 @@ fn a_parked_row_is_counted_every_run_listed_by_doctor_and_released_by_its_statem
         line.contains(", from the journal); its run started 40m"),
         "{line}"
     );
-    let release = fix_of(&out, "! watch full-sync: parked row id=1:", None);
-    let release = release
-        .strip_prefix("after looking: ")
-        .expect("the statement");
+    assert_eq!(
+        fix_of(&out, "! watch full-sync: parked row id=1:", None),
+        "after looking (selfheal show full-sync 1): selfheal resolve full-sync 1 --as dead|running"
+    );
+    // The statement for doing it by hand stays available in show's JSON.
+    let o = selfheal()
+        .args(["show", "full-sync", "1", "--format", "json", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("show");
+    assert_exit(&o, 0);
+    let shown: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json");
+    let release = shown["sql"].as_str().expect("the statement").to_string();
+    let release = release.as_str();
     assert!(release.starts_with("UPDATE \"sync_log\" SET"), "{release}");
     // A person runs it, as shown, after looking.
     let changed = db
@@ -247,8 +258,23 @@ fn doctors_release_statement_quotes_what_the_database_holds_mariadb() {
         line.contains("parked at a time the journal does not know; its run started 2h"),
         "{line}"
     );
-    let release = fix_of(&out, &prefix, None);
-    let release = release.strip_prefix("after looking: ").expect("statement");
+    // The command a person runs names the id as one shell word.
+    assert_eq!(
+        fix_of(&out, &prefix, None),
+        format!(
+            "after looking (selfheal show jobs 'a'\\''b\\c?;--'): selfheal resolve jobs \
+             'a'\\''b\\c?;--' --as dead|running"
+        )
+    );
+    // The statement for doing it by hand, from show's JSON, runs as shown.
+    let o = selfheal()
+        .args(["show", "jobs", id, "--format", "json", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("show");
+    assert_exit(&o, 0);
+    let shown: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json");
+    let release = shown["sql"].as_str().expect("the statement");
     c.query_drop(release).expect("the statement runs as shown");
     assert_eq!(c.affected_rows(), 1, "{release}");
     let rows: Vec<(String, String, bool)> = c

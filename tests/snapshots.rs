@@ -78,6 +78,12 @@ impl Redact {
             (format!("names {host}:"), "names [HOST]:".into()),
             (format!("({host}:"), "([HOST]:".into()),
             (format!("holder {host}:"), "holder [HOST]:".into()),
+            // This host, as a row's history and doctor name it.
+            (format!("selfheal on {host}"), "selfheal on [HOST]".into()),
+            (
+                format!("this host's ({host})"),
+                "this host's ([HOST])".into(),
+            ),
             (
                 format!("sqlite {}", rusqlite::version()),
                 "sqlite [VERSION]".into(),
@@ -99,7 +105,7 @@ impl Redact {
             self.0
                 .push((format!("{state}:{pid}"), format!("{state}:[{name}]")));
         }
-        for after in [' ', ')', ','] {
+        for after in [' ', ')', ',', ';'] {
             self.0
                 .push((format!("pid {pid}{after}"), format!("pid [{name}]{after}")));
         }
@@ -1274,6 +1280,8 @@ fn help() {
         ("help_stats", &["stats", "--help"]),
         ("help_demo", &["demo", "--help"]),
         ("help_run", &["run", "--help"]),
+        ("help_show", &["show", "--help"]),
+        ("help_resolve", &["resolve", "--help"]),
     ] {
         // clap wraps help to $COLUMNS (else the terminal's width, else 100).
         let o = selfheal()
@@ -1636,6 +1644,195 @@ fn mariadb_common_mistakes() {
         "mariadb_common_mistakes",
         "check and doctor against the local MariaDB with a wrong database name, a wrong \
          password, no password (database and account names redacted).",
+        &text,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// A person's side: show, resolve, un-parking (SPEC §13)
+
+/// Runs `selfheal ARGS --config CFG` under the frozen clock with `SUDO_USER` set.
+fn run_as(cfg: &Path, sudo_user: &str, args: &[&str]) -> Option<Output> {
+    let mut c = frozen_selfheal()?;
+    c.args(args)
+        .arg("--config")
+        .arg(cfg)
+        .env("SUDO_USER", sudo_user);
+    Some(c.output().expect("run selfheal"))
+}
+
+const PERSON: &str = "The healthy SQLite setup with manual_value = \"wait_manual\", a retry queue \
+     (retry_value 'pending', max_attempts 3) and retry_at_column = \"retry_at\": two runs that \
+     ended well (1h, 2h), row 3 running and beating; row 4 (started 40m ago, its heartbeat 25m \
+     old, its lock held by flock(1)) parked by a real check; row 5, started 3h ago, set to \
+     'wait_manual' by hand (no journal knows it); row 6 (30m) whose heartbeat file is a \
+     symlink loop; row 8 (50m) owned by web2.invalid, within max_age.";
+
+/// The fixture of [`PERSON`]: the sandbox, the database, the configuration and row 4's
+/// lock holder (still holding). `None` without faketime.
+fn person_fixture() -> Option<(Sandbox, SqliteDb, PathBuf, Proc)> {
+    let sb = Sandbox::new();
+    let db = SqliteDb::with_schema(
+        &sb,
+        &SQLITE_SCHEMA.replace(
+            "attempts INTEGER NOT NULL DEFAULT 0",
+            "attempts INTEGER NOT NULL DEFAULT 0,\n    retry_at TEXT",
+        ),
+    );
+    healthy_rows(&sb, &db);
+    db.insert_at(4, "running", ago(40 * MIN));
+    sb.heartbeat_at(4, ago(25 * MIN));
+    let holder = flock1_holder(&sb.lock_path(4), false);
+    db.insert_at(5, "wait_manual", ago(3 * HOUR));
+    let cfg = sb.config(
+        &db.url(),
+        &full_watch(&sb).replace(
+            "owner_column",
+            "manual_value = \"wait_manual\"\nretry_value = \"pending\"\n\
+             attempts_column = \"attempts\"\nmax_attempts = 3\nretry_at_column = \"retry_at\"\n\
+             owner_column",
+        ),
+    );
+    for _ in 0..3 {
+        run(&cfg, &["check"])?;
+        if db.status(4) != "running" {
+            break;
+        }
+        next_cron_run(&sb);
+    }
+    assert_eq!(db.status(4), "wait_manual");
+    db.insert_at(6, "running", ago(30 * MIN));
+    std::os::unix::fs::symlink("hb-6", sb.path("hb-6")).expect("symlink loop");
+    db.insert_at(8, "running", ago(50 * MIN));
+    db.exec("UPDATE sync_log SET worker = 'web2.invalid:4242' WHERE id = 8");
+    Some((sb, db, cfg, holder))
+}
+
+#[test]
+fn show_and_resolve() {
+    let Some((sb, db, cfg, holder)) = person_fixture() else {
+        return;
+    };
+    let r = Redact::new(&sb).pid(holder.pid(), "FLOCK_PID");
+    let mut text = String::new();
+    let mut shot = |args: &[&str], o: Option<Output>, json: bool| -> bool {
+        let Some(o) = o else { return false };
+        text.push_str(&if json {
+            json_transcript(args, &o, &r)
+        } else {
+            transcript(args, &o, &r)
+        });
+        true
+    };
+    for (args, json) in [
+        (&["show"][..], false),
+        (&["show", "--format", "json"], true),
+        (&["show", "full-sync", "4"], false),
+        (&["show", "full-sync", "4", "--format", "json"], true),
+        (&["doctor"], false),
+    ] {
+        if !shot(args, run(&cfg, args), json) {
+            return;
+        }
+    }
+    let args = ["resolve", "full-sync", "5", "--as", "retry", "--dry-run"];
+    if !shot(&args, run_as(&cfg, "alice", &args), false) {
+        return;
+    }
+    // Row 4's worker provably lives (its lock is held): refused; the others are decided.
+    let args = [
+        "resolve",
+        "full-sync",
+        "4",
+        "5",
+        "6",
+        "--as",
+        "dead",
+        "--note",
+        "gone since the deploy",
+    ];
+    if !shot(&args, run_as(&cfg, "alice", &args), false) {
+        return;
+    }
+    // Its worker gone, the person sends it back to the queue.
+    drop(holder);
+    let args = ["resolve", "full-sync", "4", "--as", "retry"];
+    if !shot(&args, run_as(&cfg, "alice", &args), false) {
+        return;
+    }
+    for args in [&["show"][..], &["show", "full-sync", "4"], &["stats"]] {
+        if !shot(args, run(&cfg, args), false) {
+            return;
+        }
+    }
+    text.push_str(&r.apply(&table(&db)));
+    snapshot(
+        "show_and_resolve",
+        &format!(
+            "show (text and JSON), show of one row (text and JSON), doctor, resolve --dry-run, \
+             resolve of three rows as alice (one refused: its lock is held), then of the \
+             refused one once its holder is gone, show again and stats, over: {PERSON}"
+        ),
+        &text,
+    );
+}
+
+#[test]
+fn unpark_is_said_once() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert_at(7, "running", ago(30 * MIN));
+    sb.heartbeat_at(7, ago(20 * MIN));
+    let holder = flock1_holder(&sb.lock_path(7), false);
+    let cfg = sb.config(
+        &db.url(),
+        &full_watch(&sb).replace(
+            "owner_column",
+            "manual_value = \"wait_manual\"\nconfirm = 1\nowner_column",
+        ),
+    );
+    let r = Redact::new(&sb).pid(holder.pid(), "FLOCK_PID");
+    let later = "2035-03-14 15:19:26";
+    let mut text = String::new();
+    for (when, at, args, beat) in [
+        ("now: parked as hung", None, &["check"][..], false),
+        (
+            "10m later, its worker beats again",
+            Some(later),
+            &["check", "--explain"],
+            true,
+        ),
+        ("the real run", Some(later), &["check"], false),
+        ("the next run", Some(later), &["check"], false),
+        ("stats", Some(later), &["stats"], false),
+    ] {
+        if beat {
+            sb.heartbeat_at(7, frozen_now() + Duration::from_secs(10 * MIN - 5));
+        }
+        let Some(mut c) = frozen_selfheal() else {
+            return;
+        };
+        if let Some(at) = at
+            && !frozen_clock_at(&mut c, at)
+        {
+            return;
+        }
+        let o = c
+            .args(args)
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .expect("run selfheal");
+        let _ = writeln!(text, "# {when}");
+        text.push_str(&transcript(args, &o, &r));
+    }
+    text.push_str(&r.apply(&table(&db)));
+    snapshot(
+        "unpark_is_said_once",
+        "Row 7 (started 30m ago, heartbeat 20m old, its lock held by flock(1)) under \
+         manual_value = \"wait_manual\" and confirm = 1: the first run parks it as hung; 10 \
+         minutes later its heartbeat is 5s old: --explain, the real run that un-parks it, the \
+         next run, and stats.",
         &text,
     );
 }

@@ -472,18 +472,24 @@ fn ready(
 
 /// The compare-and-set of a row that is ready ([`ready`]), to `target`, its planned status.
 fn change_of<'r>(
-    ctx: &Ctx<'_>,
+    ctx: &Ctx<'r>,
     row: &'r RunningRow,
     report: &RowReport,
     target: &'r str,
 ) -> Change<'r> {
+    let w = ctx.w;
+    let retry = report.plan.action == Action::MarkRetry;
     Change {
         row,
+        from_status: &w.running_value,
         new_status: target,
-        message: ctx.w.message_column.as_ref().map(|_| report.reason.clone()),
-        bump_attempts: report.plan.action == Action::MarkRetry,
+        message: w.message_column.as_ref().map(|_| report.reason.clone()),
+        bump_attempts: retry,
         // A row parked for a person may still have a running worker: not ended.
         set_ended: report.plan.action != Action::MarkManual,
+        // Back to the queue: not before the backoff for the attempts this reclaim makes.
+        retry_at: retry.then(|| w.retry_delay(row.attempts.map(|a| a.saturating_add(1)))),
+        match_heartbeat: true,
     }
 }
 
@@ -644,5 +650,8 @@ fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -
             .and_then(|l| l.detail())
             .map(str::to_string),
         recovered: false,
+        // selfheal's own judgement, not a person's.
+        actor: None,
+        decision_note: None,
     }
 }

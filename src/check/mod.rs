@@ -15,8 +15,10 @@
 //! rows (nothing written); `batch.rs` writes a watch's condemned rows (intents,
 //! compare-and-set, release, journal); `streak.rs` is what a real run remembers for the
 //! next about trouble that lasts (a watch busy run after run, a `--log` that cannot be
-//! reached). A new per-row verdict or hold belongs in `decide` and `sweep.rs`; anything new
-//! that is written goes through `batch.rs` and the journal.
+//! reached); `unpark.rs` puts back to running the parked rows whose own heartbeat beats again
+//! after a park as `hung` (SPEC §13), one change at a time through [`crate::apply`]. A new
+//! per-row verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written
+//! goes through `batch.rs` and the journal.
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
 //! per watch and host when rows are owned, so hosts judge their own rows side by side —,
@@ -33,6 +35,7 @@
 mod batch;
 pub mod streak;
 mod sweep;
+pub mod unpark;
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime};
@@ -657,6 +660,7 @@ fn check_watch(
             pass.rows(run, rows, store, out, &mut counts)
         }),
     }
+    .and_then(|()| unpark::step(run, w, &schema, store, out, &mut counts))
     .and_then(|()| count_parked(run, w, store, out, &mut counts));
     if let Some(n) = run.tally.as_ref().map(|t| t.over_cap(w)).filter(|n| *n > 0) {
         out.warn_once(
@@ -845,6 +849,7 @@ fn count_parked(
         value: manual.clone(),
         count,
         rows,
+        choices: crate::person::choices(w, true).join("|"),
     });
     Ok(())
 }

@@ -574,6 +574,15 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
     let release_planned = plans_release(w, &j.decision, &j.plan);
     // The file the lock probe looked at, whether or not it is to be released (none for
     // another host's row: its lock is that host's, never probed here).
+    // What a person runs for a row that needs one (SPEC §13).
+    let resolve = j.plan.attention.then(|| {
+        crate::person::resolve_command(
+            w,
+            &j.row.id,
+            j.plan.action == decide::Action::MarkManual,
+            j.decision.verdict == Verdict::Remote,
+        )
+    });
     let lock_file = w
         .lock_file
         .as_ref()
@@ -597,6 +606,7 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
         lock_release: None,
         lock_file,
         confirmation: j.confirmation,
+        resolve,
         plan: j.plan,
         already_told: false,
     }

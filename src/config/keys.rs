@@ -298,6 +298,36 @@ pub const WATCH_KEYS: &[Key] = &[
         help: "Reclaims allowed before a row goes to the manual (or dead) state",
     },
     Key {
+        name: "retry_at_column",
+        kind: Column,
+        need: Optional,
+        flag: flag("retry-at-column", "COLUMN"),
+        help: "Column set to \"not before\" when a row goes back to the queue: the database's \
+               NOW() plus the backoff (needs retry_value)",
+    },
+    Key {
+        name: "retry_backoff",
+        kind: Kind::Duration,
+        need: text("1m"),
+        flag: flag("retry-backoff", "DURATION"),
+        help: "Wait before the first retry, doubled per attempt (retry_at_column) [default: 1m]",
+    },
+    Key {
+        name: "retry_backoff_max",
+        kind: Kind::Duration,
+        need: text("1h"),
+        flag: flag("retry-backoff-max", "DURATION"),
+        help: "Longest wait before a retry (retry_at_column) [default: 1h]",
+    },
+    Key {
+        name: "report_file",
+        kind: Path,
+        need: Optional,
+        flag: flag("report-file", "PATH"),
+        help: "The job's execution record (selfheal run --report), shown by selfheal show; may \
+               contain {id}",
+    },
+    Key {
         name: "overtime",
         kind: Kind::Word(&["mark_dead", "manual", "report"]),
         need: text("mark_dead"),

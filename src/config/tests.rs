@@ -513,6 +513,13 @@ fn samples() -> Vec<(&'static str, Raw)> {
         ("retry_value", t("pending")),
         ("attempts_column", t("attempts")),
         ("max_attempts", Raw::Int(3)),
+        ("retry_at_column", t("retry_at")),
+        ("retry_backoff", t("30s")),
+        ("retry_backoff_max", t("10m")),
+        (
+            "report_file",
+            t("/var/www/app/runtime/sync-{id}.report.json"),
+        ),
         ("overtime", t("manual")),
         ("release_lock", t("if_free")),
         ("confirm", Raw::Int(3)),
@@ -648,10 +655,15 @@ fn a_duration_below_one_second_is_an_error_naming_its_key() {
         .iter()
         .filter(|k| k.kind == keys::Kind::Duration)
     {
-        let text = BASE.replace(
-            &format!("{} = \"", key.name),
-            &format!("{} = \"300ms\" # was \"", key.name),
-        );
+        // A key the base sets is given 300ms instead; one it leaves to its default, too.
+        let text = if BASE.contains(&format!("\n{} = \"", key.name)) {
+            BASE.replace(
+                &format!("{} = \"", key.name),
+                &format!("{} = \"300ms\" # was \"", key.name),
+            )
+        } else {
+            format!("{BASE}{} = \"300ms\"\n", key.name)
+        };
         let (_, k, msg) = config_err(parse(&text));
         assert_eq!(k, format!("watch 'full-sync': {}", key.name), "{msg}");
         assert!(
@@ -927,4 +939,54 @@ fn the_nearest_key_is_a_near_one_or_none() {
     );
     assert_eq!(near("timeout"), None);
     assert_eq!(near("x"), None);
+}
+
+#[test]
+fn retries_wait_longer_each_attempt_up_to_the_cap() {
+    let retry = "retry_value = \"pending\"\nattempts_column = \"attempts\"\nmax_attempts = 9";
+    // The defaults: 1m doubled per attempt, at most 1h.
+    let c = with(&format!("{retry}\nretry_at_column = \"retry_at\"")).expect("valid");
+    let w = &c.watches[0];
+    assert_eq!(
+        w.retry_at_column.as_ref().map(Ident::name),
+        Some("retry_at")
+    );
+    let delays: Vec<u64> = [
+        None,
+        Some(0),
+        Some(1),
+        Some(2),
+        Some(3),
+        Some(6),
+        Some(7),
+        Some(99),
+        Some(i64::MAX),
+    ]
+    .into_iter()
+    .map(|a| w.retry_delay(a))
+    .collect();
+    assert_eq!(delays, [60, 60, 60, 120, 240, 1920, 3600, 3600, 3600]);
+    let c = with(&format!(
+        "{retry}\nretry_backoff = \"30s\"\nretry_backoff_max = \"2m\""
+    ))
+    .expect("valid");
+    let w = &c.watches[0];
+    assert_eq!(
+        (
+            w.retry_delay(Some(1)),
+            w.retry_delay(Some(2)),
+            w.retry_delay(Some(3)),
+            w.retry_delay(Some(4))
+        ),
+        (30, 60, 120, 120)
+    );
+    // The column needs somewhere to send rows; the cap is at least the base.
+    let (_, key, msg) = config_err(with("retry_at_column = \"retry_at\""));
+    assert_eq!(key, "watch 'full-sync': retry_at_column");
+    assert!(msg.contains("needs retry_value"), "{msg}");
+    let (_, key, msg) = config_err(with(&format!(
+        "{retry}\nretry_backoff = \"10m\"\nretry_backoff_max = \"5m\""
+    )));
+    assert_eq!(key, "watch 'full-sync': retry_backoff_max");
+    assert!(msg.contains("at least retry_backoff (10m)"), "{msg}");
 }

@@ -92,6 +92,16 @@ pub struct Watch {
     pub owner_column: Option<Ident>,
     pub manual_value: Option<String>,
     pub retry: Option<Retry>,
+    /// Set to "not before" when a row goes back to the queue (`retry_value`): the
+    /// database's now plus [`Watch::retry_delay`] (SPEC §14). Needs `retry_value`.
+    pub retry_at_column: Option<Ident>,
+    /// The wait before the first retry, doubled per attempt; default 1 minute.
+    pub retry_backoff: Duration,
+    /// The longest wait before a retry; default 1 hour.
+    pub retry_backoff_max: Duration,
+    /// The job's execution record (`selfheal run --report`), shown by `selfheal show`;
+    /// may contain `{id}`. Read only, never written.
+    pub report_file: Option<PathTemplate>,
     pub overtime: Overtime,
     pub release_lock: ReleaseLock,
     /// Statuses the job itself writes when a run ends well: their start-to-end times are
@@ -105,6 +115,20 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// How long a row a reclaim sends to `retry_value` waits before it is picked again
+    /// (SPEC §14): `retry_backoff × 2^(attempts − 1)`, at most `retry_backoff_max`, where
+    /// `attempts` is the count after this reclaim raised it; the base alone without one.
+    /// Whole seconds. Pure.
+    pub fn retry_delay(&self, attempts: Option<i64>) -> u64 {
+        let base = self.retry_backoff.as_secs();
+        let max = self.retry_backoff_max.as_secs();
+        let doublings = attempts.map_or(0, |a| a.saturating_sub(1).clamp(0, 63));
+        let factor = 1u64.checked_shl(u32::try_from(doublings).unwrap_or(63));
+        factor
+            .and_then(|f| base.checked_mul(f))
+            .map_or(max, |d| d.min(max))
+    }
+
     /// True when a finished row with this status ended the way its job meant it to.
     pub fn is_success(&self, status: &str) -> bool {
         match &self.success_values {
@@ -230,6 +254,10 @@ pub(super) fn validate(
         owner_column: v.get("owner_column")?,
         manual_value: v.get("manual_value")?,
         retry: retry_budget(&v)?,
+        retry_at_column: v.get("retry_at_column")?,
+        retry_backoff: v.need("retry_backoff")?,
+        retry_backoff_max: v.need("retry_backoff_max")?,
+        report_file: v.get("report_file")?,
         overtime: v.need("overtime")?,
         release_lock: v.need("release_lock")?,
         success_values: v.get("success_values")?,
@@ -387,6 +415,23 @@ fn cross_key_rules(w: &Watch, at: &Place) -> Result<()> {
         return Err(at.err(
             "overtime",
             "overtime = \"manual\" needs manual_value (the status a person looks for)",
+        ));
+    }
+    if w.retry_at_column.is_some() && w.retry.is_none() {
+        return Err(at.err(
+            "retry_at_column",
+            "retry_at_column needs retry_value (with attempts_column and max_attempts): it is \
+             set when a row goes back to the queue",
+        ));
+    }
+    if w.retry_backoff_max < w.retry_backoff {
+        return Err(at.err(
+            "retry_backoff_max",
+            format!(
+                "must be at least retry_backoff ({}), got {}",
+                fmt_duration(w.retry_backoff),
+                fmt_duration(w.retry_backoff_max)
+            ),
         ));
     }
     if w.release_lock == ReleaseLock::IfFree && w.lock_file.is_none() {

@@ -213,6 +213,41 @@ pub struct JournalEntry {
     /// Journaled by the next run, which found the change applied but not journaled.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub recovered: bool,
+
+    // A person's decision (`selfheal resolve`); absent on selfheal's own changes.
+    /// Who decided: `$SUDO_USER`, else the login name of the real uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// The note they gave (`--note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision_note: Option<String>,
+}
+
+impl JournalEntry {
+    /// [`JournalEntry::basis`] in words, whether the line kept a code or (an earlier
+    /// release's) words.
+    pub fn basis_words(&self) -> String {
+        crate::decide::Basis::words_of(&self.basis)
+    }
+
+    /// A person's decision (`selfheal resolve`), not selfheal's own judgement.
+    pub fn by_person(&self) -> bool {
+        self.actor.is_some()
+    }
+
+    /// The decision a person made, as `resolve --as` names it: `dead`, `retry` or
+    /// `running`; `None` for selfheal's own changes.
+    pub fn resolution(&self) -> Option<&'static str> {
+        if !self.by_person() {
+            return None;
+        }
+        match self.action {
+            Action::MarkDead => Some("dead"),
+            Action::MarkRetry => Some("retry"),
+            Action::Unpark => Some("running"),
+            _ => None,
+        }
+    }
 }
 
 impl Default for JournalEntry {
@@ -247,6 +282,8 @@ impl Default for JournalEntry {
             lock_release: None,
             lock_release_detail: None,
             recovered: false,
+            actor: None,
+            decision_note: None,
         }
     }
 }
@@ -333,6 +370,38 @@ mod tests {
         assert!(line.len() < 500, "{} bytes: {line}", line.len());
         let back: JournalEntry = serde_json::from_str(&line).expect("entry");
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn a_persons_decision_carries_its_actor_and_note_and_selfheals_own_do_not() {
+        let e = JournalEntry {
+            action: Action::MarkRetry,
+            actor: Some("alice".into()),
+            decision_note: Some("API back".into()),
+            ..JournalEntry::default()
+        };
+        let line = String::from_utf8(to_line(&e).expect("line")).expect("utf8");
+        assert!(
+            line.contains("\"actor\":\"alice\"") && line.contains("\"decision_note\":\"API back\"")
+        );
+        let back: JournalEntry = serde_json::from_str(&line).expect("entry");
+        assert_eq!(back, e);
+        assert_eq!((back.by_person(), back.resolution()), (true, Some("retry")));
+        let unpark = JournalEntry {
+            action: Action::Unpark,
+            ..JournalEntry::default()
+        };
+        assert_eq!((unpark.by_person(), unpark.resolution()), (false, None));
+        let line = String::from_utf8(to_line(&unpark).expect("line")).expect("utf8");
+        assert!(
+            line.contains("\"action\":\"unpark\"") && !line.contains("actor"),
+            "{line}"
+        );
+        let by_hand = JournalEntry {
+            actor: Some("bob".into()),
+            ..unpark
+        };
+        assert_eq!(by_hand.resolution(), Some("running"));
     }
 
     #[test]

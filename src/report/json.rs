@@ -7,7 +7,7 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::json;
 
-use super::{Reporter, RowReport, Summary, WatchInfo};
+use super::{Reporter, RowReport, Summary, Unparked, WatchInfo};
 use crate::decide::{Action, Hold, Signal, Verdict};
 use crate::evidence;
 use crate::release::Release;
@@ -34,6 +34,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
                 "skipped": c.skipped,
                 "parked": c.parked,
                 "busy_runs": c.busy_runs,
+                "unparked": c.unparked,
                 "owners": c.owners.iter().map(|(h, n)| json!({"host": h, "rows": n})).collect::<Vec<_>>(),
             })
         })
@@ -100,6 +101,8 @@ struct RowJson<'a> {
     #[serde(flatten)]
     evidence: evidence::Record,
     lock_holder: Option<evidence::LockHolder>,
+    /// For a row that needs a person: the `selfheal resolve …` command that decides it.
+    resolve: Option<&'a str>,
 }
 
 pub fn row_json(r: &RowReport) -> serde_json::Value {
@@ -129,12 +132,48 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         confirm: r.confirmation.map(|c| c.confirm),
         evidence: rendered.record,
         lock_holder: rendered.lock_holder,
+        resolve: r.resolve.as_deref(),
     };
     // Through a `Value`, whose map sorts the keys as SPEC §7's examples show them.
     serde_json::to_value(row).unwrap_or(serde_json::Value::Null)
 }
 
+/// The object of an un-park (`"action": "unpark"`), among the rows: the parked row, what
+/// was (or would be) done, the evidence now.
+pub fn unparked_json(u: &Unparked) -> serde_json::Value {
+    let rendered = evidence::render(&u.evidence);
+    let mut v = json!({
+        "watch": u.watch,
+        "id": u.id.to_json(),
+        "verdict": u.decision.verdict,
+        "basis": u.decision.basis.describe(),
+        "action": u.action,
+        "applied": u.applied,
+        "from": u.from,
+        "target": u.to,
+        "parked_at": u.parked_at,
+        "reason": u.reason,
+        "note": u.note,
+        "attention": u.note.as_deref().is_some_and(|n| n.starts_with("write failed")),
+        "stale_after_s": u.thresholds.stale_after,
+        "max_age_s": u.thresholds.max_age,
+        "lock_holder": rendered.lock_holder,
+    });
+    if let (Some(o), Ok(serde_json::Value::Object(e))) =
+        (v.as_object_mut(), serde_json::to_value(&rendered.record))
+    {
+        o.extend(e);
+    }
+    v
+}
+
 impl<W: Write> Reporter for JsonReporter<W> {
+    fn unparked(&mut self, u: &Unparked) {
+        let mut line = serde_json::to_vec(&unparked_json(u)).unwrap_or_default();
+        line.push(b'\n');
+        let _ = self.out.write_all(&line);
+    }
+
     fn watch(&mut self, w: &WatchInfo) {
         if let Some(why) = &w.skipped {
             self.warnings

@@ -61,6 +61,10 @@ pub struct RowReport {
     /// and basis) less than `remind_every` ago: it leaves the row out this time. The exit
     /// status, the metrics and JSON count it all the same.
     pub already_told: bool,
+    /// For a row that needs a person: the `selfheal resolve …` command that decides it
+    /// ([`crate::person::resolve_command`]), said beside it in the cron text, `--explain`
+    /// and JSON.
+    pub resolve: Option<String>,
 }
 
 impl RowReport {
@@ -147,6 +151,9 @@ pub struct WatchRun {
     /// Consecutive real runs, this one included, that skipped the watch because its
     /// advisory lock was held elsewhere; 0 when it was checked.
     pub busy_runs: u64,
+    /// Parked rows this run put back to running (in a dry run: would put back), their
+    /// own heartbeat fresh again after a park as `hung` ([`Unparked`]).
+    pub unparked: usize,
 }
 
 impl WatchRun {
@@ -261,6 +268,34 @@ pub struct Parked {
     /// The first rows by id, each with the seconds since it started (`None`: its start
     /// cannot be read). Listed in dry runs only (`--explain`): a real run counts.
     pub rows: Vec<(SqlValue, Option<u64>)>,
+    /// The decisions `selfheal resolve --as` can make for a parked row of the watch
+    /// (`dead|retry|running`: [`crate::person::choices`]).
+    pub choices: String,
+}
+
+/// A row parked as `hung` whose own heartbeat is fresh again after the park, while its
+/// worker provably lives and it is within `max_age` (SPEC §13): put back to
+/// `running_value` by a real run, or what a dry run would do.
+#[derive(Debug, Clone)]
+pub struct Unparked {
+    pub watch: String,
+    pub id: SqlValue,
+    /// `manual_value`, and `running_value`.
+    pub from: String,
+    pub to: String,
+    /// `unpark`; `lost_race` when the row moved on before the write; `none` when the
+    /// evidence changed before it (with a note).
+    pub action: Action,
+    pub applied: bool,
+    /// When the journal says the row was parked (RFC 3339).
+    pub parked_at: String,
+    /// The evidence and verdict now.
+    pub evidence: Evidence,
+    pub decision: Decision,
+    pub thresholds: Thresholds,
+    /// The message written to (or that would be written to) the row.
+    pub reason: String,
+    pub note: Option<String>,
 }
 
 /// Renders a run. Text mode is silent unless something changed or needs a person.
@@ -275,6 +310,9 @@ pub trait Reporter {
     }
     /// The rows a watch has parked in `manual_value` (after its rows).
     fn parked(&mut self, _p: &Parked) {}
+    /// A parked row put back to running (or that a dry run would put back), after the
+    /// watch's rows and before its parked rows.
+    fn unparked(&mut self, _u: &Unparked) {}
     /// Whether this run has printed anything yet. A warning a run gives only when it
     /// prints anyway (a secret readable by every user) asks this, so that the silent cron
     /// run stays silent. JSON always prints.
@@ -347,6 +385,7 @@ mod tests {
             lock_file: None,
             confirmation: None,
             already_told: false,
+            resolve: None,
         }
     }
 

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use super::{Parked, Reporter, RowReport, Summary, WatchInfo};
+use super::{Parked, Reporter, RowReport, Summary, Unparked, WatchInfo};
 use crate::clock::human;
 use crate::config::fmt_duration;
 use crate::decide::{Action, Hold};
@@ -127,8 +127,19 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             if let Some(n) = &r.note {
                 self.line(&format!("      note: {n}"));
             }
+            if let Some(cmd) = &r.resolve {
+                self.line(&format!(
+                    "      a person: {} shows its whole record; {cmd} decides",
+                    crate::person::show_command(&r.watch, &r.id)
+                ));
+            }
             return;
         }
+        let fix = r
+            .resolve
+            .as_deref()
+            .map(|c| format!("; fix: {c}"))
+            .unwrap_or_default();
         // A lock file that was already gone needs no line of its own (JSON says "absent").
         let lock_line = r.lock_release.as_ref().and_then(|l| {
             let file = r.lock_file.as_deref().unwrap_or("");
@@ -165,7 +176,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
         }
         let line = if r.applied {
             format!(
-                "{} id={}: set status to '{}' ({}{}) — {}",
+                "{} id={}: set status to '{}' ({}{}) — {}{}",
                 r.watch,
                 r.id,
                 r.target.as_deref().unwrap_or(""),
@@ -175,7 +186,8 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 } else {
                     ""
                 },
-                r.reason
+                r.reason,
+                if r.attention() { fix.as_str() } else { "" }
             )
         } else if self.dry_run && r.plan.writes() {
             format!(
@@ -207,7 +219,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 (None, None) => r.decision.basis.describe(),
             };
             format!(
-                "{} id={}: needs a person ({}): {why} — {}",
+                "{} id={}: needs a person ({}): {why} — {}{fix}",
                 r.watch,
                 r.id,
                 r.decision.verdict.as_str(),
@@ -234,6 +246,53 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
     /// Shown less than `remind_every` ago: cron mails whatever is printed.
     fn warning_already_told(&mut self, _msg: &str) {}
 
+    /// An un-park: said once, when it is made (the next run finds the row running); in
+    /// `--explain` with its evidence. A lost race says nothing in the cron text (the row
+    /// moved on by itself); a failed write is said.
+    fn unparked(&mut self, u: &Unparked) {
+        if self.explain {
+            self.line(&format!(
+                "  id={:<4} {:<9} {} (parked in '{}')",
+                u.id.to_string(),
+                u.decision.verdict.as_str(),
+                evidence::render(&u.evidence).explain(),
+                u.from
+            ));
+            self.line(&format!(
+                "      because it was parked as hung at {} and its own heartbeat is fresh \
+                 again since, while its worker lives",
+                u.parked_at
+            ));
+            self.line(&format!(
+                "      a real run would set status back to '{}' (unpark)",
+                u.to
+            ));
+            if let Some(n) = &u.note {
+                self.line(&format!("      note: {n}"));
+            }
+            return;
+        }
+        let line = if u.applied {
+            format!(
+                "{} id={}: set status back to '{}' (unpark) — {}",
+                u.watch, u.id, u.to, u.reason
+            )
+        } else if self.dry_run {
+            format!(
+                "{} id={}: would set status back to '{}' (unpark) — {}",
+                u.watch, u.id, u.to, u.reason
+            )
+        } else if let Some(n) = u.note.as_deref().filter(|n| n.starts_with("write failed")) {
+            format!(
+                "{} id={}: needs a person (unpark): {n} — {}",
+                u.watch, u.id, u.reason
+            )
+        } else {
+            return;
+        };
+        self.line(&line);
+    }
+
     /// `--explain` only: the cron text never repeats them (the person was told when they
     /// were parked), and the metrics and JSON count them.
     fn parked(&mut self, p: &Parked) {
@@ -250,8 +309,8 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
             .collect();
         let more = p.count.saturating_sub(p.rows.len() as u64);
         self.line(&format!(
-            "  parked: {} row{} in '{}' wait{} for a person: {}{}; selfheal doctor shows how to \
-             release one",
+            "  parked: {} row{} in '{}' wait{} for a person: {}{}; selfheal show {} ID shows \
+             one, selfheal resolve {} ID --as {} decides it",
             p.count,
             if p.count == 1 { "" } else { "s" },
             p.value,
@@ -261,7 +320,10 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 format!(" and {more} more")
             } else {
                 String::new()
-            }
+            },
+            p.watch,
+            p.watch,
+            p.choices
         ));
     }
 

@@ -72,7 +72,7 @@ impl Mark {
                 heartbeat_age_s: e.evidence.heartbeat_age_s,
                 total_age_s: e.evidence.total_age_s,
                 conclusive: e.conclusive,
-                basis: text(&crate::decide::Basis::words_of(&e.basis)),
+                basis: text(&e.basis_words()),
             },
         ))
     }
@@ -171,7 +171,12 @@ pub fn classify(r: RowView<'_>, marks: Option<&[Mark]>) -> Judgement {
             (None, false) => Judgement::Plain,
         };
     }
-    let Some(p) = r.marked.and_then(message::parse) else {
+    // A message that records an un-park or a person's decision is no verdict of selfheal.
+    let Some(p) = r
+        .marked
+        .and_then(message::parse)
+        .filter(message::is_verdict)
+    else {
         return Judgement::Plain;
     };
     if !r.success {

@@ -52,6 +52,39 @@ pub struct WatchReport {
     pub stats: WatchStats,
     pub stale_after: Option<Suggestion>,
     pub max_age: Option<Suggestion>,
+    /// What people decided about the watch's rows, and how often a park recovered by
+    /// itself: the evidence for tuning `stale_after` and `confirm`.
+    pub resolutions: Resolutions,
+}
+
+/// A watch's decisions by people (`selfheal resolve`) and its un-parks, from the journal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resolutions {
+    /// `--as dead`, `--as retry`, `--as running`.
+    pub dead: u64,
+    pub retry: u64,
+    pub running: u64,
+    /// Rows parked as hung that a run put back to running (their own heartbeat beat
+    /// again): false parks.
+    pub unparks: u64,
+}
+
+impl Resolutions {
+    /// Counts one journal entry, if it is a decision or an un-park.
+    fn count(&mut self, e: &crate::journal::JournalEntry) {
+        match e.resolution() {
+            Some("dead") => self.dead += 1,
+            Some("retry") => self.retry += 1,
+            Some("running") => self.running += 1,
+            Some(_) => {}
+            None if e.action == crate::decide::Action::Unpark => self.unparks += 1,
+            None => {}
+        }
+    }
+
+    fn any(&self) -> bool {
+        *self != Resolutions::default()
+    }
 }
 
 impl WatchReport {
@@ -70,19 +103,30 @@ impl WatchReport {
 
 /// Reads the journal (every generation, the entries of the configured database only)
 /// into per-watch marks, for the watches asked about only.
+/// The marks are selfheal's own judgements only: a person's decisions and un-parks are
+/// counted per watch ([`Resolutions`]) instead.
 fn read_marks(
     cfg: &Config,
     db: &DatabaseId,
     warnings: &mut Vec<String>,
-) -> (HashMap<String, Marks>, Value) {
+) -> (HashMap<String, Marks>, HashMap<String, Resolutions>, Value) {
     let path = cfg.run.state_dir.join(JOURNAL_FILE);
     let mut marks: HashMap<String, Marks> = cfg
         .watches
         .iter()
         .map(|w| (w.name.clone(), Marks::new()))
         .collect();
+    let mut resolutions: HashMap<String, Resolutions> = HashMap::new();
     let result = journal::read_all(&cfg.run.state_dir, db, &mut |entry| {
-        if let Some(by_id) = marks.get_mut(&entry.watch)
+        if !marks.contains_key(&entry.watch) {
+            return;
+        }
+        if entry.by_person() || entry.action == crate::decide::Action::Unpark {
+            resolutions
+                .entry(entry.watch.clone())
+                .or_default()
+                .count(&entry);
+        } else if let Some(by_id) = marks.get_mut(&entry.watch)
             && let Some((_, id, m)) = Mark::from_entry(&entry)
         {
             by_id.entry(id).or_default().push(m);
@@ -108,7 +152,7 @@ fn read_marks(
             json!({"path": path.display().to_string(), "present": false, "error": e.full_message()})
         }
     };
-    (marks, info)
+    (marks, resolutions, info)
 }
 
 /// Measures one watch: one streamed pass over its finished rows.
@@ -167,7 +211,7 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
     for w in &cfg.watches {
         schemas.push(store.schema(w)?);
     }
-    let (marks, journal_info) = read_marks(cfg, &DatabaseId::of(db), &mut warnings);
+    let (marks, resolutions, journal_info) = read_marks(cfg, &DatabaseId::of(db), &mut warnings);
     for w in &cfg.watches {
         let mut rep = WatchReport {
             name: w.name.clone(),
@@ -179,6 +223,7 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
             stats: WatchStats::default(),
             stale_after: None,
             max_age: None,
+            resolutions: resolutions.get(&w.name).copied().unwrap_or_default(),
         };
         if w.ended_column.is_none() {
             rep.skipped =
@@ -314,6 +359,12 @@ pub fn watch_json(r: &WatchReport) -> Value {
         "max_age_too_low": r.max_age_too_low(),
         "suggested_stale_after": suggestion(&r.stale_after),
         "suggested_max_age": suggestion(&r.max_age),
+        "resolutions": {
+            "dead": r.resolutions.dead,
+            "retry": r.resolutions.retry,
+            "running": r.resolutions.running,
+        },
+        "unparks": r.resolutions.unparks,
     })
 }
 
@@ -330,7 +381,8 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
         secs_duration(r.max_age_s)
     )?;
     if let Some(why) = &r.skipped {
-        return writeln!(out, "  skipped: {}", printable(why));
+        writeln!(out, "  skipped: {}", printable(why))?;
+        return write_resolutions(out, &r.resolutions);
     }
     let by: Vec<String> = s
         .by_status
@@ -497,6 +549,7 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
             st.reason
         )?;
     }
+    write_resolutions(out, &r.resolutions)?;
     if r.max_age_too_low() {
         writeln!(
             out,
@@ -507,4 +560,27 @@ pub fn write_text(out: &mut dyn Write, r: &WatchReport) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// What people decided and how often a park recovered: said only when something was.
+fn write_resolutions(out: &mut dyn Write, r: &Resolutions) -> std::io::Result<()> {
+    if !r.any() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  a person decided  dead {}, retry {}, running {} (selfheal resolve)",
+        r.dead, r.retry, r.running
+    )?;
+    writeln!(
+        out,
+        "  parks recovered   {} (parked as hung, then their own heartbeat beat again: false \
+         parks; {}",
+        r.unparks,
+        if r.unparks + r.running > 0 {
+            "many of them, or people choosing running, say stale_after or confirm is too tight)"
+        } else {
+            "none)"
+        }
+    )
 }

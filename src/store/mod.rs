@@ -4,9 +4,11 @@
 //!
 //! Three traits, one per concern, bundled for callers as [`Store`] (what [`open`] returns;
 //! every method is callable on a `&mut dyn Store` with only `Store` in scope):
-//! - [`JobTable`]: running rows, the compare-and-set, finished rows, a row as it is now,
-//!   the rows parked in `manual_value`, groups of writes, the database clock (`check`,
-//!   recovery, `stats`, `doctor`);
+//! - [`JobTable`]: running rows (and parked rows, or one row by id, read the same way:
+//!   [`Select`]), the compare-and-set — the one statement through which selfheal writes a
+//!   row, from whatever status it was observed in —, finished rows, a row as it is now and
+//!   every column of it, the rows parked in `manual_value`, groups of writes, the database
+//!   clock (`check`, recovery, `stats`, `doctor`, `show`, `resolve`);
 //! - [`Introspect`]: the server, how it was reached, the schema, the plan of the running-rows
 //!   query, the session's time zone (`doctor`; `check` reads the schema);
 //! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
@@ -26,8 +28,9 @@
 //!    §11).
 //!
 //! Guarantee shared by every adapter: [`JobTable::compare_and_set`] changes at most one
-//! row, and only if it still has the running status, the start value and the
-//! heartbeat-column value selfheal observed (SPEC §6). Values are always bound parameters;
+//! row, and only if it still has the status (the running status for `check`), the start,
+//! owner and heartbeat-column values selfheal observed (SPEC §6; an un-park leaves the
+//! heartbeat column out, since it is made because the row beats again). Values are always bound parameters;
 //! identifiers are validated [`Ident`](crate::config::Ident)s.
 //!
 //! I/O: the adapters talk to their database (and `credentials` reads password and option
@@ -181,6 +184,9 @@ pub struct Schema {
     /// Longest message the message column accepts, in characters.
     pub message_max: Option<usize>,
     pub ended: Option<Ended>,
+    /// How `retry_at_column` is written, where the watch has one (as an end time is:
+    /// [`types::ended_for`]).
+    pub retry_at: Option<Ended>,
     /// Every column of the table, by lowercase name.
     pub columns: HashMap<String, Column>,
     /// The id column alone is the primary key: the compare-and-set is forced through it,
@@ -218,10 +224,15 @@ pub struct LockHolder {
     pub host: Option<String>,
 }
 
-/// One compare-and-set.
+/// One compare-and-set: every write selfheal makes to a row, whoever asks for it — a
+/// reclaim or a park by `check`, an un-park, a person's decision (`selfheal resolve`).
 #[derive(Debug, Clone)]
 pub struct Change<'a> {
     pub row: &'a RunningRow,
+    /// The status the row was observed in, which it must still have: `running_value`
+    /// for `check`'s reclaims and parks, `manual_value` for an un-park, either for a
+    /// person's decision.
+    pub from_status: &'a str,
     pub new_status: &'a str,
     /// Already cut to the column's length.
     pub message: Option<String>,
@@ -231,6 +242,31 @@ pub struct Change<'a> {
     /// `manual_value` (SPEC §6): its worker may still be running, and `stats` would count
     /// it as finished.
     pub set_ended: bool,
+    /// Set `retry_at_column` (where the watch has one) to the database's now plus this
+    /// many seconds: the backoff of a reclaim, 0 for a person's retry (SPEC §14).
+    pub retry_at: Option<u64>,
+    /// Also match the heartbeat column's observed value (every change but an un-park,
+    /// which is made because the row beats again: its heartbeat moves on by design).
+    pub match_heartbeat: bool,
+}
+
+/// Which of a watch's rows a read selects (its `match` always applies).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Select<'a> {
+    /// The running rows, by id (what `check` judges), or a page of them.
+    Running(sql::Page<'a>),
+    /// The first `limit` rows with this status, by id (the rows parked in `manual_value`).
+    Status(&'a str, u32),
+    /// The row with this id, whatever its status.
+    Id(&'a SqlValue),
+}
+
+/// A row as [`JobTable::each_row`] reads it: the columns a running row is judged by,
+/// and its status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRow {
+    pub status: SqlValue,
+    pub row: RunningRow,
 }
 
 /// Result of one compare-and-set.
@@ -252,6 +288,16 @@ pub enum CasOutcome {
 pub trait JobTable {
     /// The database clock, read once per run.
     fn clock(&mut self) -> Result<DbClock>;
+    /// Streams the rows `sel` selects, ordered by id, to `each`, one at a time as they
+    /// come off the wire: the adapter holds no more than one row. An error from `each`
+    /// stops the stream and is returned. The status is read for [`Select::Status`] and
+    /// [`Select::Id`]; for [`Select::Running`] it is the running value.
+    fn each_row(
+        &mut self,
+        w: &Watch,
+        sel: Select<'_>,
+        each: &mut dyn FnMut(StoredRow) -> Result<()>,
+    ) -> Result<()>;
     /// Streams every row in the running state, ordered by id, to `each`, one at a time as
     /// it comes off the wire: the adapter holds no more than one row. An error from `each`
     /// stops the stream and is returned.
@@ -270,7 +316,22 @@ pub trait JobTable {
         w: &Watch,
         page: sql::Page<'_>,
         each: &mut dyn FnMut(RunningRow) -> Result<()>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.each_row(w, Select::Running(page), &mut |r| each(r.row))
+    }
+    /// The row with this id as the watch sees it (its `match` applies), whatever its
+    /// status; `None`: no such row.
+    fn row_by_id(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<StoredRow>> {
+        let mut found = None;
+        self.each_row(w, Select::Id(id), &mut |r| {
+            found.get_or_insert(r);
+            Ok(())
+        })?;
+        Ok(found)
+    }
+    /// Every column of the row with this id, as the table holds them, in the table's
+    /// order (`SELECT *`); `None`: no such row. For a person (`selfheal show`).
+    fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>>;
     /// Every row in the running state, ordered by id, in memory (for `doctor`).
     fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
         let mut out = Vec::new();

@@ -22,7 +22,8 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    LockHolder, ParkedRow, RunningRow, ScanPlan, Schema, Session, SqlValue, TimeValue,
+    LockHolder, ParkedRow, RunningRow, ScanPlan, Schema, Select, Session, SqlValue, StoredRow,
+    TimeValue,
 };
 use crate::clock::DbClock;
 use crate::config::{Database, DbUrl, Ident, Watch, redact_url};
@@ -38,6 +39,7 @@ pub const DIALECT: Dialect = Dialect {
     epoch_now: "UNIX_TIMESTAMP()",
     zone_now: ("UTC_TIMESTAMP() + INTERVAL ", " SECOND"),
     zone_offset: SqlValue::Int,
+    now_plus: ("NOW() + INTERVAL ", " SECOND"),
     force_primary: " FORCE INDEX (PRIMARY)",
     enforces_types: true,
     epoch_of: Some(("UNIX_TIMESTAMP(", ")")),
@@ -581,17 +583,22 @@ impl JobTable for MysqlStore {
         }
     }
 
-    fn each_running_row_in(
+    fn each_row(
         &mut self,
         w: &Watch,
-        page: sql::Page<'_>,
-        each: &mut dyn FnMut(RunningRow) -> Result<()>,
+        sel: Select<'_>,
+        each: &mut dyn FnMut(StoredRow) -> Result<()>,
     ) -> Result<()> {
-        let st = sql::running_page_sql(&DIALECT, w, page);
+        let st = sql::rows_sql(&DIALECT, w, sel);
         let tz = self.tz;
         let label = self.label.clone();
+        let what = match sel {
+            Select::Running(_) => "running rows",
+            Select::Status(..) => "parked rows",
+            Select::Id(_) => "a row",
+        };
         let ctx = |e: mysql::Error| {
-            Error::database(format!("reading running rows of {} on {label}", w.table), e)
+            Error::database(format!("reading {what} of {} on {label}", w.table), e)
         };
         let result = self.conn.exec_iter(&st.sql, values(&st)).map_err(ctx)?;
         for row in result {
@@ -611,16 +618,43 @@ impl JobTable for MysqlStore {
             };
             let owner = owner_raw.clone().into_text();
             let attempts = w.retry.as_ref().map(|_| next().0.into_count());
-            each(RunningRow {
-                id,
-                started,
-                heartbeat,
-                owner,
-                owner_raw,
-                attempts,
+            let status = if sql::rows_have_status(sel) {
+                next().0
+            } else {
+                SqlValue::Text(w.running_value.clone())
+            };
+            each(StoredRow {
+                status,
+                row: RunningRow {
+                    id,
+                    started,
+                    heartbeat,
+                    owner,
+                    owner_raw,
+                    attempts,
+                },
             })?;
         }
         Ok(())
+    }
+
+    fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>> {
+        let st = sql::columns_sql(&DIALECT, w, id);
+        let row: Option<mysql::Row> = self
+            .conn
+            .exec_first(&st.sql, values(&st))
+            .map_err(|e| self.err(&format!("reading a row of {}", w.table), e))?;
+        Ok(row.map(|r| {
+            let names: Vec<String> = r
+                .columns_ref()
+                .iter()
+                .map(|c| c.name_str().into_owned())
+                .collect();
+            names
+                .into_iter()
+                .zip(r.unwrap().into_iter().map(from_value))
+                .collect()
+        }))
     }
 
     fn compare_and_set(
@@ -724,7 +758,14 @@ impl JobTable for MysqlStore {
     ) -> Result<Option<Vec<CasOutcome>>> {
         // Only inside a group, by the primary key: the rows locked by the first statement
         // are the very rows the second writes.
-        if !self.in_group || !schema.id_is_primary || changes.len() < 2 {
+        // A group writes from the running status, each row's heartbeat matched (what a
+        // sweep writes); anything else goes on its own.
+        let sweep_like = |c: &Change<'_>| c.from_status == w.running_value && c.match_heartbeat;
+        if !self.in_group
+            || !schema.id_is_primary
+            || changes.len() < 2
+            || !changes.iter().all(sweep_like)
+        {
             return Ok(None);
         }
         let st = sql::cas_group_lock_sql(&DIALECT, w, schema, changes);

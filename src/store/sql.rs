@@ -1,8 +1,11 @@
 //! The SQL selfheal runs, built once for every database from a [`Dialect`]: the `SELECT` of
-//! running rows, of one row by id, of finished rows, of the rows parked in `manual_value`
-//! (and their count), and the compare-and-set `UPDATE`; and the one statement selfheal
-//! never runs but shows a person — the compare-and-set that releases a parked row
-//! ([`release_sql`]), its values written out as literals ([`for_a_person`]).
+//! running rows (and, read the same way, of the rows with another status or of one row by
+//! id: [`rows_sql`]), of a row's every column, of finished rows, of the rows parked in
+//! `manual_value` (and their count), and the compare-and-set `UPDATE` ([`cas_sql`]: the one
+//! statement that writes a row, from whatever status it was observed in); and how that
+//! statement reads for a person, its values written out as literals ([`for_a_person`]), and
+//! the condition an application's picker must add for `retry_at_column`
+//! ([`due_condition`]).
 //!
 //! Each builder returns a [`Statement`]: the text and its bound values in order, so the
 //! two can never drift apart. Identifiers are validated [`Ident`]s quoted with the
@@ -43,8 +46,13 @@ pub struct Dialect {
     /// The current UTC time shifted by a bound offset, for [`Ended::Zone`]: written as
     /// `zone_now.0`, the placeholder, `zone_now.1`.
     pub zone_now: (&'static str, &'static str),
-    /// The bound value of that offset, from seconds east of UTC.
+    /// The bound value of that offset, from seconds east of UTC (also the bound value of
+    /// `now_plus`).
     pub zone_offset: fn(i64) -> SqlValue,
+    /// The database's current time plus a bound number of seconds, for a time written
+    /// as [`Ended::DbNow`] ahead of now (`retry_at_column`): `now_plus.0`, the
+    /// placeholder, `now_plus.1`.
+    pub now_plus: (&'static str, &'static str),
     /// After the table name in the `UPDATE` when the id alone is the primary key, so the
     /// compare-and-set locks the row through it as the worker's own `UPDATE … WHERE id = ?`
     /// does ("" when the database needs no hint).
@@ -97,6 +105,11 @@ impl<'d> Binds<'d> {
         }
     }
 
+    /// Takes back the value bound last, whose placeholder was not used after all.
+    fn unbind_last(&mut self) {
+        self.params.pop();
+    }
+
     fn finish(self, sql: String) -> Statement {
         Statement {
             sql,
@@ -126,7 +139,7 @@ fn match_conditions(d: &Dialect, w: &Watch, b: &mut Binds<'_>) -> Vec<String> {
 /// Which running rows to read: all of them, or a page of them — the first `limit` after
 /// the id `after` (keyset paging on the id column: no `OFFSET`, so a page costs the same
 /// wherever it is, and rows that come or go between pages shift nothing).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Page<'a> {
     pub after: Option<&'a SqlValue>,
     pub limit: Option<usize>,
@@ -142,31 +155,73 @@ pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
 
 /// [`running_sql`] for one [`Page`].
 pub fn running_page_sql(d: &Dialect, w: &Watch, page: Page<'_>) -> Statement {
+    rows_sql(d, w, super::Select::Running(page))
+}
+
+/// True when the `SELECT` of `sel` ends with the status column (every selection but the
+/// running rows, whose status is known).
+pub fn rows_have_status(sel: super::Select<'_>) -> bool {
+    !matches!(sel, super::Select::Running(_))
+}
+
+/// The `SELECT` of the rows `sel` selects (the watch's `match` too), ordered by id: the
+/// cells of [`running_sql`], then the status where [`rows_have_status`].
+pub fn rows_sql(d: &Dialect, w: &Watch, sel: super::Select<'_>) -> Statement {
+    use super::Select;
     let mut b = Binds::new(d);
     let mut cols = vec![d.quote(&w.id_column), time_column(d, &w.started_column)];
     cols.extend(w.heartbeat_column.as_ref().map(|c| time_column(d, c)));
     cols.extend(w.owner_column.as_ref().map(|c| d.quote(c)));
     cols.extend(w.retry.as_ref().map(|r| d.quote(&r.attempts_column)));
+    if rows_have_status(sel) {
+        cols.push(d.quote(&w.status_column));
+    }
     let cols = cols.join(", ");
-    let running = b.bind(SqlValue::Text(w.running_value.clone()));
-    let mut cond = vec![format!("{} = {running}", d.quote(&w.status_column))];
+    let mut limit = String::new();
+    let mut after = None;
+    let first = match sel {
+        Select::Running(page) => {
+            after = page.after;
+            if let Some(n) = page.limit {
+                limit = format!(" LIMIT {n}");
+            }
+            let running = b.bind(SqlValue::Text(w.running_value.clone()));
+            format!("{} = {running}", d.quote(&w.status_column))
+        }
+        Select::Status(status, n) => {
+            limit = format!(" LIMIT {n}");
+            let v = b.bind(SqlValue::Text(status.to_string()));
+            format!("{} = {v}", d.quote(&w.status_column))
+        }
+        Select::Id(id) => format!("{} = {}", d.quote(&w.id_column), b.bind(id.clone())),
+    };
+    let mut cond = vec![first];
     cond.extend(match_conditions(d, w, &mut b));
-    if let Some(after) = page.after {
+    if let Some(after) = after {
         cond.push(format!(
             "{} > {}",
             d.quote(&w.id_column),
             b.bind(after.clone())
         ));
     }
-    let limit = page
-        .limit
-        .map(|n| format!(" LIMIT {n}"))
-        .unwrap_or_default();
     let sql = format!(
         "SELECT {cols} FROM {} WHERE {} ORDER BY {}{limit}",
         d.quote(&w.table),
         cond.join(" AND "),
         d.quote(&w.id_column),
+    );
+    b.finish(sql)
+}
+
+/// The `SELECT *` of one row by id, as the table holds it (for a person: `selfheal
+/// show`). Not limited by the watch's `match`: the row is shown whatever job kind it is.
+pub fn columns_sql(d: &Dialect, w: &Watch, id: &SqlValue) -> Statement {
+    let mut b = Binds::new(d);
+    let id = b.bind(id.clone());
+    let sql = format!(
+        "SELECT * FROM {} WHERE {} = {id}",
+        d.quote(&w.table),
+        d.quote(&w.id_column)
     );
     b.finish(sql)
 }
@@ -303,54 +358,6 @@ pub fn parked_sql(d: &Dialect, w: &Watch, manual: &str, limit: u32) -> Statement
     b.finish(sql)
 }
 
-/// The compare-and-set that releases a row parked in `manual_value` to `target` once a
-/// person has looked: sets the status (and the end time the way `check` writes it) only
-/// while the row still has its id, the manual status and the start value observed.
-pub fn release_sql(
-    d: &Dialect,
-    w: &Watch,
-    schema: &Schema,
-    row: &super::ParkedRow,
-    manual: &str,
-    target: &str,
-) -> Statement {
-    let mut b = Binds::new(d);
-    let mut set = vec![format!(
-        "{} = {}",
-        d.quote(&w.status_column),
-        b.bind(SqlValue::Text(target.to_string()))
-    )];
-    if let Some(col) = &w.ended_column {
-        set.push(format!(
-            "{} = {}",
-            d.quote(col),
-            ended_expr(d, schema, &mut b)
-        ));
-    }
-    let mut cond = vec![
-        format!("{} = {}", d.quote(&w.id_column), b.bind(row.id.clone())),
-        format!(
-            "{} = {}",
-            d.quote(&w.status_column),
-            b.bind(SqlValue::Text(manual.to_string()))
-        ),
-        format!(
-            "{} {} {}",
-            d.quote(&w.started_column),
-            d.null_safe_eq,
-            b.bind(row.started.raw.clone())
-        ),
-    ];
-    cond.extend(match_conditions(d, w, &mut b));
-    let sql = format!(
-        "UPDATE {} SET {} WHERE {}",
-        d.quote(&w.table),
-        set.join(", "),
-        cond.join(" AND ")
-    );
-    b.finish(sql)
-}
-
 /// A value as a literal of this database: numbers as they are, `NULL`, text and times
 /// quoted, bytes in hex.
 pub fn literal(d: &Dialect, v: &SqlValue) -> String {
@@ -410,21 +417,51 @@ pub fn for_a_person(d: &Dialect, st: &Statement) -> String {
 
 /// The end time's expression for a column of the watch (see [`super::Ended`]).
 fn ended_expr(d: &Dialect, schema: &Schema, b: &mut Binds<'_>) -> String {
-    match schema.ended {
-        None | Some(Ended::DbNow) => d.now.to_string(),
-        Some(Ended::Epoch) => d.epoch_now.to_string(),
+    time_expr(d, schema.ended, 0, b)
+}
+
+/// The database's current time plus `ahead` seconds, written the way `how` says (see
+/// [`super::Ended`]; `None` as the database's own now).
+fn time_expr(d: &Dialect, how: Option<Ended>, ahead: u64, b: &mut Binds<'_>) -> String {
+    let ahead = i64::try_from(ahead).unwrap_or(i64::MAX);
+    match how {
+        None | Some(Ended::DbNow) if ahead == 0 => d.now.to_string(),
+        None | Some(Ended::DbNow) => {
+            let secs = b.bind((d.zone_offset)(ahead));
+            format!("{}{secs}{}", d.now_plus.0, d.now_plus.1)
+        }
+        Some(Ended::Epoch) if ahead == 0 => d.epoch_now.to_string(),
+        Some(Ended::Epoch) => format!("{} + {}", d.epoch_now, b.bind(SqlValue::Int(ahead))),
         Some(Ended::Zone(tz)) => {
-            let offset = b.bind((d.zone_offset)(super::zone_offset_now(tz)));
+            let offset = super::zone_offset_now(tz).saturating_add(ahead);
+            let offset = b.bind((d.zone_offset)(offset));
             format!("{}{offset}{}", d.zone_now.0, d.zone_now.1)
         }
     }
 }
 
-/// The compare-and-set `UPDATE` of SPEC §6: sets the new status, the end time (unless
-/// the row is parked for a person), the message and the attempts the watch has; matches
-/// the row only while it still has the id, the running status, the start, heartbeat and
-/// owner values selfheal observed, and the watch's `match`: a row another host claimed, or
-/// that another watch's job kind took over, in the meantime is never written.
+/// The condition an application's picker must add so that a row sent back to the queue
+/// waits until its `retry_at_column` is due (SPEC §14), for a person to copy: `None`
+/// without the column. Written in this database's SQL for the column's type.
+pub fn due_condition(d: &Dialect, w: &Watch, schema: &Schema) -> Option<String> {
+    let col = d.quote(w.retry_at_column.as_ref()?);
+    let now = match schema.retry_at {
+        None | Some(Ended::DbNow) => d.now.to_string(),
+        Some(Ended::Epoch) => d.epoch_now.to_string(),
+        // The wall-clock time of the zone the application writes in: its own session's
+        // NOW() when the session runs in that zone.
+        Some(Ended::Zone(_)) => d.now.to_string(),
+    };
+    Some(format!("({col} IS NULL OR {col} <= {now})"))
+}
+
+/// The compare-and-set `UPDATE` of SPEC §6 — the one statement through which selfheal
+/// writes a row: sets the new status, the end time (unless the row is parked for a person
+/// or put back to running), the message, the attempts and the "not before" time the watch
+/// has; matches the row only while it still has the id, the status it was observed in,
+/// the start, heartbeat (but for an un-park) and owner values selfheal observed, and the
+/// watch's `match`: a row another host claimed, or that another watch's job kind took
+/// over, in the meantime is never written.
 pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> Statement {
     let mut b = Binds::new(d);
     let mut set = vec![format!(
@@ -433,11 +470,8 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         b.bind(SqlValue::Text(c.new_status.to_string()))
     )];
     if let Some(col) = w.ended_column.as_ref().filter(|_| c.set_ended) {
-        set.push(format!(
-            "{} = {}",
-            d.quote(col),
-            ended_expr(d, schema, &mut b)
-        ));
+        let expr = ended_expr(d, schema, &mut b);
+        set.push(format!("{} = {expr}", d.quote(col)));
     }
     if let (Some(col), Some(m)) = (&w.message_column, &c.message) {
         set.push(format!(
@@ -450,6 +484,10 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         let a = d.quote(&r.attempts_column);
         set.push(format!("{a} = COALESCE({a}, 0) + 1"));
     }
+    if let (Some(col), Some(ahead)) = (&w.retry_at_column, c.retry_at) {
+        let expr = time_expr(d, schema.retry_at, ahead, &mut b);
+        set.push(format!("{} = {expr}", d.quote(col)));
+    }
     let cond = cas_conditions(d, w, c, &mut b);
     let sql = format!(
         "UPDATE {}{} SET {} WHERE {}",
@@ -461,8 +499,9 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
     b.finish(sql)
 }
 
-/// The conditions of one row's compare-and-set: its id, the running status, the start (and
-/// heartbeat column and owner) value observed, and the watch's `match`.
+/// The conditions of one row's compare-and-set: its id, the status it was observed in, the
+/// start (heartbeat column, but for an un-park, and owner) value observed, and the watch's
+/// `match`.
 fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> Vec<String> {
     let eq = d.null_safe_eq;
     let mut cond = vec![
@@ -470,7 +509,7 @@ fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> 
         format!(
             "{} = {}",
             d.quote(&w.status_column),
-            b.bind(SqlValue::Text(w.running_value.clone()))
+            b.bind(SqlValue::Text(c.from_status.to_string()))
         ),
         format!(
             "{} {eq} {}",
@@ -478,7 +517,8 @@ fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> 
             b.bind(c.row.started.raw.clone())
         ),
     ];
-    if let (Some(col), Some(hb)) = (&w.heartbeat_column, &c.row.heartbeat) {
+    if let (Some(col), Some(hb), true) = (&w.heartbeat_column, &c.row.heartbeat, c.match_heartbeat)
+    {
         cond.push(format!("{} {eq} {}", d.quote(col), b.bind(hb.raw.clone())));
     }
     if let Some(col) = &w.owner_column {
@@ -536,16 +576,22 @@ pub fn cas_group_update_sql(
     schema: &Schema,
     changes: &[&Change<'_>],
 ) -> Statement {
+    // Each row's value (an expression, its values bound) where its own write sets one.
+    type Value<'v> = dyn Fn(&Change<'_>, &mut Binds<'_>) -> Option<String> + 'v;
     let mut b = Binds::new(d);
     let id = d.quote(&w.id_column);
-    let case = |b: &mut Binds<'_>, value: &dyn Fn(&Change<'_>) -> Option<SqlValue>, col: &str| {
+    let case = |b: &mut Binds<'_>, value: &Value<'_>, col: &str| {
         let mut arms = String::new();
-        for (c, v) in changes.iter().filter_map(|c| value(c).map(|v| (c, v))) {
-            let (i, v) = (b.bind(c.row.id.clone()), b.bind(v));
-            arms.push_str(" WHEN ");
-            arms.push_str(&i);
-            arms.push_str(" THEN ");
-            arms.push_str(&v);
+        for c in changes {
+            let i = b.bind(c.row.id.clone());
+            if let Some(v) = value(c, b) {
+                arms.push_str(" WHEN ");
+                arms.push_str(&i);
+                arms.push_str(" THEN ");
+                arms.push_str(&v);
+            } else {
+                b.unbind_last();
+            }
         }
         format!("CASE {id}{arms} ELSE {col} END")
     };
@@ -554,7 +600,7 @@ pub fn cas_group_update_sql(
         "{status} = {}",
         case(
             &mut b,
-            &|c| Some(SqlValue::Text(c.new_status.to_string())),
+            &|c, b| Some(b.bind(SqlValue::Text(c.new_status.to_string()))),
             &status
         )
     )];
@@ -572,7 +618,23 @@ pub fn cas_group_update_sql(
     }
     if let Some(col) = &w.message_column {
         let col = d.quote(col);
-        let value = case(&mut b, &|c| c.message.clone().map(SqlValue::Text), &col);
+        let value = case(
+            &mut b,
+            &|c, b| c.message.clone().map(|m| b.bind(SqlValue::Text(m))),
+            &col,
+        );
+        set.push(format!("{col} = {value}"));
+    }
+    if let Some(col) = &w.retry_at_column
+        && changes.iter().any(|c| c.retry_at.is_some())
+    {
+        let col = d.quote(col);
+        let at = schema.retry_at;
+        let value = case(
+            &mut b,
+            &|c, b| c.retry_at.map(|ahead| time_expr(d, at, ahead, b)),
+            &col,
+        );
         set.push(format!("{col} = {value}"));
     }
     if let Some(r) = &w.retry {
@@ -631,6 +693,7 @@ mod tests {
         Schema {
             message_max: None,
             ended,
+            retry_at: None,
             columns: HashMap::new(),
             id_is_primary,
         }
@@ -833,10 +896,13 @@ mod tests {
         let r = row(Some(SqlValue::Null));
         let c = Change {
             row: &r,
+            from_status: "running",
             new_status: "queued",
             message: Some("self-heal: dead".into()),
             bump_attempts: true,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
         };
         let params = vec![
             text("queued"),
@@ -885,6 +951,9 @@ mod tests {
             message: Some("self-heal: dead".into()),
             bump_attempts: false,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
+            from_status: "running",
         };
         let parked = Change {
             row: &b,
@@ -892,6 +961,9 @@ mod tests {
             message: None,
             bump_attempts: false,
             set_ended: false,
+            retry_at: None,
+            match_heartbeat: true,
+            from_status: "running",
         };
         let changes = [dead, parked];
         let s = schema(Some(Ended::DbNow), true);
@@ -943,7 +1015,7 @@ mod tests {
     }
 
     #[test]
-    fn parked_rows_and_the_statement_that_releases_one() {
+    fn parked_rows_and_the_compare_and_set_that_releases_one_as_a_person_reads_it() {
         let w = watch("ended_column = \"end_time\"\nmanual_value = \"wait_manual\"");
         assert_eq!(
             parked_count_sql(MYSQL, &w, "wait_manual"),
@@ -957,21 +1029,34 @@ mod tests {
             "SELECT \"id\", \"start_time\" FROM \"app\".\"sync_log\" WHERE \"status\" = ?1 \
              ORDER BY \"id\" LIMIT 10"
         );
-        let row = |id, started| crate::store::ParkedRow {
+        // The compare-and-set that releases a parked row, as a person reads it.
+        let parked = |id, started| RunningRow {
             id,
             started: TimeValue {
                 raw: started,
                 stamp: Ok(None),
             },
+            heartbeat: None,
+            owner: None,
+            owner_raw: SqlValue::Null,
+            attempts: None,
         };
-        let r = row(SqlValue::Int(7), text("2026-11-29 10:00:00"));
-        let st = release_sql(
+        let release = |r, to| Change {
+            row: r,
+            from_status: "wait_manual",
+            new_status: to,
+            message: None,
+            bump_attempts: false,
+            set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
+        };
+        let r = parked(SqlValue::Int(7), text("2026-11-29 10:00:00"));
+        let st = cas_sql(
             MYSQL,
             &w,
-            &schema(Some(Ended::DbNow), true),
-            &r,
-            "wait_manual",
-            "error",
+            &schema(Some(Ended::DbNow), false),
+            &release(&r, "error"),
         );
         assert_eq!(
             for_a_person(MYSQL, &st),
@@ -980,14 +1065,12 @@ mod tests {
         );
         // Values from the database are written as literals, never spliced: a quote, a
         // backslash, a `?` and a newline in an id; a NULL start; an integer end column.
-        let r = row(text("a'b\\c?\nd"), SqlValue::Null);
-        let st = release_sql(
+        let r = parked(text("a'b\\c?\nd"), SqlValue::Null);
+        let st = cas_sql(
             SQLITE,
             &w,
             &schema(Some(Ended::Epoch), false),
-            &r,
-            "wait_manual",
-            "pending",
+            &release(&r, "pending"),
         );
         assert_eq!(
             for_a_person(SQLITE, &st),
@@ -995,7 +1078,7 @@ mod tests {
              CAST(strftime('%s', 'now') AS INTEGER) WHERE \"id\" = 'a''b\\c?' || char(10) || 'd' \
              AND \"status\" = 'wait_manual' AND \"start_time\" IS NULL"
         );
-        let st = release_sql(MYSQL, &w, &schema(None, true), &r, "wait_manual", "error");
+        let st = cas_sql(MYSQL, &w, &schema(None, false), &release(&r, "error"));
         assert_eq!(
             for_a_person(MYSQL, &st),
             "UPDATE `app`.`sync_log` SET `status` = 'error', `end_time` = NOW() WHERE `id` = \
@@ -1011,8 +1094,8 @@ mod tests {
                 params: vec![text("wait_manual"), text("full-sync")],
             }
         );
-        let r = row(SqlValue::Int(7), text("2026-11-29 10:00:00"));
-        let st = release_sql(MYSQL, &w, &schema(None, true), &r, "wait_manual", "error");
+        let r = parked(SqlValue::Int(7), text("2026-11-29 10:00:00"));
+        let st = cas_sql(MYSQL, &w, &schema(None, true), &release(&r, "error"));
         assert!(
             for_a_person(MYSQL, &st).ends_with(" AND `job` = 'full-sync'"),
             "{st:?}"
@@ -1034,10 +1117,13 @@ mod tests {
         r.owner_raw = text("web1:4242");
         let c = Change {
             row: &r,
+            from_status: "running",
             new_status: "error",
             message: None,
             bump_attempts: false,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
         };
         assert_eq!(
             cas_sql(MYSQL, &w, &schema(None, true), &c),
@@ -1059,10 +1145,13 @@ mod tests {
         r.owner_raw = SqlValue::Null;
         let c = Change {
             row: &r,
+            from_status: "running",
             new_status: "error",
             message: None,
             bump_attempts: false,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
         };
         assert_eq!(
             cas_sql(SQLITE, &w, &schema(None, true), &c).sql,
@@ -1072,15 +1161,185 @@ mod tests {
     }
 
     #[test]
+    fn compare_and_set_from_another_status_with_a_retry_at() {
+        let w = watch(
+            "heartbeat_column = \"beat\"\nended_column = \"end_time\"\n\
+             manual_value = \"wait_manual\"\nretry_value = \"queued\"\n\
+             attempts_column = \"attempts\"\nmax_attempts = 3\nretry_at_column = \"retry_at\"",
+        );
+        let r = row(Some(text("2026-11-29 10:30:00")));
+        // A person's retry of a parked row: from wait_manual, retry_at now.
+        let c = Change {
+            row: &r,
+            from_status: "wait_manual",
+            new_status: "queued",
+            message: None,
+            bump_attempts: true,
+            set_ended: true,
+            retry_at: Some(0),
+            match_heartbeat: true,
+        };
+        let mut sc = schema(Some(Ended::DbNow), false);
+        sc.retry_at = Some(Ended::DbNow);
+        assert_eq!(
+            cas_sql(MYSQL, &w, &sc, &c),
+            Statement {
+                sql: "UPDATE `app`.`sync_log` SET `status` = ?, `end_time` = NOW(), `attempts` = \
+                      COALESCE(`attempts`, 0) + 1, `retry_at` = NOW() WHERE `id` = ? AND \
+                      `status` = ? AND `start_time` <=> ? AND `beat` <=> ?"
+                    .into(),
+                params: vec![
+                    text("queued"),
+                    SqlValue::Int(7),
+                    text("wait_manual"),
+                    text("2026-11-29 10:00:00"),
+                    text("2026-11-29 10:30:00"),
+                ],
+            }
+        );
+        // A reclaim's backoff: the database's now plus the delay, bound.
+        let c = Change {
+            from_status: "running",
+            retry_at: Some(240),
+            ..c
+        };
+        assert_eq!(
+            cas_sql(MYSQL, &w, &sc, &c).sql,
+            "UPDATE `app`.`sync_log` SET `status` = ?, `end_time` = NOW(), `attempts` = \
+             COALESCE(`attempts`, 0) + 1, `retry_at` = NOW() + INTERVAL ? SECOND WHERE `id` = ? \
+             AND `status` = ? AND `start_time` <=> ? AND `beat` <=> ?"
+        );
+        assert_eq!(cas_sql(MYSQL, &w, &sc, &c).params[1], SqlValue::Int(240));
+        let lite = cas_sql(SQLITE, &w, &sc, &c);
+        assert!(
+            lite.sql.contains("\"retry_at\" = datetime('now', ?2)"),
+            "{}",
+            lite.sql
+        );
+        assert_eq!(lite.params[1], text("+240 seconds"));
+        // Unix seconds, and a configured zone's wall clock (UTC: offset 0).
+        sc.retry_at = Some(Ended::Epoch);
+        let st = cas_sql(MYSQL, &w, &sc, &c);
+        assert!(
+            st.sql.contains("`retry_at` = UNIX_TIMESTAMP() + ?"),
+            "{}",
+            st.sql
+        );
+        assert_eq!(st.params[1], SqlValue::Int(240));
+        let st = cas_sql(SQLITE, &w, &sc, &c);
+        assert!(
+            st.sql
+                .contains("\"retry_at\" = CAST(strftime('%s', 'now') AS INTEGER) + ?2"),
+            "{}",
+            st.sql
+        );
+        sc.retry_at = Some(Ended::Zone(chrono_tz::UTC));
+        let st = cas_sql(MYSQL, &w, &sc, &c);
+        assert!(
+            st.sql
+                .contains("`retry_at` = UTC_TIMESTAMP() + INTERVAL ? SECOND"),
+            "{}",
+            st.sql
+        );
+        assert_eq!(st.params[1], SqlValue::Int(240));
+        // An un-park: from wait_manual to running, not matching the heartbeat column, no
+        // end time, no retry.
+        let c = Change {
+            from_status: "wait_manual",
+            new_status: "running",
+            bump_attempts: false,
+            set_ended: false,
+            retry_at: None,
+            match_heartbeat: false,
+            ..c
+        };
+        assert_eq!(
+            cas_sql(SQLITE, &w, &sc, &c).sql,
+            "UPDATE \"app\".\"sync_log\" SET \"status\" = ?1 WHERE \"id\" = ?2 AND \"status\" = \
+             ?3 AND \"start_time\" IS ?4"
+        );
+        // Without the column, nothing is set.
+        let w = watch("retry_value = \"queued\"\nattempts_column = \"attempts\"\nmax_attempts = 3");
+        let c = Change {
+            retry_at: Some(60),
+            ..c
+        };
+        assert!(!cas_sql(MYSQL, &w, &sc, &c).sql.contains("retry_at"));
+    }
+
+    #[test]
+    fn rows_by_status_or_id_and_every_column_of_one() {
+        let w = watch("owner_column = \"worker\"\nmatch = { job = \"full-sync\" }");
+        assert_eq!(
+            rows_sql(MYSQL, &w, crate::store::Select::Status("wait_manual", 1000)),
+            Statement {
+                sql: "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`), `worker`, `status` \
+                      FROM `app`.`sync_log` WHERE `status` = ? AND `job` = ? ORDER BY `id` LIMIT \
+                      1000"
+                    .into(),
+                params: vec![text("wait_manual"), text("full-sync")],
+            }
+        );
+        let id = SqlValue::Text("a'7".into());
+        assert_eq!(
+            rows_sql(SQLITE, &w, crate::store::Select::Id(&id)),
+            Statement {
+                sql: "SELECT \"id\", \"start_time\", \"worker\", \"status\" FROM \
+                      \"app\".\"sync_log\" WHERE \"id\" = ?1 AND \"job\" = ?2 ORDER BY \"id\""
+                    .into(),
+                params: vec![id.clone(), text("full-sync")],
+            }
+        );
+        assert_eq!(
+            running_sql(MYSQL, &w),
+            rows_sql(MYSQL, &w, crate::store::Select::Running(Page::default()))
+        );
+        assert_eq!(
+            columns_sql(MYSQL, &w, &id),
+            Statement {
+                sql: "SELECT * FROM `app`.`sync_log` WHERE `id` = ?".into(),
+                params: vec![id],
+            }
+        );
+    }
+
+    #[test]
+    fn the_pickers_condition_follows_the_column() {
+        let w = watch(
+            "retry_value = \"queued\"\nattempts_column = \"attempts\"\nmax_attempts = 3\n\
+             retry_at_column = \"retry_at\"",
+        );
+        let mut sc = schema(None, true);
+        sc.retry_at = Some(Ended::DbNow);
+        assert_eq!(
+            due_condition(MYSQL, &w, &sc).as_deref(),
+            Some("(`retry_at` IS NULL OR `retry_at` <= NOW())")
+        );
+        assert_eq!(
+            due_condition(SQLITE, &w, &sc).as_deref(),
+            Some("(\"retry_at\" IS NULL OR \"retry_at\" <= datetime('now'))")
+        );
+        sc.retry_at = Some(Ended::Epoch);
+        assert_eq!(
+            due_condition(MYSQL, &w, &sc).as_deref(),
+            Some("(`retry_at` IS NULL OR `retry_at` <= UNIX_TIMESTAMP())")
+        );
+        assert_eq!(due_condition(MYSQL, &watch(""), &sc), None);
+    }
+
+    #[test]
     fn compare_and_set_end_times() {
         let w = watch("ended_column = \"end_time\"");
         let r = row(None);
         let c = Change {
             row: &r,
+            from_status: "running",
             new_status: "error",
             message: None,
             bump_attempts: false,
             set_ended: true,
+            retry_at: None,
+            match_heartbeat: true,
         };
         let epoch = schema(Some(Ended::Epoch), false);
         assert_eq!(

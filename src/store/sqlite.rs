@@ -16,7 +16,7 @@ use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
     CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    ParkedRow, RunningRow, ScanPlan, Schema, SqlValue,
+    ParkedRow, RunningRow, ScanPlan, Schema, Select, SqlValue, StoredRow,
 };
 use crate::clock::DbClock;
 use crate::config::Watch;
@@ -32,6 +32,7 @@ pub const DIALECT: Dialect = Dialect {
     epoch_now: "CAST(strftime('%s', 'now') AS INTEGER)",
     zone_now: ("datetime('now', ", ")"),
     zone_offset: zone_modifier,
+    now_plus: ("datetime('now', ", ")"),
     force_primary: "",
     enforces_types: false,
     epoch_of: None,
@@ -274,16 +275,21 @@ impl JobTable for SqliteStore {
         })
     }
 
-    fn each_running_row_in(
+    fn each_row(
         &mut self,
         w: &Watch,
-        page: sql::Page<'_>,
-        each: &mut dyn FnMut(RunningRow) -> Result<()>,
+        sel: Select<'_>,
+        each: &mut dyn FnMut(StoredRow) -> Result<()>,
     ) -> Result<()> {
-        let st = sql::running_page_sql(&DIALECT, w, page);
+        let st = sql::rows_sql(&DIALECT, w, sel);
         let tz = self.tz;
         let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
-        let ctx = || self.ctx(&format!("reading running rows of {}", w.table));
+        let what = match sel {
+            Select::Running(_) => "running rows",
+            Select::Status(..) => "parked rows",
+            Select::Id(_) => "a row",
+        };
+        let ctx = || self.ctx(&format!("reading {what} of {}", w.table));
         let mut stmt = self
             .conn
             .prepare(&st.sql)
@@ -313,16 +319,49 @@ impl JobTable for SqliteStore {
                 Some(_) => Some(next().map_err(|e| Error::database(ctx(), e))?.into_count()),
                 None => None,
             };
-            each(RunningRow {
-                id,
-                started,
-                heartbeat,
-                owner,
-                owner_raw,
-                attempts,
+            let status = if sql::rows_have_status(sel) {
+                next().map_err(|e| Error::database(ctx(), e))?
+            } else {
+                SqlValue::Text(w.running_value.clone())
+            };
+            each(StoredRow {
+                status,
+                row: RunningRow {
+                    id,
+                    started,
+                    heartbeat,
+                    owner,
+                    owner_raw,
+                    attempts,
+                },
             })?;
         }
         Ok(())
+    }
+
+    fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>> {
+        let st = sql::columns_sql(&DIALECT, w, id);
+        let ctx = || self.ctx(&format!("reading a row of {}", w.table));
+        let mut stmt = self
+            .conn
+            .prepare(&st.sql)
+            .map_err(|e| Error::database(ctx(), e))?;
+        let names: Vec<String> = stmt.column_names().map(str::to_string).collect();
+        let mut rows = stmt
+            .query(params_from_iter(st.params.iter().map(to_sql)))
+            .map_err(|e| Error::database(ctx(), e))?;
+        let Some(r) = rows.next().map_err(|e| Error::database(ctx(), e))? else {
+            return Ok(None);
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for (i, name) in names.into_iter().enumerate() {
+            let v = r
+                .get_ref(i)
+                .map(from_sql)
+                .map_err(|e| Error::database(ctx(), e))?;
+            out.push((name, v));
+        }
+        Ok(Some(out))
     }
 
     fn compare_and_set(

@@ -403,6 +403,7 @@ pub fn named_columns(w: &Watch) -> Vec<(&'static str, &Ident, Role)> {
         ("ended_column", w.ended_column.as_ref(), Role::Time),
         ("message_column", w.message_column.as_ref(), Role::Text),
         ("owner_column", w.owner_column.as_ref(), Role::Text),
+        ("retry_at_column", w.retry_at_column.as_ref(), Role::Time),
         (
             "attempts_column",
             w.retry.as_ref().map(|r| &r.attempts_column),
@@ -543,9 +544,15 @@ pub fn schema(
         .as_ref()
         .and_then(get)
         .map(|col| ended_for(&col.ty, tz, d.enforces_types));
+    let retry_at = w
+        .retry_at_column
+        .as_ref()
+        .and_then(get)
+        .map(|col| ended_for(&col.ty, tz, d.enforces_types));
     Ok(Schema {
         message_max,
         ended,
+        retry_at,
         columns,
         id_is_primary,
     })

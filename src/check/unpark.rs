@@ -1,0 +1,461 @@
+//! The un-park step of `check` (SPEC §13): a row parked in `manual_value` as `hung`
+//! whose own heartbeat is fresh again after it was parked, while its worker provably lives
+//! (its own lock held, or its owner pid alive) and it is still within `max_age`, goes back
+//! to `running_value` — the stall that parked it is over, and the worker would otherwise
+//! finish into a row a person is about to act on. Rows parked for `overtime` or for
+//! exhausted retries are never un-parked: their heartbeat was fresh, or their worker gone,
+//! when they were parked, so a fresh heartbeat says nothing new about them.
+//!
+//! Order, cheapest first: the watch's parked rows (at most [`LOOKED_AT`], by id) are
+//! judged by their evidence as a running row would be ([`crate::evidence::gather`],
+//! [`crate::decide::decide`]); only for the few whose evidence says the worker lives and
+//! beats is the journal read, for the park itself (the last change of that row and start:
+//! applied, to `manual_value`, verdict `hung`, by selfheal) and its time, which the last
+//! beat must follow. Just before the write the evidence is read again. The write is one
+//! compare-and-set from `manual_value` and the observed start and owner (not the
+//! heartbeat column, which moves on by design), made through [`crate::apply`] (intent,
+//! compare-and-set, journal line `action: "unpark"`), and said once in the cron text (a
+//! change is printed when it happens). A dry run says what a real run would do and writes
+//! nothing. Under a clock-skew hold nothing is un-parked: the beat and the park are then
+//! not comparable.
+//!
+//! I/O: the parked rows from the store, `/proc/locks` once, the probes of each parked row,
+//! the journal's generations (only when a row qualifies), and the writes above.
+
+use std::collections::{HashMap, HashSet};
+use std::time::SystemTime;
+
+use super::{Out, Run};
+use crate::apply;
+use crate::clock::epoch;
+use crate::config::Watch;
+use crate::decide::{self, Action, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
+use crate::error::Result;
+use crate::evidence::{Scene, gather, thresholds};
+use crate::journal::{DatabaseId, RowId, Writer};
+use crate::message::{self, Beat};
+use crate::probe::LockTable;
+use crate::report::{Unparked, WatchRun};
+use crate::store::{CasOutcome, Change, RunningRow, Schema, Select, Store};
+
+/// How many of a watch's parked rows one run looks at, by id.
+pub const LOOKED_AT: u32 = 10_000;
+
+/// The park of a row, as the journal has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Park {
+    /// When it was journaled (RFC 3339), and as unix seconds.
+    time: String,
+    at: Option<i64>,
+    /// Parked as `hung` by selfheal: the only park an un-park undoes.
+    hung: bool,
+}
+
+/// Why a parked row's own evidence says its worker lives and beats, in words for its
+/// message (`heartbeat fresh again after the park, lock held`); `None` when it does not:
+/// the verdict now must be `alive` (heartbeat fresh, within `max_age`, no death signal),
+/// the heartbeat the row's own (a heartbeat file with `{id}`, or the heartbeat column
+/// alone: a file other rows share may beat for one of them), and the worker provably alive
+/// — the row's own lock held (a `lock_file` with `{id}`, or one whose holder is the row's
+/// owner pid) or its owner pid alive. Pure.
+pub fn lives_and_beats(w: &Watch, ev: &Evidence, d: &Decision) -> Option<String> {
+    if d.verdict != Verdict::Alive || !matches!(ev.heartbeat, Heartbeat::Age(_)) {
+        return None;
+    }
+    // The row's own beat ([`Evidence::heartbeat_own`]); a file without `{id}` is never
+    // taken for one here, whatever the number of rows.
+    if !ev.heartbeat_own || w.heartbeat_file.as_ref().is_some_and(|t| !t.has_id()) {
+        return None;
+    }
+    let life = match (&ev.lock, &ev.owner) {
+        (Lock::Held { pid }, _) if ev.lock_own => match pid {
+            Some(p) => format!("lock held by pid {p}"),
+            None => "lock held".to_string(),
+        },
+        (_, Owner::Alive { pid }) => format!("owner pid {pid} alive"),
+        _ => return None,
+    };
+    Some(format!("heartbeat fresh again after the park, {life}"))
+}
+
+/// The heartbeat's age, where it is one.
+fn beat_age(ev: &Evidence) -> Option<u64> {
+    match ev.heartbeat {
+        Heartbeat::Age(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// The last change the journal has for each of `wanted` (id key, start value) of watch
+/// `w`, as a park (applied, to `manual`): `None` for a row whose last change is
+/// something else. Only this database's entries are read.
+fn parks(
+    state_dir: &std::path::Path,
+    db: &DatabaseId,
+    w: &Watch,
+    manual: &str,
+    wanted: &HashSet<(String, String)>,
+) -> Result<HashMap<(String, String), Option<Park>>> {
+    let mut last: HashMap<(String, String), Option<Park>> = HashMap::new();
+    crate::journal::read_all(state_dir, db, &mut |e| {
+        if e.watch != w.name || !e.applied {
+            return;
+        }
+        let key = (e.id.key(), e.started.clone().unwrap_or_default());
+        if !wanted.contains(&key) {
+            return;
+        }
+        let park = (e.to == manual && e.action == Action::MarkManual).then(|| Park {
+            at: chrono::DateTime::parse_from_rfc3339(&e.time)
+                .ok()
+                .map(|t| t.timestamp()),
+            time: e.time.clone(),
+            hung: e.verdict == Verdict::Hung && !e.by_person(),
+        });
+        last.insert(key, park);
+    })?;
+    Ok(last)
+}
+
+/// The un-park step for one watch: see the module documentation.
+pub(super) fn step(
+    run: &mut Run<'_>,
+    w: &Watch,
+    schema: &Schema,
+    store: &mut dyn Store,
+    out: &mut Out<'_>,
+    counts: &mut WatchRun,
+) -> Result<()> {
+    let Some(manual) = w.manual_value.clone() else {
+        return Ok(());
+    };
+    let Some(db) = run.cfg.database.as_ref() else {
+        return Ok(());
+    };
+    if run.hold.is_some() {
+        return Ok(());
+    }
+    let t = thresholds(w);
+    let judge = |row: &RunningRow, run: &Run<'_>, locks: Option<&LockTable>| {
+        // A heartbeat file other rows share is never a parked row's own.
+        let scene = Scene {
+            clocks: &run.clocks,
+            host: &run.host,
+            host_now: SystemTime::now(),
+            locks,
+            local_rows: usize::MAX,
+        };
+        let ev = gather(w, row, &scene);
+        let d = decide::decide(&ev, t);
+        (ev, d)
+    };
+    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+    let mut candidates: Vec<RunningRow> = Vec::new();
+    store.each_row(w, Select::Status(&manual, LOOKED_AT), &mut |r| {
+        let (ev, d) = judge(&r.row, run, locks.as_ref());
+        if lives_and_beats(w, &ev, &d).is_some() {
+            candidates.push(r.row);
+        }
+        Ok(())
+    })?;
+    if candidates.is_empty() {
+        return Ok(());
+    }
+    let key = |row: &RunningRow| (RowId::from(&row.id).key(), row.started.raw.to_string());
+    let wanted: HashSet<(String, String)> = candidates.iter().map(key).collect();
+    let parks = match parks(
+        &run.cfg.run.state_dir,
+        &DatabaseId::of(db),
+        w,
+        &manual,
+        &wanted,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            out.warn(format!(
+                "watch {}: cannot read the journal to tell which parked rows were parked as \
+                 hung ({}); none is un-parked this run",
+                w.name,
+                e.full_message()
+            ));
+            return Ok(());
+        }
+    };
+    for row in candidates {
+        let Some(Some(park)) = parks
+            .get(&key(&row))
+            .filter(|p| p.as_ref().is_some_and(|p| p.hung))
+        else {
+            continue;
+        };
+        // Just before the write: the evidence again.
+        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let (ev, d) = judge(&row, run, locks.as_ref());
+        let Some(words) = lives_and_beats(w, &ev, &d) else {
+            continue;
+        };
+        let now = epoch(SystemTime::now());
+        let since_park = park.at.map(|at| now.saturating_sub(at));
+        let (Some(beat), Some(since)) = (beat_age(&ev), since_park) else {
+            continue;
+        };
+        // The last beat came after the park: the stall that parked it is over.
+        if i64::try_from(beat).unwrap_or(i64::MAX) >= since {
+            continue;
+        }
+        let parked_ago = u64::try_from(since).unwrap_or(0);
+        let reason = crate::message::cut(
+            &message::recovered(
+                &words,
+                ev.total_age.as_ref().ok().copied(),
+                Beat::Ago(beat),
+                &[format!("parked {} ago", message::duration(parked_ago))],
+            ),
+            schema.message_max,
+        );
+        let mut u = Unparked {
+            watch: w.name.clone(),
+            id: row.id.clone(),
+            from: manual.clone(),
+            to: w.running_value.clone(),
+            action: Action::Unpark,
+            applied: false,
+            parked_at: park.time.clone(),
+            evidence: ev.clone(),
+            decision: d.clone(),
+            thresholds: t,
+            reason: reason.clone(),
+            note: None,
+        };
+        if !run.opts.dry_run {
+            let writer = match &mut run.writer {
+                Some(jw) => jw,
+                None => run
+                    .writer
+                    .insert(Writer::open(&run.cfg.run.state_dir, run.origin.clone())?),
+            };
+            let change = Change {
+                row: &row,
+                from_status: &manual,
+                new_status: &w.running_value,
+                message: w.message_column.as_ref().map(|_| reason.clone()),
+                bump_attempts: false,
+                // Running again: no end time, no retry.
+                set_ended: false,
+                retry_at: None,
+                match_heartbeat: false,
+            };
+            let mut entry = apply::entry(
+                w,
+                &run.host,
+                &run.origin,
+                &row,
+                &ev,
+                &d,
+                &manual,
+                &w.running_value,
+            );
+            entry.action = Action::Unpark;
+            entry.reason = reason;
+            entry.note = Some(format!(
+                "parked as hung at {}; its own heartbeat beat {} ago, after the park",
+                park.time,
+                message::duration(beat)
+            ));
+            let ctx = apply::Ctx {
+                w,
+                schema,
+                run: &run.id,
+            };
+            match apply::apply(&ctx, store, writer, &change, entry)?.0 {
+                CasOutcome::Applied => u.applied = true,
+                CasOutcome::LostRace => {
+                    u.action = Action::LostRace;
+                    u.note = Some(
+                        "the row moved on between the read and the write; left as it is".into(),
+                    );
+                }
+                CasOutcome::Failed(why) => {
+                    u.action = Action::None;
+                    u.note = Some(format!("write failed: {why}"));
+                }
+                CasOutcome::Busy => {
+                    u.action = Action::None;
+                    u.note = Some(
+                        "the row is locked by another transaction; the next run tries again".into(),
+                    );
+                }
+            }
+        }
+        if u.applied || run.opts.dry_run {
+            counts.unparked += 1;
+        }
+        out.rep.unparked(&u);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::{Basis, Thresholds};
+    use crate::store::{SqlValue, TimeValue};
+
+    fn watch(extra: &str) -> Watch {
+        let text = format!(
+            "[database]\nurl = \"sqlite:///tmp/app.db\"\n\n[[watch]]\nname = \"w\"\n\
+             table = \"jobs\"\nstarted_column = \"start_time\"\nstale_after = \"5m\"\n\
+             max_age = \"4h\"\nmanual_value = \"wait_manual\"\n{extra}\n"
+        );
+        let cfg = crate::config::from_str(
+            &text,
+            std::path::Path::new("/etc/selfheal/selfheal.toml"),
+            &crate::config::Overrides::default(),
+            &[],
+        )
+        .expect("valid watch");
+        cfg.watches.into_iter().next().expect("one watch")
+    }
+
+    fn row(owner: Option<&str>) -> RunningRow {
+        RunningRow {
+            id: SqlValue::Int(7),
+            started: TimeValue {
+                raw: SqlValue::Text("2026-11-29 10:00:00".into()),
+                stamp: Ok(None),
+            },
+            heartbeat: None,
+            owner: owner.map(str::to_string),
+            owner_raw: owner.map_or(SqlValue::Null, |o| SqlValue::Text(o.into())),
+            attempts: None,
+        }
+    }
+
+    /// Evidence as `gather` makes it for a per-row lock: a held lock is the row's own.
+    fn ev(heartbeat: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
+        Evidence {
+            total_age: Ok(1800),
+            heartbeat,
+            heartbeat_own: true,
+            lock_own: matches!(lock, Lock::Held { .. }),
+            lock,
+            lock_holder: None,
+            owner,
+        }
+    }
+
+    const T: Thresholds = Thresholds {
+        stale_after: 300,
+        max_age: 14_400,
+    };
+
+    #[test]
+    fn only_a_rows_own_fresh_beat_with_a_living_worker_unparks_it() {
+        let per_row =
+            watch("heartbeat_file = \"/run/app/{id}.hb\"\nlock_file = \"/run/app/{id}.lock\"");
+        let held = |pid| Lock::Held { pid };
+        let judge = |w: &Watch, _row: &RunningRow, e: Evidence| {
+            let d = decide::decide(&e, T);
+            lives_and_beats(w, &e, &d)
+        };
+        // Fresh, its own lock held: yes.
+        assert_eq!(
+            judge(
+                &per_row,
+                &row(None),
+                ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured)
+            )
+            .as_deref(),
+            Some("heartbeat fresh again after the park, lock held by pid 42")
+        );
+        // Fresh, its owner alive: yes.
+        let owned = watch("heartbeat_file = \"/run/app/{id}.hb\"\nowner_column = \"worker\"");
+        assert_eq!(
+            judge(
+                &owned,
+                &row(Some("42")),
+                ev(
+                    Heartbeat::Age(5),
+                    Lock::NotConfigured,
+                    Owner::Alive { pid: 42 }
+                )
+            )
+            .as_deref(),
+            Some("heartbeat fresh again after the park, owner pid 42 alive")
+        );
+        // Still stale, or missing: no.
+        assert_eq!(
+            judge(
+                &per_row,
+                &row(None),
+                ev(Heartbeat::Age(900), held(Some(42)), Owner::NotConfigured)
+            ),
+            None
+        );
+        assert_eq!(
+            judge(
+                &per_row,
+                &row(None),
+                ev(Heartbeat::Missing, held(Some(42)), Owner::NotConfigured)
+            ),
+            None
+        );
+        // Fresh, but nothing says the worker lives: no.
+        assert_eq!(
+            judge(
+                &per_row,
+                &row(None),
+                ev(Heartbeat::Age(5), Lock::Absent, Owner::NotConfigured)
+            ),
+            None
+        );
+        // Past max_age: overtime, never.
+        let mut old = ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured);
+        old.total_age = Ok(20_000);
+        assert_eq!(judge(&per_row, &row(None), old), None);
+        // A heartbeat file other rows share may beat for one of them: no.
+        let shared =
+            watch("heartbeat_file = \"/run/app/all.hb\"\nlock_file = \"/run/app/{id}.lock\"");
+        assert_eq!(
+            judge(
+                &shared,
+                &row(None),
+                ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured)
+            ),
+            None
+        );
+        // A per-kind lock proves the row's worker only when it is the row's own (its
+        // holder the row's owner: `gather` says which, tested there).
+        let per_kind = watch(
+            "heartbeat_column = \"beat\"\nlock_file = \"/run/app/job.lock\"\nowner_column = \"worker\"",
+        );
+        let not_visible = Owner::NotVisible { pid: 42 };
+        let mut another_run = ev(Heartbeat::Age(5), held(Some(99)), not_visible.clone());
+        another_run.lock_own = false;
+        assert_eq!(
+            judge(&per_kind, &row(Some("42")), another_run),
+            None,
+            "held by another run of the job"
+        );
+        assert!(
+            judge(
+                &per_kind,
+                &row(Some("42")),
+                ev(Heartbeat::Age(5), held(Some(42)), not_visible)
+            )
+            .is_some()
+        );
+        // A beat that is not the row's own (a shared file, another row's column) no.
+        let mut shared_beat = ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured);
+        shared_beat.heartbeat_own = false;
+        assert_eq!(judge(&per_kind, &row(None), shared_beat), None);
+        // An unknown verdict: no.
+        let d = Decision {
+            verdict: Verdict::Unknown,
+            basis: Basis::Unreadable("x".into()),
+            overruled: None,
+        };
+        let e = ev(Heartbeat::Age(5), held(Some(42)), Owner::NotConfigured);
+        assert_eq!(lives_and_beats(&per_row, &e, &d), None);
+    }
+}

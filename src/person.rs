@@ -1,0 +1,95 @@
+//! What selfheal tells a person to run for a row that needs one — `selfheal show WATCH
+//! ID` to see its whole record, `selfheal resolve WATCH ID --as …` to decide (SPEC §13) —
+//! written the same way wherever it is said (the cron text, `--explain`, JSON, `doctor`,
+//! `show`), and who that person is when they decide ([`actor`]).
+//!
+//! A row id comes from the database: it is written as one shell word ([`shell_word`]),
+//! quoted unless it is plainly safe, so that a pasted command resolves that row and
+//! nothing else. Pure, except [`actor`], which reads the environment and the user
+//! database.
+
+use std::borrow::Cow;
+
+use crate::config::Watch;
+use crate::store::SqlValue;
+
+/// `s` as one word for a POSIX shell: as it is when it holds only letters, digits and
+/// `_ - . : / + , @ % =` (and does not start with `-`, which a command would take for an
+/// option), else in single quotes with each `'` written `'\''`.
+pub fn shell_word(s: &str) -> Cow<'_, str> {
+    let plain = !s.is_empty()
+        && !s.starts_with('-')
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '_' | '-' | '.' | ':' | '/' | '+' | ',' | '@' | '%' | '=')
+        });
+    if plain {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(format!("'{}'", s.replace('\'', "'\\''")))
+    }
+}
+
+/// The decisions `selfheal resolve --as` can make for a row of `w`: `dead` always,
+/// `retry` where the watch has `retry_value`, `running` only for a parked row (and only
+/// where the watch has `manual_value`).
+pub fn choices(w: &Watch, parked: bool) -> Vec<&'static str> {
+    let mut v = vec!["dead"];
+    if w.retry.is_some() {
+        v.push("retry");
+    }
+    if parked && w.manual_value.is_some() {
+        v.push("running");
+    }
+    v
+}
+
+/// `selfheal resolve WATCH ID --as dead|retry[|running]` for a row of `w` (parked or
+/// running); `--force` for another host's row, which `resolve` refuses without it.
+pub fn resolve_command(w: &Watch, id: &SqlValue, parked: bool, other_host: bool) -> String {
+    format!(
+        "selfheal resolve {} {} --as {}{}",
+        w.name,
+        shell_word(&id.to_string()),
+        choices(w, parked).join("|"),
+        if other_host { " --force" } else { "" }
+    )
+}
+
+/// `selfheal show WATCH ID`.
+pub fn show_command(watch: &str, id: &SqlValue) -> String {
+    format!("selfheal show {watch} {}", shell_word(&id.to_string()))
+}
+
+/// Who decides: `$SUDO_USER` when set (a person who ran selfheal through sudo, as the
+/// state directory's owner), else the login name of the real uid, else `uid N`.
+pub fn actor() -> String {
+    if let Some(u) = std::env::var_os("SUDO_USER")
+        .map(|u| u.to_string_lossy().trim().to_string())
+        .filter(|u| !u.is_empty())
+    {
+        return u;
+    }
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(u)) => u.name,
+        _ => format!("uid {uid}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_one_shell_word() {
+        assert_eq!(shell_word("42"), "42");
+        assert_eq!(shell_word("job-7"), "job-7");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("-5"), "'-5'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("$(rm -rf /)"), "'$(rm -rf /)'");
+        assert_eq!(shell_word("a;b"), "'a;b'");
+    }
+}

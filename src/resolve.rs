@@ -1,0 +1,632 @@
+//! `selfheal resolve WATCH ID... --as dead|retry|running`: a person's decision on rows
+//! that need one (SPEC §13) — the audited, compare-and-set replacement for the `UPDATE`
+//! a person would otherwise paste into a SQL client.
+//!
+//! For each row, after the run lock is taken (so that no `check` judges the watch
+//! meanwhile), the row and its evidence are read again, exactly as `check` reads them
+//! (the store's row reader, [`crate::evidence::gather`], [`crate::decide::decide`]); then:
+//! - a row that is neither parked (`manual_value`) nor running (it finished meanwhile, or
+//!   has another status) is refused and left alone; `--as running` takes a parked row
+//!   only;
+//! - `--as dead` and `--as retry` are refused while the worker provably lives (the row's
+//!   lock held, its owner pid alive on this host), and every decision for another host's
+//!   row, unless `--force`; even forced, the job's lock is never deleted or released;
+//! - otherwise one compare-and-set from the status, start, owner and heartbeat column just
+//!   observed ([`crate::store::Change`], the one way selfheal writes a row), made through
+//!   [`crate::apply`] (intent, compare-and-set, journal line with the actor and the note):
+//!   `--as dead` sets `dead_value` and the end time; `--as retry` sets `retry_value`,
+//!   raises the attempts by one and sets `retry_at_column` to the database's now (a
+//!   person's retry does not wait); `--as running` puts a parked row back to
+//!   `running_value`. The message column says `self-heal: resolved as <decision> by <who>:
+//!   <note>` ([`crate::message::resolved`], who from [`crate::person::actor`]).
+//!
+//! Every id is looked up before anything is written: an id the watch has no row for is a
+//! usage error (exit 2) and nothing is changed. More than 10 rows ask once at a terminal,
+//! and need `--yes` without one. `--dry-run` says what it would write (the statement, its
+//! values written in) and writes nothing. Each decision made is counted in the metrics
+//! file (`selfheal_resolutions_total`), whose other lines are kept.
+//!
+//! Exit status: 0 every row resolved; 1 some refused or lost to a race (or the
+//! confirmation was declined); 2 usage; 3 database or filesystem failure; 75 a `check`
+//! held the run lock for longer than [`RUN_LOCK_WAIT`].
+//!
+//! I/O: the configuration, the database, the row's evidence (files, `/proc`), the run
+//! lock, the intents file, the journal and the metrics file; a terminal's answer.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::apply;
+use crate::clock::Clocks;
+use crate::config::{self, Config, ConfigPath, Overrides, Watch};
+use crate::decide::{self, Action, Evidence, Lock, Owner};
+use crate::error::{Error, Result, Usage, exit};
+use crate::escape::printable;
+use crate::evidence::{Scene, confirm_lock, gather, thresholds};
+use crate::host::Host;
+use crate::journal::{Origin, RunId, Writer};
+use crate::message;
+use crate::person;
+use crate::probe::LockTable;
+use crate::store::{self, CasOutcome, Change, ColumnType, Schema, SqlValue, Store, StoredRow};
+
+/// More rows than this ask for confirmation (`--yes` without a terminal).
+pub const CONFIRM_ABOVE: usize = 10;
+
+/// How long `resolve` waits for a `check` run to let go of the run lock.
+pub const RUN_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// A person's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The worker is gone and the job is not to run again: `dead_value`.
+    Dead,
+    /// The worker is gone; run the job again now: `retry_value`.
+    Retry,
+    /// The worker is fine: a parked row goes back to `running_value`.
+    Running,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Dead => "dead",
+            Decision::Retry => "retry",
+            Decision::Running => "running",
+        }
+    }
+
+    fn action(self) -> Action {
+        match self {
+            Decision::Dead => Action::MarkDead,
+            Decision::Retry => Action::MarkRetry,
+            Decision::Running => Action::Unpark,
+        }
+    }
+}
+
+/// How `selfheal resolve` runs (`app` fills this from the command line).
+#[derive(Debug, Clone)]
+pub struct ResolveOptions {
+    pub config: Option<PathBuf>,
+    pub watch: String,
+    pub ids: Vec<String>,
+    pub decision: Decision,
+    pub note: Option<String>,
+    pub dry_run: bool,
+    pub force: bool,
+    pub yes: bool,
+}
+
+/// The watch `name` of the configuration at `config` (`None`: `$SELFHEAL_CONFIG`, then
+/// the default): a name the configuration lacks is a usage error that lists the ones it
+/// has.
+pub fn load_watch(config: Option<&Path>, name: &str) -> Result<Config> {
+    let path = ConfigPath::resolve(config);
+    match config::load(&path, &Overrides::default(), &[name.to_string()]) {
+        Err(Error::Usage(Usage::UnknownWatch {
+            name,
+            origin,
+            known,
+        })) => Err(Error::Usage(Usage::Other(format!(
+            "watch {name:?}: no such watch in {origin} (known: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        )))),
+        other => other,
+    }
+}
+
+/// A row id given on the command line, as the id column holds it: a whole number for an
+/// integer column (anything else is a usage error), text otherwise.
+pub fn parse_id(w: &Watch, schema: &Schema, given: &str) -> Result<SqlValue> {
+    let integer = schema
+        .columns
+        .get(&w.id_column.name().to_ascii_lowercase())
+        .is_some_and(|c| c.ty == ColumnType::Integer);
+    if !integer {
+        return Ok(SqlValue::Text(given.to_string()));
+    }
+    given.trim().parse::<i64>().map(SqlValue::Int).map_err(|_| {
+        Error::Usage(Usage::Other(format!(
+            "{given:?} is not a row id of watch {}: {} is an integer column",
+            w.name, w.id_column
+        )))
+    })
+}
+
+/// The run lock, waited for at most [`RUN_LOCK_WAIT`] (a `check` run holds it for
+/// seconds): `resolve` never judges or writes a row while a run does.
+fn run_lock(cfg: &Config) -> Result<crate::runlock::RunLock> {
+    if cfg.run.lock_file.starts_with(&cfg.run.state_dir) {
+        crate::state::create_dir(&cfg.run.state_dir)?;
+    }
+    let deadline = Instant::now() + RUN_LOCK_WAIT;
+    loop {
+        match crate::runlock::acquire(&cfg.run.lock_file) {
+            Err(Error::Busy { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// What became of one row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Changed: from this status to that one.
+    Resolved { from: String, to: String },
+    /// `--dry-run`: the statement a real run would make.
+    Would {
+        from: String,
+        to: String,
+        statement: String,
+    },
+    /// Left alone, and why.
+    Refused(String),
+    /// The compare-and-set matched nothing: the row moved on in between.
+    LostRace,
+    /// The statement failed for this row.
+    Failed(String),
+}
+
+/// Whether the row's worker provably lives, in words (`the job's lock is held by pid
+/// 4242 (web1:4242 since …)`, `its owner pid 4242 is alive`): a held lock counts unless
+/// the row's owner column names another pid than the lock's holder (a later run of the
+/// same job holding a per-kind lock).
+pub fn provably_alive(row: &crate::store::RunningRow, ev: &Evidence) -> Option<String> {
+    if let Owner::Alive { pid } = ev.owner {
+        return Some(format!("its owner pid {pid} is alive"));
+    }
+    if let Lock::Held { pid } = ev.lock {
+        let owner_pid = row
+            .owner
+            .as_deref()
+            .and_then(crate::probe::owner::parse_owner)
+            .map(|(_, p)| p);
+        let holder_pid = ev.lock_holder.as_ref().map(|h| h.pid);
+        let others = owner_pid.is_some_and(|o| pid != Some(o) && holder_pid != Some(o));
+        if !others {
+            let by = match (pid, &ev.lock_holder) {
+                (_, Some(h)) => format!(" ({} since {})", h.named(), h.since_text()),
+                (Some(p), None) => format!(" by pid {p}"),
+                (None, None) => " (a try-lock failed; the holder is not visible from here)".into(),
+            };
+            return Some(format!("the job's lock is held{by}"));
+        }
+    }
+    None
+}
+
+/// What one `resolve` works with.
+struct Ctx<'a> {
+    cfg: &'a Config,
+    w: &'a Watch,
+    schema: &'a Schema,
+    clocks: &'a Clocks,
+    host: &'a Host,
+    origin: Origin,
+    run: RunId,
+    who: String,
+    opts: &'a ResolveOptions,
+    writer: Option<Writer>,
+}
+
+impl Ctx<'_> {
+    /// Decides one row, read again just now.
+    fn resolve_one(&mut self, store: &mut dyn Store, now: &StoredRow) -> Result<Outcome> {
+        let (w, opts) = (self.w, self.opts);
+        let status = now.status.to_string();
+        let row = &now.row;
+        let parked = w.manual_value.as_deref() == Some(status.as_str());
+        let running = status == w.running_value;
+        if !parked && !running {
+            return Ok(Outcome::Refused(format!(
+                "its status is now '{status}', neither '{}' nor {}: it finished or moved on \
+                 meanwhile; left as it is",
+                w.running_value,
+                w.manual_value
+                    .as_deref()
+                    .map_or("parked".to_string(), |m| format!("'{m}'"))
+            )));
+        }
+        if opts.decision == Decision::Running && !parked {
+            return Ok(Outcome::Refused(format!(
+                "--as running puts a row parked in '{}' back to running; this one is '{status}'",
+                w.manual_value.as_deref().unwrap_or_default()
+            )));
+        }
+        if let Some(h) = w.host.as_ref().filter(|h| !self.host.is_me(h))
+            && !opts.force
+        {
+            return Ok(Outcome::Refused(format!(
+                "watch {} runs on host {h}, this is {}: resolve it there (its files, locks and \
+                 pids are that host's), or --force",
+                w.name, self.host.name
+            )));
+        }
+        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        // A heartbeat file other rows share is never counted as this row's own.
+        let scene = Scene {
+            clocks: self.clocks,
+            host: self.host,
+            host_now: SystemTime::now(),
+            locks: locks.as_ref(),
+            local_rows: usize::MAX,
+        };
+        let mut ev = gather(w, row, &scene);
+        let judging_life = opts.decision != Decision::Running && !opts.force;
+        if judging_life {
+            // About to write on the strength of a free lock: try it, as `check` does.
+            ev = confirm_lock(w, row, self.host, ev);
+        }
+        let d = decide::decide(&ev, thresholds(w));
+        if let Owner::NotLocal { host } = &ev.owner
+            && !opts.force
+        {
+            return Ok(Outcome::Refused(format!(
+                "host {host} owns the row: resolve it there (its files, locks and pids are that \
+                 host's), or --force"
+            )));
+        }
+        if judging_life && let Some(why) = provably_alive(row, &ev) {
+            return Ok(Outcome::Refused(format!(
+                "the worker provably lives: {why}; a live worker is not marked {}: look at it \
+                 first (selfheal show {} {}), or --force (the lock is never touched)",
+                opts.decision.as_str(),
+                w.name,
+                person::shell_word(&row.id.to_string())
+            )));
+        }
+        let (to, set_ended) = match opts.decision {
+            Decision::Dead => (w.dead_value.clone(), true),
+            Decision::Retry => match &w.retry {
+                Some(r) => (r.value.clone(), true),
+                None => return Err(no_retry(w)),
+            },
+            Decision::Running => (w.running_value.clone(), false),
+        };
+        let reason = message::cut(
+            &message::resolved(opts.decision.as_str(), &self.who, opts.note.as_deref()),
+            self.schema.message_max,
+        );
+        let change = Change {
+            row,
+            from_status: &status,
+            new_status: &to,
+            message: w.message_column.as_ref().map(|_| reason.clone()),
+            bump_attempts: opts.decision == Decision::Retry,
+            set_ended,
+            // A person's retry does not wait.
+            retry_at: (opts.decision == Decision::Retry).then_some(0),
+            match_heartbeat: true,
+        };
+        if opts.dry_run {
+            let d = store.dialect();
+            let st = store::sql::cas_sql(d, w, self.schema, &change);
+            return Ok(Outcome::Would {
+                from: status,
+                to,
+                statement: store::sql::for_a_person(d, &st),
+            });
+        }
+        let mut entry = apply::entry(w, self.host, &self.origin, row, &ev, &d, &status, &to);
+        entry.action = opts.decision.action();
+        entry.reason = reason;
+        entry.actor = Some(self.who.clone());
+        entry.decision_note = opts
+            .note
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        if opts.force {
+            entry.note = Some("--force: refusals overridden by a person".into());
+        }
+        let writer = match &mut self.writer {
+            Some(jw) => jw,
+            None => self
+                .writer
+                .insert(Writer::open(&self.cfg.run.state_dir, self.origin.clone())?),
+        };
+        let ctx = apply::Ctx {
+            w,
+            schema: self.schema,
+            run: &self.run,
+        };
+        Ok(match apply::apply(&ctx, store, writer, &change, entry)?.0 {
+            CasOutcome::Applied => Outcome::Resolved { from: status, to },
+            CasOutcome::LostRace => Outcome::LostRace,
+            CasOutcome::Failed(why) => Outcome::Failed(why),
+            CasOutcome::Busy => Outcome::Failed("the row is locked by another transaction".into()),
+        })
+    }
+}
+
+fn no_retry(w: &Watch) -> Error {
+    Error::Usage(Usage::Other(format!(
+        "--as retry: watch {} has no retry_value (with attempts_column and max_attempts) to \
+         send a row back to the queue; use --as dead, or configure a retry",
+        w.name
+    )))
+}
+
+/// Asks once at a terminal whether to go on with `n` rows; true for yes.
+fn confirmed(n: usize, w: &Watch, decision: Decision) -> bool {
+    let mut err = std::io::stderr();
+    let _ = write!(
+        err,
+        "selfheal: resolve {n} rows of watch {} as {}? [y/N] ",
+        w.name,
+        decision.as_str()
+    );
+    let _ = err.flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes")
+}
+
+/// `selfheal resolve`, printing one line per row to `out`: see the module documentation
+/// for what it does and its exit status.
+pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
+    let cfg = load_watch(opts.config.as_deref(), &opts.watch)?;
+    let Some(w) = cfg.watches.iter().find(|w| w.name == opts.watch) else {
+        return Err(Error::Usage(Usage::Other(format!(
+            "watch {:?}: no such watch",
+            opts.watch
+        ))));
+    };
+    let Some(db) = cfg.database.as_ref() else {
+        return Err(Error::Usage("no [database] configured".into()));
+    };
+    match opts.decision {
+        Decision::Retry if w.retry.is_none() => return Err(no_retry(w)),
+        Decision::Running if w.manual_value.is_none() => {
+            return Err(Error::Usage(Usage::Other(format!(
+                "--as running: watch {} has no manual_value, so none of its rows is ever \
+                 parked; --as running puts a parked row back to running",
+                w.name
+            ))));
+        }
+        _ => {}
+    }
+    let mut ids: Vec<&str> = Vec::with_capacity(opts.ids.len());
+    for id in &opts.ids {
+        if !ids.contains(&id.as_str()) {
+            ids.push(id);
+        }
+    }
+    if ids.len() > CONFIRM_ABOVE && !opts.yes && !opts.dry_run {
+        if !std::io::stdin().is_terminal() {
+            return Err(Error::Usage(Usage::Other(format!(
+                "{} rows: more than {CONFIRM_ABOVE} rows at once need --yes when there is no \
+                 terminal to ask",
+                ids.len()
+            ))));
+        }
+        if !confirmed(ids.len(), w, opts.decision) {
+            let _ = writeln!(out, "nothing resolved: not confirmed");
+            return Ok(exit::ATTENTION);
+        }
+    }
+    let mut store = store::open(db, opts.dry_run)?;
+    let clocks = Clocks {
+        db: store.clock()?,
+        tz: db.timezone,
+        tolerance_s: cfg.run.clock_tolerance.as_secs(),
+    };
+    let schema = store.schema(w)?;
+    store::types::check_values(w, &schema)?;
+    // Every id before anything is written: an id with no row is a usage error.
+    let mut values = Vec::with_capacity(ids.len());
+    let mut missing = Vec::new();
+    for id in &ids {
+        let v = parse_id(w, &schema, id)?;
+        if store.row_by_id(w, &v)?.is_none() {
+            missing.push(printable(id).into_owned());
+        }
+        values.push(v);
+    }
+    if !missing.is_empty() {
+        return Err(Error::Usage(Usage::Other(format!(
+            "watch {}: no row with id {} in {}{} (selfheal show lists the rows that need a \
+             person)",
+            w.name,
+            missing.join(", "),
+            w.table,
+            if w.matches.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " where {}",
+                    w.matches
+                        .iter()
+                        .map(|(c, v)| format!("{c} = {v:?}"))
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                )
+            }
+        ))));
+    }
+    let _lock = if opts.dry_run {
+        None
+    } else {
+        Some(run_lock(&cfg)?)
+    };
+    let host = Host::current().known_as(&cfg.run.host_names);
+    let mut ctx = Ctx {
+        cfg: &cfg,
+        w,
+        schema: &schema,
+        clocks: &clocks,
+        origin: Origin::of(&cfg, db),
+        run: RunId::new(&host),
+        host: &host,
+        who: person::actor(),
+        opts,
+        writer: None,
+    };
+    let mut all_resolved = true;
+    let mut made = 0u64;
+    let mut failure = None;
+    for v in &values {
+        let outcome = match store.row_by_id(w, v) {
+            Ok(Some(now)) => ctx.resolve_one(store.as_mut(), &now),
+            Ok(None) => Ok(Outcome::Refused(
+                "the row is gone (deleted meanwhile); nothing to resolve".into(),
+            )),
+            Err(e) => Err(e),
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        if matches!(outcome, Outcome::Resolved { .. }) {
+            made += 1;
+        }
+        all_resolved &= matches!(outcome, Outcome::Resolved { .. } | Outcome::Would { .. });
+        let _ = writeln!(out, "{}", printable(&line(w, v, &ctx.who, opts, &outcome)));
+    }
+    // Counted even when a later row failed: these decisions were made.
+    if made > 0
+        && let Some(path) = &cfg.run.metrics_file
+        && let Err(e) =
+            crate::metrics::count_resolution(path, &w.name, opts.decision.as_str(), made)
+        && failure.is_none()
+    {
+        failure = Some(e);
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(if all_resolved {
+        exit::OK
+    } else {
+        exit::ATTENTION
+    })
+}
+
+/// The line said for one row.
+fn line(w: &Watch, id: &SqlValue, who: &str, opts: &ResolveOptions, o: &Outcome) -> String {
+    let head = format!("{} id={}", w.name, id);
+    let d = opts.decision.as_str();
+    match o {
+        Outcome::Resolved { from, to } => {
+            format!("{head}: set status to '{to}' (was '{from}'): resolved as {d} by {who}")
+        }
+        Outcome::Would {
+            from,
+            to,
+            statement,
+        } => format!(
+            "{head}: would set status to '{to}' (now '{from}'), resolved as {d} by {who}: \
+             {statement}"
+        ),
+        Outcome::Refused(why) => format!("{head}: refused: {why}"),
+        Outcome::LostRace => format!(
+            "{head}: lost_race: the row moved on between the read and the write; left as it is"
+        ),
+        Outcome::Failed(why) => format!("{head}: write failed: {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::Heartbeat;
+    use crate::holder_line::HolderLine;
+    use crate::store::{RunningRow, TimeValue};
+
+    fn row(owner: Option<&str>) -> RunningRow {
+        RunningRow {
+            id: SqlValue::Int(7),
+            started: TimeValue {
+                raw: SqlValue::Null,
+                stamp: Ok(None),
+            },
+            heartbeat: None,
+            owner: owner.map(str::to_string),
+            owner_raw: SqlValue::Null,
+            attempts: None,
+        }
+    }
+
+    fn ev(lock: Lock, owner: Owner) -> Evidence {
+        Evidence {
+            total_age: Ok(600),
+            heartbeat: Heartbeat::Age(900),
+            heartbeat_own: true,
+            lock_own: false,
+            lock,
+            lock_holder: None,
+            owner,
+        }
+    }
+
+    #[test]
+    fn a_worker_provably_lives_by_its_pid_or_its_lock() {
+        assert_eq!(
+            provably_alive(
+                &row(Some("42")),
+                &ev(Lock::Absent, Owner::Alive { pid: 42 })
+            )
+            .as_deref(),
+            Some("its owner pid 42 is alive")
+        );
+        assert_eq!(
+            provably_alive(
+                &row(None),
+                &ev(Lock::Held { pid: Some(9) }, Owner::NotConfigured)
+            )
+            .as_deref(),
+            Some("the job's lock is held by pid 9")
+        );
+        assert!(
+            provably_alive(
+                &row(None),
+                &ev(Lock::Held { pid: None }, Owner::NotConfigured)
+            )
+            .is_some_and(|w| w.contains("not visible from here"))
+        );
+        let mut named = ev(Lock::Held { pid: Some(9) }, Owner::Dead { pid: 42 });
+        named.lock_holder = Some(HolderLine {
+            host: "web1".into(),
+            pid: 42,
+            since: 1_800_000_000,
+        });
+        assert!(
+            provably_alive(&row(Some("web1:42")), &named)
+                .is_some_and(|w| w.starts_with("the job's lock is held (web1:42 since ")),
+            "the holder line names the row's owner"
+        );
+        // A per-kind lock held by another run of the job says nothing of this row's worker.
+        assert_eq!(
+            provably_alive(
+                &row(Some("web1:42")),
+                &ev(Lock::Held { pid: Some(99) }, Owner::Dead { pid: 42 })
+            ),
+            None
+        );
+        for nothing in [
+            Lock::Free,
+            Lock::Absent,
+            Lock::Unconfirmed,
+            Lock::NotConfigured,
+        ] {
+            assert_eq!(
+                provably_alive(&row(None), &ev(nothing, Owner::NotConfigured)),
+                None
+            );
+        }
+    }
+}
