@@ -1101,13 +1101,14 @@ fn a_parked_hung_row_whose_lease_beats_again_goes_back_to_running_mariadb() {
 fn retry_at_follows_the_backoff(mut db: Db, col: &str) {
     let sb = Sandbox::new();
     // Three dead rows (their lock files nobody holds: conclusive, acted on at once) with
-    // 0, 1 and 3 reclaims behind them: the next waits 1m, 2m, and 8m capped to 3m.
+    // 0, 1 and 3 reclaims behind them: the next waits 1m, 2m, and 8m capped to 3m. Their
+    // heartbeats are stale too (a fresh beat of its own would contradict a free lock).
     for (id, attempts) in [(1, 0), (2, 1), (3, 3)] {
         db.insert(id, "running", 20 * 60, "full-sync");
         db.exec(&format!(
             "UPDATE sync_log SET attempts = {attempts} WHERE id = {id}"
         ));
-        sb.heartbeat(id, Duration::from_secs(100));
+        sb.heartbeat(id, Duration::from_secs(10 * 60));
         std::fs::write(sb.lock_path(id), "").expect("lock file");
     }
     db.insert(4, "wait_manual", 3600, "full-sync");

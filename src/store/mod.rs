@@ -107,8 +107,35 @@ impl fmt::Display for SqlValue {
             SqlValue::Float(x) => write!(f, "{x}"),
             SqlValue::Text(s) => f.write_str(s),
             SqlValue::Bytes(b) => f.write_str(&String::from_utf8_lossy(b)),
-            SqlValue::DateTime(d) => write!(f, "{}", d.format("%Y-%m-%d %H:%M:%S%.f")),
+            SqlValue::DateTime(d) => write_datetime(f, d),
         }
+    }
+}
+
+/// `d` as `%Y-%m-%d %H:%M:%S%.f` writes it (the fraction in 3, 6 or 9 digits, none when
+/// whole), without the format string's parsing: every time cell of every row is written
+/// so, for its key and its journal line.
+fn write_datetime(f: &mut fmt::Formatter<'_>, d: &NaiveDateTime) -> fmt::Result {
+    use chrono::{Datelike, Timelike};
+    // A year of other than four digits, a leap second: as chrono writes them.
+    if !(0..=9999).contains(&d.year()) || d.nanosecond() >= 1_000_000_000 {
+        return write!(f, "{}", d.format("%Y-%m-%d %H:%M:%S%.f"));
+    }
+    write!(
+        f,
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        d.year(),
+        d.month(),
+        d.day(),
+        d.hour(),
+        d.minute(),
+        d.second()
+    )?;
+    match d.nanosecond() {
+        0 => Ok(()),
+        n if n % 1_000_000 == 0 => write!(f, ".{:03}", n / 1_000_000),
+        n if n % 1_000 == 0 => write!(f, ".{:06}", n / 1_000),
+        n => write!(f, ".{n:09}"),
     }
 }
 
@@ -531,6 +558,33 @@ pub(crate) fn zone_offset_now(tz: chrono_tz::Tz) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::SqlValue;
+
+    #[test]
+    fn a_datetime_reads_as_chronos_format_would_write_it() {
+        use chrono::{NaiveDate, NaiveDateTime};
+        let at = |y, mo, d, h, mi, s, nano| -> NaiveDateTime {
+            NaiveDate::from_ymd_opt(y, mo, d)
+                .and_then(|d| d.and_hms_nano_opt(h, mi, s, nano))
+                .expect("a valid time")
+        };
+        for t in [
+            at(2026, 12, 1, 15, 4, 5, 0),
+            at(2026, 1, 9, 0, 0, 0, 120_000_000),
+            at(2026, 1, 9, 0, 0, 0, 123_456_000),
+            at(2026, 1, 9, 0, 0, 0, 1),
+            at(999, 1, 1, 0, 0, 0, 0),
+            at(1, 1, 1, 0, 0, 0, 0),
+            at(9999, 12, 31, 23, 59, 59, 999_999_999),
+            at(2016, 12, 31, 23, 59, 59, 1_500_000_000),
+            at(-1, 1, 1, 0, 0, 0, 0),
+            at(10_000, 1, 1, 0, 0, 0, 5_000),
+        ] {
+            assert_eq!(
+                SqlValue::DateTime(t).to_string(),
+                t.format("%Y-%m-%d %H:%M:%S%.f").to_string()
+            );
+        }
+    }
 
     #[test]
     fn an_attempts_cell_reads_as_a_count() {
