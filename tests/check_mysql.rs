@@ -483,3 +483,76 @@ fn a_password_in_the_db_flag_is_refused_before_anything_happens() {
         stderr(&o)
     );
 }
+
+/// Rows 1, 2 and 3 dead (their owner pid gone on this host, their heartbeats stale): one
+/// write group. While selfheal writes its intents (its first fdatasync, delayed by
+/// strace), row 2's worker finishes it. The group's single UPDATE then changes two rows of
+/// three: it is undone, and each row is written on its own — rows 1 and 3 marked, row 2
+/// left as its worker wrote it, a lost race.
+#[test]
+fn a_row_finished_while_its_write_group_is_prepared_is_not_overwritten_and_the_rest_are_marked() {
+    let mut db = mysql_or_skip!();
+    if !have_tool("strace", &["-V"], "delaying selfheal's first fdatasync") {
+        return;
+    }
+    db.create_sync_log("DATETIME");
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    for id in 1..=3 {
+        db.exec(&format!(
+            "INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker) VALUES \
+             ({id}, 'running', NOW() - INTERVAL 50 MINUTE, NOW() - INTERVAL 47 MINUTE, '{gone}')"
+        ));
+    }
+    let sb = Sandbox::new();
+    let cfg = sb.config(
+        &db.url,
+        "name = \"lease\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+         heartbeat_column = \"heartbeat_at\"\nowner_column = \"worker\"\n\
+         ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n\
+         stale_after = \"5m\"\nmax_age = \"4h\"\n",
+    );
+    let child = std::process::Command::new("strace")
+        .args([
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=fdatasync:delay_enter=1500000:when=1",
+        ])
+        .arg(bin())
+        .args(["check", "--format", "json", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("strace");
+    let pending = sb.state_dir().join("pending.jsonl");
+    wait_until("selfheal writes its intents", secs(20), || pending.exists());
+    db.exec(
+        "UPDATE sync_log SET status = 'done', end_time = NOW(), error_msg = 'finished' \
+         WHERE id = 2",
+    );
+    let o = child.wait_with_output().expect("wait");
+    assert_exit(&o, 0);
+    let (rows, summary) = json_lines(&o);
+    for id in [1, 3] {
+        assert_eq!(row(&rows, id)["action"], "mark_dead", "{}", row(&rows, id));
+        assert_eq!(row(&rows, id)["applied"], true);
+        let (status, ended, msg) = db.row(id);
+        assert_eq!((status.as_str(), ended), ("error", true));
+        assert!(msg.starts_with("self-heal: dead: owner pid"), "{msg}");
+    }
+    assert_eq!(row(&rows, 2)["action"], "lost_race", "{}", row(&rows, 2));
+    assert_eq!(row(&rows, 2)["applied"], false);
+    assert_eq!(
+        db.row(2),
+        ("done".to_string(), true, "finished".to_string())
+    );
+    assert_eq!(summary["changed"], 2);
+    let journaled: Vec<i64> = sb
+        .journal()
+        .iter()
+        .filter(|e| e["applied"] == true)
+        .map(|e| e["id"].as_i64().expect("id"))
+        .collect();
+    assert_eq!(journaled, [1, 3]);
+}

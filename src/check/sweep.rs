@@ -245,7 +245,7 @@ pub(super) fn census(
             locks: locks.as_ref(),
             local_rows,
         };
-        let mut kept = Vec::new();
+        let mut kept = Vec::with_capacity(if single { page.len() } else { 0 });
         for row in page {
             let (evidence, decision) = judge(w, &row, ctx.host, gather(w, &row, &scene));
             let (d, confirmation) = tallied(w, &row, decision.clone(), now, tally, None);

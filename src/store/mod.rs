@@ -371,11 +371,13 @@ pub trait JobTable {
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;
-    /// Several compare-and-sets in a group of writes ([`JobTable::begin_writes`]) made as
-    /// one, each with its outcome, in order: on MySQL two statements (the rows whose every
-    /// condition holds, locked; then one `UPDATE` of those), not one round trip per row.
-    /// `Ok(None)`: not made at all (one of the rows is locked by another transaction, or
-    /// the database has no such thing) — the caller makes them one by one.
+    /// Several compare-and-sets at the start of a group of writes
+    /// ([`JobTable::begin_writes`]) made as one, each with its outcome, in order: on MySQL
+    /// one `UPDATE` whose `WHERE` is every row's own compare-and-set, taken when it wrote
+    /// every row, undone when it did not (a row moved on: which, only the rows could say),
+    /// not one round trip per row. `Ok(None)`: nothing was written (a row moved on, one is
+    /// locked by another transaction, or the database has no such thing) — the caller
+    /// makes them one by one.
     fn compare_and_set_group(
         &mut self,
         _w: &Watch,

@@ -54,6 +54,8 @@ pub struct MysqlStore {
     tz: Option<chrono_tz::Tz>,
     /// Inside a group of writes ([`JobTable::begin_writes`]).
     in_group: bool,
+    /// A compare-and-set was made in this group's transaction.
+    wrote_in_group: bool,
 }
 
 /// How long a statement waits on a row lock, outside groups of writes.
@@ -66,8 +68,11 @@ const LOCK_DEADLOCK: u16 = 1213;
 /// hold fails the statement instead of being stored mangled (an unknown ENUM member as
 /// `''`, a cut string, a number clamped), so no server setting lets a compare-and-set
 /// write something the application never wrote. The session's other modes are kept.
-const STRICT_SESSION: &str = "SET SESSION sql_mode = \
-     CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES')";
+const STRICT_SQL_MODE: &str =
+    "sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES')";
+
+/// The largest packet the connection sends or takes: 64 MiB.
+const MAX_PACKET: usize = 64 << 20;
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -112,16 +117,23 @@ impl MysqlStore {
         };
         let label = redact_url(url);
         let creds = credentials::resolve(db, &Inputs::from_env())?;
-        let b = creds
+        let mut b = creds
             .builder()?
             .tcp_connect_timeout(Some(CONNECT_TIMEOUT))
             .read_timeout(Some(IO_TIMEOUT))
             .write_timeout(Some(IO_TIMEOUT))
             .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
-            .init(vec![
-                format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"),
-                STRICT_SESSION.to_string(),
-            ]);
+            // The packet size the driver would otherwise ask the server for on every
+            // connection (selfheal's statements are a few KiB, a row it reads as large as
+            // the table's); one statement sets the session.
+            .max_allowed_packet(Some(MAX_PACKET))
+            .init(vec![format!(
+                "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}, {STRICT_SQL_MODE}"
+            )]);
+        if creds.socket.is_some() {
+            // Already on the socket: nothing to switch to (the driver would ask which).
+            b = b.prefer_socket(false);
+        }
         let conn = Conn::new(b).map_err(|e| {
             let fix = connect_fix(&creds, url, &e);
             Error::database(
@@ -136,6 +148,7 @@ impl MysqlStore {
             creds,
             tz: db.timezone,
             in_group: false,
+            wrote_in_group: false,
         })
     }
 
@@ -664,6 +677,7 @@ impl JobTable for MysqlStore {
         c: &Change<'_>,
     ) -> Result<CasOutcome> {
         let st = sql::cas_sql(&DIALECT, w, schema, c);
+        self.wrote_in_group = self.in_group;
         match self.conn.exec_drop(&st.sql, values(&st)) {
             Ok(()) => match self.conn.affected_rows() {
                 1 => Ok(CasOutcome::Applied),
@@ -756,22 +770,24 @@ impl JobTable for MysqlStore {
         schema: &Schema,
         changes: &[Change<'_>],
     ) -> Result<Option<Vec<CasOutcome>>> {
-        // Only inside a group, by the primary key: the rows locked by the first statement
-        // are the very rows the second writes.
-        // A group writes from the running status, each row's heartbeat matched (what a
-        // sweep writes); anything else goes on its own.
+        // Only at the start of a group (nothing else written in its transaction, so that
+        // undoing it undoes only this), by the primary key. A group writes from the
+        // running status, each row's heartbeat matched (what a sweep writes); anything
+        // else goes on its own.
         let sweep_like = |c: &Change<'_>| c.from_status == w.running_value && c.match_heartbeat;
         if !self.in_group
+            || self.wrote_in_group
             || !schema.id_is_primary
             || changes.len() < 2
             || !changes.iter().all(sweep_like)
         {
             return Ok(None);
         }
-        let st = sql::cas_group_lock_sql(&DIALECT, w, schema, changes);
-        let locked: Vec<Value> = match self.conn.exec(&st.sql, values(&st)) {
-            Ok(rows) => rows,
-            // A row someone else holds: nothing was locked; one by one, then.
+        let st = sql::cas_group_update_sql(&DIALECT, w, schema, changes);
+        match self.conn.exec_drop(&st.sql, values(&st)) {
+            Ok(()) => {}
+            // A row someone else holds: the statement is undone (the transaction stays);
+            // one by one, then.
             Err(mysql::Error::MySqlError(e)) if e.code == LOCK_WAIT_TIMEOUT => return Ok(None),
             Err(mysql::Error::MySqlError(e)) if e.code == LOCK_DEADLOCK => {
                 self.in_group = false;
@@ -789,57 +805,23 @@ impl JobTable for MysqlStore {
             {
                 return Err(self.write_refused(w, e));
             }
-            // Anything else the server refuses (a strict mode, a trigger): each row on its
-            // own, so that each gets its own outcome.
+            // Anything else the server refuses (a strict mode, a trigger): undone alone;
+            // each row on its own, so that each gets its own outcome.
             Err(mysql::Error::MySqlError(_)) => return Ok(None),
             Err(e) => return Err(self.err(&format!("writing {}", w.table), e)),
-        };
-        let locked: Vec<String> = locked
-            .into_iter()
-            .map(|v| from_value(v).to_string())
-            .collect();
-        let holds = |c: &Change<'_>| locked.contains(&c.row.id.to_string());
-        let to_write: Vec<&Change<'_>> = changes.iter().filter(|c| holds(c)).collect();
-        if !to_write.is_empty() {
-            let st = sql::cas_group_update_sql(&DIALECT, w, schema, &to_write);
-            match self.conn.exec_drop(&st.sql, values(&st)) {
-                Ok(()) => {}
-                Err(mysql::Error::MySqlError(e))
-                    if matches!(
-                        server_kind(e.code),
-                        DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
-                    ) =>
-                {
-                    return Err(self.write_refused(w, e));
-                }
-                // A statement the server refused (undone alone; the rows stay locked by
-                // this transaction): each row on its own, with its own outcome.
-                Err(mysql::Error::MySqlError(_)) => return Ok(None),
-                Err(e) => return Err(self.err(&format!("writing {}", w.table), e)),
-            }
-            let n = self.conn.affected_rows();
-            if n != to_write.len() as u64 {
-                return Err(self.odd(
-                    &format!("writing {}", w.table),
-                    format!(
-                        "the group's update changed {n} of the {} rows it had locked",
-                        to_write.len()
-                    ),
-                ));
-            }
         }
-        Ok(Some(
-            changes
-                .iter()
-                .map(|c| {
-                    if holds(c) {
-                        CasOutcome::Applied
-                    } else {
-                        CasOutcome::LostRace
-                    }
-                })
-                .collect(),
-        ))
+        let n = self.conn.affected_rows();
+        if n == changes.len() as u64 {
+            return Ok(Some(vec![CasOutcome::Applied; changes.len()]));
+        }
+        // A row moved on between the read and the write. Which one only the rows could
+        // say, and a row written as selfheal would have written it may be its worker's:
+        // the group is undone, and each row is written (or not) on its own.
+        self.conn
+            .query_drop("ROLLBACK")
+            .and_then(|()| self.conn.query_drop("START TRANSACTION"))
+            .map_err(|e| self.err("writing", e))?;
+        Ok(None)
     }
 
     fn groups_compare_and_sets(&self) -> bool {
@@ -854,6 +836,7 @@ impl JobTable for MysqlStore {
             .and_then(|()| self.conn.query_drop("START TRANSACTION"))
             .map_err(|e| self.err("beginning the writes", e))?;
         self.in_group = true;
+        self.wrote_in_group = false;
         Ok(true)
     }
 

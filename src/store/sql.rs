@@ -540,41 +540,16 @@ fn primary_hint(d: &Dialect, schema: &Schema) -> &'static str {
     }
 }
 
-/// The first statement of a group of compare-and-sets made as one (in a transaction):
-/// the ids of those of `changes` whose every condition holds, each row locked (`FOR
-/// UPDATE`) so that it stays so until the group commits. The second is
-/// [`cas_group_update_sql`].
-pub fn cas_group_lock_sql(
-    d: &Dialect,
-    w: &Watch,
-    schema: &Schema,
-    changes: &[Change<'_>],
-) -> Statement {
-    let mut b = Binds::new(d);
-    let id = d.quote(&w.id_column);
-    let ids: Vec<String> = changes.iter().map(|c| b.bind(c.row.id.clone())).collect();
-    let each: Vec<String> = changes
-        .iter()
-        .map(|c| format!("({})", cas_conditions(d, w, c, &mut b).join(" AND ")))
-        .collect();
-    let sql = format!(
-        "SELECT {id} FROM {}{} WHERE {id} IN ({}) AND ({}) FOR UPDATE",
-        d.quote(&w.table),
-        primary_hint(d, schema),
-        ids.join(", "),
-        each.join(" OR ")
-    );
-    b.finish(sql)
-}
-
-/// The second statement of a group of compare-and-sets: each of `changes` (the rows the
-/// first found and locked) written as its own compare-and-set would write it — its status,
-/// its message, its end time and attempts where it sets them — in one `UPDATE`.
+/// A group of compare-and-sets as one `UPDATE`: each of `changes` written as its own
+/// compare-and-set would write it — its status, its message, its end time, attempts and
+/// retry time where it sets them — where its own conditions hold ([`cas_sql`]'s, each row
+/// its own, never one row's start against another's). The caller knows every row was
+/// written only when as many rows changed as there are `changes`.
 pub fn cas_group_update_sql(
     d: &Dialect,
     w: &Watch,
     schema: &Schema,
-    changes: &[&Change<'_>],
+    changes: &[Change<'_>],
 ) -> Statement {
     // Each row's value (an expression, its values bound) where its own write sets one.
     type Value<'v> = dyn Fn(&Change<'_>, &mut Binds<'_>) -> Option<String> + 'v;
@@ -605,7 +580,7 @@ pub fn cas_group_update_sql(
         )
     )];
     if let Some(col) = &w.ended_column {
-        let ended: Vec<&&Change<'_>> = changes.iter().filter(|c| c.set_ended).collect();
+        let ended: Vec<&Change<'_>> = changes.iter().filter(|c| c.set_ended).collect();
         if !ended.is_empty() {
             let col = d.quote(col);
             let now = ended_expr(d, schema, &mut b);
@@ -638,7 +613,7 @@ pub fn cas_group_update_sql(
         set.push(format!("{col} = {value}"));
     }
     if let Some(r) = &w.retry {
-        let bumped: Vec<&&Change<'_>> = changes.iter().filter(|c| c.bump_attempts).collect();
+        let bumped: Vec<&Change<'_>> = changes.iter().filter(|c| c.bump_attempts).collect();
         if !bumped.is_empty() {
             let a = d.quote(&r.attempts_column);
             let ids: Vec<String> = bumped.iter().map(|c| b.bind(c.row.id.clone())).collect();
@@ -649,13 +624,17 @@ pub fn cas_group_update_sql(
         }
     }
     let ids: Vec<String> = changes.iter().map(|c| b.bind(c.row.id.clone())).collect();
-    let running = b.bind(SqlValue::Text(w.running_value.clone()));
+    let each: Vec<String> = changes
+        .iter()
+        .map(|c| format!("({})", cas_conditions(d, w, c, &mut b).join(" AND ")))
+        .collect();
     let sql = format!(
-        "UPDATE {}{} SET {} WHERE {id} IN ({}) AND {status} = {running}",
+        "UPDATE {}{} SET {} WHERE {id} IN ({}) AND ({})",
         d.quote(&w.table),
         primary_hint(d, schema),
         set.join(", "),
-        ids.join(", ")
+        ids.join(", "),
+        each.join(" OR ")
     );
     b.finish(sql)
 }
@@ -936,7 +915,7 @@ mod tests {
     }
 
     #[test]
-    fn a_group_of_compare_and_sets_locks_what_still_holds_then_writes_each_as_its_own() {
+    fn a_group_of_compare_and_sets_is_one_update_with_each_rows_own_conditions() {
         let w = watch(
             "ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n\
              manual_value = \"wait_manual\"",
@@ -967,37 +946,19 @@ mod tests {
         };
         let changes = [dead, parked];
         let s = schema(Some(Ended::DbNow), true);
-        // Each row's own conditions, never one row's start matched against another's.
+        // Each row written as its own compare-and-set would write it: the end time and the
+        // message only where that row's own write sets them (a parked row keeps both);
+        // each row's own conditions, never one row's start matched against another's.
         assert_eq!(
-            cas_group_lock_sql(MYSQL, &w, &s, &changes),
-            Statement {
-                sql: "SELECT `id` FROM `app`.`sync_log` FORCE INDEX (PRIMARY) WHERE `id` IN (?, \
-                      ?) AND ((`id` = ? AND `status` = ? AND `start_time` <=> ?) OR (`id` = ? \
-                      AND `status` = ? AND `start_time` <=> ?)) FOR UPDATE"
-                    .into(),
-                params: vec![
-                    SqlValue::Int(7),
-                    SqlValue::Int(8),
-                    SqlValue::Int(7),
-                    text("running"),
-                    text("2026-11-29 10:00:00"),
-                    SqlValue::Int(8),
-                    text("running"),
-                    text("2026-11-29 11:00:00"),
-                ],
-            }
-        );
-        // The end time and the message only where that row's own write sets them; a
-        // parked row keeps both.
-        let both: Vec<&Change<'_>> = changes.iter().collect();
-        assert_eq!(
-            cas_group_update_sql(MYSQL, &w, &s, &both),
+            cas_group_update_sql(MYSQL, &w, &s, &changes),
             Statement {
                 sql: "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = CASE `id` \
                       WHEN ? THEN ? WHEN ? THEN ? ELSE `status` END, `end_time` = CASE WHEN `id` \
                       IN (?) THEN NOW() ELSE `end_time` END, `error_msg` = CASE `id` WHEN ? THEN \
-                      ? ELSE `error_msg` END WHERE `id` IN (?, ?) AND `status` = ?"
-                    .into(),
+                      ? ELSE `error_msg` END WHERE `id` IN (?, ?) AND ((`id` = ? AND `status` = ? \
+                      AND `start_time` <=> ?) OR (`id` = ? AND `status` = ? AND `start_time` <=> \
+                      ?))"
+                .into(),
                 params: vec![
                     SqlValue::Int(7),
                     text("error"),
@@ -1008,7 +969,12 @@ mod tests {
                     text("self-heal: dead"),
                     SqlValue::Int(7),
                     SqlValue::Int(8),
+                    SqlValue::Int(7),
                     text("running"),
+                    text("2026-11-29 10:00:00"),
+                    SqlValue::Int(8),
+                    text("running"),
+                    text("2026-11-29 11:00:00"),
                 ],
             }
         );
