@@ -103,9 +103,16 @@ pub struct Journal {
     file: File,
     path: PathBuf,
     state_dir: PathBuf,
-    /// Bytes in the file: a run that writes past [`ROTATE_AT`] rotates it after a flush.
+    /// Bytes in the file, and appended to it: a run that writes past [`ROTATE_AT`]
+    /// rotates it after a flush.
     len: u64,
+    /// Whole lines appended since the last write, written by [`Journal::sync`] in one
+    /// `write(2)` (or sooner, past [`BUFFERED`]).
+    buf: Vec<u8>,
 }
+
+/// Lines a journal holds before it writes them without waiting for a sync.
+const BUFFERED: usize = 256 * 1024;
 
 impl Journal {
     /// Opens (creating the directory and file if needed) for appending, rotating it first
@@ -135,28 +142,41 @@ impl Journal {
             path,
             state_dir: state_dir.to_path_buf(),
             len,
+            buf: Vec::new(),
         })
     }
 
-    /// Appends one entry as a single line, in one `write(2)`: a process killed after it
-    /// returns has left the whole line (in the page cache). [`Journal::sync`] puts it on
-    /// disk.
+    /// Appends one entry as a single line. Lines are written together, whole, by
+    /// [`Journal::sync`] (one `write(2)`, then one flush to disk for a write group): a
+    /// process killed before it has left them unwritten, and their intents (written and
+    /// flushed before the compare-and-sets) still name every change, for the next run to
+    /// settle ([`crate::recovery`]).
     pub fn append(&mut self, entry: &JournalEntry) -> Result<()> {
         let line = entry::to_line(entry)
             .map_err(|e| Error::io(&self.path, "writing the journal", e.into()))?;
-        self.file
-            .write_all(&line)
-            .map_err(|e| Error::io(&self.path, "writing the journal", e))?;
         self.len = self
             .len
             .saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX));
+        self.buf.extend_from_slice(&line);
+        if self.buf.len() >= BUFFERED {
+            self.write_buffered()?;
+        }
         Ok(())
     }
 
-    /// Flushes what was appended to disk; then, when the file has reached [`ROTATE_AT`],
-    /// rotates it (also inside a run: a backlog of a million changes keeps the journal's
-    /// disk use bounded, and recovery finds a change by its id in any generation).
+    /// Writes the lines appended since the last write.
+    fn write_buffered(&mut self) -> Result<()> {
+        let r = self.file.write_all(&self.buf);
+        self.buf.clear();
+        r.map_err(|e| Error::io(&self.path, "writing the journal", e))
+    }
+
+    /// Writes what was appended and flushes it to disk; then, when the file has reached
+    /// [`ROTATE_AT`], rotates it (also inside a run: a backlog of a million changes keeps
+    /// the journal's disk use bounded, and recovery finds a change by its id in any
+    /// generation).
     pub fn sync(&mut self) -> Result<()> {
+        self.write_buffered()?;
         self.file
             .sync_data()
             .map_err(|e| Error::io(&self.path, "writing the journal", e))?;
@@ -171,6 +191,17 @@ impl Journal {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for Journal {
+    /// Lines appended and never synced (a run that stopped on an error) are still
+    /// written, unflushed: the journal is as complete as it can be, and any change
+    /// among them whose intent stays is found in it by its id.
+    fn drop(&mut self) {
+        if !self.buf.is_empty() {
+            let _ = self.file.write_all(&self.buf);
+        }
     }
 }
 
