@@ -41,6 +41,13 @@
  *     in (running_value, manual_value). selfheal changes a row's status, never its owner
  *     or start; so a row selfheal parked as hung is still this worker's (beat() renews it,
  *     selfheal un-parks it), and a row it reclaimed, or a person resolved, is not.
+ *     A lease found lost stays lost: every later call throws LeaseLost and writes
+ *     nothing. One process claiming the same row twice within one second (same owner,
+ *     same start: the guard cannot tell them apart) supersedes its older lease.
+ *   - Claims are refused inside an open transaction or with autocommit off (the claim
+ *     would stay invisible until a commit — the single-transaction design the lease
+ *     replaces), beat() inside a transaction likewise; finish(), retryLater() and
+ *     stillMine() may run inside one, with the job's own last business write.
  *   - Times are the database's own (NOW(), UNIX_TIMESTAMP(), SQLite's 'now'), never PHP's.
  *     Start, heartbeat, end and retry_at columns may be DATETIME/TIMESTAMP (SQLite: text)
  *     or integer unix seconds; the column types are read once per connection and table.
