@@ -92,7 +92,7 @@ ok "bash completes 'selfheal ' to the subcommands; zsh and fish completions inst
 
 # The PHP helper: installed where the README says, loadable without Composer, and (where php
 # is installed) usable: the owner value and a lock that writes the holder line.
-for f in Job.php LockNotObtained.php; do
+for f in Job.php LockNotObtained.php Lease.php LeaseLost.php; do
   [ -f "/usr/share/selfheal/php/Selfheal/$f" ] || fail "the PHP helper's $f is not installed"
 done
 if command -v php >/dev/null; then
