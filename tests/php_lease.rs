@@ -825,8 +825,9 @@ fn a_stopped_worker_whose_pid_check_cannot_see_is_reclaimed_and_notices() {
     assert_eq!(env.dump(), before);
 }
 
-/// A killed worker (owner column: its pid is gone) is reclaimed by the next check at
-/// once, and its row goes to the next worker's claimNext.
+/// A killed worker (owner column: its pid is gone) is reclaimed by the first check after
+/// its heartbeat went stale (before, its own fresh beat contradicts the death signal: the
+/// row waits), and its row goes to the next worker's claimNext.
 #[test]
 fn a_killed_workers_row_is_reclaimed_at_once_and_goes_to_the_next_worker() {
     let Some(mut env) = Env::mysql("DATETIME") else {
@@ -840,6 +841,12 @@ fn a_killed_workers_row_is_reclaimed_at_once_and_goes_to_the_next_worker() {
     std::thread::sleep(Duration::from_millis(300));
     w.kill9();
 
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (rows, _) = json_lines(&o);
+    assert_eq!(row(&rows, 1)["held"], "contradicted", "{}", row(&rows, 1));
+    assert_eq!(env.row(1).0, "running");
+    env.wait_stale(1, 3);
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, _) = json_lines(&o);
