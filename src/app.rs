@@ -157,7 +157,7 @@ impl Reporter for Logged<'_> {
             self.log.send(&Event {
                 severity: Severity::Notice,
                 message: format!(
-                    "watch={} id={} {}→{} action=unpark verdict={} reason=\"{}\"",
+                    "watch={} id={} {}→{} action=recovered verdict={} reason=\"{}\"",
                     u.watch,
                     u.id,
                     u.from,
@@ -168,7 +168,7 @@ impl Reporter for Logged<'_> {
                 fields: vec![
                     ("SELFHEAL_WATCH", u.watch.clone()),
                     ("SELFHEAL_ID", u.id.to_string()),
-                    ("SELFHEAL_ACTION", "unpark".to_string()),
+                    ("SELFHEAL_ACTION", "recovered".to_string()),
                     ("SELFHEAL_FROM", u.from.clone()),
                     ("SELFHEAL_TO", u.to.clone()),
                     ("SELFHEAL_REASON", u.reason.clone()),

@@ -592,7 +592,9 @@ pub enum Action {
     LostRace,
     /// A parked row put back to `running_value`: by the next real run when its own
     /// heartbeat is fresh again after a park as `hung` (`crate::check`'s un-park step),
-    /// or by a person (`selfheal resolve --as running`). Never a plan of [`plan`].
+    /// or by a person (`selfheal resolve --as running`). Never a plan of [`plan`]. Said and
+    /// journaled as `recovered` (SPEC §13).
+    #[serde(rename = "recovered")]
     Unpark,
 }
 
@@ -604,7 +606,7 @@ impl Action {
             Action::MarkRetry => "mark_retry",
             Action::MarkManual => "mark_manual",
             Action::LostRace => "lost_race",
-            Action::Unpark => "unpark",
+            Action::Unpark => "recovered",
         }
     }
 }

@@ -725,7 +725,7 @@ fn one_row(
     let next = match (&report, unpark) {
         (Some(r), _) => next_run(r),
         (None, Some(u)) => format!(
-            "set status back to '{}' (unpark): it was parked as hung at {} and its own \
+            "set status back to '{}' (recovered): it was parked as hung at {} and its own \
              heartbeat is fresh again since, while its worker lives",
             u.to, u.parked_at
         ),

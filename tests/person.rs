@@ -544,7 +544,7 @@ fn show_one_row_has_its_columns_evidence_verdict_history_across_a_rotation_and_l
                 format!("selfheal on {host}")
             ),
             (
-                "unpark".to_string(),
+                "recovered".to_string(),
                 "running".to_string(),
                 "alice".to_string()
             ),
@@ -1010,7 +1010,7 @@ fn a_parked_hung_row_whose_real_flock_holder_beats_again_goes_back_to_running_on
     // A dry run says what a real run will do, and does nothing.
     let o = run(&cfg, &["check", "--explain"]);
     assert!(
-        stdout(&o).contains("a real run would set status back to 'running' (unpark)"),
+        stdout(&o).contains("a real run would set status back to 'running' (recovered)"),
         "{}",
         stdout(&o)
     );
@@ -1019,7 +1019,7 @@ fn a_parked_hung_row_whose_real_flock_holder_beats_again_goes_back_to_running_on
     let o = run(&cfg, &["check"]);
     let out = stdout(&o);
     assert!(
-        out.contains("full-sync id=7: set status back to 'running' (unpark) — self-heal: recovered: heartbeat fresh again after the park, lock held by pid"),
+        out.contains("full-sync id=7: set status back to 'running' (recovered) — self-heal: recovered: heartbeat fresh again after the park, lock held by pid"),
         "{out}"
     );
     assert!(!out.contains("id=9"), "{out}");
@@ -1030,7 +1030,7 @@ fn a_parked_hung_row_whose_real_flock_holder_beats_again_goes_back_to_running_on
         "parked for spent retries: stays"
     );
     let e = journal(&sb).pop().expect("journaled");
-    assert_eq!(e["action"], "unpark");
+    assert_eq!(e["action"], "recovered");
     assert_eq!(
         (&e["from"], &e["to"]),
         (&"wait_manual".into(), &"running".into())
@@ -1082,7 +1082,7 @@ fn a_parked_hung_row_whose_lease_beats_again_goes_back_to_running_mariadb() {
     db.exec("UPDATE sync_log SET heartbeat_at = NOW() WHERE id = 7");
     let o = run(&cfg, &["check"]);
     assert!(
-        stdout(&o).contains("full-sync id=7: set status back to 'running' (unpark)"),
+        stdout(&o).contains("full-sync id=7: set status back to 'running' (recovered)"),
         "{}",
         stdout(&o)
     );
@@ -1091,7 +1091,7 @@ fn a_parked_hung_row_whose_lease_beats_again_goes_back_to_running_mariadb() {
         ("running".into(), "wait_manual".into())
     );
     let e = journal(&sb).pop().expect("journaled");
-    assert_eq!((&e["action"], &e["id"]), (&"unpark".into(), &7.into()));
+    assert_eq!((&e["action"], &e["id"]), (&"recovered".into(), &7.into()));
     drop(holders);
 }
 

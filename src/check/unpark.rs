@@ -14,7 +14,7 @@
 //! beat must follow. Just before the write the evidence is read again. The write is one
 //! compare-and-set from `manual_value` and the observed start and owner (not the
 //! heartbeat column, which moves on by design), made through [`crate::apply`] (intent,
-//! compare-and-set, journal line `action: "unpark"`), and said once in the cron text (a
+//! compare-and-set, journal line `action: "recovered"`), and said once in the cron text (a
 //! change is printed when it happens). A dry run says what a real run would do and writes
 //! nothing. Under a clock-skew hold nothing is un-parked: the beat and the park are then
 //! not comparable.

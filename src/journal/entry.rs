@@ -394,7 +394,7 @@ mod tests {
         assert_eq!((unpark.by_person(), unpark.resolution()), (false, None));
         let line = String::from_utf8(to_line(&unpark).expect("line")).expect("utf8");
         assert!(
-            line.contains("\"action\":\"unpark\"") && !line.contains("actor"),
+            line.contains("\"action\":\"recovered\"") && !line.contains("actor"),
             "{line}"
         );
         let by_hand = JournalEntry {

@@ -138,7 +138,7 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
     serde_json::to_value(row).unwrap_or(serde_json::Value::Null)
 }
 
-/// The object of an un-park (`"action": "unpark"`), among the rows: the parked row, what
+/// The object of an un-park (`"action": "recovered"`), among the rows: the parked row, what
 /// was (or would be) done, the evidence now.
 pub fn unparked_json(u: &Unparked) -> serde_json::Value {
     let rendered = evidence::render(&u.evidence);

@@ -264,7 +264,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 u.parked_at
             ));
             self.line(&format!(
-                "      a real run would set status back to '{}' (unpark)",
+                "      a real run would set status back to '{}' (recovered)",
                 u.to
             ));
             if let Some(n) = &u.note {
@@ -274,17 +274,17 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
         }
         let line = if u.applied {
             format!(
-                "{} id={}: set status back to '{}' (unpark) — {}",
+                "{} id={}: set status back to '{}' (recovered) — {}",
                 u.watch, u.id, u.to, u.reason
             )
         } else if self.dry_run {
             format!(
-                "{} id={}: would set status back to '{}' (unpark) — {}",
+                "{} id={}: would set status back to '{}' (recovered) — {}",
                 u.watch, u.id, u.to, u.reason
             )
         } else if let Some(n) = u.note.as_deref().filter(|n| n.starts_with("write failed")) {
             format!(
-                "{} id={}: needs a person (unpark): {n} — {}",
+                "{} id={}: needs a person (recovered): {n} — {}",
                 u.watch, u.id, u.reason
             )
         } else {
