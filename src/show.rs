@@ -91,8 +91,9 @@ pub fn run(opts: &ShowOptions, out: &mut dyn Write) -> Result<u8> {
 
 /// What a dry run of `check` reported: every running row, the un-parks it would make,
 /// the warnings.
-#[derive(Default)]
 struct Collected {
+    /// Which judged rows to keep: a backlog of running rows is not held in memory.
+    keep: Keep,
     rows: Vec<RowReport>,
     unparked: Vec<Unparked>,
     warnings: Vec<String>,
@@ -107,7 +108,13 @@ impl Reporter for Collected {
     }
 
     fn row(&mut self, r: &RowReport) {
-        self.rows.push(r.clone());
+        let wanted = match &self.keep {
+            Keep::NeedingAPerson => r.attention() && !r.applied,
+            Keep::Row(watch, id) => r.watch == *watch && r.id == *id,
+        };
+        if wanted {
+            self.rows.push(r.clone());
+        }
     }
 
     fn warning(&mut self, msg: &str) {
@@ -131,8 +138,21 @@ impl Reporter for Collected {
 }
 
 /// The dry run of `check` over `cfg`'s watches: what a real run would judge and do now.
-fn dry_check(cfg: &Config) -> Result<Collected> {
-    let mut c = Collected::default();
+/// The judged rows [`dry_check`] keeps.
+enum Keep {
+    /// Those that need a person (the list).
+    NeedingAPerson,
+    /// One row (watch, id).
+    Row(String, crate::store::SqlValue),
+}
+
+fn dry_check(cfg: &Config, keep: Keep) -> Result<Collected> {
+    let mut c = Collected {
+        keep,
+        rows: Vec::new(),
+        unparked: Vec::new(),
+        warnings: Vec::new(),
+    };
     let opts = CheckOptions {
         dry_run: true,
         force: false,
@@ -469,7 +489,7 @@ fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
     let Some(db) = cfg.database.as_ref() else {
         return Err(Error::Usage("no [database] configured".into()));
     };
-    let collected = dry_check(cfg)?;
+    let collected = dry_check(cfg, Keep::NeedingAPerson)?;
     let mut warnings = collected.warnings.clone();
     let mut store = store::open(db, true)?;
     let clocks = Clocks {
@@ -695,7 +715,7 @@ fn one_row(
     let running = status == w.running_value;
     let parked = w.manual_value.as_deref() == Some(status.as_str());
     let host = Host::current().known_as(&cfg.run.host_names);
-    let collected = dry_check(cfg)?;
+    let collected = dry_check(cfg, Keep::Row(w.name.clone(), id.clone()))?;
     let mut warnings = collected.warnings.clone();
     let report = collected
         .rows
