@@ -279,3 +279,53 @@ fn rows_that_finish_while_check_pages_through_them_are_never_overwritten_mariadb
         .collect();
     after_the_race(&won, &rows, &sb, &dead);
 }
+
+/// A watch of 12,000 running rows spans three pages but fits what the first pass keeps:
+/// each heartbeat file is probed once, and once more just before its row's write; every
+/// dead row is marked and journaled once.
+#[test]
+fn a_watch_of_a_few_pages_is_probed_once() {
+    const ROWS: i64 = 12_000;
+    if !have_tool("strace", &["-V"], "counting the probes of heartbeat files") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+         INSERT INTO sync_log (id, status, start_time)
+         SELECT i, 'running', datetime('now', '-20 minutes') FROM n"
+    ));
+    let now = std::time::SystemTime::now();
+    for id in 1..=ROWS {
+        let age = if id % 100 == 0 { 15 * 60 } else { 10 };
+        sb.heartbeat_at(id, now - Duration::from_secs(age));
+    }
+    // The dead rows' lock files are free: conclusive, acted on at once.
+    for id in (100..=ROWS).step_by(100) {
+        std::fs::write(sb.lock_path(id), "").expect("lock file");
+    }
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!("lock_file = \"{}\"\n", sb.lock_template())),
+    );
+    let trace = sb.path("stat.trace");
+    let o = Command::new("strace")
+        .args(["-f", "-e", "trace=stat,lstat,newfstatat,statx", "-o"])
+        .arg(&trace)
+        .arg(bin())
+        .args(["check", "--config"])
+        .arg(&cfg)
+        .env_remove("SELFHEAL_CONFIG")
+        .output()
+        .expect("strace");
+    assert_exit(&o, 0);
+    let probes = std::fs::read_to_string(&trace)
+        .expect("trace")
+        .lines()
+        .filter(|l| l.contains("/hb-"))
+        .count();
+    assert_eq!(probes, 12_000 + 120, "one probe a row, one more a write");
+    let once: BTreeMap<i64, usize> = (100..=ROWS).step_by(100).map(|i| (i, 1)).collect();
+    assert_eq!(journaled(&sb), once);
+}

@@ -567,6 +567,7 @@ fn lock_users_now(
             crate::store::sql::Page {
                 after: None,
                 limit: Some(1),
+                index: None,
             },
             &mut |_| {
                 any += 1;

@@ -119,6 +119,11 @@ pub(super) struct Judged {
 /// memory: a backlog of a million rows costs what a few thousand do.
 pub(super) const PAGE: usize = 5_000;
 
+/// A watch with at most this many running rows is judged once: the first pass keeps its
+/// rows, judged (some 12 MiB at most), and the second neither reads nor probes them again.
+/// Past it, the first pass keeps counts only.
+const KEEP: usize = 20_000;
+
 /// What a sweep needs besides the watch and the store.
 pub(super) struct SweepCtx<'a> {
     pub clocks: &'a Clocks,
@@ -129,7 +134,7 @@ pub(super) struct SweepCtx<'a> {
 }
 
 /// A row the first pass judged: its evidence and decision, before the tally (kept for the
-/// second pass when the watch's rows fit in one page).
+/// second pass when the watch has at most [`KEEP`] rows).
 pub(super) struct Seen1 {
     row: RunningRow,
     evidence: Evidence,
@@ -137,7 +142,7 @@ pub(super) struct Seen1 {
 }
 
 /// What the first pass over a watch's running rows found: counts, never rows (but for a
-/// watch whose rows fit in one page, which the second pass then need not read again).
+/// watch of at most [`KEEP`] rows, which the second pass then need not read again).
 #[derive(Default)]
 pub(super) struct Census {
     /// This host's running rows (not another host's): whose a heartbeat file without
@@ -156,7 +161,7 @@ pub(super) struct Census {
     /// there are.
     untrusted: Option<Untrusted>,
     untrusted_more: usize,
-    /// Every row, judged, when they fit in one page.
+    /// Every row, judged, when there are at most [`KEEP`].
     kept: Option<Vec<Seen1>>,
 }
 
@@ -179,7 +184,7 @@ pub(super) struct Holds {
 
 /// Reads the watch's running rows a page at a time (keyset on the id), each page read to
 /// its end before `each` gets it, so that `each` may write between pages; stops when
-/// `each` says so. With `kept` (the rows of a watch that fit in one page), no read.
+/// `each` says so.
 pub(super) fn pages(
     w: &Watch,
     store: &mut dyn Store,
@@ -193,6 +198,7 @@ pub(super) fn pages(
             crate::store::sql::Page {
                 after: after.as_ref(),
                 limit: Some(PAGE),
+                index: None,
             },
             &mut |row| {
                 page.push(row);
@@ -209,7 +215,7 @@ pub(super) fn pages(
 
 /// The first pass: judges every running row of `w` (as the second will, the tally only
 /// looked at) and keeps what the watch as a whole comes to; the rows themselves only when
-/// they all fit in one page.
+/// there are at most [`KEEP`].
 pub(super) fn census(
     w: &Watch,
     store: &mut dyn Store,
@@ -230,11 +236,13 @@ pub(super) fn census(
     } else {
         0
     };
-    let mut c = Census::default();
-    let mut first = true;
+    // Kept judged while the watch has at most KEEP rows: then the second pass need not read
+    // nor probe them again.
+    let mut c = Census {
+        kept: Some(Vec::new()),
+        ..Census::default()
+    };
     pages(w, store, |_, page| {
-        let single = first && page.len() < PAGE;
-        first = false;
         let host_now = SystemTime::now();
         let now = epoch(host_now);
         let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
@@ -245,22 +253,25 @@ pub(super) fn census(
             locks: locks.as_ref(),
             local_rows,
         };
-        let mut kept = Vec::with_capacity(if single { page.len() } else { 0 });
+        if let Some(kept) = &mut c.kept {
+            if kept.len() + page.len() > KEEP {
+                c.kept = None;
+            } else {
+                kept.reserve_exact(page.len());
+            }
+        }
         for row in page {
             let (evidence, decision) = judge(w, &row, ctx.host, gather(w, &row, &scene));
             let (d, confirmation) = tallied(w, &row, decision.clone(), now, tally, None);
             let plan = plan_row(w, &d, &row, confirmation, &[]);
             c.count(w, t, &row, &evidence, &d, &plan);
-            if single {
+            if let Some(kept) = &mut c.kept {
                 kept.push(Seen1 {
                     row,
                     evidence,
                     decision,
                 });
             }
-        }
-        if single {
-            c.kept = Some(kept);
         }
         Ok(true)
     })?;
@@ -479,7 +490,7 @@ pub(super) fn holds(
 }
 
 /// The second pass, for one group of rows (at most a write group): each row judged again
-/// (or, for a watch whose rows fit in one page and that releases no lock file, as the first
+/// (or, for a watch of at most [`KEEP`] rows that releases no lock file, as the first
 /// pass judged it), its contradiction timed and its inferred verdict counted in `tally`,
 /// planned under the watch's `holds`; and for `release_lock = "if_free"`, each dead row's
 /// lock file opened as the row is judged and held open (at most one group's files).
@@ -538,8 +549,8 @@ fn judged_again(
 }
 
 /// A row for the second pass: as the first pass judged it, or to be judged.
-// Moved once per row, never held in bulk but for one page: an allocation per row to even
-// the variants out would cost more than the bytes it saves.
+// Moved once per row, held in bulk for one page or at most KEEP rows: an allocation per row
+// to even the variants out would cost more than the bytes it saves.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Either {
     Judged(Seen1),
@@ -547,7 +558,7 @@ pub(super) enum Either {
 }
 
 impl Census {
-    /// The rows the first pass kept (a watch whose rows fit in one page), for the second.
+    /// The rows the first pass kept (a watch of at most [`KEEP`] rows), for the second.
     pub fn take_kept(&mut self) -> Option<Vec<Either>> {
         self.kept
             .take()

@@ -11,6 +11,7 @@
 //! first, so a run that did not get it can ask who holds it (`IS_USED_LOCK`, and the
 //! holder's user and host where `information_schema.PROCESSLIST` shows them).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use mysql::consts::{CapabilityFlags, ColumnType};
@@ -40,6 +41,7 @@ pub const DIALECT: Dialect = Dialect {
     zone_now: ("UTC_TIMESTAMP() + INTERVAL ", " SECOND"),
     zone_offset: SqlValue::Int,
     now_plus: ("NOW() + INTERVAL ", " SECOND"),
+    force_index: Some("FORCE INDEX"),
     force_primary: " FORCE INDEX (PRIMARY)",
     enforces_types: true,
     epoch_of: Some(("UNIX_TIMESTAMP(", ")")),
@@ -56,6 +58,9 @@ pub struct MysqlStore {
     in_group: bool,
     /// A compare-and-set was made in this group's transaction.
     wrote_in_group: bool,
+    /// By table: an index whose first column is the status column, found by
+    /// [`Introspect::schema`], for the pages of a backlog ([`sql::Dialect::force_index`]).
+    status_index: HashMap<String, Ident>,
 }
 
 /// How long a statement waits on a row lock, outside groups of writes.
@@ -149,6 +154,7 @@ impl MysqlStore {
             tz: db.timezone,
             in_group: false,
             wrote_in_group: false,
+            status_index: HashMap::new(),
         })
     }
 
@@ -602,6 +608,15 @@ impl JobTable for MysqlStore {
         sel: Select<'_>,
         each: &mut dyn FnMut(StoredRow) -> Result<()>,
     ) -> Result<()> {
+        // A page after the first is read through the status index (see force_index).
+        let index = self.status_index.get(&w.table.to_string()).cloned();
+        let sel = match sel {
+            Select::Running(page) if page.after.is_some() => Select::Running(sql::Page {
+                index: index.as_ref(),
+                ..page
+            }),
+            other => other,
+        };
         let st = sql::rows_sql(&DIALECT, w, sel);
         let tz = self.tz;
         let label = self.label.clone();
@@ -974,17 +989,36 @@ impl Introspect for MysqlStore {
                 )
             })
             .collect();
-        let primary: Vec<String> = self
+        // The indexes: the primary key, and one that starts with the status column (the
+        // one with fewest columns) for the pages of a backlog.
+        let indexes: Vec<(String, u32, String)> = self
             .conn
             .exec(
-                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
+                "SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME FROM information_schema.STATISTICS \
                  WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
-                 AND CONSTRAINT_NAME = 'PRIMARY'",
+                 ORDER BY INDEX_NAME, SEQ_IN_INDEX",
                 (w.table.schema(), w.table.name()),
             )
-            .map_err(|e| self.err("reading the primary key", e))?;
+            .map_err(|e| self.err("reading the indexes", e))?;
+        let width = |name: &str| indexes.iter().filter(|(n, _, _)| n == name).count();
+        let primary: Vec<&String> = indexes
+            .iter()
+            .filter(|(n, _, _)| n == "PRIMARY")
+            .map(|(_, _, c)| c)
+            .collect();
         let id_is_primary =
             primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
+        let status_index = indexes
+            .iter()
+            .filter(|(n, seq, c)| {
+                *seq == 1 && n != "PRIMARY" && c.eq_ignore_ascii_case(w.status_column.name())
+            })
+            .min_by_key(|(n, _, _)| width(n))
+            .and_then(|(n, _, _)| Ident::column(n).ok());
+        match status_index {
+            Some(ix) => self.status_index.insert(w.table.to_string(), ix),
+            None => self.status_index.remove(&w.table.to_string()),
+        };
         types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
     }
 

@@ -57,6 +57,11 @@ pub struct Dialect {
     /// compare-and-set locks the row through it as the worker's own `UPDATE … WHERE id = ?`
     /// does ("" when the database needs no hint).
     pub force_primary: &'static str,
+    /// How a page of running rows after the first names the status index it must be read
+    /// through (`FORCE INDEX`): without it MySQL and MariaDB look up `status = ?` and
+    /// filter `id > ?` on every row of the index before the page, so a backlog read in
+    /// pages costs the square of its size. `None` where the planner needs no hint.
+    pub force_index: Option<&'static str>,
     /// The database enforces declared column types (MySQL); SQLite's are declarations only.
     pub enforces_types: bool,
     /// The instant the server itself gives a stored time (`UNIX_TIMESTAMP(` col `)` on
@@ -143,6 +148,9 @@ fn match_conditions(d: &Dialect, w: &Watch, b: &mut Binds<'_>) -> Vec<String> {
 pub struct Page<'a> {
     pub after: Option<&'a SqlValue>,
     pub limit: Option<usize>,
+    /// An index whose first column is the status column, for a page after the first
+    /// ([`Dialect::force_index`]).
+    pub index: Option<&'a Ident>,
 }
 
 /// The `SELECT` of running rows of the watch (its `match` too), ordered by id (and what
@@ -179,9 +187,13 @@ pub fn rows_sql(d: &Dialect, w: &Watch, sel: super::Select<'_>) -> Statement {
     let cols = cols.join(", ");
     let mut limit = String::new();
     let mut after = None;
+    let mut hint = String::new();
     let first = match sel {
         Select::Running(page) => {
             after = page.after;
+            if let (Some(_), Some(ix), Some(force)) = (page.after, page.index, d.force_index) {
+                hint = format!(" {force} ({})", d.quote(ix));
+            }
             if let Some(n) = page.limit {
                 limit = format!(" LIMIT {n}");
             }
@@ -205,7 +217,7 @@ pub fn rows_sql(d: &Dialect, w: &Watch, sel: super::Select<'_>) -> Statement {
         ));
     }
     let sql = format!(
-        "SELECT {cols} FROM {} WHERE {} ORDER BY {}{limit}",
+        "SELECT {cols} FROM {}{hint} WHERE {} ORDER BY {}{limit}",
         d.quote(&w.table),
         cond.join(" AND "),
         d.quote(&w.id_column),
@@ -727,6 +739,7 @@ mod tests {
             Page {
                 after: Some(&after),
                 limit: Some(5_000),
+                index: None,
             },
         );
         assert!(
@@ -737,12 +750,38 @@ mod tests {
         );
         assert_eq!(st.params.len(), 2);
         assert!(!st.sql.contains("OFFSET"));
+        // A page after the first is read through the status index where MySQL needs the
+        // hint (never the first, never on SQLite).
+        let ix = Ident::column("idx_status").expect("ident");
+        let hinted = |d, after| {
+            running_page_sql(
+                d,
+                &w,
+                Page {
+                    after,
+                    limit: Some(5_000),
+                    index: Some(&ix),
+                },
+            )
+            .sql
+        };
+        assert!(
+            hinted(MYSQL, Some(&after)).starts_with(
+                "SELECT `id`, `start_time`, UNIX_TIMESTAMP(`start_time`) FROM `app`.`sync_log` \
+                 FORCE INDEX (`idx_status`) WHERE `status` = ? AND `id` > ?"
+            ),
+            "{}",
+            hinted(MYSQL, Some(&after))
+        );
+        assert!(!hinted(MYSQL, None).contains("FORCE"));
+        assert!(!hinted(SQLITE, Some(&after)).contains("INDEX"));
         let first = running_page_sql(
             MYSQL,
             &w,
             Page {
                 after: None,
                 limit: Some(10),
+                index: None,
             },
         );
         assert!(

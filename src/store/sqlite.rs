@@ -33,6 +33,7 @@ pub const DIALECT: Dialect = Dialect {
     zone_now: ("datetime('now', ", ")"),
     zone_offset: zone_modifier,
     now_plus: ("datetime('now', ", ")"),
+    force_index: None,
     force_primary: "",
     enforces_types: false,
     epoch_of: None,
