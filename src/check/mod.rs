@@ -689,12 +689,17 @@ struct Pass2<'p> {
     local_rows: usize,
 }
 
+/// Changes a batch of the second pass carries at most: its intents are written and flushed
+/// once, and its journal lines once.
+const BATCH: usize = 1_000;
+
 impl Pass2<'_> {
     /// Judges `rows` (one `/proc/locks` read for all of them), then writes and reports them
-    /// in order, a write group at a time: the rows judged are held until a group's worth of
-    /// them is to be written (or the rows end), so a group carries up to [`WRITE_GROUP`]
-    /// changes whatever share of the rows die, and no more lock files are held open than
-    /// one group's. `Err`: a write failed the run, the rest is left.
+    /// in order, a batch at a time: the rows judged are held until [`BATCH`] of them are to
+    /// be written (or a page of them is judged, or the rows end), so a batch carries up to
+    /// [`BATCH`] changes in write groups of [`WRITE_GROUP`] whatever share of the rows die.
+    /// Under `release_lock = "if_free"` a batch is one write group: no more lock files are
+    /// held open than one group's. `Err`: a write failed the run, the rest is left.
     fn rows(
         &self,
         run: &mut Run<'_>,
@@ -708,6 +713,14 @@ impl Pass2<'_> {
             .lock_file
             .as_ref()
             .and_then(|_| crate::probe::LockTable::read());
+        // A batch (its intents written and flushed once, its journal lines flushed once)
+        // of up to BATCH changes, or a page of rows; of one write group when each dead row
+        // holds its legacy lock file open until it is written.
+        let batch = if self.w.release_lock == crate::config::ReleaseLock::IfFree {
+            WRITE_GROUP
+        } else {
+            BATCH
+        };
         let mut judged = Vec::new();
         let mut seen = Vec::new();
         let mut writes = 0;
@@ -733,7 +746,7 @@ impl Pass2<'_> {
             writes += j.iter().filter(|j| j.plan.writes()).count();
             judged.extend(j);
             seen.extend(s);
-            if writes >= WRITE_GROUP || rows.peek().is_none() {
+            if writes >= batch || judged.len() >= sweep::PAGE || rows.peek().is_none() {
                 let (j, s) = (std::mem::take(&mut judged), std::mem::take(&mut seen));
                 write_and_report(run, self, j, s, store, out, counts)?;
                 writes = 0;
