@@ -121,22 +121,47 @@ fn write_datetime(f: &mut fmt::Formatter<'_>, d: &NaiveDateTime) -> fmt::Result 
     if !(0..=9999).contains(&d.year()) || d.nanosecond() >= 1_000_000_000 {
         return write!(f, "{}", d.format("%Y-%m-%d %H:%M:%S%.f"));
     }
-    write!(
-        f,
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-        d.year(),
-        d.month(),
-        d.day(),
-        d.hour(),
-        d.minute(),
-        d.second()
-    )?;
-    match d.nanosecond() {
-        0 => Ok(()),
-        n if n % 1_000_000 == 0 => write!(f, ".{:03}", n / 1_000_000),
-        n if n % 1_000 == 0 => write!(f, ".{:06}", n / 1_000),
-        n => write!(f, ".{n:09}"),
+    // Digits into a buffer, not through the formatting machinery: this runs several times
+    // for every running row.
+    let mut buf = [0u8; 29];
+    let mut put = |at: usize, width: usize, mut v: u32| {
+        for i in (at..at + width).rev() {
+            buf[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, d.year().unsigned_abs());
+    put(5, 2, d.month());
+    put(8, 2, d.day());
+    put(11, 2, d.hour());
+    put(14, 2, d.minute());
+    put(17, 2, d.second());
+    let len = match d.nanosecond() {
+        0 => 19,
+        n if n % 1_000_000 == 0 => {
+            put(20, 3, n / 1_000_000);
+            23
+        }
+        n if n % 1_000 == 0 => {
+            put(20, 6, n / 1_000);
+            26
+        }
+        n => {
+            put(20, 9, n);
+            29
+        }
+    };
+    for (i, c) in [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b' '),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+    ] {
+        buf[i] = c;
     }
+    f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)
 }
 
 /// A time column's value: as read (for the compare-and-set) and as understood.
