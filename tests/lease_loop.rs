@@ -108,6 +108,23 @@ fn end_work(w: &mut Php, gate: &Path) {
     std::fs::remove_file(gate).expect("gate");
 }
 
+/// The answer to a `work` command that should end in LeaseLost. A worker that has not
+/// noticed within 30 s has its gate opened and answers as one that never noticed (the
+/// caller's assertion then fails), rather than the test waiting forever.
+fn lost_at_work(w: &mut Php, gate: &Path) -> Value {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let gate = gate.to_path_buf();
+    let opener = std::thread::spawn(move || {
+        if rx.recv_timeout(secs(30)).is_err() {
+            let _ = std::fs::write(&gate, "");
+        }
+    });
+    let answer = w.answer();
+    let _ = tx.send(());
+    let _ = opener.join();
+    answer
+}
+
 /// The journal's last line for row `id` with this action.
 fn journaled(env: &Env, id: i64, action: &str) -> Value {
     env.sb
@@ -133,6 +150,8 @@ fn a_person_takes_a_row_from_a_live_lease_holder(mut env: Env) {
     ok(&w.send(&claim(1)));
     let gate = env.sb.path("gate");
     w.post(&work(&gate));
+    // Past its first beats.
+    std::thread::sleep(Duration::from_millis(500));
 
     let o = selfheal_as(
         &cfg,
@@ -187,6 +206,7 @@ fn a_person_takes_a_row_from_a_live_lease_holder(mut env: Env) {
         }
         break o;
     };
+    eprintln!("{name}: resolve --force made in {tries} tries");
     assert_exit(&o, 0);
     assert_eq!(
         stdout(&o),
@@ -211,7 +231,7 @@ fn a_person_takes_a_row_from_a_live_lease_holder(mut env: Env) {
     );
 
     // The worker finds out at its next beat; its late finish writes nothing.
-    lost(&w.answer(), "pending");
+    lost(&lost_at_work(&mut w, &gate), "pending");
     let before = env.dump();
     lost(&w.send(&finish("done")), "pending");
     assert_eq!(env.dump(), before, "{name}: the late finish wrote nothing");
