@@ -293,9 +293,9 @@ fn a_stalled_lease_holder_parked_as_hung_is_unparked_when_it_beats_again(mut env
     let cfg = loop_config(&env, "");
     let gates = [env.sb.path("gate-1"), env.sb.path("gate-2")];
     let mut ws = [Php::repl(&env, &loop_spec()), Php::repl(&env, &loop_spec())];
-    for (i, w) in ws.iter_mut().enumerate() {
-        ok(&w.send(&claim(i as i64 + 1)));
-        w.post(&work(&gates[i]));
+    for ((id, w), gate) in (1..).zip(ws.iter_mut()).zip(&gates) {
+        ok(&w.send(&claim(id)));
+        w.post(&work(gate));
     }
     let (status, _) = check_row(&cfg, 1);
     assert_eq!(status, Some(0), "{name}: beating workers are left alone");
@@ -332,11 +332,11 @@ fn a_stalled_lease_holder_parked_as_hung_is_unparked_when_it_beats_again(mut env
         (Some(1), &"hung".into(), &"mark_manual".into(), &true.into()),
         "{name}: {r}"
     );
-    for id in [1, 2] {
+    for (id, w) in (1..).zip(&ws) {
         let (status, worker, attempts, msg, ended) = env.row(id);
         assert_eq!(
             (status.as_str(), worker, attempts, ended),
-            ("wait_manual", ws[id as usize - 1].owner(), 0, false),
+            ("wait_manual", w.owner(), 0, false),
             "{name}: row {id} parked, still its worker's"
         );
         assert!(msg.starts_with("self-heal: hung: "), "{name}: {msg}");
