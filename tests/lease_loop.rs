@@ -284,7 +284,7 @@ fn a_person_takes_a_row_from_a_live_lease_holder_sqlite() {
 /// Two workers stall (SIGSTOP) past stale_after: their pids live, so `check` judges both
 /// rows hung, and parks them in `manual_value` on its second run a cron period later (the
 /// first only counts). Worker 1 resumes and beats on its parked row (still its own: no
-/// LeaseLost); the next `check` un-parks it (journaled `unpark`) and its `finish('done')`
+/// LeaseLost); the next `check` un-parks it (journaled `recovered`) and its `finish('done')`
 /// succeeds. Worker 2 resumes too, and a person puts its row back to running with
 /// `resolve --as running` before any check does; it finishes as well.
 fn a_stalled_lease_holder_parked_as_hung_is_unparked_when_it_beats_again(mut env: Env) {
@@ -355,7 +355,7 @@ fn a_stalled_lease_holder_parked_as_hung_is_unparked_when_it_beats_again(mut env
     let o = check(&cfg, &[]);
     assert!(
         stdout(&o).contains(&format!(
-            "lease id=1: set status back to 'running' (unpark) — self-heal: recovered: \
+            "lease id=1: set status back to 'running' (recovered) — self-heal: recovered: \
              heartbeat fresh again after the park, owner pid {} alive",
             ws[0].pid()
         )),
@@ -368,7 +368,7 @@ fn a_stalled_lease_holder_parked_as_hung_is_unparked_when_it_beats_again(mut env
         ("running".into(), "wait_manual".into()),
         "{name}: row 2 is still stalled"
     );
-    let e = journaled(&env, 1, "unpark");
+    let e = journaled(&env, 1, "recovered");
     assert_eq!(
         (&e["from"], &e["to"], &e["applied"]),
         (&"wait_manual".into(), &"running".into(), &true.into()),
@@ -409,7 +409,7 @@ fn a_stalled_lease_holder_parked_as_hung_is_unparked_when_it_beats_again(mut env
         "lease id=2: set status to 'running' (was 'wait_manual'): resolved as running by bob\n",
         "{name}"
     );
-    let e = journaled(&env, 2, "unpark");
+    let e = journaled(&env, 2, "recovered");
     assert_eq!(
         (&e["from"], &e["to"], &e["actor"]),
         (&"wait_manual".into(), &"running".into(), &"bob".into()),

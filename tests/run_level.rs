@@ -183,8 +183,18 @@ fn a_read_only_server_is_one_run_level_error_on_every_run_not_a_line_per_row() {
 
 /// `selfheal check ARGS` with the host clock moved by `offset` ("+20m").
 fn check_later(cfg: &Path, offset: &'static str, args: &[&str]) -> Option<Output> {
+    // From one instant taken once, the clock frozen at it plus `offset` ("+20m"): the real
+    // clock moves on between the runs, and "20m" must not read "20m1s".
+    static T0: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+    let t0 = *T0.get_or_init(std::time::SystemTime::now);
+    let minutes: u64 = offset
+        .trim_start_matches('+')
+        .trim_end_matches('m')
+        .parse()
+        .expect("an offset in minutes");
+    let at = sql_datetime(t0 + std::time::Duration::from_secs(minutes * 60));
     let mut c = selfheal();
-    if !frozen_clock_at(&mut c, offset) {
+    if !frozen_clock_at(&mut c, Box::leak(at.into_boxed_str())) {
         return None;
     }
     Some(
