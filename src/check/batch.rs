@@ -32,7 +32,7 @@ use crate::decide::{Action, Confirmation, Hold};
 use crate::error::{Error, Result};
 use crate::evidence::{self, gather};
 use crate::host::Host;
-use crate::journal::{JournalEntry, Origin, RowId, RunId, Writer};
+use crate::journal::{JournalEntry, Origin, RunId, Writer};
 use crate::probe::LockTable;
 use crate::release::Release;
 use crate::report::RowReport;
@@ -615,24 +615,9 @@ fn release_lock(
 
 /// The journal entry of one change.
 fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -> JournalEntry {
+    let to = r.plan.target.clone().unwrap_or_default();
     JournalEntry {
         change: change.to_string(),
-        time: now_rfc3339(),
-        host: ctx.host.name.clone(),
-        owner_host: r.owner_host.clone(),
-        database: Some(ctx.origin.database.clone()),
-        watch: r.watch.clone(),
-        table: ctx.w.table.to_string(),
-        id: RowId::from(&r.id),
-        // What the compare-and-set matched: tells this run of the row from a later run of
-        // the same id (stats, false positives, settling a stopped run's intents).
-        started: Some(row.started.raw.to_string()),
-        attempts: row.attempts,
-        from: ctx.w.running_value.clone(),
-        to: r.plan.target.clone().unwrap_or_default(),
-        verdict: r.decision.verdict,
-        basis: r.decision.basis.code(),
-        conclusive: r.decision.conclusive(),
         action: r.action,
         applied: r.applied,
         attention: r.attention(),
@@ -640,19 +625,24 @@ fn journal_entry(ctx: &Ctx<'_>, row: &RunningRow, r: &RowReport, change: &str) -
         reason: r.reason.clone(),
         note: r.note.clone(),
         target: r.target.clone(),
-        stale_after_s: r.thresholds.stale_after,
-        max_age_s: r.thresholds.max_age,
-        evidence: evidence::render(&r.evidence).record,
-        lock_file: r.lock_file.clone(),
         lock_release: r.lock_release.as_ref().map(|l| l.as_str().to_string()),
         lock_release_detail: r
             .lock_release
             .as_ref()
             .and_then(|l| l.detail())
             .map(str::to_string),
-        recovered: false,
-        // selfheal's own judgement, not a person's.
-        actor: None,
-        decision_note: None,
+        // The row, the evidence and the verdict as any change journals them (the start
+        // matched tells this run of the row from a later run of the same id); selfheal's
+        // own judgement, not a person's.
+        ..crate::apply::entry(
+            ctx.w,
+            ctx.host,
+            ctx.origin,
+            row,
+            &r.evidence,
+            &r.decision,
+            &ctx.w.running_value,
+            &to,
+        )
     }
 }
