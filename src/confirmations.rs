@@ -173,7 +173,7 @@ impl Tally {
         d: &Decision,
         now: i64,
     ) -> Option<Confirmation> {
-        self.checked.insert(w.name.clone());
+        self.checked(w);
         let key = (w.name.clone(), id.to_string(), started.to_string());
         let (confirmation, effect) = self.counted(w, &key, d, now);
         match effect {
@@ -309,7 +309,7 @@ impl Tally {
         if !d.contradicted() {
             return None;
         }
-        self.checked.insert(w.name.clone());
+        self.checked(w);
         let key = (w.name.clone(), id.to_string(), started.to_string());
         let since = self.since(&key, now);
         if self.admits(w, &key) {
@@ -362,9 +362,12 @@ impl Tally {
             .remove(&(w.name.clone(), id.to_string(), started.to_string()));
     }
 
-    /// Marks a watch as checked this run although it had no rows: its old entries go.
+    /// Marks a watch as checked this run (its old entries are replaced by this run's; also
+    /// for a watch that had no rows), without a copy of its name for every row.
     pub fn checked(&mut self, w: &Watch) {
-        self.checked.insert(w.name.clone());
+        if !self.checked.contains(&w.name) {
+            self.checked.insert(w.name.clone());
+        }
     }
 
     /// True when there is anything to write: a file to keep up to date, or a first entry.
