@@ -568,17 +568,7 @@ fn a_killed_lease_holders_row_waits_a_doubling_backoff_then_is_parked_sqlite() {
 /// kind of time column.
 #[test]
 fn lease_claims_exactly_the_rows_doctors_picker_condition_admits() {
-    let envs: Vec<Env> = [
-        Env::mysql("DATETIME"),
-        Env::mysql("TIMESTAMP"),
-        Env::mysql("BIGINT"),
-        Env::sqlite("TEXT"),
-        Env::sqlite("INTEGER"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    for mut env in envs {
+    for mut env in Env::every_time_column() {
         let name = env.name();
         env.insert_pending(1..=4);
         let at = |offset: i64| match (env.integer_times(), env.is_mysql()) {

@@ -481,17 +481,7 @@ fn a_worker_parked_as_hung_keeps_its_row_beats_and_finishes() {
 /// `selfheal check` reads what the lease wrote as alive.
 #[test]
 fn retry_later_and_finish_on_both_databases_with_every_kind_of_time_column() {
-    let envs: Vec<Env> = [
-        Env::mysql("DATETIME"),
-        Env::mysql("TIMESTAMP"),
-        Env::mysql("BIGINT"),
-        Env::sqlite("TEXT"),
-        Env::sqlite("INTEGER"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    for mut env in envs {
+    for mut env in Env::every_time_column() {
         let name = env.name();
         env.insert_pending(1..=3);
         let mut w = Php::repl(

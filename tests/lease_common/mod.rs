@@ -75,6 +75,21 @@ impl Env {
         })
     }
 
+    /// One of each kind of time column: MariaDB DATETIME, TIMESTAMP and unix seconds,
+    /// SQLite text and unix seconds (those that can run here).
+    pub fn every_time_column() -> Vec<Env> {
+        [
+            Env::mysql("DATETIME"),
+            Env::mysql("TIMESTAMP"),
+            Env::mysql("BIGINT"),
+            Env::sqlite("TEXT"),
+            Env::sqlite("INTEGER"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
     /// `None` (skipped) outside CI without pdo_sqlite.
     pub fn sqlite(time: &'static str) -> Option<Env> {
         if !have_php("pdo_sqlite") {
