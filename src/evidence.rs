@@ -56,6 +56,21 @@ pub struct Scene<'a> {
     pub local_rows: usize,
 }
 
+impl<'a> Scene<'a> {
+    /// The scene of one row judged outside a sweep (an un-park, a person's `resolve` or
+    /// `show`), now: the other running rows are not counted, so a heartbeat file other
+    /// rows may share is never taken for the row's own.
+    pub fn of_one_row(clocks: &'a Clocks, host: &'a Host, locks: Option<&'a LockTable>) -> Self {
+        Scene {
+            clocks,
+            host,
+            host_now: SystemTime::now(),
+            locks,
+            local_rows: usize::MAX,
+        }
+    }
+}
+
 /// Gathers the evidence for one row.
 pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
     let Scene {

@@ -35,7 +35,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crate::apply;
 use crate::clock::Clocks;
@@ -251,15 +251,11 @@ impl Ctx<'_> {
             )));
         }
         let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-        // A heartbeat file other rows share is never counted as this row's own.
-        let scene = Scene {
-            clocks: self.clocks,
-            host: self.host,
-            host_now: SystemTime::now(),
-            locks: locks.as_ref(),
-            local_rows: usize::MAX,
-        };
-        let mut ev = gather(w, row, &scene);
+        let mut ev = gather(
+            w,
+            row,
+            &Scene::of_one_row(self.clocks, self.host, locks.as_ref()),
+        );
         let judging_life = opts.decision != Decision::Running && !opts.force;
         if judging_life {
             // About to write on the strength of a free lock: try it, as `check` does.
@@ -417,11 +413,7 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
         }
     }
     let mut store = store::open(db, opts.dry_run)?;
-    let clocks = Clocks {
-        db: store.clock()?,
-        tz: db.timezone,
-        tolerance_s: cfg.run.clock_tolerance.as_secs(),
-    };
+    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
     let schema = store.schema(w)?;
     store::types::check_values(w, &schema)?;
     // Every id before anything is written: an id with no row is a usage error.

@@ -492,11 +492,7 @@ fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
     let collected = dry_check(cfg, Keep::NeedingAPerson)?;
     let mut warnings = collected.warnings.clone();
     let mut store = store::open(db, true)?;
-    let clocks = Clocks {
-        db: store.clock()?,
-        tz: db.timezone,
-        tolerance_s: cfg.run.clock_tolerance.as_secs(),
-    };
+    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
     let now = epoch(SystemTime::now());
     let mut needs: Vec<Need> = Vec::new();
     for w in &cfg.watches {
@@ -683,11 +679,7 @@ fn one_row(
         return Err(Error::Usage("no [database] configured".into()));
     };
     let mut store = store::open(db, true)?;
-    let clocks = Clocks {
-        db: store.clock()?,
-        tz: db.timezone,
-        tolerance_s: cfg.run.clock_tolerance.as_secs(),
-    };
+    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
     let schema = store.schema(w)?;
     let id = parse_id(w, &schema, given)?;
     let Some(columns) = store.row_columns(w, &id)? else {
@@ -726,14 +718,11 @@ fn one_row(
         Some(r) => (r.evidence.clone(), r.decision.clone()),
         None => {
             let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-            let scene = Scene {
-                clocks: &clocks,
-                host: &host,
-                host_now: SystemTime::now(),
-                locks: locks.as_ref(),
-                local_rows: usize::MAX,
-            };
-            let ev = gather(w, &stored.row, &scene);
+            let ev = gather(
+                w,
+                &stored.row,
+                &Scene::of_one_row(&clocks, &host, locks.as_ref()),
+            );
             let d = decide::decide(&ev, thresholds(w));
             (ev, d)
         }

@@ -435,11 +435,7 @@ fn prepare<'a>(
     }
     let host = Host::current().known_as(&cfg.run.host_names);
     out.summary.host.clone_from(&host.name);
-    let clocks = Clocks {
-        db: store.clock()?,
-        tz: db.timezone,
-        tolerance_s: cfg.run.clock_tolerance.as_secs(),
-    };
+    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
     let hold = compare_clocks(cfg, opts, &clocks, out);
     let mut schemas: HashMap<&str, Schema> = HashMap::new();
     for w in &cfg.watches {

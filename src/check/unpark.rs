@@ -137,15 +137,7 @@ pub(super) fn step(
     }
     let t = thresholds(w);
     let judge = |row: &RunningRow, run: &Run<'_>, locks: Option<&LockTable>| {
-        // A heartbeat file other rows share is never a parked row's own.
-        let scene = Scene {
-            clocks: &run.clocks,
-            host: &run.host,
-            host_now: SystemTime::now(),
-            locks,
-            local_rows: usize::MAX,
-        };
-        let ev = gather(w, row, &scene);
+        let ev = gather(w, row, &Scene::of_one_row(&run.clocks, &run.host, locks));
         let d = decide::decide(&ev, t);
         (ev, d)
     };

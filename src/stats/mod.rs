@@ -202,11 +202,7 @@ pub fn run(cfg: &Config, each: &mut dyn FnMut(&WatchReport)) -> Result<(Value, V
         return Err(Error::Usage("no [database] configured".into()));
     };
     let mut store = store::open(db, true)?;
-    let clocks = Clocks {
-        db: store.clock()?,
-        tz: db.timezone,
-        tolerance_s: cfg.run.clock_tolerance.as_secs(),
-    };
+    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
     let mut schemas = Vec::with_capacity(cfg.watches.len());
     for w in &cfg.watches {
         schemas.push(store.schema(w)?);

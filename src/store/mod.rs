@@ -313,6 +313,17 @@ pub enum Select<'a> {
     Id(&'a SqlValue),
 }
 
+impl Select<'_> {
+    /// What is read, for messages ("reading parked rows of sync_log").
+    pub fn what(&self) -> &'static str {
+        match self {
+            Select::Running(_) => "running rows",
+            Select::Status(..) => "parked rows",
+            Select::Id(_) => "a row",
+        }
+    }
+}
+
 /// A row as [`JobTable::each_row`] reads it: the columns a running row is judged by,
 /// and its status.
 #[derive(Debug, Clone, PartialEq)]
@@ -533,6 +544,21 @@ pub trait Coordination {
 pub trait Store: JobTable + Introspect + Coordination {}
 
 impl<T: JobTable + Introspect + Coordination + ?Sized> Store for T {}
+
+/// The clocks a run judges by: the database's now (one query), the zone naive times are
+/// written in (`[database] timezone`) and how far clocks may disagree (`[run]
+/// clock_tolerance`).
+pub fn clocks(
+    store: &mut dyn Store,
+    db: &Database,
+    tolerance: std::time::Duration,
+) -> Result<crate::clock::Clocks> {
+    Ok(crate::clock::Clocks {
+        db: store.clock()?,
+        tz: db.timezone,
+        tolerance_s: tolerance.as_secs(),
+    })
+}
 
 /// Opens the store a URL names. `read_only` is a promise that nothing will be written
 /// (dry runs); adapters may open accordingly.

@@ -85,6 +85,40 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl MysqlStore {
+    /// A compare-and-set's error that fails the run, as `Err`: a deadlock inside a group
+    /// (the whole transaction is rolled back, a group lost that only the caller can
+    /// account for; selfheal never waits inside a group, so this takes a server that
+    /// waits anyway), a refusal every write of the run meets the same way (the server
+    /// takes no writes, the account may not UPDATE the table: the run fails once, exit 3,
+    /// not each row with a line of its own), or the connection. `Ok`: the server refused
+    /// this statement alone (undone alone), for the caller to take as it will.
+    fn write_error(
+        &mut self,
+        w: &Watch,
+        e: mysql::Error,
+    ) -> std::result::Result<mysql::MySqlError, Error> {
+        match e {
+            mysql::Error::MySqlError(e) if self.in_group && e.code == LOCK_DEADLOCK => {
+                self.in_group = false;
+                let _ = self.conn.query_drop("ROLLBACK");
+                let _ = self.conn.query_drop(format!(
+                    "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+                ));
+                Err(self.err("writing", ServerError(e)))
+            }
+            mysql::Error::MySqlError(e)
+                if matches!(
+                    server_kind(e.code),
+                    DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
+                ) =>
+            {
+                Err(self.write_refused(w, e))
+            }
+            mysql::Error::MySqlError(e) => Ok(e),
+            e => Err(self.err("writing", e)),
+        }
+    }
+
     /// A write the server refuses the way it will refuse every write of the run — it takes
     /// no writes, the account may not UPDATE the table — as one run-level error (exit 3),
     /// with the GRANT that lets this very account write, as the server names it.
@@ -620,11 +654,7 @@ impl JobTable for MysqlStore {
         let st = sql::rows_sql(&DIALECT, w, sel);
         let tz = self.tz;
         let label = self.label.clone();
-        let what = match sel {
-            Select::Running(_) => "running rows",
-            Select::Status(..) => "parked rows",
-            Select::Id(_) => "a row",
-        };
+        let what = sel.what();
         let ctx = |e: mysql::Error| {
             Error::database(format!("reading {what} of {} on {label}", w.table), e)
         };
@@ -706,32 +736,11 @@ impl JobTable for MysqlStore {
             Err(mysql::Error::MySqlError(e)) if self.in_group && e.code == LOCK_WAIT_TIMEOUT => {
                 Ok(CasOutcome::Busy)
             }
-            // A deadlock rolls back the whole transaction: the group is lost, which only
-            // the caller can account for. (Inside a group selfheal never waits, so this
-            // would take a server that waits anyway.)
-            Err(mysql::Error::MySqlError(e)) if self.in_group && e.code == LOCK_DEADLOCK => {
-                self.in_group = false;
-                let _ = self.conn.query_drop("ROLLBACK");
-                let _ = self.conn.query_drop(format!(
-                    "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
-                ));
-                Err(self.err("writing", ServerError(e)))
-            }
-            // A refusal every write of the run meets the same way — the server takes no
-            // writes, the account may not UPDATE the table — fails the run once (exit 3),
-            // not each row with a line of its own (and "write failed" on 300 rows).
-            Err(mysql::Error::MySqlError(e))
-                if matches!(
-                    server_kind(e.code),
-                    DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
-                ) =>
-            {
-                Err(self.write_refused(w, e))
-            }
             // The server refused this statement (lock wait timeout, strict mode, …): this
             // row's write failed (the statement alone is undone), the connection is fine.
-            Err(mysql::Error::MySqlError(e)) => Ok(CasOutcome::Failed(ServerError(e).to_string())),
-            Err(e) => Err(self.err("writing", e)),
+            Err(e) => self
+                .write_error(w, e)
+                .map(|refused| CasOutcome::Failed(ServerError(refused).to_string())),
         }
     }
 
@@ -801,32 +810,17 @@ impl JobTable for MysqlStore {
         let st = sql::cas_group_update_sql(&DIALECT, w, schema, changes);
         match self.conn.exec_drop(&st.sql, values(&st)) {
             Ok(()) => {}
-            // A row someone else holds: the statement is undone (the transaction stays);
-            // one by one, then.
-            Err(mysql::Error::MySqlError(e)) if e.code == LOCK_WAIT_TIMEOUT => return Ok(None),
-            Err(mysql::Error::MySqlError(e)) if e.code == LOCK_DEADLOCK => {
-                self.in_group = false;
-                let _ = self.conn.query_drop("ROLLBACK");
-                let _ = self.conn.query_drop(format!(
-                    "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
-                ));
-                return Err(self.err("writing", ServerError(e)));
+            // A row someone else holds (a lock wait timeout), or anything else the server
+            // refuses (a strict mode, a trigger): the statement is undone alone (the
+            // transaction stays); each row on its own, then, with its own outcome.
+            Err(e) => {
+                self.write_error(w, e)?;
+                return Ok(None);
             }
-            Err(mysql::Error::MySqlError(e))
-                if matches!(
-                    server_kind(e.code),
-                    DbErrorKind::ReadOnly | DbErrorKind::AccessDenied
-                ) =>
-            {
-                return Err(self.write_refused(w, e));
-            }
-            // Anything else the server refuses (a strict mode, a trigger): undone alone;
-            // each row on its own, so that each gets its own outcome.
-            Err(mysql::Error::MySqlError(_)) => return Ok(None),
-            Err(e) => return Err(self.err(&format!("writing {}", w.table), e)),
         }
         let n = self.conn.affected_rows();
         if n == changes.len() as u64 {
+            self.wrote_in_group = true;
             return Ok(Some(vec![CasOutcome::Applied; changes.len()]));
         }
         // A row moved on between the read and the write. Which one only the rows could

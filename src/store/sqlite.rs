@@ -285,11 +285,7 @@ impl JobTable for SqliteStore {
         let st = sql::rows_sql(&DIALECT, w, sel);
         let tz = self.tz;
         let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
-        let what = match sel {
-            Select::Running(_) => "running rows",
-            Select::Status(..) => "parked rows",
-            Select::Id(_) => "a row",
-        };
+        let what = sel.what();
         let ctx = || self.ctx(&format!("reading {what} of {}", w.table));
         let mut stmt = self
             .conn
