@@ -47,10 +47,32 @@ pub const FILE: StateFile = StateFile {
     creating: "creating a temporary file for the confirmation counts",
 };
 
-/// The state file: every row with an inferred verdict, as the last real run left them.
+/// The state file: every row with an inferred verdict, as the last real run left them,
+/// and selfheal's own first sighting of every row whose times lie in the future.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     pub entries: Vec<Entry>,
+    /// Files written before sightings were kept have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sightings: Vec<Sighting>,
+}
+
+/// When selfheal first saw a row whose times lie in the future (SPEC §5, "Proof means
+/// proof"): what stands in for the row's age in "older than `stale_after`".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sighting {
+    /// Which database ([`database_key`]).
+    pub database: String,
+    pub watch: String,
+    /// The row id, as the journal keys it.
+    pub id: String,
+    /// The start value as read.
+    pub started: String,
+    /// When a real run first saw it (unix seconds, host clock).
+    pub first: i64,
+    /// When the last real run saw it: a sighting not renewed for twice `max_age` is dropped.
+    pub seen: i64,
+    pub max_age_s: u64,
 }
 
 /// One row's count.
@@ -102,6 +124,8 @@ pub struct Tally {
     before: HashMap<Key, Entry>,
     /// Entries of other databases: kept as they are.
     others: Vec<Entry>,
+    /// Sightings of other databases: kept as they are.
+    other_sightings: Vec<Sighting>,
     /// This run's entries.
     now: HashMap<Key, Entry>,
     /// The watches this run checked: their old entries are replaced by this run's.
@@ -112,6 +136,11 @@ pub struct Tally {
     kept: HashMap<String, usize>,
     /// Rows this run could not count, by watch.
     over_cap: HashMap<String, u64>,
+    /// The last real run's sightings of this database, and this run's.
+    sightings_before: HashMap<Key, Sighting>,
+    sightings_now: HashMap<Key, Sighting>,
+    /// New sightings this run kept, by watch (at most [`CAP`] each).
+    sightings_kept: HashMap<String, usize>,
 }
 
 /// At most this many new rows of a watch are counted in a run (rows the last run counted
@@ -137,7 +166,17 @@ impl Tally {
         let existed = counts.is_some();
         let mut before = HashMap::new();
         let mut others = Vec::new();
-        for e in counts.unwrap_or_default().entries {
+        let counts = counts.unwrap_or_default();
+        let mut sightings_before = HashMap::new();
+        let mut other_sightings = Vec::new();
+        for s in counts.sightings {
+            if s.database == database {
+                sightings_before.insert((s.watch.clone(), s.id.clone(), s.started.clone()), s);
+            } else {
+                other_sightings.push(s);
+            }
+        }
+        for e in counts.entries {
             if e.database == database {
                 before.insert((e.watch.clone(), e.id.clone(), e.started.clone()), e);
             } else {
@@ -153,7 +192,62 @@ impl Tally {
             existed,
             kept: HashMap::new(),
             over_cap: HashMap::new(),
+            sightings_before,
+            sightings_now: HashMap::new(),
+            sightings_kept: HashMap::new(),
+            other_sightings,
         }
+    }
+
+    /// Records that a real run sees a row whose times lie in the future, running
+    /// (`now`: unix seconds, host clock), and gives how long selfheal has seen it: since
+    /// the first real run that did (0 for this one, and when that time lies in the future
+    /// of `now`: a run under a wrong clock). A new row beyond [`CAP`] sightings of its
+    /// watch is not kept (it stays at 0, so it never acts on its sighting).
+    pub fn sighting(&mut self, w: &Watch, id: &str, started: &str, now: i64) -> u64 {
+        self.checked(w);
+        let key = (w.name.clone(), id.to_string(), started.to_string());
+        let first = self.first_seen(&key, now);
+        let known =
+            self.sightings_before.contains_key(&key) || self.sightings_now.contains_key(&key);
+        if !known {
+            let n = self.sightings_kept.entry(w.name.clone()).or_default();
+            if *n >= CAP {
+                return 0;
+            }
+            *n += 1;
+        }
+        self.sightings_now.insert(
+            key,
+            Sighting {
+                database: self.database.clone(),
+                watch: w.name.clone(),
+                id: id.to_string(),
+                started: started.to_string(),
+                first,
+                seen: now,
+                max_age_s: w.max_age.as_secs(),
+            },
+        );
+        now.saturating_sub(first).unsigned_abs()
+    }
+
+    /// What [`Tally::sighting`] would give, without recording (a first pass, a dry run).
+    pub fn peek_sighting(&self, w: &Watch, id: &str, started: &str, now: i64) -> u64 {
+        let key = (w.name.clone(), id.to_string(), started.to_string());
+        now.saturating_sub(self.first_seen(&key, now))
+            .unsigned_abs()
+    }
+
+    /// When a row was first seen by the last real runs (now when it was not, or when that
+    /// time lies in the future).
+    fn first_seen(&self, key: &Key, now: i64) -> i64 {
+        self.sightings_now
+            .get(key)
+            .or_else(|| self.sightings_before.get(key))
+            .map(|s| s.first)
+            .filter(|f| *f <= now)
+            .unwrap_or(now)
     }
 
     /// Counts one row judged this run (`now`: unix seconds, host clock): its confirmation
@@ -372,7 +466,7 @@ impl Tally {
 
     /// True when there is anything to write: a file to keep up to date, or a first entry.
     pub fn worth_writing(&self) -> bool {
-        self.existed || !self.now.is_empty()
+        self.existed || !self.now.is_empty() || !self.sightings_now.is_empty()
     }
 
     /// What to write back (`now`: unix seconds, host clock): this run's entries, the old
@@ -393,6 +487,26 @@ impl Tally {
             .chain(self.now.into_values())
             .filter(fresh)
             .collect();
+        let seen_lately = |s: &Sighting| {
+            (0..=i64::try_from(s.max_age_s.saturating_mul(2)).unwrap_or(i64::MAX))
+                .contains(&now.saturating_sub(s.seen))
+        };
+        let mut sightings: Vec<Sighting> = self
+            .sightings_before
+            .into_values()
+            .filter(|s| !self.checked.contains(&s.watch))
+            .chain(self.other_sightings)
+            .chain(self.sightings_now.into_values())
+            .filter(seen_lately)
+            .collect();
+        sightings.sort_by(|a, b| {
+            (&a.database, &a.watch, &a.id, &a.started).cmp(&(
+                &b.database,
+                &b.watch,
+                &b.id,
+                &b.started,
+            ))
+        });
         entries.sort_by(|a, b| {
             (&a.database, &a.watch, &a.id, &a.started).cmp(&(
                 &b.database,
@@ -401,7 +515,7 @@ impl Tally {
                 &b.started,
             ))
         });
-        Counts { entries }
+        Counts { entries, sightings }
     }
 }
 

@@ -2,42 +2,59 @@
 //! and the action a real run takes out. Pure — no I/O, no clock, no logging — so the whole
 //! of selfheal's judgement is tested as a table (see the tests at the bottom).
 //!
-//! Precedence (SPEC §5), first match wins:
+//! Precedence (SPEC §5), first match wins. Only a fact about *now* is proof — the owner
+//! pid does not exist, the job's lock is free; anything that compares two clocks or two
+//! time zones is an inference ("Proof means proof"):
 //! 1. `unknown`: any evidence unreadable or implausible (permission denied, I/O error, a
-//!    timestamp in the future, a start of 0, an owner that cannot be parsed, a free lock
-//!    while the owner pid provably lives).
+//!    start of 0 or NULL, an owner that cannot be parsed).
 //! 2. `remote`: the owner column names another host. That host's files, locks and pids are
 //!    its own and never looked at here (a lock it holds is invisible from here, so not even
 //!    a stale heartbeat column proves its worker dead); its selfheal judges the row. Only
 //!    past `max_age`, or with a heartbeat (column) stale beyond `max_age`, is it reported
 //!    for a person: the owning host may be gone for good. Never written.
-//! 3. conclusive death: the owner pid is dead or was reused; or the job's lock is free —
-//!    confirmed by a try-lock that got it, not merely absent from `/proc/locks`, and in a
-//!    directory nobody else can swap it in — although the row is at least `stale_after`
-//!    old (a worker takes its lock before it writes its row, and holds it for the whole
-//!    run). A legacy lock that is only the file's existence (`Lock::Present`), a lock
-//!    nobody was seen holding but not yet tried (`Lock::Unconfirmed`), a free lock in a
-//!    directory others can write (`Lock::Untrusted`) and a pid this pid namespace cannot
-//!    see (`Owner::NotVisible`) prove nothing either way. **Life beats inference**: the
-//!    row's *own* evidence of life overrules a death signal. Its own lock held (a template
-//!    with `{id}`, or a holder that is the row's owner) overrules "owner pid gone": the row
-//!    is judged by its heartbeat, with the death signal noted ([`Decision::overruled`]).
-//!    Its own fresh heartbeat (its column, or a file no other running row shares) meeting
-//!    a death signal is a contradiction ([`Basis::Contradicted`]): held quietly until the
+//! 3. times in the future ([`Evidence::ahead`]: the start or the heartbeat column beyond
+//!    the clock tolerance): nothing that rests on them acts; a gone pid or a free lock
+//!    does, as a conclusive death, once selfheal's own first sighting of the row is
+//!    `stale_after` old; the row's own lock held or own fresh heartbeat still wins;
+//!    otherwise `unknown` ([`Basis::TimesAhead`]).
+//! 4. an owner pid whose process started more than `stale_after` after its row (a
+//!    dispatcher inserts the row, then starts the worker, so within `stale_after` it is the
+//!    worker, never "reused"): when the row's own lock is held by that very pid, its own
+//!    heartbeat is fresh, or its own heartbeat file was touched after that process started,
+//!    the pid *is* the worker and the row's times are wrong — `unknown` at once
+//!    ([`Basis::TimesWrong`]), before `overtime` and any contradiction; the row's own lock
+//!    held by another pid overrules it (judged by the heartbeat); otherwise `dead`
+//!    ([`Basis::OwnerReused`]) as an inference: confirmed, and counted by the breaker.
+//! 5. conclusive death: the owner pid is dead; or the job's lock is free — confirmed by a
+//!    try-lock that got it, not merely absent from `/proc/locks`, and in a directory
+//!    nobody else can swap it in — although the row is at least `stale_after` old (a
+//!    worker takes its lock before it writes its row, and holds it for the whole run). A
+//!    legacy lock that is only the file's existence (`Lock::Present`), a lock nobody was
+//!    seen holding but not yet tried (`Lock::Unconfirmed`), a free lock in a directory
+//!    others can write (`Lock::Untrusted`) and a pid this pid namespace cannot see
+//!    (`Owner::NotVisible`) prove nothing either way; a free lock while the owner pid
+//!    provably lives is `unknown`. **Life beats inference**: the row's *own* evidence of
+//!    life overrules a death signal. Its own lock held (a template with `{id}`, or a
+//!    holder that is the row's owner) overrules "owner pid gone": the row is judged by its
+//!    heartbeat, with the death signal noted ([`Decision::overruled`]). Its own fresh
+//!    heartbeat (its column, or a file no other running row shares) meeting a death
+//!    signal is a contradiction ([`Basis::Contradicted`]): held quietly until the
 //!    heartbeat goes stale (the death signal then acts at once) or, if it stays fresh for
 //!    `stale_after`, `unknown` ([`persisting`]).
-//! 4. `overtime`: total age beyond `max_age` — a backstop against a stuck heartbeat, and
+//! 6. `overtime`: total age beyond `max_age` — a backstop against a stuck heartbeat, and
 //!    not a death signal: it acts on a beating row too.
-//! 5. by heartbeat: `starting` (none yet, row younger than `stale_after`), `alive`
-//!    (fresh), `hung` (stale, but the lock is held or the owner lives), `dead` (stale or
-//!    missing and nothing says the worker lives). A heartbeat older than the row itself
-//!    (`Heartbeat::BeforeRow`: an earlier row's with the same id) counts as missing; one
-//!    whose directory is missing or cannot be searched (`Heartbeat::Unusable`: a typo in
-//!    `heartbeat_file` looks exactly like this) proves nothing: `unknown`, naming the path.
+//! 7. by heartbeat: `starting` (none yet, row younger than `stale_after`), `alive`
+//!    (fresh), `hung` (stale, but the lock is held or the owner lives), `unknown` (stale,
+//!    and the lock the watch names cannot be trusted as free: [`Basis::StaleLockUntrusted`]),
+//!    `dead` (stale or missing and nothing says the worker lives). A heartbeat older than
+//!    the row itself (`Heartbeat::BeforeRow`: an earlier row's with the same id) counts as
+//!    missing; one whose directory is missing or cannot be searched
+//!    (`Heartbeat::Unusable`: a typo in `heartbeat_file` looks exactly like this) proves
+//!    nothing: `unknown`, naming the path.
 //!
 //! After the verdict, [`plan`] chooses the action (an `overtime` whose worker provably
 //! lives is never marked dead), [`confirm`] holds an inferred verdict (dead on heartbeat
-//! silence alone, hung) until the same row got it in `confirm` consecutive runs, a
+//! silence or a pid that looks reused, hung) until the same row got it in `confirm` consecutive runs, a
 //! contradiction is held ([`Hold::Contradicted`]), and [`hold`] applies what holds the
 //! watch as a whole (the clocks disagree, the breaker, no heartbeat at all, a mass
 //! overtime) to the rows each of them is about ([`Hold::applies_to`]). The counting itself
@@ -123,9 +140,17 @@ pub enum Owner {
     Dead {
         pid: u32,
     },
-    /// The pid runs but started after the row: a recycled pid, the worker is gone.
+    /// The pid runs, but its process started `after_s` seconds after the row, more than
+    /// `stale_after` later: a recycled pid, or a worker whose row's times are wrong (a
+    /// clock, a session time zone). Comparing the database's time with the host's process
+    /// start is an inference, never proof (SPEC §5, "Proof means proof").
     Reused {
         pid: u32,
+        after_s: u64,
+        /// The row's own heartbeat file was touched after this process started (both on
+        /// the host clock): a recycled pid never touches the row's file, so this process
+        /// is the row's worker.
+        beat_since_start: bool,
     },
     /// The worker runs on another host (whole names compared, never guessed): the row is
     /// that host's (verdict `remote`), shown as `remote:HOST`.
@@ -146,8 +171,12 @@ pub enum Owner {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evidence {
     /// Seconds since the row started, on the database clock; `Err` when unreadable or
-    /// implausible.
+    /// implausible (and when its times lie in the future: [`Evidence::ahead`]).
     pub total_age: Result<u64, String>,
+    /// The row's start, or its heartbeat column, lies in the future beyond the clock
+    /// tolerance: its times cannot be trusted, and it is judged by the facts about now
+    /// alone (SPEC §5, "Proof means proof").
+    pub ahead: Option<Ahead>,
     pub heartbeat: Heartbeat,
     /// The heartbeat is the row's own: its heartbeat column, or a file no other running
     /// row shares. Only the row's own beat can contradict a death signal.
@@ -163,6 +192,18 @@ pub struct Evidence {
     /// the holder for a person; whether it is the row's owner is [`Evidence::lock_own`].
     pub lock_holder: Option<HolderLine>,
     pub owner: Owner,
+}
+
+/// A row whose times lie in the future (a clock, or an application's session time zone
+/// writing DATETIME values): how far, and how long selfheal itself has seen it running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ahead {
+    /// Seconds beyond the database's now of the row's start (or its heartbeat column).
+    pub by_s: u64,
+    /// Seconds since selfheal first saw this row (id and start value) running, by the host
+    /// clock: what stands in for the row's age in "older than `stale_after`" (0 the first
+    /// time, and where no state is kept).
+    pub seen_s: u64,
 }
 
 /// The thresholds of one watch, in seconds.
@@ -236,6 +277,31 @@ impl Signal {
     }
 }
 
+/// What proves that an owner pid which started after its row is the row's worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerProof {
+    /// The row's own lock is held by that very pid.
+    OwnLock,
+    /// The row's own heartbeat is fresh.
+    OwnHeartbeat,
+    /// The row's own heartbeat file was touched after the process started.
+    BeatSinceStart,
+}
+
+impl WorkerProof {
+    /// In words: "its own lock is held by that pid".
+    pub fn describe(self) -> &'static str {
+        match self {
+            WorkerProof::OwnLock => "the row's own lock is held by that pid",
+            WorkerProof::OwnHeartbeat => "the row's own heartbeat is fresh",
+            WorkerProof::BeatSinceStart => {
+                "the row's own heartbeat file was touched after that process started"
+            }
+        }
+    }
+}
+
 /// Which evidence decided the verdict (shown by `--explain` and in JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -243,8 +309,27 @@ pub enum Basis {
     /// Some evidence could not be read or is implausible; the text says which.
     Unreadable(String),
     OwnerDead,
+    /// The owner pid lives but started more than `stale_after` after the row, and nothing
+    /// of the row's own says it is the worker: an inference (two clocks compared), so
+    /// `dead` only once confirmed, and counted by the breaker.
     OwnerReused,
     LockFree,
+    /// The owner pid started `after_s` seconds after the row, yet the row's own evidence
+    /// proves it is the row's worker: the row's *times* are wrong (a clock, or an
+    /// application's session time zone writing DATETIME values). Verdict `unknown`.
+    TimesWrong {
+        after_s: u64,
+        proof: WorkerProof,
+    },
+    /// The row's start (or heartbeat column) lies `by_s` seconds in the future and no fact
+    /// about now decides: verdict `unknown`.
+    TimesAhead {
+        by_s: u64,
+    },
+    /// The heartbeat is stale or missing, and the job's lock, which the watch names, lies
+    /// where others could have swapped it, so "free" cannot be trusted: `hung` and `dead`
+    /// cannot be told apart (verdict `unknown`).
+    StaleLockUntrusted,
     /// A death signal met the row's own fresh heartbeat: held quietly until one of them
     /// gives way (verdict `dead`, action held as [`Hold::Contradicted`]).
     Contradicted(Signal),
@@ -299,7 +384,7 @@ impl Basis {
     /// The words of a basis the journal kept as a code ([`Basis::code`]); a basis an
     /// earlier release kept in words is returned as it is.
     pub fn words_of(kept: &str) -> String {
-        const UNIT: [Basis; 11] = [
+        const UNIT: [Basis; 12] = [
             Basis::OwnerDead,
             Basis::OwnerReused,
             Basis::LockFree,
@@ -311,6 +396,7 @@ impl Basis {
             Basis::StaleButOwnerAlive,
             Basis::HeartbeatStale,
             Basis::HeartbeatMissing,
+            Basis::StaleLockUntrusted,
         ];
         UNIT.iter()
             .find(|b| b.code() == kept)
@@ -322,7 +408,29 @@ impl Basis {
         match self {
             Basis::Unreadable(why) => format!("evidence unreadable: {why}"),
             Basis::OwnerDead => "the owner pid no longer exists".into(),
-            Basis::OwnerReused => "the owner pid belongs to a process started after the row".into(),
+            Basis::OwnerReused => "the owner pid belongs to a process started more than \
+                                   stale_after after the row, and nothing of the row's own \
+                                   says it is the worker: most likely a recycled pid (an \
+                                   inference: confirmed before it acts)"
+                .into(),
+            Basis::TimesWrong { after_s, proof } => format!(
+                "the owner pid started {} after the row, yet {}: it is the row's worker, and \
+                 the row's times are wrong (a clock, or an application's session time_zone \
+                 writing DATETIME values; set [database] timezone to the zone it writes in)",
+                crate::clock::human(*after_s),
+                proof.describe()
+            ),
+            Basis::TimesAhead { by_s } => format!(
+                "the row's times are {} in the future (a clock, or an application's session \
+                 time_zone writing DATETIME values), and no fact about now (a gone pid, a free \
+                 lock) decides",
+                crate::clock::human(*by_s)
+            ),
+            Basis::StaleLockUntrusted => "the heartbeat is stale or missing, and the job's lock \
+                                          lies in a directory others can write, so a free \
+                                          lock proves nothing: hung and dead cannot be told \
+                                          apart"
+                .into(),
             Basis::LockFree => "nobody holds the job's lock (a try-lock got it), and the row \
                                 is older than stale_after"
                 .into(),
@@ -400,26 +508,27 @@ impl Decision {
         matches!(self.basis, Basis::Contradicted(_))
     }
 
-    /// A death inferred from the heartbeat alone (stale or missing): what the breaker and
-    /// the no-heartbeat hold are about.
-    pub fn heartbeat_only_death(&self) -> bool {
+    /// A death inferred, not proven: the heartbeat stale or missing and nothing says the
+    /// worker lives, or an owner pid that looks reused (two clocks compared). What the
+    /// breaker counts.
+    pub fn inferred_death(&self) -> bool {
         self.verdict == Verdict::Dead
-            && matches!(self.basis, Basis::HeartbeatStale | Basis::HeartbeatMissing)
+            && matches!(
+                self.basis,
+                Basis::HeartbeatStale | Basis::HeartbeatMissing | Basis::OwnerReused
+            )
     }
 
-    /// Death proven by the host (pid gone, lock free), not inferred from a quiet heartbeat.
-    /// The breaker and the clock check never hold these back.
+    /// Death proven by a fact about now (the owner pid does not exist, the job's lock is
+    /// free), not inferred. The breaker and the clock check never hold these back.
     pub fn conclusive(&self) -> bool {
-        matches!(
-            self.basis,
-            Basis::OwnerDead | Basis::OwnerReused | Basis::LockFree
-        )
+        matches!(self.basis, Basis::OwnerDead | Basis::LockFree)
     }
 
-    /// A verdict inferred rather than proven: `dead` on heartbeat silence alone, or `hung`.
-    /// It acts only once confirmed by consecutive runs ([`confirm`]).
+    /// A verdict inferred rather than proven: an inferred death ([`Decision::inferred_death`]),
+    /// or `hung`. It acts only once confirmed by consecutive runs ([`confirm`]).
     pub fn inferred(&self) -> bool {
-        matches!(self.verdict, Verdict::Hung) || self.heartbeat_only_death()
+        matches!(self.verdict, Verdict::Hung) || self.inferred_death()
     }
 }
 
@@ -430,15 +539,6 @@ fn decision(verdict: Verdict, basis: Basis) -> Decision {
 /// Judges one row. See the module documentation for the precedence.
 pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     // 1. unknown
-    let total = match &ev.total_age {
-        Ok(a) => *a,
-        Err(why) => {
-            return decision(
-                Verdict::Unknown,
-                Basis::Unreadable(format!("start time: {why}")),
-            );
-        }
-    };
     let unreadable = match (&ev.heartbeat, &ev.lock, &ev.owner) {
         (Heartbeat::Unreadable(why), ..) => Some(format!("heartbeat: {why}")),
         (_, Lock::Unreadable(why), _) => Some(format!("lock: {why}")),
@@ -449,40 +549,77 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     if let Some(why) = unreadable {
         return decision(Verdict::Unknown, Basis::Unreadable(why));
     }
+    let total = match (&ev.total_age, ev.ahead) {
+        (_, Some(_)) => None,
+        (Ok(a), None) => Some(*a),
+        (Err(why), None) => {
+            return decision(
+                Verdict::Unknown,
+                Basis::Unreadable(format!("start time: {why}")),
+            );
+        }
+    };
 
     // 2. remote: another host's row, never judged by this host's evidence
     if let Owner::NotLocal { host } = &ev.owner {
         return remote(host, total, &ev.heartbeat, t);
     }
+
+    // 3. times in the future: the facts about now alone
+    let Some(total) = total else {
+        return by_facts_about_now(ev, t, ev.ahead.map_or(0, |a| a.seen_s));
+    };
     let young = total < t.stale_after;
     let owner_alive = matches!(ev.owner, Owner::Alive { .. });
     let lock_held = matches!(ev.lock, Lock::Held { .. });
+    let own_fresh_beat = own_fresh_beat(ev, t);
 
-    // 3. conclusive death, unless the row's own evidence of life contradicts it
+    // 4. an owner pid that started after its row: the worker (and the row's times are
+    //    wrong) when the row's own evidence says so, else an inference
+    let mut overruled = None;
+    if let Owner::Reused {
+        pid,
+        after_s,
+        beat_since_start,
+    } = ev.owner
+    {
+        let proof = if lock_held && ev.lock_own && held_by(ev, pid) {
+            Some(WorkerProof::OwnLock)
+        } else if own_fresh_beat {
+            Some(WorkerProof::OwnHeartbeat)
+        } else if beat_since_start {
+            Some(WorkerProof::BeatSinceStart)
+        } else {
+            None
+        };
+        if let Some(proof) = proof {
+            return decision(Verdict::Unknown, Basis::TimesWrong { after_s, proof });
+        }
+        if lock_held && ev.lock_own {
+            // The row's own lock, held by another pid, is its worker: the owner column
+            // names something else. Judged by its heartbeat.
+            overruled = Some(Signal::OwnerReused);
+        } else if ev.lock == Lock::Free && !young {
+            // A fact about now decides below.
+        } else if matches!(ev.lock, Lock::Untrusted(_)) {
+            // The job may hold the inode someone swapped away: judged by its heartbeat,
+            // never dead on an inference.
+        } else {
+            return decision(Verdict::Dead, Basis::OwnerReused);
+        }
+    }
+
+    // 5. conclusive death, unless the row's own evidence of life contradicts it
     if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && owner_alive {
         // The worker provably lives (in this very pid namespace) but nobody holds its
         // lock: the configuration or the job is not what selfheal was told. A person must
         // look; never mark.
-        return decision(
-            Verdict::Unknown,
-            Basis::Unreadable(
-                "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
-            ),
-        );
+        return decision(Verdict::Unknown, lock_free_owner_alive());
     }
-    let signal = match ev.owner {
-        Owner::Dead { .. } => Some(Signal::OwnerDead),
-        Owner::Reused { .. } => Some(Signal::OwnerReused),
-        _ if ev.lock == Lock::Free && !young => Some(Signal::LockFree),
-        _ => None,
-    };
-    let own_fresh_beat =
-        ev.heartbeat_own && matches!(ev.heartbeat, Heartbeat::Age(a) if a <= t.stale_after);
-    let mut overruled = None;
-    match signal {
+    match death_signal(ev, young) {
         // The row's own lock, held, is its worker: the owner column names something else
         // (a launcher that exited, a pid of another namespace). Judged by its heartbeat.
-        Some(sig @ (Signal::OwnerDead | Signal::OwnerReused)) if lock_held && ev.lock_own => {
+        Some(sig @ Signal::OwnerDead) if lock_held && ev.lock_own => {
             overruled = Some(sig);
         }
         // The cap is not a death signal: past it, a contradiction is an overtime.
@@ -497,7 +634,64 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     Decision { overruled, ..d }
 }
 
-/// Precedence 4 and 5: the cap, then the heartbeat (a beat older than the row is an
+/// The row's own heartbeat is fresh.
+fn own_fresh_beat(ev: &Evidence, t: Thresholds) -> bool {
+    ev.heartbeat_own && matches!(ev.heartbeat, Heartbeat::Age(a) if a <= t.stale_after)
+}
+
+/// The held lock's holder is `pid`: the pid `/proc/locks` gives, or the one its holder
+/// line names.
+fn held_by(ev: &Evidence, pid: u32) -> bool {
+    matches!(ev.lock, Lock::Held { pid: Some(p) } if p == pid)
+        || ev.lock_holder.as_ref().is_some_and(|h| h.pid == pid)
+}
+
+/// A fact about now that says the worker is gone: its pid does not exist, or its lock is
+/// free (confirmed, trusted) although the row is at least `stale_after` old (a worker
+/// takes its lock before it writes its row). `young`: the row (or, for a row whose times
+/// cannot be trusted, selfheal's own sighting of it) is younger than `stale_after`.
+fn death_signal(ev: &Evidence, young: bool) -> Option<Signal> {
+    match ev.owner {
+        Owner::Dead { .. } => Some(Signal::OwnerDead),
+        _ if ev.lock == Lock::Free && !young => Some(Signal::LockFree),
+        _ => None,
+    }
+}
+
+fn lock_free_owner_alive() -> Basis {
+    Basis::Unreadable(
+        "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
+    )
+}
+
+/// Precedence 3: a row whose times lie in the future (SPEC §5, "Proof means proof").
+/// Nothing that rests on its times acts (the cap, a heartbeat's age against its start); a
+/// fact about now does — a gone pid, a free lock — once selfheal itself has seen the row
+/// for `stale_after` (`seen_s`: a launcher may exit before its worker first beats), and the
+/// row's own life still wins (its own lock held, its own fresh heartbeat). With no such
+/// fact: `unknown`, with the offset.
+fn by_facts_about_now(ev: &Evidence, t: Thresholds, seen_s: u64) -> Decision {
+    let by_s = ev.ahead.map_or(0, |a| a.by_s);
+    let young = seen_s < t.stale_after;
+    let owner_alive = matches!(ev.owner, Owner::Alive { .. } | Owner::Reused { .. });
+    if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && owner_alive {
+        return decision(Verdict::Unknown, lock_free_owner_alive());
+    }
+    let lock_held = matches!(ev.lock, Lock::Held { .. });
+    match death_signal(ev, young) {
+        Some(sig) if lock_held && ev.lock_own => Decision {
+            overruled: Some(sig),
+            ..decision(Verdict::Unknown, Basis::TimesAhead { by_s })
+        },
+        Some(sig) if !young && own_fresh_beat(ev, t) => {
+            decision(Verdict::Dead, Basis::Contradicted(sig))
+        }
+        Some(sig) if !young => decision(Verdict::Dead, sig.basis()),
+        _ => decision(Verdict::Unknown, Basis::TimesAhead { by_s }),
+    }
+}
+
+/// Precedence 6 and 7: the cap, then the heartbeat (a beat older than the row is an
 /// earlier row's: missing).
 fn judge_by_age_and_heartbeat(
     ev: &Evidence,
@@ -507,7 +701,7 @@ fn judge_by_age_and_heartbeat(
     lock_held: bool,
     owner_alive: bool,
 ) -> Decision {
-    // 4. overtime
+    // 6. overtime
     if total > t.max_age {
         if lock_held || owner_alive {
             return decision(Verdict::Overtime, Basis::MaxAgeWorkerLives);
@@ -515,7 +709,7 @@ fn judge_by_age_and_heartbeat(
         return decision(Verdict::Overtime, Basis::MaxAge);
     }
 
-    // 5. by heartbeat
+    // 7. by heartbeat
     let stale_basis = match &ev.heartbeat {
         Heartbeat::Missing | Heartbeat::BeforeRow(_) | Heartbeat::Unusable(_) if young => {
             return decision(Verdict::Starting, Basis::NoHeartbeatYet);
@@ -534,6 +728,10 @@ fn judge_by_age_and_heartbeat(
         decision(Verdict::Hung, Basis::StaleButLockHeld)
     } else if owner_alive {
         decision(Verdict::Hung, Basis::StaleButOwnerAlive)
+    } else if matches!(ev.lock, Lock::Untrusted(_)) {
+        // The job is expected to hold this lock, and a free one here proves nothing: the
+        // worker may be hung on the inode someone swapped away. Never dead on silence.
+        decision(Verdict::Unknown, Basis::StaleLockUntrusted)
     } else {
         decision(Verdict::Dead, stale_basis)
     }
@@ -566,9 +764,9 @@ pub fn as_if_confirmed(ev: &Evidence) -> Option<Evidence> {
 /// Another host's row: left to that host, and reported for a person only when the owning
 /// host may be gone for good (past `max_age`, or a heartbeat column silent beyond it).
 /// `heartbeat` is the row's heartbeat column alone: the owner's files are not looked at.
-fn remote(host: &str, total: u64, heartbeat: &Heartbeat, t: Thresholds) -> Decision {
+fn remote(host: &str, total: Option<u64>, heartbeat: &Heartbeat, t: Thresholds) -> Decision {
     let host = host.to_string();
-    if total > t.max_age {
+    if total.is_some_and(|a| a > t.max_age) {
         decision(Verdict::Remote, Basis::OtherHostPastMaxAge(host))
     } else if matches!(heartbeat, Heartbeat::Age(a) if *a > t.max_age) {
         decision(Verdict::Remote, Basis::OtherHostSilent(host))
@@ -632,6 +830,10 @@ pub enum Hold {
     /// More than half of the watch's rows (and at least 3) are past `max_age` at once: a
     /// wrong clock or time zone makes every row look ancient. Holds the overtime actions.
     MassOvertime,
+    /// A person put the row back to running (`selfheal resolve --as running`) for this very
+    /// verdict and basis, and the evidence has not changed since: not parked again, not
+    /// reported as needing a person.
+    Person,
 }
 
 impl Hold {
@@ -643,6 +845,7 @@ impl Hold {
             Hold::Contradicted => "contradicted",
             Hold::NoHeartbeat => "no_heartbeat",
             Hold::MassOvertime => "mass_overtime",
+            Hold::Person => "person",
         }
     }
 
@@ -654,14 +857,14 @@ impl Hold {
             Hold::Breaker | Hold::ClockSkew => !d.conclusive(),
             Hold::NoHeartbeat => d.inferred(),
             Hold::MassOvertime => d.verdict == Verdict::Overtime,
-            Hold::Confirming | Hold::Contradicted => false,
+            Hold::Confirming | Hold::Contradicted | Hold::Person => false,
         }
     }
 
     /// Held rows are reported for a person, but for those still waiting on their own:
     /// an unconfirmed inferred verdict, a contradiction that may resolve itself.
     pub fn needs_a_person(self) -> bool {
-        !matches!(self, Hold::Confirming | Hold::Contradicted)
+        !matches!(self, Hold::Confirming | Hold::Contradicted | Hold::Person)
     }
 
     pub fn describe(self) -> &'static str {
@@ -692,6 +895,11 @@ impl Hold {
             Hold::MassOvertime => {
                 "held back: most rows of this watch are past max_age at once, which is far \
                  more often a clock or time-zone fault (--force overrides)"
+            }
+            Hold::Person => {
+                "a person's decision holds the row: it was put back to running (selfheal \
+                 resolve --as running) for this very reason, and is judged again once its \
+                 heartbeat goes stale again or another max_age has passed"
             }
         }
     }
@@ -803,6 +1011,17 @@ pub fn hold(plan: Plan, d: &Decision, why: Hold) -> Plan {
     }
 }
 
+/// Holds a row a person put back to running, for the reason they overruled
+/// ([`Hold::Person`]): action `none`, no person needed.
+pub fn hold_by_person() -> Plan {
+    Plan {
+        action: Action::None,
+        target: None,
+        attention: false,
+        hold: Some(Hold::Person),
+    }
+}
+
 /// Holds a contradiction ([`Basis::Contradicted`]) quietly: action `none`, no person needed
 /// yet (no mail, exit 0). Anything else is returned as it is.
 pub fn hold_contradiction(plan: Plan, d: &Decision) -> Plan {
@@ -849,14 +1068,14 @@ pub fn confirm(plan: Plan, d: &Decision, c: Option<Confirmation>) -> Plan {
 
 /// The breaker of SPEC §6: trips when more than half of a watch's running rows, and at
 /// least 3, would be marked dead on heartbeat staleness alone.
-pub fn breaker_trips(heartbeat_only_deaths: usize, running_rows: usize) -> bool {
-    heartbeat_only_deaths >= 3 && heartbeat_only_deaths * 2 > running_rows
+pub fn breaker_trips(inferred_deaths: usize, running_rows: usize) -> bool {
+    inferred_deaths >= 3 && inferred_deaths * 2 > running_rows
 }
 
-/// True for a plan the breaker counts: a death inferred from the heartbeat alone, that
-/// this run would write.
-pub fn heartbeat_only_death(d: &Decision, p: &Plan) -> bool {
-    d.heartbeat_only_death() && p.writes()
+/// True for a plan the breaker counts: an inferred death ([`Decision::inferred_death`])
+/// that this run would write.
+pub fn inferred_death(d: &Decision, p: &Plan) -> bool {
+    d.inferred_death() && p.writes()
 }
 
 /// The mass-overtime hold of SPEC §5: like the breaker, more than half of a watch's

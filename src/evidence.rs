@@ -22,11 +22,12 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{
-    Clocks, age_on_db_clock, epoch, human, implausible_start, instant, plausible_age,
+    Clocks, FUTURE_TOLERANCE_S, age_on_db_clock, epoch, human, implausible_start, instant,
+    plausible_age,
 };
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{
-    Basis, Decision, Evidence, Heartbeat, Lock, Owner, Signal, Thresholds, Verdict,
+    Ahead, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Signal, Thresholds, Verdict,
 };
 use crate::holder_line::HolderLine;
 use crate::host::Host;
@@ -71,7 +72,9 @@ impl<'a> Scene<'a> {
     }
 }
 
-/// Gathers the evidence for one row.
+/// Gathers the evidence for one row. A row whose times lie in the future gets
+/// [`Evidence::ahead`] with `seen_s` 0: the caller that keeps selfheal's own sightings
+/// across runs fills it in ([`crate::confirmations::Tally::sighting`]).
 pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
     let Scene {
         clocks,
@@ -80,7 +83,19 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
         locks,
         local_rows,
     } = *scene;
-    let total_age = total_age(w, row, clocks);
+    let (total_age, start_ahead) = total_age(w, row, clocks);
+    let (column, column_ahead) = column_heartbeat(row, clocks);
+    let ahead = start_ahead
+        .max(column_ahead)
+        .map(|by_s| Ahead { by_s, seen_s: 0 });
+    // A heartbeat column in the future beside a start in the future is as untrustworthy
+    // as the start: neither says how old anything is.
+    let column = match (column, &ahead) {
+        (Some(Heartbeat::Unreadable(why)), Some(_)) if column_ahead.is_some() => {
+            Some(Heartbeat::Unusable(why))
+        }
+        (c, _) => c,
+    };
     let owner = match &w.owner_column {
         None => Owner::NotConfigured,
         Some(_) => {
@@ -91,7 +106,7 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
                 .as_ref()
                 .map_or(0, |a| i64::try_from(*a).unwrap_or(i64::MAX));
             let started = epoch(host_now).saturating_sub(age);
-            probe::probe_owner(host, row.owner.as_deref(), started)
+            probe::probe_owner(host, row.owner.as_deref(), started, w.stale_after.as_secs())
         }
     };
     if matches!(owner, Owner::NotLocal { .. }) {
@@ -100,7 +115,8 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
         // database holds is the row's own evidence.
         return Evidence {
             total_age,
-            heartbeat: column_heartbeat(row, clocks).unwrap_or(Heartbeat::Missing),
+            ahead,
+            heartbeat: column.unwrap_or(Heartbeat::Missing),
             heartbeat_own: true,
             lock: Lock::NotConfigured,
             lock_own: false,
@@ -113,10 +129,22 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
         .heartbeat_file
         .as_ref()
         .is_none_or(|t| t.has_id() || local_rows <= 1);
-    let (heartbeat, heartbeat_own) = match (
-        heartbeat(w, row, &id, clocks, host_now, file_own),
-        &total_age,
-    ) {
+    let from_file = w.heartbeat_file.as_ref().map(|t| match t.render(&id) {
+        Ok(p) => probe::file_heartbeat(&p, host_now),
+        Err(why) => Heartbeat::Unreadable(format!("heartbeat_file: {why}")),
+    });
+    let owner = match owner {
+        Owner::Reused { pid, after_s, .. } => Owner::Reused {
+            pid,
+            after_s,
+            beat_since_start: file_own
+                && from_file
+                    .as_ref()
+                    .is_some_and(|h| beat_since_start(h, host, pid, host_now)),
+        },
+        o => o,
+    };
+    let (heartbeat, heartbeat_own) = match (heartbeat(from_file, column, file_own), &total_age) {
         // Older than the row itself, beyond the tolerance between the two clocks: a beat
         // of an earlier row with the same id.
         ((Heartbeat::Age(a), own), Ok(t)) if a > t.saturating_add(clocks.tolerance_s) => {
@@ -138,6 +166,7 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
     };
     Evidence {
         total_age,
+        ahead,
         heartbeat,
         heartbeat_own,
         lock,
@@ -145,6 +174,23 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
         lock_holder,
         owner,
     }
+}
+
+/// True when a heartbeat file's last beat (`h`, an age at `host_now`) came after process
+/// `pid` started, both by the host clock: the process was alive when the file was touched,
+/// so a pid recycled after the worker's death is never taken for it. The age is in whole
+/// seconds (the beat may be up to a second older than it says), so a second is given up.
+fn beat_since_start(h: &Heartbeat, host: &Host, pid: u32, host_now: SystemTime) -> bool {
+    let Heartbeat::Age(age) = h else {
+        return false;
+    };
+    let Some(started) = host.process_start(pid) else {
+        return false;
+    };
+    let beat = epoch(host_now).saturating_sub(i64::try_from(*age).unwrap_or(i64::MAX));
+    #[allow(clippy::cast_precision_loss)] // unix seconds, far below 2^53
+    let beat = beat.saturating_sub(1) as f64;
+    beat >= started
 }
 
 /// Whether a held lock is the row's own (SPEC §5): its file is the row's alone (`{id}` in
@@ -167,8 +213,10 @@ fn own_lock(
         return true;
     }
     let owner_pid = match owner {
-        Owner::Alive { pid } | Owner::Dead { pid } | Owner::Reused { pid } => *pid,
-        Owner::NotVisible { pid } => *pid,
+        Owner::Alive { pid }
+        | Owner::Dead { pid }
+        | Owner::Reused { pid, .. }
+        | Owner::NotVisible { pid } => *pid,
         _ => return false,
     };
     *pid == Some(owner_pid) || holder.is_some_and(|h| h.pid == owner_pid && host.is_me(&h.host))
@@ -228,41 +276,44 @@ pub fn confirm_lock(w: &Watch, row: &RunningRow, host: &Host, ev: Evidence) -> E
     }
 }
 
-/// Seconds since the row started, on the database clock. A start that is not a plausible
+/// Seconds since the row started, on the database clock, and how far beyond the
+/// tolerance its start lies in the future, if it does. A start that is not a plausible
 /// start (0, a zero date, before 2000) is as good as none.
-fn total_age(w: &Watch, row: &RunningRow, clocks: &Clocks) -> Result<u64, String> {
+fn total_age(w: &Watch, row: &RunningRow, clocks: &Clocks) -> (Result<u64, String>, Option<u64>) {
     let col = &w.started_column;
     let raw = &row.started.raw;
     match &row.started.stamp {
-        Err(e) => Err(format!("{col} = {raw}: {e}")),
-        Ok(None) => Err(format!("{col} is NULL")),
+        Err(e) => (Err(format!("{col} = {raw}: {e}")), None),
+        Ok(None) => (Err(format!("{col} is NULL")), None),
         Ok(Some(s)) => {
-            let at = instant(*s, clocks.db.now_epoch)?;
+            let at = match instant(*s, clocks.db.now_epoch) {
+                Ok(at) => at,
+                Err(why) => return (Err(why), None),
+            };
             if let Some(why) = implausible_start(at) {
-                return Err(format!("{col} = {raw}: {why}"));
+                return (Err(format!("{col} = {raw}: {why}")), None);
             }
-            age_on_db_clock(*s, &clocks.db)
-                .and_then(|a| plausible_age(a, &format!("{col} ({raw})")))
+            match age_on_db_clock(*s, &clocks.db) {
+                Ok(a) => (plausible_age(a, &format!("{col} ({raw})")), future_by(a)),
+                Err(why) => (Err(why), None),
+            }
         }
     }
+}
+
+/// How far a signed age lies in the future beyond the tolerance, if it does.
+fn future_by(age: i64) -> Option<u64> {
+    (age < -FUTURE_TOLERANCE_S).then(|| age.unsigned_abs())
 }
 
 /// The freshest of the heartbeat file (host clock) and the heartbeat column (database
 /// clock), where the watch names them, and whether it is the row's own: the column always
 /// is, the file when `file_own` (no other running row shares it).
 fn heartbeat(
-    w: &Watch,
-    row: &RunningRow,
-    id: &str,
-    clocks: &Clocks,
-    host_now: SystemTime,
+    from_file: Option<Heartbeat>,
+    from_column: Option<Heartbeat>,
     file_own: bool,
 ) -> (Heartbeat, bool) {
-    let from_file = w.heartbeat_file.as_ref().map(|t| match t.render(id) {
-        Ok(p) => probe::file_heartbeat(&p, host_now),
-        Err(why) => Heartbeat::Unreadable(format!("heartbeat_file: {why}")),
-    });
-    let from_column = column_heartbeat(row, clocks);
     match (from_file, from_column) {
         (Some(a), Some(b)) => {
             // The column decides whose the beat is when it is at least as fresh.
@@ -304,18 +355,31 @@ pub fn owner_host(row: &RunningRow, e: &Evidence, host: &Host) -> Option<String>
     }
 }
 
-/// The heartbeat column's age on the database clock, where the watch has one.
-fn column_heartbeat(row: &RunningRow, clocks: &Clocks) -> Option<Heartbeat> {
-    row.heartbeat.as_ref().map(|tv| match &tv.stamp {
-        Ok(None) => Heartbeat::Missing,
-        Ok(Some(s)) => match age_on_db_clock(*s, &clocks.db)
-            .and_then(|a| plausible_age(a, &format!("heartbeat column ({})", tv.raw)))
-        {
-            Ok(a) => Heartbeat::Age(a),
-            Err(why) => Heartbeat::Unreadable(why),
+/// The heartbeat column's age on the database clock, where the watch has one, and how far
+/// beyond the tolerance it lies in the future, if it does.
+fn column_heartbeat(row: &RunningRow, clocks: &Clocks) -> (Option<Heartbeat>, Option<u64>) {
+    let Some(tv) = row.heartbeat.as_ref() else {
+        return (None, None);
+    };
+    match &tv.stamp {
+        Ok(None) => (Some(Heartbeat::Missing), None),
+        Ok(Some(s)) => match age_on_db_clock(*s, &clocks.db) {
+            Ok(a) => (
+                Some(
+                    match plausible_age(a, &format!("heartbeat column ({})", tv.raw)) {
+                        Ok(a) => Heartbeat::Age(a),
+                        Err(why) => Heartbeat::Unreadable(why),
+                    },
+                ),
+                future_by(a),
+            ),
+            Err(why) => (Some(Heartbeat::Unreadable(why)), None),
         },
-        Err(why) => Heartbeat::Unreadable(format!("heartbeat column: {why}")),
-    })
+        Err(why) => (
+            Some(Heartbeat::Unreadable(format!("heartbeat column: {why}"))),
+            None,
+        ),
+    }
 }
 
 /// The evidence as programs read it: flattened into the JSON row (SPEC §7) and into the
@@ -324,6 +388,9 @@ fn column_heartbeat(row: &RunningRow, clocks: &Clocks) -> Option<Heartbeat> {
 #[serde(default)]
 pub struct Record {
     pub total_age_s: Option<u64>,
+    /// How far the row's times lie in the future, when they do (its age is then unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ahead_s: Option<u64>,
     pub heartbeat_age_s: Option<u64>,
     /// `present`, `missing`, `before_row` (only a beat older than the row: an earlier
     /// row's; counts as missing), or `unreadable: why`.
@@ -388,6 +455,8 @@ pub enum Human {
     BeforeRow(u64),
     /// Words of their own: `free (not confirmed)`.
     Words(&'static str),
+    /// Times in the future: `unknown: its times are 8h0m in the future (seen for 2m)`.
+    Ahead { by_s: u64, seen_s: u64 },
 }
 
 /// One piece of evidence as people read it.
@@ -426,6 +495,11 @@ impl Item {
                 human(a)
             ),
             Human::Words(w) => w.to_string(),
+            Human::Ahead { by_s, seen_s } => format!(
+                "unknown: its times are {} in the future (seen running for {})",
+                human(by_s),
+                human(seen_s)
+            ),
         }
     }
 }
@@ -476,11 +550,19 @@ pub fn render(e: &Evidence) -> Rendered {
         aside: None,
     });
 
-    let (value, human_value) = match &e.total_age {
-        Ok(a) => (Value::Secs(*a), Human::Duration(*a)),
-        Err(_) => (Value::Word("unknown"), Human::Same),
+    let (value, human_value) = match (&e.total_age, e.ahead) {
+        (_, Some(a)) => (
+            Value::Word("ahead"),
+            Human::Ahead {
+                by_s: a.by_s,
+                seen_s: a.seen_s,
+            },
+        ),
+        (Ok(a), None) => (Value::Secs(*a), Human::Duration(*a)),
+        (Err(_), None) => (Value::Word("unknown"), Human::Same),
     };
     record.total_age_s = e.total_age.as_ref().ok().copied();
+    record.ahead_s = e.ahead.map(|a| a.by_s);
     items.push(Item {
         key: "total_age",
         value,
@@ -546,7 +628,7 @@ pub fn render(e: &Evidence) -> Rendered {
         Owner::Empty => ("empty", None),
         Owner::Alive { pid } => ("alive", Some(*pid)),
         Owner::Dead { pid } => ("dead", Some(*pid)),
-        Owner::Reused { pid } => ("reused", Some(*pid)),
+        Owner::Reused { pid, .. } => ("reused", Some(*pid)),
         Owner::NotLocal { .. } => ("remote", None),
         Owner::NotVisible { pid } => ("not_visible", Some(*pid)),
         Owner::Invalid(_) => ("invalid", None),
@@ -564,7 +646,22 @@ pub fn render(e: &Evidence) -> Rendered {
         word: "owner",
         human: Human::Same,
         leads: false,
-        aside: None,
+        aside: match e.owner {
+            Owner::Reused {
+                after_s,
+                beat_since_start,
+                ..
+            } => Some(format!(
+                "started {} after the row{}",
+                human(after_s),
+                if beat_since_start {
+                    "; the row's heartbeat file was touched since"
+                } else {
+                    ""
+                }
+            )),
+            _ => None,
+        },
     });
 
     Rendered {
@@ -594,22 +691,38 @@ impl Rendered {
 /// pid 4242`. What a PHP developer reads first, so no bare numbers.
 fn decision_words(d: &Decision, e: &Evidence) -> String {
     let owner_pid = match e.owner {
-        Owner::Alive { pid } | Owner::Dead { pid } | Owner::Reused { pid } => Some(pid),
+        Owner::Alive { pid } | Owner::Dead { pid } | Owner::Reused { pid, .. } => Some(pid),
         _ => None,
+    };
+    let reused_after = match e.owner {
+        Owner::Reused { after_s, .. } => after_s,
+        _ => 0,
     };
     match &d.basis {
         // The detail is in the basis (JSON, the text line, the journal): the row message of
         // a row selfheal cannot judge is never written to the row.
         Basis::Unreadable(_) => "evidence unreadable".into(),
         Basis::OwnerDead => owner_pid.map_or("owner gone".into(), message::owner_gone),
-        Basis::OwnerReused => owner_pid.map_or("owner pid reused".into(), message::owner_reused),
+        Basis::OwnerReused => owner_pid.map_or("owner pid likely reused".into(), |p| {
+            message::owner_reused(p, reused_after)
+        }),
+        Basis::TimesWrong { after_s, .. } => format!(
+            "row times wrong: owner pid {} is its worker, started {} after the row",
+            owner_pid.unwrap_or_default(),
+            message::duration(*after_s)
+        ),
+        Basis::TimesAhead { by_s } => format!(
+            "row times {} in the future, no fact about now",
+            message::duration(*by_s)
+        ),
+        Basis::StaleLockUntrusted => "heartbeat stale, lock not trusted as free".into(),
         Basis::LockFree => message::LOCK_FREE.into(),
         // Never the words of a conclusive death first: the row is not proven dead.
         Basis::Contradicted(sig) | Basis::ContradictionPersists(sig) => format!(
             "own heartbeat fresh, but {}",
             match (sig, owner_pid) {
                 (Signal::OwnerDead, Some(p)) => message::owner_gone(p),
-                (Signal::OwnerReused, Some(p)) => message::owner_reused(p),
+                (Signal::OwnerReused, Some(p)) => message::owner_reused(p, reused_after),
                 (Signal::LockFree, _) => message::LOCK_FREE.into(),
                 _ => "owner gone".into(),
             }
@@ -678,7 +791,12 @@ fn owner_words(o: &Owner) -> Option<String> {
         Owner::Empty => "no owner".into(),
         Owner::Alive { pid } => format!("owner pid {pid} alive"),
         Owner::Dead { pid } => format!("owner pid {pid} gone"),
-        Owner::Reused { pid } => format!("owner pid {pid} reused"),
+        Owner::Reused { pid, after_s, .. } => {
+            format!(
+                "owner pid {pid} started {} after the row",
+                message::duration(*after_s)
+            )
+        }
         Owner::NotLocal { host } => format!("owner on {host}"),
         Owner::NotVisible { pid } => format!("owner pid {pid} not visible here"),
         Owner::Invalid(_) => "owner invalid".into(),
@@ -708,6 +826,11 @@ pub fn row_message(d: &Decision, e: &Evidence, t: Thresholds) -> String {
         }
         _ => format!("stale_after {}", message::duration(t.stale_after)),
     });
+    // A row whose times lie in the future has no age to show: how far ahead instead.
+    more.extend(
+        e.ahead
+            .map(|a| format!("times {} ahead", message::duration(a.by_s))),
+    );
     if !matches!(
         d.basis,
         Basis::LockFree
@@ -758,6 +881,8 @@ fn widest_messages(w: &Watch) -> Vec<String> {
         (Verdict::Overtime, Basis::MaxAge),
         (Verdict::Overtime, Basis::MaxAgeWorkerLives),
     ];
+    // (A row whose times lie in the future writes "row age unknown, …, times … ahead": a
+    // few characters more, for a row that is itself a fault; its figures are cut first.)
     decisions
         .into_iter()
         .map(|(verdict, basis)| {
@@ -769,8 +894,19 @@ fn widest_messages(w: &Watch) -> Vec<String> {
             let owner = match (&w.owner_column, &basis) {
                 (None, _) => Owner::NotConfigured,
                 (Some(_), Basis::OwnerDead) => Owner::Dead { pid },
-                (Some(_), Basis::OwnerReused) => Owner::Reused { pid },
-                (Some(_), _) => Owner::Reused { pid },
+                (Some(_), Basis::StaleButOwnerAlive | Basis::MaxAgeWorkerLives) => {
+                    Owner::Alive { pid }
+                }
+                // A death on silence never stands beside a pid that looks reused (that is
+                // a death of its own, or the worker): at its widest, a pid not visible.
+                (Some(_), Basis::HeartbeatStale | Basis::HeartbeatMissing) => {
+                    Owner::NotVisible { pid }
+                }
+                (Some(_), _) => Owner::Reused {
+                    pid,
+                    after_s: big,
+                    beat_since_start: false,
+                },
             };
             let lock_holder = matches!(lock, Lock::Held { .. }).then(|| HolderLine {
                 host: "h".repeat(HOLDER_HOST_IN_MESSAGE + 1),
@@ -779,6 +915,7 @@ fn widest_messages(w: &Watch) -> Vec<String> {
             });
             let ev = Evidence {
                 total_age: Ok(big),
+                ahead: None,
                 heartbeat: Heartbeat::Age(big),
                 heartbeat_own: true,
                 lock,
@@ -824,6 +961,7 @@ mod tests {
     fn ev(total: Result<u64, String>, heartbeat: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
         Evidence {
             total_age: total,
+            ahead: None,
             heartbeat,
             heartbeat_own: true,
             lock,
@@ -1053,7 +1191,7 @@ mod tests {
         // The reused owner's words are the longest.
         assert_eq!(
             longest_words(w),
-            "self-heal: dead: owner pid 4194304 reused by a newer process".len()
+            "self-heal: dead: owner pid 4194304 reused? started 16d16h after the row".len()
         );
     }
 
@@ -1081,7 +1219,11 @@ mod tests {
             Owner::Empty,
             Owner::Alive { pid: 5 },
             Owner::Dead { pid: 5 },
-            Owner::Reused { pid: 5 },
+            Owner::Reused {
+                pid: 5,
+                after_s: 60,
+                beat_since_start: false,
+            },
             Owner::NotLocal { host: "h".into() },
             Owner::Invalid("x".into()),
             Owner::Unreadable("x".into()),

@@ -91,8 +91,7 @@ impl Host {
     }
 
     /// Start time of a process in unix seconds, if /proc tells.
-    #[cfg(test)]
-    pub(crate) fn process_start(&self, pid: u32) -> Option<f64> {
+    pub fn process_start(&self, pid: u32) -> Option<f64> {
         self.process_stat(pid).and_then(|(_, start)| start)
     }
 }

@@ -27,9 +27,14 @@ pub fn owner_gone(pid: u32) -> String {
     format!("owner pid {pid} gone")
 }
 
-/// The words of a death proven by the owner pid: taken by a process started after the row.
-pub fn owner_reused(pid: u32) -> String {
-    format!("owner pid {pid} reused by a newer process")
+/// The words of a death inferred from the owner pid: it belongs to a process started
+/// `after_s` after the row. (Earlier releases wrote `owner pid N reused by a newer
+/// process` and took it as proof; [`parse`] still reads that form as they meant it.)
+pub fn owner_reused(pid: u32, after_s: u64) -> String {
+    format!(
+        "owner pid {pid} reused? started {} after the row",
+        duration(after_s)
+    )
 }
 
 /// Where the figures begin.
@@ -246,13 +251,15 @@ fn parse_words(mut p: ParsedMessage, tail: &str) -> ParsedMessage {
     p
 }
 
-/// `owner pid N gone` or `owner pid N reused…`, whole.
+/// `owner pid N gone`, or an earlier release's `owner pid N reused…`, whole (a pid that
+/// looks reused is an inference now: `owner pid N started … after the row`).
 fn conclusive_owner(words: &str) -> bool {
     let Some(rest) = words.strip_prefix("owner pid ") else {
         return false;
     };
     let after = rest.trim_start_matches(|c: char| c.is_ascii_digit());
-    after.len() < rest.len() && (after.starts_with(" gone") || after.starts_with(" reused"))
+    after.len() < rest.len()
+        && (after.starts_with(" gone") || after.starts_with(" reused by a newer process"))
 }
 
 #[cfg(test)]
@@ -384,7 +391,7 @@ mod tests {
             (
                 build(
                     Verdict::Dead,
-                    &owner_reused(4242),
+                    "owner pid 4242 reused by a newer process",
                     Some(61),
                     Beat::Unreadable,
                     &more(&["stale_after 1m"]),

@@ -57,9 +57,10 @@ const VERDICTS: [Verdict; 7] = [
     Verdict::Remote,
 ];
 /// Holds of one row, then those of a watch as a whole (SPEC §5, §13).
-const ROW_HOLDS: [Hold; 6] = [
+const ROW_HOLDS: [Hold; 7] = [
     Hold::Confirming,
     Hold::Contradicted,
+    Hold::Person,
     Hold::Breaker,
     Hold::ClockSkew,
     Hold::NoHeartbeat,
@@ -108,7 +109,8 @@ const FAMILIES: [(&str, &str, &str); 20] = [
         "selfheal_held_rows",
         "gauge",
         "Rows whose action was held in the last run, by hold (confirming, contradicted: \
-         waiting on their own; breaker, clock_skew, no_heartbeat, mass_overtime: for a person).",
+         waiting on their own; person: put back to running by a person; breaker, clock_skew, \
+         no_heartbeat, mass_overtime: for a person).",
     ),
     (
         "selfheal_watch_held",

@@ -59,7 +59,7 @@ use crate::decide::Owner;
 use crate::fsafe::{self, Dir, FileId, Removal};
 use crate::host::Host;
 use crate::probe::LockTable;
-use crate::probe::owner::{judge_pid, parse_owner};
+use crate::probe::owner::{SAME_CLOCK_SLACK_S, judge_pid, parse_owner};
 
 /// What became of a job's lock file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,7 +250,7 @@ pub fn release_held(held: Held, host: &Host) -> Release {
                 "it names pid {pid} on host {h}, which cannot be checked from here"
             ));
         }
-        Some((_, pid)) => match judge_pid(host, pid, written) {
+        Some((_, pid)) => match judge_pid(host, pid, written, SAME_CLOCK_SLACK_S) {
             Owner::Dead { .. } => format!("pid {pid} in it is gone"),
             Owner::Reused { .. } => {
                 format!("pid {pid} in it now belongs to a process started after it was written")

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use crate::apply;
 use crate::clock::Clocks;
 use crate::config::{self, Config, ConfigPath, Overrides, Watch};
-use crate::decide::{self, Action, Evidence, Lock, Owner};
+use crate::decide::{self, Action, Evidence, Heartbeat, Lock, Owner};
 use crate::error::{Error, Result, Usage, exit};
 use crate::escape::printable;
 use crate::evidence::{Scene, confirm_lock, gather, thresholds};
@@ -175,13 +175,36 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// Whether the row's worker provably lives, in words (`the job's lock is held by pid
-/// 4242 (web1:4242 since …)`, `its owner pid 4242 is alive`): a held lock counts unless
-/// the row's owner column names another pid than the lock's holder (a later run of the
-/// same job holding a per-kind lock).
-pub fn provably_alive(row: &crate::store::RunningRow, ev: &Evidence) -> Option<String> {
-    if let Owner::Alive { pid } = ev.owner {
-        return Some(format!("its owner pid {pid} is alive"));
+/// Whether any evidence of the row's own says its worker lives, in words (`the job's lock
+/// is held by pid 4242 (web1:4242 since …)`, `its owner pid 4242 is alive`, `its own
+/// heartbeat is fresh (5s ago)`): its owner pid exists (also one that started after the
+/// row: that it is another process is an inference), its own heartbeat is fresh, or its
+/// lock is held — unless the row's owner column names another pid than the lock's holder
+/// (a later run of the same job holding a per-kind lock).
+pub fn provably_alive(
+    row: &crate::store::RunningRow,
+    ev: &Evidence,
+    t: crate::decide::Thresholds,
+) -> Option<String> {
+    match ev.owner {
+        Owner::Alive { pid } => return Some(format!("its owner pid {pid} is alive")),
+        Owner::Reused { pid, after_s, .. } => {
+            return Some(format!(
+                "its owner pid {pid} is alive (it started {} after the row, which may be the \
+                 row's times being wrong rather than another process)",
+                crate::clock::human(after_s)
+            ));
+        }
+        _ => {}
+    }
+    if let Heartbeat::Age(a) = ev.heartbeat
+        && ev.heartbeat_own
+        && a <= t.stale_after
+    {
+        return Some(format!(
+            "its own heartbeat is fresh ({} ago)",
+            crate::clock::human(a)
+        ));
     }
     if let Lock::Held { pid } = ev.lock {
         let owner_pid = row
@@ -241,14 +264,10 @@ impl Ctx<'_> {
                 w.manual_value.as_deref().unwrap_or_default()
             )));
         }
-        if let Some(h) = w.host.as_ref().filter(|h| !self.host.is_me(h))
+        if let Some(why) = other_host(w, self.host)
             && !opts.force
         {
-            return Ok(Outcome::Refused(format!(
-                "watch {} runs on host {h}, this is {}: resolve it there (its files, locks and \
-                 pids are that host's), or --force",
-                w.name, self.host.name
-            )));
+            return Ok(Outcome::Refused(why));
         }
         let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
         let mut ev = gather(
@@ -265,12 +284,9 @@ impl Ctx<'_> {
         if let Owner::NotLocal { host } = &ev.owner
             && !opts.force
         {
-            return Ok(Outcome::Refused(format!(
-                "host {host} owns the row: resolve it there (its files, locks and pids are that \
-                 host's), or --force"
-            )));
+            return Ok(Outcome::Refused(remote_owner(host)));
         }
-        if judging_life && let Some(why) = provably_alive(row, &ev) {
+        if judging_life && let Some(why) = provably_alive(row, &ev, thresholds(w)) {
             return Ok(Outcome::Refused(format!(
                 "the worker provably lives: {why}; a live worker is not marked {}: look at it \
                  first (selfheal show {} {}), or --force (the lock is never touched)",
@@ -342,6 +358,43 @@ impl Ctx<'_> {
             CasOutcome::Busy => Outcome::Failed("the row is locked by another transaction".into()),
         })
     }
+}
+
+/// Why `resolve` refuses every decision on a watch pinned to another host, if it is.
+fn other_host(w: &Watch, host: &Host) -> Option<String> {
+    w.host.as_ref().filter(|h| !host.is_me(h)).map(|h| {
+        format!(
+            "watch {} runs on host {h}, this is {}: resolve it there (its files, locks and \
+             pids are that host's), or --force",
+            w.name, host.name
+        )
+    })
+}
+
+fn remote_owner(host: &str) -> String {
+    format!(
+        "host {host} owns the row: resolve it there (its files, locks and pids are that \
+         host's), or --force"
+    )
+}
+
+/// Why `resolve --as dead|retry` would refuse this row without `--force`, if it would: the
+/// watch is pinned to another host, another host owns the row, or evidence of the row's
+/// own says its worker lives. `show` offers a hand-written statement only where this is
+/// `None` (SPEC §13).
+pub fn would_refuse(
+    w: &Watch,
+    host: &Host,
+    row: &crate::store::RunningRow,
+    ev: &Evidence,
+) -> Option<String> {
+    if let Some(why) = other_host(w, host) {
+        return Some(why);
+    }
+    if let Owner::NotLocal { host } = &ev.owner {
+        return Some(remote_owner(host));
+    }
+    provably_alive(row, ev, thresholds(w)).map(|why| format!("the worker provably lives: {why}"))
 }
 
 fn no_retry(w: &Watch) -> Error {
@@ -553,9 +606,19 @@ mod tests {
         }
     }
 
+    const T: decide::Thresholds = decide::Thresholds {
+        stale_after: 300,
+        max_age: 14_400,
+    };
+
+    fn lives(row: &RunningRow, ev: &Evidence) -> Option<String> {
+        provably_alive(row, ev, T)
+    }
+
     fn ev(lock: Lock, owner: Owner) -> Evidence {
         Evidence {
             total_age: Ok(600),
+            ahead: None,
             heartbeat: Heartbeat::Age(900),
             heartbeat_own: true,
             lock_own: false,
@@ -568,7 +631,7 @@ mod tests {
     #[test]
     fn a_worker_provably_lives_by_its_pid_or_its_lock() {
         assert_eq!(
-            provably_alive(
+            lives(
                 &row(Some("42")),
                 &ev(Lock::Absent, Owner::Alive { pid: 42 })
             )
@@ -576,7 +639,7 @@ mod tests {
             Some("its owner pid 42 is alive")
         );
         assert_eq!(
-            provably_alive(
+            lives(
                 &row(None),
                 &ev(Lock::Held { pid: Some(9) }, Owner::NotConfigured)
             )
@@ -584,7 +647,7 @@ mod tests {
             Some("the job's lock is held by pid 9")
         );
         assert!(
-            provably_alive(
+            lives(
                 &row(None),
                 &ev(Lock::Held { pid: None }, Owner::NotConfigured)
             )
@@ -597,13 +660,13 @@ mod tests {
             since: 1_800_000_000,
         });
         assert!(
-            provably_alive(&row(Some("web1:42")), &named)
+            lives(&row(Some("web1:42")), &named)
                 .is_some_and(|w| w.starts_with("the job's lock is held (web1:42 since ")),
             "the holder line names the row's owner"
         );
         // A per-kind lock held by another run of the job says nothing of this row's worker.
         assert_eq!(
-            provably_alive(
+            lives(
                 &row(Some("web1:42")),
                 &ev(Lock::Held { pid: Some(99) }, Owner::Dead { pid: 42 })
             ),
@@ -615,10 +678,44 @@ mod tests {
             Lock::Unconfirmed,
             Lock::NotConfigured,
         ] {
-            assert_eq!(
-                provably_alive(&row(None), &ev(nothing, Owner::NotConfigured)),
-                None
-            );
+            assert_eq!(lives(&row(None), &ev(nothing, Owner::NotConfigured)), None);
         }
+    }
+
+    /// Any evidence of the row's own that its worker lives refuses a person's `dead` or
+    /// `retry`: its own fresh heartbeat, and an owner pid that exists though it started
+    /// after the row (that it is another process is only an inference).
+    #[test]
+    fn its_own_fresh_heartbeat_or_a_pid_that_looks_reused_refuses() {
+        let fresh = Evidence {
+            heartbeat: Heartbeat::Age(0),
+            ..ev(Lock::NotConfigured, Owner::NotConfigured)
+        };
+        assert_eq!(
+            lives(&row(None), &fresh).as_deref(),
+            Some("its own heartbeat is fresh (0s ago)")
+        );
+        let shared = Evidence {
+            heartbeat_own: false,
+            ..fresh.clone()
+        };
+        assert_eq!(lives(&row(None), &shared), None, "another row's beat");
+        let stale = Evidence {
+            heartbeat: Heartbeat::Age(301),
+            ..fresh
+        };
+        assert_eq!(lives(&row(None), &stale), None);
+        let later = ev(
+            Lock::NotConfigured,
+            Owner::Reused {
+                pid: 42,
+                after_s: 18_000,
+                beat_since_start: false,
+            },
+        );
+        assert!(
+            lives(&row(Some("42")), &later)
+                .is_some_and(|w| w.starts_with("its owner pid 42 is alive (it started 5h0m"))
+        );
     }
 }

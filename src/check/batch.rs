@@ -438,7 +438,12 @@ fn ready(
         locks,
         local_rows: ctx.local_rows,
     };
-    let (_, d2) = judge(w, row, ctx.host, gather(w, row, &scene));
+    let mut again = gather(w, row, &scene);
+    // Times in the future: the sighting this run recorded stands (it is not file evidence).
+    if let (Some(a), Some(judged)) = (&mut again.ahead, report.evidence.ahead) {
+        a.seen_s = judged.seen_s;
+    }
+    let (_, d2) = judge(w, row, ctx.host, again);
     // The same inferred verdict keeps this run's count; another one would be its first.
     let c2 = match report.confirmation {
         Some(c) if d2.inferred() && d2.verdict == report.decision.verdict => Some(c),

@@ -261,7 +261,8 @@ pub(super) fn census(
             }
         }
         for row in page {
-            let (evidence, decision) = judge(w, &row, ctx.host, gather(w, &row, &scene));
+            let evidence = sighted(w, &row, gather(w, &row, &scene), now, tally, None);
+            let (evidence, decision) = judge(w, &row, ctx.host, evidence);
             let (d, confirmation) = tallied(w, &row, decision.clone(), now, tally, None);
             let plan = plan_row(w, &d, &row, confirmation, &[]);
             c.count(w, t, &row, &evidence, &d, &plan);
@@ -293,7 +294,7 @@ impl Census {
             return;
         }
         self.local += 1;
-        self.deaths += usize::from(decide::heartbeat_only_death(d, p));
+        self.deaths += usize::from(decide::inferred_death(d, p));
         self.beating += usize::from(e.heartbeat.beats());
         self.past_stale += usize::from(e.total_age.as_ref().is_ok_and(|a| *a >= t.stale_after));
         self.heartbeat_only_writes += usize::from(Hold::NoHeartbeat.applies_to(d) && p.writes());
@@ -318,6 +319,30 @@ impl Census {
             }
         }
     }
+}
+
+/// The evidence with selfheal's own sighting of a row whose times lie in the future
+/// ([`crate::decide::Ahead::seen_s`]): with `record`, the tally records it (the second
+/// pass); otherwise it only looks (the first); with no tally at all, the evidence is left
+/// as it is (a row just gathered is seen for the first time, and so never acts on it).
+fn sighted(
+    w: &Watch,
+    row: &RunningRow,
+    mut ev: Evidence,
+    now: i64,
+    tally: Option<&Tally>,
+    record: Option<&mut Tally>,
+) -> Evidence {
+    if let Some(a) = &mut ev.ahead {
+        let id = RowId::from(&row.id).key();
+        let started = row.started.raw.to_string();
+        a.seen_s = match (record, tally) {
+            (Some(t), _) => t.sighting(w, &id, &started, now),
+            (None, Some(t)) => t.peek_sighting(w, &id, &started, now),
+            (None, None) => a.seen_s,
+        };
+    }
+    ev
 }
 
 /// A row's decision after the tally: a contradiction timed (and sent to a person once it
@@ -508,10 +533,12 @@ pub(super) fn judge_group(
     for r in rows {
         let (row, seen, evidence, decision) = match r {
             Either::Judged(j) if w.release_lock != ReleaseLock::IfFree => {
-                (j.row, None, j.evidence, j.decision)
+                // Judged in the first pass on the sighting as it stood; recorded now.
+                let evidence = sighted(w, &j.row, j.evidence, now, None, tally.as_deref_mut());
+                (j.row, None, evidence, j.decision)
             }
-            Either::Judged(j) => judged_again(w, j.row, ctx, scene),
-            Either::Row(row) => judged_again(w, row, ctx, scene),
+            Either::Judged(j) => judged_again(w, j.row, ctx, scene, now, tally.as_deref_mut()),
+            Either::Row(row) => judged_again(w, row, ctx, scene, now, tally.as_deref_mut()),
         };
         let (decision, confirmation) = tallied(w, &row, decision, now, None, tally.as_deref_mut());
         let plan = plan_row(w, &decision, &row, confirmation, holds);
@@ -542,9 +569,12 @@ fn judged_again(
     row: RunningRow,
     ctx: &SweepCtx<'_>,
     scene: &Scene<'_>,
+    now: i64,
+    tally: Option<&mut Tally>,
 ) -> (RunningRow, Option<Seen>, Evidence, Decision) {
     let seen = observed_lock(w, &row);
-    let (e, d) = judge(w, &row, ctx.host, gather(w, &row, scene));
+    let evidence = sighted(w, &row, gather(w, &row, scene), now, None, tally);
+    let (e, d) = judge(w, &row, ctx.host, evidence);
     (row, seen, e, d)
 }
 

@@ -327,6 +327,7 @@ mod tests {
     fn ev(heartbeat: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
         Evidence {
             total_age: Ok(1800),
+            ahead: None,
             heartbeat,
             heartbeat_own: true,
             lock_own: matches!(lock, Lock::Held { .. }),

@@ -13,6 +13,7 @@ const T: Thresholds = Thresholds {
 fn ev(total: Option<u64>, hb: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
     Evidence {
         total_age: total.ok_or_else(|| "NULL".to_string()),
+        ahead: None,
         heartbeat: hb,
         heartbeat_own: false,
         lock,
@@ -49,7 +50,11 @@ fn dead() -> Owner {
     Owner::Dead { pid: 4242 }
 }
 fn reused() -> Owner {
-    Owner::Reused { pid: 4242 }
+    Owner::Reused {
+        pid: 4242,
+        after_s: 3_600,
+        beat_since_start: false,
+    }
 }
 fn not_visible() -> Owner {
     Owner::NotVisible { pid: 4242 }
@@ -530,6 +535,7 @@ fn all_locks() -> Vec<Lock> {
     vec![
         NoLock,
         held(),
+        Lock::Held { pid: Some(7) },
         Lock::Held { pid: None },
         Unconfirmed,
         Free,
@@ -546,6 +552,11 @@ fn all_owners() -> Vec<Owner> {
         alive(),
         dead(),
         reused(),
+        Owner::Reused {
+            pid: 4242,
+            after_s: 3_600,
+            beat_since_start: true,
+        },
         not_visible(),
         Owner::NotLocal { host: "h".into() },
         Owner::Invalid("?".into()),
@@ -553,7 +564,27 @@ fn all_owners() -> Vec<Owner> {
     ]
 }
 
-/// Every combination of evidence, whose or not.
+/// Times that lie in the future: none, and a row selfheal has just seen or has seen for
+/// `stale_after`.
+fn all_aheads() -> Vec<Option<Ahead>> {
+    vec![
+        None,
+        Some(Ahead {
+            by_s: 18_000,
+            seen_s: 0,
+        }),
+        Some(Ahead {
+            by_s: 18_000,
+            seen_s: T.stale_after - 1,
+        }),
+        Some(Ahead {
+            by_s: 18_000,
+            seen_s: T.stale_after,
+        }),
+    ]
+}
+
+/// Every combination of evidence, whose or not, with and without times in the future.
 fn sweep(mut f: impl FnMut(&Evidence, &Decision)) -> usize {
     let mut n = 0;
     for total in all_totals() {
@@ -563,14 +594,21 @@ fn sweep(mut f: impl FnMut(&Evidence, &Decision)) -> usize {
                     for (heartbeat_own, lock_own) in
                         [(false, false), (true, false), (false, true), (true, true)]
                     {
-                        let e = Evidence {
-                            heartbeat_own,
-                            lock_own,
-                            ..ev(total, h.clone(), l.clone(), o.clone())
-                        };
-                        let d = decide(&e, T);
-                        f(&e, &d);
-                        n += 1;
+                        for ahead in all_aheads() {
+                            // A row whose times lie ahead has no age.
+                            if ahead.is_some() && total.is_some() {
+                                continue;
+                            }
+                            let e = Evidence {
+                                heartbeat_own,
+                                lock_own,
+                                ahead,
+                                ..ev(total, h.clone(), l.clone(), o.clone())
+                            };
+                            let d = decide(&e, T);
+                            f(&e, &d);
+                            n += 1;
+                        }
                     }
                 }
             }
@@ -583,30 +621,34 @@ fn sweep(mut f: impl FnMut(&Evidence, &Decision)) -> usize {
 fn every_combination_keeps_the_promises() {
     let n = sweep(|e, d| {
         let ctx = format!("{e:?} -> {d:?}");
-        let unreadable = e.total_age.is_err()
-            || matches!(e.heartbeat, Heartbeat::Unreadable(_))
+        let unreadable = matches!(e.heartbeat, Heartbeat::Unreadable(_))
             || matches!(e.lock, Lock::Unreadable(_))
-            || matches!(e.owner, Owner::Unreadable(_) | Owner::Invalid(_));
+            || matches!(e.owner, Owner::Unreadable(_) | Owner::Invalid(_))
+            || (e.total_age.is_err() && e.ahead.is_none());
         let total = e.total_age.clone().unwrap_or(0);
         let lock_held = matches!(e.lock, Lock::Held { .. });
-        let lives = lock_held || matches!(e.owner, Owner::Alive { .. });
-        let owner_gone = matches!(e.owner, Owner::Dead { .. } | Owner::Reused { .. });
-        // Only a lock a try-lock got, in a directory nobody else can swap it in, is free
-        // enough to prove a death.
-        let lock_free_old = e.lock == Lock::Free && total >= T.stale_after;
-        let seen_free_old =
-            matches!(e.lock, Lock::Free | Lock::Unconfirmed) && total >= T.stale_after;
+        let owner_alive = matches!(e.owner, Owner::Alive { .. });
+        let lives = lock_held || owner_alive;
+        let owner_dead = matches!(e.owner, Owner::Dead { .. });
+        let reused = matches!(e.owner, Owner::Reused { .. });
         let fresh = matches!(e.heartbeat, Heartbeat::Age(a) if a <= T.stale_after);
         let no_beat = matches!(e.heartbeat, Missing | BeforeRow(_));
         let unusable = matches!(e.heartbeat, Heartbeat::Unusable(_));
+        let untrusted = matches!(e.lock, Lock::Untrusted(_));
         // The row's own evidence of life.
         let own_lock_held = lock_held && e.lock_own;
         let own_fresh = fresh && e.heartbeat_own;
-        // A death signal that stands: the owner pid gone (unless the row's own lock is
-        // held), or its lock free.
-        let signal = (owner_gone && !own_lock_held) || lock_free_old;
+        // How old the row is for "older than stale_after": its age, or for a row whose
+        // times lie ahead, selfheal's own sighting of it.
+        let old = match e.ahead {
+            Some(a) => a.seen_s >= T.stale_after,
+            None => total >= T.stale_after,
+        };
+        // Facts about now: the owner pid gone, the lock free (tried, trusted, row old).
+        let lock_free_old = e.lock == Lock::Free && old;
+        let seen_free_old = matches!(e.lock, Lock::Free | Lock::Unconfirmed) && old;
+        let fact = (owner_dead && !own_lock_held && (e.ahead.is_none() || old)) || lock_free_old;
 
-        // Unreadable evidence is always unknown, never dead.
         if unreadable {
             assert_eq!(d.verdict, Verdict::Unknown, "{ctx}");
             return;
@@ -615,8 +657,8 @@ fn every_combination_keeps_the_promises() {
         // and needs a person only once its host may be gone.
         if matches!(e.owner, Owner::NotLocal { .. }) {
             assert_eq!(d.verdict, Verdict::Remote, "{ctx}");
-            let gone =
-                total > T.max_age || matches!(e.heartbeat, Heartbeat::Age(a) if a > T.max_age);
+            let gone = (e.ahead.is_none() && total > T.max_age)
+                || matches!(e.heartbeat, Heartbeat::Age(a) if a > T.max_age);
             for p in [
                 POLICY,
                 ActionPolicy {
@@ -633,77 +675,19 @@ fn every_combination_keeps_the_promises() {
             assert!(!d.conclusive(), "{ctx}");
             return;
         }
-        // Life beats inference: the row's own lock, held, is never marked dead; the owner
-        // pid gone beside it is noted, not acted on.
-        if own_lock_held {
-            assert_ne!(d.verdict, Verdict::Dead, "{ctx}");
-            assert_eq!(
-                d.overruled.is_some(),
-                owner_gone,
-                "the overruled death signal is noted: {ctx}"
-            );
-        } else {
-            assert_eq!(d.overruled, None, "{ctx}");
-        }
-        match d.verdict {
-            Verdict::Remote => panic!("remote without another host: {ctx}"),
-            Verdict::Unknown => {
-                // The lock-free-but-owner-alive contradiction, an unusable heartbeat with
-                // nothing conclusive, and nothing else (a contradiction goes to a person
-                // only by `persisting`, with time).
-                assert!(
-                    (seen_free_old && matches!(e.owner, Owner::Alive { .. }))
-                        || (unusable && !signal && (T.stale_after..=T.max_age).contains(&total)),
-                    "{ctx}"
-                );
-            }
-            Verdict::Dead if d.contradicted() => {
-                // A death signal waiting for the row's own fresh heartbeat: never acted on
-                // as a conclusive death, and never past the cap (that is an overtime).
-                assert!(signal && own_fresh && total <= T.max_age, "{ctx}");
-                assert!(!d.conclusive() && !d.inferred(), "{ctx}");
-                let p = hold_contradiction(plan(d, Some(0), &POLICY), d);
-                assert!(!p.writes() && !p.attention, "{ctx}");
-                assert_eq!(p.hold, Some(Hold::Contradicted), "{ctx}");
-            }
-            Verdict::Dead => {
-                // A dead verdict never stands against a provably living owner, and one
-                // drawn from the heartbeat alone never stands against any sign of life.
-                assert!(!matches!(e.owner, Owner::Alive { .. }), "{ctx}");
-                assert!(
-                    signal || (!lives && !fresh && !unusable && total <= T.max_age),
-                    "{ctx}"
-                );
-                assert_eq!(d.conclusive(), signal, "{ctx}");
-                // A conclusive death never meets the row's own fresh beat within the cap.
-                assert!(!(d.conclusive() && own_fresh), "{ctx}");
-            }
-            Verdict::Overtime => {
-                assert!(total > T.max_age && (own_fresh || !signal), "{ctx}");
-                // A worker that provably runs is told apart: it is never marked dead.
-                assert_eq!(d.basis == Basis::MaxAgeWorkerLives, lives, "{ctx}");
-            }
-            Verdict::Starting => {
-                assert!(
-                    total < T.stale_after && (no_beat || unusable) && !signal,
-                    "{ctx}"
-                );
-            }
-            Verdict::Alive => {
-                assert!(fresh && total <= T.max_age && !signal, "{ctx}");
-            }
-            Verdict::Hung => {
-                assert!(lives && !fresh && total <= T.max_age && !signal, "{ctx}");
-                assert!(!unusable, "{ctx}");
-                assert!(!(no_beat && total < T.stale_after), "{ctx}");
-            }
-        }
-        // Evidence selfheal cannot trust proves nothing: a lock nobody was seen holding (or
-        // seen free where it could have been swapped) is never conclusive, nor is a pid of
-        // another namespace, nor a heartbeat that cannot be used.
+        // Proof means proof: only a fact about now is conclusive, and a conclusive death
+        // rests on one.
+        assert_eq!(
+            d.conclusive(),
+            matches!(d.basis, Basis::OwnerDead | Basis::LockFree),
+            "{ctx}"
+        );
         if d.conclusive() {
+            assert!(fact, "{ctx}");
+            assert_eq!(d.verdict, Verdict::Dead, "{ctx}");
+            // Evidence selfheal cannot trust proves nothing.
             assert!(
-                !matches!(e.lock, Lock::Unconfirmed | Lock::Untrusted(_)) || owner_gone,
+                !matches!(e.lock, Lock::Unconfirmed | Lock::Untrusted(_)) || owner_dead,
                 "{ctx}"
             );
             assert!(
@@ -711,7 +695,114 @@ fn every_combination_keeps_the_promises() {
                 "{ctx}"
             );
         }
-        // Inferred verdicts are exactly the heartbeat-only deaths and the hung rows.
+        // Life beats inference: the row's own lock, held, is never marked dead.
+        if own_lock_held {
+            assert_ne!(d.verdict, Verdict::Dead, "{ctx}");
+        }
+        if !own_lock_held {
+            assert_eq!(d.overruled, None, "{ctx}");
+        }
+        // A death is never written beside a provably living owner or the row's own lock;
+        // beside a lock that cannot be trusted as free, only a gone pid kills.
+        if d.verdict == Verdict::Dead && !d.contradicted() {
+            assert!(!owner_alive && !own_lock_held, "{ctx}");
+            if untrusted {
+                assert!(d.conclusive() && owner_dead, "{ctx}");
+            }
+        }
+        // A row whose times lie ahead is judged by the facts about now alone: dead on one
+        // (once seen for stale_after), waiting beside its own fresh beat, else unknown.
+        if e.ahead.is_some() {
+            match d.verdict {
+                Verdict::Dead if d.contradicted() => assert!(fact && own_fresh, "{ctx}"),
+                Verdict::Dead => assert!(fact && !own_fresh, "{ctx}"),
+                Verdict::Unknown => assert!(
+                    !fact || own_lock_held || (seen_free_old && (owner_alive || reused)),
+                    "{ctx}"
+                ),
+                _ => panic!("a row whose times lie ahead judged by its times: {ctx}"),
+            }
+            return;
+        }
+        // An owner pid that looks reused: the worker (and unknown) when the row's own
+        // evidence proves it, never overtime; else an inference, never conclusive.
+        if let Owner::Reused {
+            pid,
+            beat_since_start,
+            ..
+        } = e.owner
+        {
+            let by_that_pid = own_lock_held && e.lock == Lock::Held { pid: Some(pid) };
+            if by_that_pid || own_fresh || beat_since_start {
+                assert_eq!(d.verdict, Verdict::Unknown, "{ctx}");
+                assert!(matches!(d.basis, Basis::TimesWrong { .. }), "{ctx}");
+                return;
+            }
+            assert!(!matches!(d.basis, Basis::TimesWrong { .. }), "{ctx}");
+        } else {
+            assert!(!matches!(d.basis, Basis::TimesWrong { .. }), "{ctx}");
+        }
+        match d.verdict {
+            Verdict::Remote => panic!("remote without another host: {ctx}"),
+            Verdict::Unknown => {
+                // The lock-free-but-owner-alive contradiction, an unusable heartbeat with
+                // nothing conclusive, a silent row beside a lock others could swap, and
+                // nothing else (a contradiction goes to a person only by `persisting`).
+                assert!(
+                    (seen_free_old && owner_alive)
+                        || (unusable && !fact && (T.stale_after..=T.max_age).contains(&total))
+                        || (untrusted
+                            && !lives
+                            && !fresh
+                            && !fact
+                            && total <= T.max_age
+                            && !((no_beat || unusable) && total < T.stale_after)),
+                    "{ctx}"
+                );
+            }
+            Verdict::Dead if d.contradicted() => {
+                // A death signal waiting for the row's own fresh heartbeat: never acted on
+                // as a conclusive death, and never past the cap (that is an overtime).
+                assert!(fact && own_fresh && total <= T.max_age, "{ctx}");
+                assert!(!d.conclusive() && !d.inferred(), "{ctx}");
+                let p = hold_contradiction(plan(d, Some(0), &POLICY), d);
+                assert!(!p.writes() && !p.attention, "{ctx}");
+                assert_eq!(p.hold, Some(Hold::Contradicted), "{ctx}");
+            }
+            Verdict::Dead => {
+                // Conclusive on a fact, or inferred: a silent heartbeat with no sign of
+                // life, or a pid that looks reused with nothing of the row's own for it.
+                assert!(
+                    d.conclusive()
+                        || (d.basis == Basis::OwnerReused && reused && !own_fresh)
+                        || (!lives && !fresh && !unusable && !reused && total <= T.max_age),
+                    "{ctx}"
+                );
+                assert_eq!(d.inferred(), !d.conclusive(), "{ctx}");
+                assert!(!(d.conclusive() && own_fresh), "{ctx}");
+            }
+            Verdict::Overtime => {
+                assert!(total > T.max_age && (own_fresh || !fact), "{ctx}");
+                // A worker that provably runs is told apart: it is never marked dead.
+                assert_eq!(d.basis == Basis::MaxAgeWorkerLives, lives, "{ctx}");
+            }
+            Verdict::Starting => {
+                assert!(
+                    total < T.stale_after && (no_beat || unusable) && !fact,
+                    "{ctx}"
+                );
+            }
+            Verdict::Alive => {
+                assert!(fresh && total <= T.max_age && !fact, "{ctx}");
+            }
+            Verdict::Hung => {
+                assert!(lives && !fresh && total <= T.max_age && !fact, "{ctx}");
+                assert!(!unusable, "{ctx}");
+                assert!(!(no_beat && total < T.stale_after), "{ctx}");
+            }
+        }
+        // Inferred verdicts are exactly the hung rows and the deaths drawn from a silent
+        // heartbeat or a pid that looks reused.
         assert_eq!(
             d.inferred(),
             d.verdict == Verdict::Hung
@@ -720,12 +811,12 @@ fn every_combination_keeps_the_promises() {
         );
         // A fresh heartbeat within the cap with no death signal standing is always alive:
         // the seed's legitimate two-hour run.
-        let contradiction = seen_free_old && matches!(e.owner, Owner::Alive { .. });
-        if fresh && total <= T.max_age && !signal && !contradiction {
+        let contradiction = seen_free_old && owner_alive;
+        if fresh && total <= T.max_age && !fact && !contradiction && !reused {
             assert_eq!(d.verdict, Verdict::Alive, "{ctx}");
         }
     });
-    assert_eq!(n, 11 * 12 * 9 * 9 * 4);
+    assert_eq!(n, 11 * 12 * 10 * 10 * 4 + 12 * 10 * 10 * 4 * 3);
 }
 
 /// Replaces one piece of evidence.
@@ -765,6 +856,7 @@ fn evidence_selfheal_cannot_trust_weighs_like_no_evidence() {
             );
             let held = decide(&with(e, |e| e.lock = Lock::Held { pid: None }), T);
             let owner_gone = matches!(e.owner, Owner::Dead { .. } | Owner::Reused { .. });
+            // (A pid that looks reused is an inference: a held lock stops it too.)
             assert!(
                 held.verdict != Verdict::Dead || owner_gone,
                 "{e:?}: {held:?}"
@@ -923,8 +1015,8 @@ fn holds_keep_only_conclusive_deaths() {
             plan(&alive, None, &POLICY)
         );
     }
-    assert!(heartbeat_only_death(&stale, &plan(&stale, None, &POLICY)));
-    assert!(!heartbeat_only_death(
+    assert!(inferred_death(&stale, &plan(&stale, None, &POLICY)));
+    assert!(!inferred_death(
         &lock_free,
         &plan(&lock_free, None, &POLICY)
     ));
@@ -949,7 +1041,7 @@ fn remote_rows_are_never_written() {
             for why in [Hold::Breaker, Hold::ClockSkew] {
                 assert_eq!(hold(pl.clone(), &r, why), pl);
             }
-            assert!(!heartbeat_only_death(&r, &pl));
+            assert!(!inferred_death(&r, &pl));
         }
         assert!(r.basis.describe().contains("host web2 owns the row"));
     }
@@ -1043,6 +1135,7 @@ fn inferred_verdicts_wait_for_confirmation_and_conclusive_ones_do_not() {
         d(Verdict::Dead, Basis::HeartbeatMissing),
         d(Verdict::Hung, Basis::StaleButLockHeld),
         d(Verdict::Hung, Basis::StaleButOwnerAlive),
+        d(Verdict::Dead, Basis::OwnerReused),
     ] {
         assert!(inferred.inferred(), "{inferred:?}");
         for p in [&POLICY, &manual] {
@@ -1057,7 +1150,6 @@ fn inferred_verdicts_wait_for_confirmation_and_conclusive_ones_do_not() {
     for now in [
         d(Verdict::Dead, Basis::LockFree),
         d(Verdict::Dead, Basis::OwnerDead),
-        d(Verdict::Dead, Basis::OwnerReused),
         d(Verdict::Overtime, Basis::MaxAge),
         d(Verdict::Overtime, Basis::MaxAgeWorkerLives),
         d(Verdict::Unknown, Basis::Unreadable("x".into())),
@@ -1071,7 +1163,7 @@ fn inferred_verdicts_wait_for_confirmation_and_conclusive_ones_do_not() {
     // A confirming row is neither a breaker death nor held back as one.
     let silent = d(Verdict::Dead, Basis::HeartbeatStale);
     let held = confirm(plan(&silent, None, &POLICY), &silent, first);
-    assert!(!heartbeat_only_death(&silent, &held));
+    assert!(!inferred_death(&silent, &held));
     assert_eq!(hold(held.clone(), &silent, Hold::Breaker), held);
 }
 
@@ -1110,8 +1202,8 @@ fn life_beats_inference() {
             Some(Signal::OwnerDead),
         ),
         (
-            "owner reused, own lock held, missing heartbeat: hung",
-            own(ev(old, Missing, held(), reused())),
+            "owner reused, own lock held by another pid, missing heartbeat: hung",
+            own(ev(old, Missing, Lock::Held { pid: Some(7) }, reused())),
             Hung,
             Basis::StaleButLockHeld,
             Some(Signal::OwnerReused),
@@ -1163,13 +1255,16 @@ fn life_beats_inference() {
             None,
         ),
         (
-            "owner reused, own fresh heartbeat: contradicted",
+            "owner reused, own fresh heartbeat: the worker, whose row's times are wrong",
             Evidence {
                 heartbeat_own: true,
                 ..ev(old, hb(5), NoLock, reused())
             },
-            Dead,
-            Basis::Contradicted(Signal::OwnerReused),
+            Unknown,
+            Basis::TimesWrong {
+                after_s: 3_600,
+                proof: WorkerProof::OwnHeartbeat,
+            },
             None,
         ),
         (
@@ -1218,15 +1313,29 @@ fn life_beats_inference() {
             None,
         ),
         (
-            "lock free where others could swap it, stale: dead by heartbeat only",
+            "lock free where others could swap it, stale: unknown, never dead",
             ev(
                 old,
                 hb(2_000),
                 Lock::Untrusted("every user".into()),
                 NoOwner,
             ),
+            Unknown,
+            Basis::StaleLockUntrusted,
+            None,
+        ),
+        (
+            "lock free where others could swap it, missing: unknown, never dead",
+            ev(old, Missing, Lock::Untrusted("every user".into()), Empty),
+            Unknown,
+            Basis::StaleLockUntrusted,
+            None,
+        ),
+        (
+            "lock free where others could swap it, owner gone: the gone pid acts",
+            ev(old, hb(2_000), Lock::Untrusted("every user".into()), dead()),
             Dead,
-            Basis::HeartbeatStale,
+            Basis::OwnerDead,
             None,
         ),
         // The issue's case 2: a typo in heartbeat_file.
@@ -1371,4 +1480,198 @@ fn whole_watch_thresholds() {
     assert!(!no_heartbeat(10, 1, 10));
     assert!(!no_heartbeat(0, 0, 0));
     assert!(no_heartbeat(500, 0, 1));
+}
+
+/// SPEC §5 "Proof means proof": every pairing of an owner pid that looks reused with the
+/// row's own lock, its own heartbeat and the breaker, and rows whose times lie ahead.
+#[test]
+fn proof_means_proof() {
+    use Verdict::*;
+    let old = Some(18_301); // the row looks 5 h old: a session time zone of -05:00
+    let later = |beat_since_start| Owner::Reused {
+        pid: 4242,
+        after_s: 18_000,
+        beat_since_start,
+    };
+    let wrong = |proof| Basis::TimesWrong {
+        after_s: 18_000,
+        proof,
+    };
+    let cases: Vec<(&str, Evidence, Verdict, Basis)> = vec![
+        // The pid is the worker: its row's times are wrong, whatever else they say.
+        (
+            "own lock held by that very pid, past max_age: unknown, never overtime",
+            own(ev(old, Missing, held(), later(false))),
+            Unknown,
+            wrong(WorkerProof::OwnLock),
+        ),
+        (
+            "own fresh heartbeat, past max_age: unknown, never overtime",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(old, hb(1), NoLock, later(false))
+            },
+            Unknown,
+            wrong(WorkerProof::OwnHeartbeat),
+        ),
+        (
+            "own fresh heartbeat within max_age: unknown, never contradicted",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(Some(1_200), hb(1), NoLock, later(false))
+            },
+            Unknown,
+            wrong(WorkerProof::OwnHeartbeat),
+        ),
+        (
+            "own heartbeat file touched since the process started, stale now (a hung \
+             worker): unknown, never dead",
+            Evidence {
+                heartbeat_own: true,
+                ..ev(Some(1_200), hb(900), NoLock, later(true))
+            },
+            Unknown,
+            wrong(WorkerProof::BeatSinceStart),
+        ),
+        // Nothing of the row's own says so: an inference, confirmed before it acts.
+        (
+            "no heartbeat, no lock: dead by inference",
+            ev(Some(1_200), Missing, NoLock, later(false)),
+            Dead,
+            Basis::OwnerReused,
+        ),
+        (
+            "a fresh heartbeat another row shares: dead by inference",
+            ev(Some(1_200), hb(1), NoLock, later(false)),
+            Dead,
+            Basis::OwnerReused,
+        ),
+        (
+            "someone else's lock held (the next run of the job): dead by inference",
+            ev(Some(1_200), hb(900), held(), later(false)),
+            Dead,
+            Basis::OwnerReused,
+        ),
+        (
+            "own lock held by another pid: judged by the heartbeat, the owner noted",
+            own(ev(
+                Some(1_200),
+                hb(900),
+                Lock::Held { pid: Some(7) },
+                later(false),
+            )),
+            Hung,
+            Basis::StaleButLockHeld,
+        ),
+        (
+            "a free lock beside it is a fact about now: conclusive",
+            ev(Some(1_200), hb(900), Free, later(false)),
+            Dead,
+            Basis::LockFree,
+        ),
+        (
+            "a lock that cannot be trusted as free: judged by the heartbeat, never dead",
+            ev(
+                Some(1_200),
+                hb(900),
+                Lock::Untrusted("every user".into()),
+                later(false),
+            ),
+            Unknown,
+            Basis::StaleLockUntrusted,
+        ),
+    ];
+    for (name, e, verdict, basis) in cases {
+        let d = decide(&e, T);
+        assert_eq!((d.verdict, &d.basis), (verdict, &basis), "{name}");
+        if d.basis == Basis::OwnerReused {
+            // Inferred: it waits for confirmation and the breaker counts it.
+            assert!(
+                d.inferred() && d.inferred_death() && !d.conclusive(),
+                "{name}"
+            );
+            let p = plan(&d, None, &POLICY);
+            let first = Some(Confirmation {
+                count: 1,
+                confirm: 2,
+            });
+            assert!(!confirm(p.clone(), &d, first).writes(), "{name}");
+            assert!(inferred_death(&d, &p), "{name}");
+            assert!(!hold(p.clone(), &d, Hold::Breaker).writes(), "{name}");
+            assert!(!hold(p, &d, Hold::ClockSkew).writes(), "{name}");
+        }
+        if matches!(d.basis, Basis::TimesWrong { .. }) {
+            let p = plan(&d, None, &POLICY);
+            assert!(
+                !p.writes() && p.attention,
+                "{name}: a person, never a write"
+            );
+        }
+    }
+    // Three rows of five whose pids look reused trip the breaker.
+    assert!(breaker_trips(3, 5));
+
+    // Times ahead: the facts about now alone, with selfheal's own sighting for the age.
+    let ahead = |seen_s| {
+        Some(Ahead {
+            by_s: 28_800,
+            seen_s,
+        })
+    };
+    let row = |a, hb: Heartbeat, lock: Lock, owner: Owner| Evidence {
+        ahead: a,
+        ..ev(None, hb, lock, owner)
+    };
+    let times = Basis::TimesAhead { by_s: 28_800 };
+    let cases: Vec<(&str, Evidence, Verdict, Basis)> = vec![
+        (
+            "owner gone, just seen: wait (a launcher may exit before its worker beats)",
+            row(ahead(0), Missing, NoLock, dead()),
+            Unknown,
+            times.clone(),
+        ),
+        (
+            "owner gone, seen for stale_after: conclusive",
+            row(ahead(300), Missing, NoLock, dead()),
+            Dead,
+            Basis::OwnerDead,
+        ),
+        (
+            "lock free, seen for stale_after: conclusive",
+            row(ahead(300), Missing, Free, NoOwner),
+            Dead,
+            Basis::LockFree,
+        ),
+        (
+            "owner gone, own lock held: life wins",
+            own(row(ahead(300), Missing, held(), dead())),
+            Unknown,
+            times.clone(),
+        ),
+        (
+            "owner gone, own fresh heartbeat file: contradicted",
+            Evidence {
+                heartbeat_own: true,
+                ..row(ahead(300), hb(2), NoLock, dead())
+            },
+            Dead,
+            Basis::Contradicted(Signal::OwnerDead),
+        ),
+        (
+            "owner alive: no fact about now, unknown (never overtime)",
+            row(ahead(100_000), hb(2), NoLock, alive()),
+            Unknown,
+            times.clone(),
+        ),
+        (
+            "nothing but a heartbeat: unknown",
+            row(ahead(100_000), hb(100_000), NoLock, NoOwner),
+            Unknown,
+            times.clone(),
+        ),
+    ];
+    for (name, e, verdict, basis) in cases {
+        let d = decide(&e, T);
+        assert_eq!((d.verdict, &d.basis), (verdict, &basis), "{name}");
+    }
 }

@@ -61,9 +61,10 @@ impl PidNamespace {
     }
 }
 
-/// A process that started more than this many seconds after its row cannot be the worker
-/// that claimed it (the row's start has one-second resolution).
-const START_SLACK_S: f64 = 2.0;
+/// A process that started more than this many seconds after something it wrote, by the
+/// host clock alone (a lock file's mtime, a holder line's start), cannot have written it:
+/// one-second resolution, and a little margin.
+pub const SAME_CLOCK_SLACK_S: u64 = 2;
 
 /// Splits an owner value into its host (if any) and pid.
 pub fn parse_owner(v: &str) -> Option<(Option<&str>, u32)> {
@@ -82,7 +83,12 @@ pub fn parse_owner(v: &str) -> Option<(Option<&str>, u32)> {
 
 /// Judges the owner column's value. `row_started` is the row's start in unix seconds on
 /// the host's timeline (host now minus the row's age), so clock skew does not matter.
-pub fn probe_owner(host: &Host, value: Option<&str>, row_started: i64) -> Owner {
+/// `slack_s`: how long after its row a process may have started and still be its worker —
+/// `stale_after` for a row's owner (a dispatcher inserts the row and then starts the
+/// worker; under load that exec takes seconds, and the row's time is the database's,
+/// written in the application's session), [`SAME_CLOCK_SLACK_S`] where both times are the
+/// host's.
+pub fn probe_owner(host: &Host, value: Option<&str>, row_started: i64, slack_s: u64) -> Owner {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
         return Owner::Empty;
     };
@@ -96,7 +102,7 @@ pub fn probe_owner(host: &Host, value: Option<&str>, row_started: i64) -> Owner 
             host: h.to_string(),
         };
     }
-    judge_pid(host, pid, row_started as f64)
+    judge_pid(host, pid, row_started as f64, slack_s)
 }
 
 /// A zombie whose threads are all gone. (When only the main thread of a threaded process
@@ -107,15 +113,15 @@ fn only_leader_left(pid: u32) -> bool {
 
 /// Judges a pid on this host as the writer of some evidence that existed at `written`
 /// (unix seconds, host timeline): `Alive`, `Dead` (no such process, or a zombie that only
-/// waits for its parent to reap it), or `Reused` (the process started after `written`, so
-/// it cannot be the one that wrote it).
-pub fn judge_pid(host: &Host, pid: u32, written: f64) -> Owner {
-    judge_pid_in(PidNamespace::current(), host, pid, written)
+/// waits for its parent to reap it), or `Reused` (the process started more than `slack_s`
+/// after `written`, so it looks as if it cannot be the one that wrote it).
+pub fn judge_pid(host: &Host, pid: u32, written: f64, slack_s: u64) -> Owner {
+    judge_pid_in(PidNamespace::current(), host, pid, written, slack_s)
 }
 
 /// [`judge_pid`] for a process in pid namespace `ns`: outside the initial one, every pid is
 /// [`Owner::NotVisible`].
-pub fn judge_pid_in(ns: &PidNamespace, host: &Host, pid: u32, written: f64) -> Owner {
+pub fn judge_pid_in(ns: &PidNamespace, host: &Host, pid: u32, written: f64, slack_s: u64) -> Owner {
     if !ns.sees_host_pids() {
         return Owner::NotVisible { pid };
     }
@@ -126,7 +132,13 @@ pub fn judge_pid_in(ns: &PidNamespace, host: &Host, pid: u32, written: f64) -> O
     match kill(Pid::from_raw(raw), None) {
         Ok(()) | Err(Errno::EPERM) => match host.process_stat(pid) {
             Some(('Z' | 'X', _)) if only_leader_left(pid) => Owner::Dead { pid },
-            Some((_, Some(start))) if start > written + START_SLACK_S => Owner::Reused { pid },
+            Some((_, Some(start))) if start > written + slack_s as f64 => Owner::Reused {
+                pid,
+                after_s: crate::clock::whole_seconds(start - written)
+                    .and_then(|s| u64::try_from(s).ok())
+                    .unwrap_or(u64::MAX),
+                beat_since_start: false,
+            },
             _ => Owner::Alive { pid },
         },
         Err(Errno::ESRCH) => Owner::Dead { pid },
@@ -183,11 +195,11 @@ mod tests {
             pid
         };
         assert_eq!(
-            judge_pid_in(&other, &host, gone, now),
+            judge_pid_in(&other, &host, gone, now, SAME_CLOCK_SLACK_S),
             Owner::NotVisible { pid: gone }
         );
         assert_eq!(
-            judge_pid_in(&PidNamespace::Initial, &host, gone, now),
+            judge_pid_in(&PidNamespace::Initial, &host, gone, now, SAME_CLOCK_SLACK_S),
             Owner::Dead { pid: gone }
         );
     }
@@ -199,26 +211,37 @@ mod tests {
         let me = std::process::id();
         // This test process started before "now": alive.
         assert_eq!(
-            probe_owner(&host, Some(&me.to_string()), now),
+            probe_owner(&host, Some(&me.to_string()), now, 300),
             Owner::Alive { pid: me }
         );
         let local = format!("{}:{me}", host.name);
         assert_eq!(
-            probe_owner(&host, Some(&local), now),
+            probe_owner(&host, Some(&local), now, 300),
             Owner::Alive { pid: me }
         );
-        // A row that started an hour before this process: the pid was reused.
-        let early = whole_seconds(host.process_start(me).expect("start")).expect("a time") - 3_600;
+        // A row that started an hour before this process: the pid looks reused (started
+        // 3,600 s after the row, beyond the 300 s a dispatcher may take to start it).
+        let started = whole_seconds(host.process_start(me).expect("start")).expect("a time");
+        let early = started - 3_600;
+        assert!(matches!(
+            probe_owner(&host, Some(&me.to_string()), early, 300),
+            Owner::Reused { pid, after_s: 3_599..=3_601, beat_since_start: false } if pid == me
+        ));
+        // Started within the slack after its row: a dispatched worker, the row's own.
         assert_eq!(
-            probe_owner(&host, Some(&me.to_string()), early),
-            Owner::Reused { pid: me }
+            probe_owner(&host, Some(&me.to_string()), started - 250, 300),
+            Owner::Alive { pid: me }
         );
+        assert!(matches!(
+            probe_owner(&host, Some(&me.to_string()), started - 250, 2),
+            Owner::Reused { .. }
+        ));
         // A finished child's pid is dead.
         let mut child = std::process::Command::new("true").spawn().expect("spawn");
         let pid = child.id();
         child.wait().expect("wait");
         assert_eq!(
-            probe_owner(&host, Some(&pid.to_string()), now),
+            probe_owner(&host, Some(&pid.to_string()), now, 300),
             Owner::Dead { pid }
         );
         // A killed child its parent has not reaped yet is a zombie: dead, though
@@ -229,7 +252,7 @@ mod tests {
             .expect("spawn");
         let pid = child.id();
         assert_eq!(
-            probe_owner(&host, Some(&pid.to_string()), now),
+            probe_owner(&host, Some(&pid.to_string()), now, 300),
             Owner::Alive { pid }
         );
         child.kill().expect("kill");
@@ -243,12 +266,12 @@ mod tests {
             "zombie exists"
         );
         assert_eq!(
-            probe_owner(&host, Some(&pid.to_string()), now),
+            probe_owner(&host, Some(&pid.to_string()), now, 300),
             Owner::Dead { pid }
         );
         child.wait().expect("wait");
         assert_eq!(
-            probe_owner(&host, Some("elsewhere.invalid:1"), now),
+            probe_owner(&host, Some("elsewhere.invalid:1"), now, 300),
             Owner::NotLocal {
                 host: "elsewhere.invalid".into()
             }
@@ -256,15 +279,15 @@ mod tests {
         // Same short name, another domain: another machine, whose pids are not ours.
         let gone = format!("{}.dc2.example.com:{pid}", host.name);
         assert_eq!(
-            probe_owner(&host, Some(&gone), now),
+            probe_owner(&host, Some(&gone), now, 300),
             Owner::NotLocal {
                 host: format!("{}.dc2.example.com", host.name)
             }
         );
-        assert_eq!(probe_owner(&host, None, now), Owner::Empty);
-        assert_eq!(probe_owner(&host, Some("  "), now), Owner::Empty);
+        assert_eq!(probe_owner(&host, None, now, 300), Owner::Empty);
+        assert_eq!(probe_owner(&host, Some("  "), now, 300), Owner::Empty);
         assert_eq!(
-            probe_owner(&host, Some("web-3"), now),
+            probe_owner(&host, Some("web-3"), now, 300),
             Owner::Invalid("web-3".into())
         );
     }

@@ -346,6 +346,7 @@ mod tests {
             owner_host: Some("web1".into()),
             evidence: Evidence {
                 total_age: Ok(600),
+                ahead: None,
                 heartbeat: Heartbeat::Missing,
                 heartbeat_own: true,
                 lock: Lock::NotConfigured,

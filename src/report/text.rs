@@ -66,7 +66,9 @@ fn what_a_run_does(r: &RowReport) -> String {
                 r.decision.verdict.as_str()
             )
         }
-        (_, _, Some(h @ Hold::Contradicted)) => format!("leave it for now: {}", h.describe()),
+        (_, _, Some(h @ (Hold::Contradicted | Hold::Person))) => {
+            format!("leave it for now: {}", h.describe())
+        }
         (_, _, Some(h)) => format!("leave it and report it ({})", h.describe()),
         (Action::None, _, _) if r.plan.attention => {
             "leave it and report it: a person must look".into()

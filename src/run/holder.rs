@@ -127,12 +127,15 @@ impl Holder {
         let id = FileId::of(file).ok();
         let state = match &parsed {
             None => HolderState::Unknown,
-            Some(h) => match owner::probe_owner(host, Some(&h.owner()), h.since) {
-                Owner::Alive { .. } => HolderState::Running,
-                Owner::Dead { .. } | Owner::Reused { .. } => HolderState::Gone,
-                Owner::NotLocal { .. } => HolderState::OtherHost,
-                _ => HolderState::Unknown,
-            },
+            Some(h) => {
+                match owner::probe_owner(host, Some(&h.owner()), h.since, owner::SAME_CLOCK_SLACK_S)
+                {
+                    Owner::Alive { .. } => HolderState::Running,
+                    Owner::Dead { .. } | Owner::Reused { .. } => HolderState::Gone,
+                    Owner::NotLocal { .. } => HolderState::OtherHost,
+                    _ => HolderState::Unknown,
+                }
+            }
         };
         let table = id.and_then(|_| LockTable::read());
         let ino = id.map(|id| id.ino);
