@@ -369,6 +369,7 @@ fn parked_needs(
     cfg: &Config,
     store: &mut dyn Store,
     clocks: &Clocks,
+    host: &Host,
     unparking: &[Unparked],
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Need>> {
@@ -460,7 +461,13 @@ fn parked_needs(
                 "; its own heartbeat beats again since: the next run puts it back to running",
             );
         }
-        let sql = by_hand(store, w, &schema, &r, &manual);
+        // Only where `resolve` itself would act without --force (SPEC §13): the row's
+        // evidence now, as `resolve` reads it.
+        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let ev = gather(w, &r, &Scene::of_one_row(clocks, host, locks.as_ref()));
+        let sql = crate::resolve::would_refuse(w, host, &r, &ev)
+            .is_none()
+            .then(|| by_hand(store, w, &schema, &r, &manual));
         out.push(Need {
             watch: w.name.clone(),
             id: r.id.clone(),
@@ -471,7 +478,7 @@ fn parked_needs(
             since,
             since_what: "parked",
             resolve: person::resolve_command(w, &r.id, true, false),
-            sql: Some(sql),
+            sql,
         });
     }
     Ok(out)
@@ -494,6 +501,7 @@ fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
     let mut store = store::open(db, true)?;
     let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
     let now = epoch(SystemTime::now());
+    let host = Host::current().known_as(&cfg.run.host_names);
     let mut needs: Vec<Need> = Vec::new();
     for w in &cfg.watches {
         let schema = store.schema(w)?;
@@ -520,7 +528,12 @@ fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
                     false,
                     r.decision.verdict == Verdict::Remote,
                 ),
-                sql: row.map(|s| by_hand(store.as_ref(), w, &schema, &s.row, &w.running_value)),
+                // Only where `resolve` itself would act without --force (SPEC §13).
+                sql: row
+                    .filter(|s| {
+                        crate::resolve::would_refuse(w, &host, &s.row, &r.evidence).is_none()
+                    })
+                    .map(|s| by_hand(store.as_ref(), w, &schema, &s.row, &w.running_value)),
             });
         }
     }
@@ -528,6 +541,7 @@ fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
         cfg,
         store.as_mut(),
         &clocks,
+        &host,
         &collected.unparked,
         &mut warnings,
     )?);
@@ -748,7 +762,7 @@ fn one_row(
         (None, None) => format!("nothing: '{status}' is not a status selfheal judges"),
     };
     let process = match evidence.owner {
-        Owner::Alive { pid } => Some(Process {
+        Owner::Alive { pid } | Owner::Reused { pid, .. } => Some(Process {
             pid,
             started: host.process_stat(pid).and_then(|(_, s)| s).map(|s| {
                 #[allow(clippy::cast_possible_truncation)] // seconds since 1970 fit
@@ -782,8 +796,10 @@ fn one_row(
     });
     let resolve = (parked || running)
         .then(|| person::resolve_command(w, &id, parked, decision.verdict == Verdict::Remote));
-    let sql =
-        (parked || running).then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
+    // Only where `resolve` itself would act without --force (SPEC §13).
+    let sql = ((parked || running)
+        && crate::resolve::would_refuse(w, &host, &stored.row, &evidence).is_none())
+    .then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
     let rec = RowRecord {
         w: w.clone(),
         id,
@@ -834,6 +850,9 @@ fn next_run(r: &RowReport) -> String {
                  it acts once {confirm} have",
                 r.decision.verdict.as_str()
             )
+        }
+        (_, _, Some(h @ (Hold::Contradicted | Hold::Person))) => {
+            format!("leave it for now: {}", h.describe())
         }
         (_, _, Some(h)) => format!("leave it and report it ({})", h.describe()),
         (Action::None, _, _) if r.plan.attention => {

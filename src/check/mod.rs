@@ -33,6 +33,7 @@
 //! ([`crate::store::credentials::exposed_secrets`]) and warns of those every user can read.
 
 mod batch;
+mod decided;
 pub mod streak;
 mod sweep;
 pub mod unpark;
@@ -648,6 +649,7 @@ fn check_watch(
         ctx: &ctx,
         holds: &holds.holds,
         local_rows: census.local,
+        decided: std::cell::OnceCell::new(),
     };
     let result = match census.take_kept() {
         Some(rows) => pass.rows(run, rows, store, out, &mut counts).map(|_| ()),
@@ -683,6 +685,8 @@ struct Pass2<'p> {
     ctx: &'p SweepCtx<'p>,
     holds: &'p [Hold],
     local_rows: usize,
+    /// The rows a person put back to running, read from the journal when first needed.
+    decided: std::cell::OnceCell<HashMap<decided::Key, decided::Decided>>,
 }
 
 /// Changes a batch of the second pass carries at most: its intents are written and flushed
@@ -739,6 +743,7 @@ impl Pass2<'_> {
                 run.tally.as_mut(),
                 self.holds,
             );
+            let j = self.held_by_a_person(run, j, scene.host_now, out);
             writes += j.iter().filter(|j| j.plan.writes()).count();
             judged.extend(j);
             seen.extend(s);
@@ -749,6 +754,63 @@ impl Pass2<'_> {
             }
         }
         Ok(true)
+    }
+}
+
+impl Pass2<'_> {
+    /// Holds the rows a person put back to running for the very reason they would be
+    /// parked or reported for now ([`decided`]). The journal is read only when a row of
+    /// the watch is `hung` or `overtime` and needs a person, and then once per watch.
+    fn held_by_a_person(
+        &self,
+        run: &Run<'_>,
+        mut judged: Vec<sweep::Judged>,
+        host_now: SystemTime,
+        out: &mut Out<'_>,
+    ) -> Vec<sweep::Judged> {
+        let about = |j: &sweep::Judged| {
+            j.plan.attention
+                && matches!(
+                    j.decision.verdict,
+                    crate::decide::Verdict::Hung | crate::decide::Verdict::Overtime
+                )
+        };
+        if !judged.iter().any(about) {
+            return judged;
+        }
+        let Some(db) = run.cfg.database.as_ref() else {
+            return judged;
+        };
+        let decided = self.decided.get_or_init(|| {
+            decided::load(
+                &run.cfg.run.state_dir,
+                &crate::journal::DatabaseId::of(db),
+                self.w,
+            )
+            .unwrap_or_else(|e| {
+                out.warn(format!(
+                    "watch {}: cannot read the journal to tell which rows a person put back to \
+                     running ({}); they are judged as if nobody had",
+                    self.w.name,
+                    e.full_message()
+                ));
+                HashMap::new()
+            })
+        });
+        if decided.is_empty() {
+            return judged;
+        }
+        let now = crate::clock::epoch(host_now);
+        let t = thresholds(self.w);
+        for j in judged.iter_mut().filter(|j| about(j)) {
+            let key = (RowId::from(&j.row.id).key(), j.row.started.raw.to_string());
+            if let Some(p) = decided.get(&key)
+                && decided::holds(p, &j.decision, &j.evidence, now, t)
+            {
+                j.plan = crate::decide::hold_by_person();
+            }
+        }
+        judged
     }
 }
 
