@@ -975,8 +975,10 @@ fn rows_findings(
             ),
             (None, true) => format!(
                 "the application seems to write naive times {hours:+}h off the session's \
-                 zone: set [database] timezone to the zone it writes in (one at UTC{} now), \
-                 or fix the writing host's clock",
+                 zone (an application that sets its own session time_zone — Laravel's MySQL \
+                 connection does when its timezone is set — and writes NOW() into DATETIME \
+                 columns): set [database] timezone to the zone it writes in (one at UTC{} \
+                 now), or fix the writing host's clock",
                 offset_text(
                     clocks.db.now_naive.and_utc().timestamp() - clocks.db.now_epoch + hours * 3600
                 )
@@ -987,7 +989,8 @@ fn rows_findings(
             format!("watch {}: times", w.name),
             format!(
                 "{} of {} running rows carry times in the future on the database clock, e.g. \
-                 {first} is {} ahead: such rows are never judged (unknown)",
+                 {first} is {} ahead: such rows are judged by the facts about now alone (a \
+                 gone pid, a free lock), and otherwise reported as unknown",
                 future.len(),
                 rows.len(),
                 human(ahead.unsigned_abs())
@@ -1003,6 +1006,10 @@ fn rows_findings(
     let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
+    // Rows whose owner pid is provably their worker though it started long after them: the
+    // row's times are wrong (the first, and how many).
+    let mut mistimed: Option<(String, u64)> = None;
+    let mut mistimed_n = 0usize;
     let scene = evidence::Scene {
         clocks,
         host,
@@ -1016,6 +1023,19 @@ fn rows_findings(
     for r in rows {
         let ev = evidence::gather(w, r, &scene);
         let d = decide::decide(&ev, t);
+        if let decide::Basis::TimesWrong { after_s, proof } = d.basis {
+            mistimed_n += 1;
+            mistimed.get_or_insert_with(|| {
+                (
+                    format!(
+                        "row {} (its owner pid is its worker: {})",
+                        r.id,
+                        proof.describe()
+                    ),
+                    after_s,
+                )
+            });
+        }
         if d.verdict == Verdict::Unknown && unknown.is_none() {
             unknown = Some(format!("row {}: {}", r.id, d.basis.describe()));
         }
@@ -1033,6 +1053,24 @@ fn rows_findings(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    if let Some((first, after_s)) = mistimed {
+        out.push(Finding::fail(
+            format!("watch {}: times", w.name),
+            format!(
+                "{mistimed_n} running row{} look{} {} older than {} worker: {first} — the \
+                 row's times are wrong by about that much, not its worker (such rows are \
+                 reported as unknown, never marked)",
+                if mistimed_n == 1 { "" } else { "s" },
+                if mistimed_n == 1 { "s" } else { "" },
+                human(after_s),
+                if mistimed_n == 1 { "its" } else { "their" },
+            ),
+            "most often an application that sets its own session time_zone (Laravel's MySQL \
+             connection does when its timezone is set) and writes NOW() into DATETIME \
+             columns: set [database] timezone to the zone it writes in, have it write UTC, \
+             or make the columns TIMESTAMP; otherwise fix the writing host's clock",
+        ));
+    }
     let subject = format!("watch {}: running rows", w.name);
     match unknown {
         Some(u) if future.is_empty() => out.push(Finding::warn(
