@@ -517,11 +517,13 @@ fn show_one_row_has_its_columns_evidence_verdict_history_across_a_rotation_and_l
     assert_eq!(ev["heartbeat_file"], sb.path("hb-7").display().to_string());
     assert!(ev["heartbeat_age_s"].as_u64().is_some_and(|a| a >= 30));
     assert_eq!(v["verdict"], "hung");
-    // confirm = 1: the next real run parks it again.
+    // A person's decision sticks: the next real run does not park it again for the same
+    // reason while its heartbeat has not beaten since (SPEC §13).
+    assert_eq!(v["held"], "person", "{v}");
     assert!(
         v["next_run"]
             .as_str()
-            .is_some_and(|n| n.contains("'wait_manual'")),
+            .is_some_and(|n| n.contains("a person's decision holds the row")),
         "{v}"
     );
     let history = v["history"].as_array().expect("history");

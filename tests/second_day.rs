@@ -126,7 +126,7 @@ fn a_parked_row_is_counted_every_run_listed_by_doctor_and_released_by_its_statem
     // Row 1: its heartbeat stalled while its worker holds the lock: hung, parked.
     db.insert(1, "running", 40 * MIN);
     sb.heartbeat(1, secs(25 * MIN));
-    let _holder = flock1_holder(&sb.lock_path(1), false);
+    let mut holder = flock1_holder(&sb.lock_path(1), false);
     let metrics = sb.path("selfheal.prom");
     let cfg = sb.config_with(
         &format!("url = \"{}\"", db.url()),
@@ -184,7 +184,19 @@ fn a_parked_row_is_counted_every_run_listed_by_doctor_and_released_by_its_statem
         fix_of(&out, "! watch full-sync: parked row id=1:", None),
         "after looking (selfheal show full-sync 1): selfheal resolve full-sync 1 --as dead|running"
     );
-    // The statement for doing it by hand stays available in show's JSON.
+    // The statement for doing it by hand stays available in show's JSON, where `resolve`
+    // itself would act: not while the worker holds its lock, once it is gone.
+    let shown = |cfg: &std::path::Path| {
+        let o = selfheal()
+            .args(["show", "full-sync", "1", "--format", "json", "--config"])
+            .arg(cfg)
+            .output()
+            .expect("show");
+        assert_exit(&o, 0);
+        serde_json::from_str::<serde_json::Value>(stdout(&o).trim()).expect("json")
+    };
+    assert!(shown(&cfg)["sql"].is_null(), "the worker lives");
+    holder.kill9();
     let o = selfheal()
         .args(["show", "full-sync", "1", "--format", "json", "--config"])
         .arg(&cfg)

@@ -267,7 +267,7 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      1 alive (2h10m, beat 20s ago), 2 starting (30s, no beat), 3 dead on a stale heartbeat \
      (47m), 4 dead with no heartbeat (1h), 5 dead: lock file nobody holds (beat 6m40s ago), 6 \
      dead but contradicted: owner pid exited while the row's own heartbeat beat 10s ago (held \
-     quietly), 7 dead: owner pid 1 started after the row (2020, beat 10m ago), 8 hung: stale \
+     quietly), 7 dead: owner pid 1 started after the row (2020, no beat: an inference), 8 hung: stale \
      beat, lock held \
      by flock(1), the file naming THIS-HOST:4243 since the row started (another pid, as \
      selfheal run's line names its command), 9 hung: stale beat, owner pid 1 alive, 10 overtime (5h, beating), \
@@ -280,7 +280,7 @@ const EVERY_VERDICT: &str = "sync_log under watch full-sync (stale_after 5m, max
      naming flock(1)'s own pid (as the PHP helper's line does), 21 dead: owner pid exited \
      (beat 10m ago), 22 alive: owner pid exited but the row's own lock is held by flock(1) \
      (the owner a launcher that exited), beat 20s ago; watch nightly \
-     (match job = nightly) runs on another host. Inferred verdicts (3, 4, 8, 9) need \
+     (match job = nightly) runs on another host. Inferred verdicts (3, 4, 7, 8, 9) need \
      confirm = 2 runs in a row.";
 
 fn every_verdict() -> EveryVerdict {
@@ -303,13 +303,7 @@ fn every_verdict() -> EveryVerdict {
             None,
             Some(format!("{host}:{dead_pid}")),
         ),
-        (
-            7,
-            utc("2020-01-01 00:00:00"),
-            Some(10 * MIN),
-            None,
-            Some("1".into()),
-        ),
+        (7, utc("2020-01-01 00:00:00"), None, None, Some("1".into())),
         (8, ago(40 * MIN), Some(25 * MIN), Some(true), None),
         (
             9,
