@@ -663,7 +663,7 @@ fn parked_times(
     };
     let db = crate::journal::DatabaseId::of(db);
     let _ = crate::journal::read_all(&cfg.run.state_dir, &db, &mut |e| {
-        if e.watch == w.name && e.applied && e.to == manual {
+        if e.watch == w.name && e.applied && e.made() && e.to == manual {
             let secs = chrono::DateTime::parse_from_rfc3339(&e.time)
                 .ok()
                 .map(|t| t.timestamp());
