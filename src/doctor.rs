@@ -7,7 +7,8 @@
 //! status column can hold every status the watch writes, `retry_at_column` and the
 //! condition the application's picker must add for it, the rows parked in `manual_value`
 //! (with the `selfheal resolve` command that decides each); the heartbeat and lock directories as the user
-//! selfheal runs as; whether pids and `/proc/locks` are the host's (selfheal outside the
+//! selfheal runs as, and a heartbeat file template that matches no running row's file
+//! while its directory is there (a typo in the file name); whether pids and `/proc/locks` are the host's (selfheal outside the
 //! initial pid namespace); selfheal's run lock, state directory and metrics file; a lock
 //! file kept by `selfheal run` or the PHP helper (`run_files`).
 //! For several hosts (SPEC §10): which hosts own the running rows now,
@@ -502,6 +503,12 @@ fn watch_database_checks(
             for f in rows_findings(w, &rows, clocks, host, here) {
                 rep.add(f);
             }
+            if here
+                && let Some(t) = &w.heartbeat_file
+                && let Some(f) = heartbeat_template_finding(w, t, &rows, clocks, host)
+            {
+                rep.add(f);
+            }
             if let Some(f) = owners_finding(w, &rows, host) {
                 rep.add(f);
             }
@@ -663,7 +670,7 @@ fn parked_times(
     };
     let db = crate::journal::DatabaseId::of(db);
     let _ = crate::journal::read_all(&cfg.run.state_dir, &db, &mut |e| {
-        if e.watch == w.name && e.applied && e.to == manual {
+        if e.watch == w.name && e.applied && e.made() && e.to == manual {
             let secs = chrono::DateTime::parse_from_rfc3339(&e.time)
                 .ok()
                 .map(|t| t.timestamp());
@@ -1406,6 +1413,144 @@ fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
     }
 }
 
+/// At most this many running rows are probed for their heartbeat file by
+/// [`heartbeat_template_finding`], at most this many names of the template's directory
+/// read for its hint, and at most this many of them named.
+const TEMPLATE_ROWS: usize = 100;
+const TEMPLATE_DIR_NAMES: usize = 1000;
+const TEMPLATE_HINTS: usize = 3;
+
+/// A `heartbeat_file` that matches no running row's file while its directory is there: a
+/// typo in the file name (`sync-{id}.hb` for the job's `sync_{id}.hb`) passes the directory
+/// check, and looks to `check` exactly like every job dying at once (held, for a person:
+/// SPEC §5). Said when this host's running rows past `stale_after` (the first
+/// [`TEMPLATE_ROWS`] of them) all lack their file, the template's directory can be searched,
+/// and no file of theirs is there — with names in that directory that look like the
+/// template's (the same prefix or extension) as a hint. Bounded: [`TEMPLATE_ROWS`] stats and
+/// [`TEMPLATE_DIR_NAMES`] directory entries.
+fn heartbeat_template_finding(
+    w: &Watch,
+    t: &PathTemplate,
+    rows: &[store::RunningRow],
+    clocks: &Clocks,
+    host: &Host,
+) -> Option<Finding> {
+    let stale_after = i64::try_from(w.stale_after.as_secs()).unwrap_or(i64::MAX);
+    let now = SystemTime::now();
+    let mut looked = 0usize;
+    let mut first: Option<(String, PathBuf)> = None;
+    for r in rows.iter().filter(|r| !evidence::is_remote(w, r, host)) {
+        let Ok(Some(s)) = &r.started.stamp else {
+            continue;
+        };
+        if !age_on_db_clock(*s, &clocks.db).is_ok_and(|a| a > stale_after) {
+            continue;
+        }
+        let id = r.id.to_string();
+        let Ok(path) = t.render(&id) else {
+            continue;
+        };
+        // Any file there (even a stale one, or an earlier row's) is the template matching.
+        if crate::probe::file_heartbeat(&path, now) != Heartbeat::Missing {
+            return None;
+        }
+        first.get_or_insert((id, path));
+        looked += 1;
+        if looked == TEMPLATE_ROWS {
+            break;
+        }
+    }
+    let (id, path) = first?;
+    let (dir, file) = template_dir(t);
+    if probe_dir(&dir) != DirAccess::Ok {
+        // The directory's own finding says what is wrong with it.
+        return None;
+    }
+    let file = file.as_deref().and_then(Path::file_name);
+    // The name the files of `dir` should have: the component with `{id}`, or the file's.
+    let components = Path::new(t.as_str()).components();
+    let pattern = components
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .find(|s| s.contains("{id}"))
+        .or_else(|| file.map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let hint = match similar_names(&dir, &pattern).as_slice() {
+        [] => format!("nothing in {} looks like it", dir.display()),
+        names => format!(
+            "{} holds {}",
+            dir.display(),
+            names
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    Some(Finding::warn(
+        format!("watch {}: heartbeat files", w.name),
+        format!(
+            "{} past stale_after ({}) {} (e.g. row {id}: {} does not exist), while {} exists: \
+             {} seems to name no file the job writes (a typo?), which looks to check exactly \
+             like every job dying at once; {hint}",
+            match looked {
+                1 => "this host's one running row".to_string(),
+                TEMPLATE_ROWS =>
+                    format!("not one of the first {looked} of this host's running rows"),
+                n => format!("not one of this host's {n} running rows"),
+            },
+            fmt_duration(w.stale_after),
+            if looked == 1 {
+                "has no heartbeat file"
+            } else {
+                "has its heartbeat file"
+            },
+            path.display(),
+            dir.display(),
+            t.as_str(),
+        ),
+        format!(
+            "correct heartbeat_file (now {}) to the file the job touches; selfheal check \
+             --explain shows where each row's heartbeat was looked for",
+            t.as_str()
+        ),
+    ))
+}
+
+/// Up to [`TEMPLATE_HINTS`] names in `dir` (of the first [`TEMPLATE_DIR_NAMES`] read) that
+/// look like `pattern`, a template's file name (`sync-{id}.hb`): the same text before
+/// `{id}`, the same extension, or the same leading word (`sync`), sorted.
+fn similar_names(dir: &Path, pattern: &str) -> Vec<String> {
+    let (before, after) = pattern.split_once("{id}").unwrap_or((pattern, ""));
+    let extension = after
+        .rsplit_once('.')
+        .or_else(|| before.rsplit_once('.').filter(|_| after.is_empty()))
+        .map(|(_, e)| format!(".{e}"))
+        .filter(|e| e.len() > 1);
+    let word: String = before
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .take(TEMPLATE_DIR_NAMES)
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            (!before.is_empty() && n.starts_with(before))
+                || extension.as_deref().is_some_and(|e| n.ends_with(e))
+                || (word.chars().count() >= 3 && n.starts_with(&word))
+        })
+        .collect();
+    names.sort();
+    names.truncate(TEMPLATE_HINTS);
+    names
+}
+
 /// Outside the host's initial pid namespace (a container, `unshare --pid`), pids and
 /// `/proc/locks` are another namespace's: said once, when a watch relies on them.
 fn pid_namespace_finding(cfg: &Config, ns: &PidNamespace) -> Option<Finding> {
@@ -1753,6 +1898,36 @@ mod tests {
                 PathBuf::from("/var/www/run"),
                 Some(PathBuf::from("/var/www/run/progress.json"))
             )
+        );
+    }
+
+    #[test]
+    fn names_like_a_template_are_a_few_with_its_prefix_extension_or_word() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for n in [
+            "sync_1.hb",
+            "sync_2.hb",
+            "sync_10.hb",
+            "sync_3.hb",
+            "other.hb",
+            "deploy.log",
+            "synchro.lock",
+        ] {
+            std::fs::write(dir.path().join(n), "").expect("file");
+        }
+        // The same extension or leading word; a few, sorted.
+        assert_eq!(
+            similar_names(dir.path(), "sync-{id}.hb"),
+            ["other.hb", "sync_1.hb", "sync_10.hb"]
+        );
+        assert_eq!(
+            similar_names(dir.path(), "sync-{id}.beat"),
+            ["sync_1.hb", "sync_10.hb", "sync_2.hb"]
+        );
+        assert!(similar_names(dir.path(), "hb-{id}").is_empty());
+        assert_eq!(
+            similar_names(dir.path(), "deploy.lock"),
+            ["deploy.log", "synchro.lock"]
         );
     }
 

@@ -7,9 +7,25 @@
 //! those that are its own: of its configuration and database
 //! ([`crate::journal::Origin`]) and of a watch
 //! it checks. An intent whose change id the journal lists (in any generation) is done;
-//! otherwise the row is read, and when it shows exactly that change (the target status,
-//! the start value selfheal saw, and its message where the watch has a message column) the
-//! entry is journaled then, marked `recovered`. The settled intents are taken out of the
+//! otherwise the row is read, and the intent is journaled by what it shows ([`Seen`]):
+//! - the change, as selfheal's — the start value selfheal saw and selfheal's exact message
+//!   in the message column, with the target status (or any status but the one the stopped
+//!   run saw: the row moved on since, at the same start): journaled then, marked
+//!   `recovered`;
+//! - the change, but nothing tells it was selfheal's (the watch has no message column, and
+//!   a job that failed may write that very status itself): journaled with
+//!   `"outcome": "unknown"` and the row as found, never as a change selfheal made, and
+//!   said in one warning per run;
+//! - a row that no longer matches (gone, its start moved — started again, or a start column
+//!   that moves on every write —, another status, another message): journaled with
+//!   `"outcome": "unmatched"`, the reason and the row as found, and counted in one warning
+//!   per run;
+//! - the row as the stopped run saw it (its status then, the same start, not selfheal's
+//!   message): the change was never made; nothing is journaled, and this run judges the
+//!   row again like any other.
+//!
+//! So no intent of this run's is dropped unsaid, and none is journaled as selfheal's change
+//! unless the row proves it. The settled intents are taken out of the
 //! file; the rest stay as they are — those of watches this run did not select (`--watch`)
 //! until a run that checks them, and those of another configuration sharing the state
 //! directory until that configuration's next run. Only an intent of a watch its own
@@ -35,7 +51,7 @@ use std::collections::HashSet;
 use crate::clock::now_rfc3339;
 use crate::config::{Config, Watch};
 use crate::error::{Error, Result};
-use crate::journal::{self, JournalEntry, Left, Writer};
+use crate::journal::{self, Found, JournalEntry, Left, Outcome, OutcomeBasis, Writer};
 use crate::store::{SqlValue, Store};
 
 /// What becomes of one intent.
@@ -125,6 +141,8 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
     }
 
     let mut recovered = 0usize;
+    let mut unknown: Vec<JournalEntry> = Vec::new();
+    let mut unmatched: Vec<JournalEntry> = Vec::new();
     let mut done = journaled;
     for (_, intent) in intents_with(&left, &fates, Fate::Settle) {
         if done.contains(&intent.change) {
@@ -136,22 +154,40 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
         let Some(id) = intent.id.to_sql() else {
             continue;
         };
-        if applied(store, w, &id, intent)? {
-            let entry = JournalEntry {
-                recovered: true,
-                time: now_rfc3339(),
-                database: Some(
-                    intent
-                        .database
-                        .clone()
-                        .unwrap_or_else(|| origin.database.clone()),
-                ),
-                ..intent.clone()
-            };
-            jw.journal.append(&entry)?;
-            done.insert(entry.change);
-            recovered += 1;
+        let entry = JournalEntry {
+            time: now_rfc3339(),
+            database: Some(
+                intent
+                    .database
+                    .clone()
+                    .unwrap_or_else(|| origin.database.clone()),
+            ),
+            ..intent.clone()
+        };
+        let entry = match seen(store, w, &id, intent)? {
+            Seen::NotMade => continue,
+            Seen::Made => {
+                recovered += 1;
+                JournalEntry {
+                    recovered: true,
+                    ..entry
+                }
+            }
+            Seen::Other(outcome, basis, found) => JournalEntry {
+                applied: false,
+                outcome,
+                outcome_basis: Some(basis),
+                found,
+                ..entry
+            },
+        };
+        jw.journal.append(&entry)?;
+        match entry.outcome {
+            Outcome::Applied => {}
+            Outcome::Unknown => unknown.push(entry.clone()),
+            Outcome::Unmatched => unmatched.push(entry.clone()),
         }
+        done.insert(entry.change);
     }
     jw.journal.sync()?;
     if left.damaged == 0 && fates.iter().flatten().all(|f| *f == Fate::Keep) {
@@ -173,7 +209,64 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
             jw.journal.path().display()
         ));
     }
+    let journal_path = jw.journal.path().display().to_string();
+    warnings.extend(unknown_warning(&unknown, &journal_path));
+    warnings.extend(unmatched_warning(&unmatched, &journal_path));
     Ok(warnings)
+}
+
+/// The one warning of a run for the changes a stopped run tried that the rows show, but
+/// that nothing tells as selfheal's.
+fn unknown_warning(unknown: &[JournalEntry], journal: &str) -> Option<String> {
+    let first = unknown.first()?;
+    let mut watches: Vec<&str> = unknown.iter().map(|e| e.watch.as_str()).collect();
+    watches.sort_unstable();
+    watches.dedup();
+    let n = unknown.len();
+    Some(format!(
+        "{n} change{} a stopped run was making show{} in {} row{} (e.g. watch {} id={} is \
+         '{}'), but watch{} {} {} no message_column to tell selfheal's write from the job's \
+         own: journaled with \"outcome\": \"unknown\" in {journal}, not as selfheal's \
+         changes; a message_column lets a later run tell them apart",
+        plural(n),
+        if n == 1 { "s" } else { "" },
+        if n == 1 { "its" } else { "their" },
+        plural(n),
+        first.watch,
+        first.id.key(),
+        first.to,
+        plural(watches.len()),
+        watches
+            .iter()
+            .map(|w| format!("'{w}'"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if watches.len() == 1 { "has" } else { "have" },
+    ))
+}
+
+/// The one warning of a run for the intents of a stopped run that no longer match their
+/// rows.
+fn unmatched_warning(unmatched: &[JournalEntry], journal: &str) -> Option<String> {
+    let first = unmatched.first()?;
+    let n = unmatched.len();
+    Some(format!(
+        "{n} change{} a stopped run was making no longer match{} {} row{} (e.g. watch {} \
+         id={}: {}): journaled with \"outcome\": \"unmatched\" in {journal}; whether \
+         selfheal made {} cannot be told",
+        plural(n),
+        if n == 1 { "es" } else { "" },
+        if n == 1 { "its" } else { "their" },
+        plural(n),
+        first.watch,
+        first.id.key(),
+        first.outcome_words().unwrap_or_default(),
+        if n == 1 { "it" } else { "them" },
+    ))
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// The intents whose fate is `fate`, with their group's index.
@@ -192,16 +285,44 @@ fn intents_with<'a>(
     })
 }
 
-/// True when the row shows exactly the intended change.
-fn applied(store: &mut dyn Store, w: &Watch, id: &SqlValue, intent: &JournalEntry) -> Result<bool> {
+/// What the row shows of an intent's change (see the module documentation).
+#[derive(Debug)]
+enum Seen {
+    /// The change, as selfheal's.
+    Made,
+    /// The row as the stopped run saw it: the change was never made.
+    NotMade,
+    /// Anything else: journaled with this outcome, why, and the row as found.
+    Other(Outcome, OutcomeBasis, Option<Found>),
+}
+
+/// Reads the row of `intent` and tells what it shows ([`Seen`]).
+fn seen(store: &mut dyn Store, w: &Watch, id: &SqlValue, intent: &JournalEntry) -> Result<Seen> {
     let Some(now) = store.current_row(w, id)? else {
-        return Ok(false);
+        return Ok(Seen::Other(Outcome::Unmatched, OutcomeBasis::RowGone, None));
     };
-    let message_ok = match &now.message {
-        None => true,
-        Some(m) => m.to_string() == intent.reason,
+    let found = Found {
+        status: now.status.to_string(),
+        started: now.started.to_string(),
     };
-    Ok(now.status.to_string() == intent.to
-        && Some(now.started.to_string()) == intent.started
-        && message_ok)
+    // Only selfheal writes its own message, word for word (it carries the row's figures).
+    let message = now.message.as_ref().map(|m| m.to_string() == intent.reason);
+    let other = |outcome, basis, found| Ok(Seen::Other(outcome, basis, Some(found)));
+    if intent.started.as_deref() != Some(found.started.as_str()) {
+        return other(Outcome::Unmatched, OutcomeBasis::StartMoved, found);
+    }
+    if found.status != intent.to {
+        return Ok(match message {
+            // Made, then moved on at the same start (a retry claimed again within the
+            // start column's resolution).
+            Some(true) => Seen::Made,
+            _ if found.status == intent.from => Seen::NotMade,
+            _ => Seen::Other(Outcome::Unmatched, OutcomeBasis::StatusMoved, Some(found)),
+        });
+    }
+    match message {
+        Some(true) => Ok(Seen::Made),
+        Some(false) => other(Outcome::Unmatched, OutcomeBasis::OtherMessage, found),
+        None => other(Outcome::Unknown, OutcomeBasis::NoMessageColumn, found),
+    }
 }

@@ -42,7 +42,7 @@ use crate::error::{Error, Result, Usage, exit};
 use crate::escape::printable;
 use crate::evidence::{self, Scene, gather, thresholds};
 use crate::host::Host;
-use crate::journal::{self, DatabaseId, JournalEntry, RowId};
+use crate::journal::{self, DatabaseId, JournalEntry, Outcome, RowId};
 use crate::person;
 use crate::probe::LockTable;
 use crate::report::{Format, Parked, Reporter, RowReport, Summary, Unparked, WatchInfo};
@@ -188,6 +188,10 @@ pub struct Event {
     /// The message written to the row, where the entry kept it (journal lines since the
     /// compaction do not: the row holds it).
     pub reason: Option<String>,
+    /// `applied` for a change made; `unknown` or `unmatched` for a stopped run's change that
+    /// the next run could not tell as selfheal's, with what it found in words.
+    pub outcome: Outcome,
+    pub outcome_detail: Option<String>,
 }
 
 impl Event {
@@ -206,6 +210,8 @@ impl Event {
             },
             note: e.decision_note.clone().or_else(|| e.note.clone()),
             reason: Some(e.reason.clone()).filter(|r| !r.is_empty()),
+            outcome: e.outcome,
+            outcome_detail: e.outcome_words(),
         }
     }
 
@@ -221,6 +227,8 @@ impl Event {
             "by": self.by,
             "note": self.note,
             "reason": self.reason,
+            "outcome": self.outcome.as_str(),
+            "outcome_detail": self.outcome_detail,
         })
     }
 }
@@ -414,7 +422,7 @@ fn parked_needs(
             e.id.key(),
             e.started.clone().unwrap_or_default(),
         );
-        if e.applied && wanted.contains(&k) {
+        if e.applied && e.made() && wanted.contains(&k) {
             parks.insert(k, e);
         }
     }));
@@ -989,14 +997,18 @@ fn record_text(r: &RowRecord) -> Vec<String> {
         ));
         let started = r.row.started.raw.to_string();
         for e in &r.history {
+            // A stopped run's change the next run could not tell as selfheal's is no change.
+            let by = match e.outcome {
+                Outcome::Applied => format!("by {}", e.by),
+                o => format!("tried by {}, outcome {}", e.by, o.as_str()),
+            };
             out.push(format!(
-                "    {} {} {} '{}'→'{}' by {}{}{}",
+                "    {} {} {} '{}'→'{}' {by}{}{}",
                 e.time,
                 e.verdict.as_str(),
                 e.action.as_str(),
                 e.from,
                 e.to,
-                e.by,
                 e.note
                     .as_deref()
                     .map(|n| format!(": {n}"))
@@ -1011,6 +1023,9 @@ fn record_text(r: &RowRecord) -> Vec<String> {
                 }
             ));
             out.push(format!("      because {}", e.basis));
+            if let Some(d) = &e.outcome_detail {
+                out.push(format!("      found   {d}"));
+            }
         }
     }
     match &r.report_file {

@@ -241,6 +241,69 @@ fn an_unreadable_heartbeat_directory_as_an_unprivileged_user() {
 }
 
 #[test]
+fn a_heartbeat_file_template_that_matches_no_running_rows_file_is_named_with_the_files_there() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    // The job writes run/sync_{id}.hb; the configuration says run/sync-{id}.hb.
+    let dir = sb.path("run");
+    std::fs::create_dir(&dir).expect("dir");
+    for id in 1..=4 {
+        db.insert(id, "running", 50 * 60);
+        std::fs::write(dir.join(format!("sync_{id}.hb")), "").expect("heartbeat");
+    }
+    // A row not yet past stale_after, and a file that looks nothing like the template.
+    db.insert(5, "running", 60);
+    std::fs::write(dir.join("deploy.log"), "").expect("file");
+    let with = |template: &str| {
+        sb.config(
+            &db.url(),
+            &sb.watch(&format!("host = \"{}\"\n", hostname()))
+                .replace(&sb.heartbeat_template(), template),
+        )
+    };
+    let typo = format!("{}/sync-{{id}}.hb", dir.display());
+    let o = doctor(&with(&typo));
+    assert_exit(&o, 1);
+    let l = lines(&o);
+    let f = line(&l, "watch full-sync: heartbeat files");
+    assert!(f.starts_with("! "), "{f}");
+    assert!(
+        f.contains(&format!(
+            "not one of this host's 4 running rows past stale_after (5m) has its heartbeat \
+             file (e.g. row 1: {}/sync-1.hb does not exist), while {} exists: {typo} seems to \
+             name no file the job writes (a typo?)",
+            dir.display(),
+            dir.display()
+        )),
+        "{f}"
+    );
+    // A hint of a few names that look like it, not the whole directory.
+    assert!(
+        f.contains(&format!(
+            "{} holds 'sync_1.hb', 'sync_2.hb', 'sync_3.hb'; fix: correct heartbeat_file \
+             (now {typo})",
+            dir.display()
+        )),
+        "{f}"
+    );
+    assert!(!f.contains("deploy.log"), "{f}");
+    // The directory itself is fine, and says so.
+    let d = line(&l, "watch full-sync: heartbeat_file");
+    assert!(d.starts_with("✓ "), "{d}");
+
+    // The template the job writes: no such finding.
+    let o = doctor(&with(&format!("{}/sync_{{id}}.hb", dir.display())));
+    assert_exit(&o, 0);
+    assert!(
+        !lines(&o)
+            .iter()
+            .any(|l| l.contains("full-sync: heartbeat files:")),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
 fn a_heartbeat_column_written_in_the_future_is_a_clock_or_zone_mismatch() {
     let mut db = mysql_or_skip!();
     db.create_sync_log("DATETIME");

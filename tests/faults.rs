@@ -2,7 +2,9 @@
 //! server stopped mid-run, heartbeat files replaced while read, unreadable paths, lock
 //! files on a read-only file system. Each asserts the two invariants — a row is changed
 //! only by a compare-and-set on what selfheal saw, at most once; a lock that may be held is
-//! never deleted — and that every applied change is journaled exactly once.
+//! never deleted — and that every applied change is journaled exactly once. A stopped run's
+//! intents are journaled as selfheal's changes only where the row proves it (its own
+//! message), else with their outcome (`unknown`, `unmatched`) and never dropped unsaid.
 //!
 //! Nothing here sleeps and hopes: kill points are syscall counts (strace's fault
 //! injection, seeded; `SELFHEAL_FAULT_SEED` picks other seeds), a write is caught waiting
@@ -795,4 +797,436 @@ fn lock_files_on_a_read_only_file_system_are_probed_and_never_touched() {
     );
     assert_eq!(db.status(1), "wait_manual");
     assert_eq!(db.status(2), "error");
+}
+
+// ---------------------------------------------------------------------------------------
+// Settling a stopped run's intents: journaled as selfheal's only where the row proves it
+
+/// Runs `check --force` under strace, which kills it with SIGKILL at its first `syscall` on
+/// `file` (`-P`: only the syscalls that touch that file count), and asserts it died there.
+#[track_caller]
+fn killed_on_file(cfg: &Path, file: &Path, syscall: &str) {
+    let o = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(file)
+        .arg(format!("--inject={syscall}:signal=KILL:when=1"))
+        .arg(bin())
+        .args(["check", "--force", "--config"])
+        .arg(cfg)
+        .env_remove("SELFHEAL_CONFIG")
+        .env("HOME", "/nonexistent/selfheal-test-home")
+        .env("LC_ALL", "C")
+        .output()
+        .expect("strace");
+    assert_eq!(
+        o.status.signal(),
+        Some(9),
+        "not killed at its first {syscall} on {}: {}",
+        file.display(),
+        stderr(&o)
+    );
+}
+
+/// A run killed with its intents on disk and no row written yet: at the flush of the
+/// intents.
+#[track_caller]
+fn killed_before_its_writes(sb: &Sandbox, cfg: &Path) {
+    killed_on_file(cfg, &sb.state_dir().join("pending.jsonl"), "fdatasync");
+}
+
+/// A run killed with its rows written and not one journal line: at its first write to the
+/// journal.
+#[track_caller]
+fn killed_before_its_journal(sb: &Sandbox, cfg: &Path) {
+    killed_on_file(cfg, &sb.state_dir().join("journal.jsonl"), "write");
+}
+
+/// The standard watch with `confirm = 1` and no message column: a row that shows the
+/// target status cannot tell selfheal's write from the job's own.
+fn watch_without_message(sb: &Sandbox) -> String {
+    sb.watch("confirm = 1\n")
+        .replace("message_column = \"error_msg\"\n", "")
+}
+
+fn sqlite_start(db: &SqliteDb, id: i64) -> String {
+    db.conn()
+        .query_row("SELECT start_time FROM sync_log WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .expect("start")
+}
+
+fn warnings(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with("selfheal: warning: "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_stopped_runs_change_the_job_made_itself_is_journaled_unknown_never_as_selfheals() {
+    if !strace_or_skip() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for id in 1..=2 {
+        db.insert(id, "running", 50 * MIN);
+        sb.heartbeat(id, secs(47 * MIN));
+    }
+    let cfg = sb.config(&db.url(), &watch_without_message(&sb));
+    killed_before_its_writes(&sb, &cfg);
+    assert_eq!(
+        (db.status(1), db.status(2)),
+        ("running".into(), "running".into())
+    );
+    let started: Vec<String> = (1..=2).map(|id| sqlite_start(&db, id)).collect();
+    // Before the next run, each job fails and writes the very status selfheal was about
+    // to write, itself.
+    db.exec("UPDATE sync_log SET status = 'error', end_time = datetime('now')");
+    let before = db.dump();
+
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let said = warnings(&o);
+    assert_eq!(said.len(), 1, "said once for the run: {said:?}");
+    assert!(
+        said[0].contains("2 changes a stopped run was making show in their rows")
+            && said[0].contains("watch 'full-sync' has no message_column")
+            && said[0].contains("\"outcome\": \"unknown\""),
+        "{said:?}"
+    );
+    assert_eq!(db.dump(), before, "nothing written");
+    let j = sb.journal();
+    assert_eq!(j.len(), 2, "{j:?}");
+    for (e, (id, start)) in j.iter().zip((1..=2).zip(&started)) {
+        assert_eq!(e["id"], id, "{e}");
+        assert_eq!(
+            (&e["outcome"], &e["outcome_basis"], &e["applied"]),
+            (
+                &"unknown".into(),
+                &"no_message_column".into(),
+                &false.into()
+            ),
+            "{e}"
+        );
+        assert!(e.get("recovered").is_none(), "not a recovered change: {e}");
+        assert_eq!(
+            e["found"],
+            serde_json::json!({"status": "error", "started": start})
+        );
+        assert_eq!(e["started"], start.as_str());
+    }
+    assert!(pending_is_empty(&sb.state_dir()));
+
+    // Not selfheal's as far as stats knows: two finished runs, none marked by selfheal.
+    let o = selfheal()
+        .args(["stats", "--format", "json", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("stats");
+    let first: serde_json::Value =
+        serde_json::from_str(stdout(&o).lines().next().expect("a watch")).expect("json");
+    assert_eq!(
+        (&first["finished"], &first["marked"]),
+        (&2.into(), &0.into()),
+        "{first}"
+    );
+    // show's history says what it was.
+    let o = selfheal()
+        .args(["show", "full-sync", "1", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("show");
+    assert_exit(&o, 0);
+    let text = stdout(&o);
+    assert!(
+        text.contains("'running'→'error' tried by selfheal on ")
+            && text.contains(", outcome unknown\n")
+            && text.contains(
+                "found   the row showed 'error' at the same start, but the watch has no \
+                 message_column"
+            ),
+        "{text}"
+    );
+    // Settled: the next run says nothing and journals nothing more.
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stderr(&o), "");
+    assert_eq!(sb.journal().len(), 2);
+}
+
+#[test]
+fn a_stopped_runs_change_is_recovered_where_the_row_carries_selfheals_own_message() {
+    if !strace_or_skip() {
+        return;
+    }
+    // Killed between its writes and its journal: both rows carry selfheal's message.
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for id in 1..=2 {
+        db.insert(id, "running", 50 * MIN);
+        sb.heartbeat(id, secs(47 * MIN));
+    }
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
+    killed_before_its_journal(&sb, &cfg);
+    assert_eq!(sb.journal().len(), 0);
+    for (id, status, ended, msg) in db.dump() {
+        assert!(
+            status == "error" && ended && msg.starts_with("self-heal: dead:"),
+            "row {id}: {status} {msg}"
+        );
+    }
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    let said = warnings(&o);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("journaled 2 change(s) that a stopped run made without journaling"),
+        "{said:?}"
+    );
+    let j = sb.journal();
+    assert_eq!(j.len(), 2);
+    for e in &j {
+        assert_eq!(
+            (&e["recovered"], &e["applied"]),
+            (&true.into(), &true.into()),
+            "{e}"
+        );
+        assert!(
+            e.get("outcome").is_none() && e.get("found").is_none(),
+            "a change made: {e}"
+        );
+    }
+
+    // Killed before its write: the job then fails and writes 'error' with its own message.
+    // The message column tells: not selfheal's.
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 50 * MIN);
+    sb.heartbeat(1, secs(47 * MIN));
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
+    killed_before_its_writes(&sb, &cfg);
+    db.exec(
+        "UPDATE sync_log SET status = 'error', end_time = datetime('now'), \
+         error_msg = 'worker: API down'",
+    );
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    let said = warnings(&o);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains(
+            "1 change a stopped run was making no longer matches its row (e.g. watch \
+             full-sync id=1: the row showed 'error' with another message than selfheal's)"
+        ) && said[0].contains("\"outcome\": \"unmatched\""),
+        "{said:?}"
+    );
+    let j = sb.journal();
+    assert_eq!(j.len(), 1);
+    assert_eq!(
+        (&j[0]["outcome"], &j[0]["outcome_basis"], &j[0]["applied"]),
+        (&"unmatched".into(), &"other_message".into(), &false.into()),
+        "{}",
+        j[0]
+    );
+    assert_eq!(
+        db.dump()[0].3,
+        "worker: API down",
+        "the job's message stays"
+    );
+}
+
+#[test]
+fn a_stopped_runs_change_whose_row_moved_on_or_is_gone_is_journaled_unmatched_with_the_reason() {
+    if !strace_or_skip() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for id in 1..=4 {
+        db.insert(id, "running", 50 * MIN);
+        sb.heartbeat(id, secs(47 * MIN));
+    }
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
+    killed_before_its_journal(&sb, &cfg);
+    let started: Vec<String> = (1..=4).map(|id| sqlite_start(&db, id)).collect();
+    // Before the next run: row 1 was retried and started again (a new start, beating);
+    // row 2 was deleted; a person set row 3 to 'done' with a message of their own; row 4
+    // is as selfheal left it.
+    db.exec(
+        "UPDATE sync_log SET status = 'running', start_time = datetime('now', '-10 seconds'), \
+         end_time = NULL, error_msg = '' WHERE id = 1; \
+         DELETE FROM sync_log WHERE id = 2; \
+         UPDATE sync_log SET status = 'done', error_msg = 'finished by hand' WHERE id = 3;",
+    );
+    sb.heartbeat(1, secs(2));
+    let restarted = sqlite_start(&db, 1);
+    let before = db.dump();
+
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(db.dump(), before, "row 1 is alive, the rest not running");
+    let said = warnings(&o);
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said.iter()
+            .any(|w| w.contains("journaled 1 change(s) that a stopped run made")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter().any(|w| w.contains(&format!(
+            "3 changes a stopped run was making no longer match their rows (e.g. watch \
+             full-sync id=1: the row's start moved from {} to {restarted} (status 'running'))",
+            started[0]
+        )) && w.contains("\"outcome\": \"unmatched\"")),
+        "{said:?}"
+    );
+    let j = sb.journal();
+    let by_id = |id: i64| {
+        j.iter()
+            .find(|e| e["id"] == id)
+            .unwrap_or_else(|| panic!("row {id} not journaled: {j:?}"))
+    };
+    assert_eq!(j.len(), 4, "every intent journaled: {j:?}");
+    let e = by_id(1);
+    assert_eq!(
+        (&e["outcome"], &e["outcome_basis"]),
+        (&"unmatched".into(), &"start_moved".into()),
+        "{e}"
+    );
+    assert_eq!(
+        e["found"],
+        serde_json::json!({"status": "running", "started": restarted})
+    );
+    assert_eq!(e["started"], started[0].as_str());
+    let e = by_id(2);
+    assert_eq!(
+        (&e["outcome"], &e["outcome_basis"]),
+        (&"unmatched".into(), &"row_gone".into()),
+        "{e}"
+    );
+    assert!(e.get("found").is_none(), "{e}");
+    let e = by_id(3);
+    assert_eq!(
+        (&e["outcome"], &e["outcome_basis"], &e["found"]["status"]),
+        (&"unmatched".into(), &"status_moved".into(), &"done".into()),
+        "{e}"
+    );
+    let e = by_id(4);
+    assert_eq!(
+        (&e["recovered"], &e["applied"]),
+        (&true.into(), &true.into()),
+        "{e}"
+    );
+    assert!(e.get("outcome").is_none(), "{e}");
+    for e in &j {
+        if e["id"] != 4 {
+            assert_eq!(
+                (&e["applied"], e.get("recovered")),
+                (&false.into(), None),
+                "{e}"
+            );
+        }
+    }
+    assert!(pending_is_empty(&sb.state_dir()));
+}
+
+#[test]
+fn a_stopped_runs_change_whose_on_update_start_moved_is_journaled_unmatched_mariadb() {
+    if !strace_or_skip() {
+        return;
+    }
+    let mut db = mysql_or_skip!();
+    // The first TIMESTAMP column of a table on older MySQL: a write to the row that does
+    // not assign it moves it.
+    db.create_sync_log("TIMESTAMP DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP");
+    let sb = Sandbox::new();
+    db.insert(1, "running", 50 * MIN);
+    sb.heartbeat(1, secs(47 * MIN));
+    let start = |db: &mut MysqlDb| -> String {
+        db.query::<String>("SELECT CAST(start_time AS CHAR) FROM sync_log WHERE id = 1")[0].clone()
+    };
+    let seen = start(&mut db);
+    let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
+    killed_before_its_journal(&sb, &cfg);
+    assert_eq!(db.row(1).0, "error");
+    // Whatever selfheal's own write did to it, the application's next write to the row
+    // moves it.
+    db.exec("UPDATE sync_log SET attempts = attempts + 1 WHERE id = 1");
+    let now = start(&mut db);
+    assert_ne!(seen, now, "the start column moved");
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    let said = warnings(&o);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains(&format!(
+            "1 change a stopped run was making no longer matches its row (e.g. watch \
+             full-sync id=1: the row's start moved from {seen} to {now} (status 'error'))"
+        )),
+        "{said:?}"
+    );
+    let j = sb.journal();
+    assert_eq!(j.len(), 1, "{j:?}");
+    assert_eq!(
+        (&j[0]["outcome"], &j[0]["outcome_basis"], &j[0]["applied"]),
+        (&"unmatched".into(), &"start_moved".into(), &false.into()),
+        "{}",
+        j[0]
+    );
+    assert_eq!(
+        j[0]["found"],
+        serde_json::json!({"status": "error", "started": now})
+    );
+    assert!(pending_is_empty(&sb.state_dir()));
+}
+
+#[test]
+fn a_park_a_stopped_run_cannot_tell_as_its_own_is_never_undone() {
+    if !strace_or_skip() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    // Row 7: silent for 20 minutes while its worker holds its lock: hung, to be parked.
+    db.insert(7, "running", 30 * MIN);
+    sb.heartbeat(7, secs(20 * MIN));
+    let holder = flock1_holder(&sb.lock_path(7), false);
+    let watch = format!(
+        "{}lock_file = \"{}\"\nmanual_value = \"wait_manual\"\n",
+        watch_without_message(&sb),
+        sb.lock_template()
+    );
+    let cfg = sb.config(&db.url(), &watch);
+    killed_before_its_writes(&sb, &cfg);
+    assert_eq!(db.status(7), "running");
+    // Someone else parks it before the next run (a person by hand, the application's own
+    // watchdog): the row shows what selfheal was about to write.
+    db.exec("UPDATE sync_log SET status = 'wait_manual' WHERE id = 7");
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert!(
+        warnings(&o)
+            .iter()
+            .any(|w| w.contains("\"outcome\": \"unknown\"")),
+        "{}",
+        stderr(&o)
+    );
+    let j = sb.journal();
+    assert_eq!(
+        (j.len(), &j[0]["action"], &j[0]["outcome"]),
+        (1, &"mark_manual".into(), &"unknown".into()),
+        "{j:?}"
+    );
+    // The worker beats again after that: a park of selfheal's as hung would be undone now;
+    // this one is not known to be selfheal's, and stays for a person.
+    std::thread::sleep(Duration::from_millis(1100));
+    sb.heartbeat(7, secs(0));
+    let o = check(&cfg, &["--format", "json"]);
+    assert_eq!(db.status(7), "wait_manual", "{}", stdout(&o));
+    assert_eq!(sb.journal().len(), 1);
+    drop(holder);
 }

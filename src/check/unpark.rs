@@ -10,8 +10,9 @@
 //! judged by their evidence as a running row would be ([`crate::evidence::gather`],
 //! [`crate::decide::decide`]); only for the few whose evidence says the worker lives and
 //! beats is the journal read, for the park itself (the last change of that row and start:
-//! applied, to `manual_value`, verdict `hung`, by selfheal) and its time, which the last
-//! beat must follow. Just before the write the evidence is read again. The write is one
+//! applied and made — never an intent a later run could not tell as selfheal's —, to
+//! `manual_value`, verdict `hung`, by selfheal) and its time, which the last beat must
+//! follow. Just before the write the evidence is read again. The write is one
 //! compare-and-set from `manual_value` and the observed start and owner (not the
 //! heartbeat column, which moves on by design), made through [`crate::apply`] (intent,
 //! compare-and-set, journal line `action: "recovered"`), and said once in the cron text (a
@@ -98,7 +99,7 @@ fn parks(
 ) -> Result<HashMap<(String, String), Option<Park>>> {
     let mut last: HashMap<(String, String), Option<Park>> = HashMap::new();
     crate::journal::read_all(state_dir, db, &mut |e| {
-        if e.watch != w.name || !e.applied {
+        if e.watch != w.name || !e.applied || !e.made() {
             return;
         }
         let key = (e.id.key(), e.started.clone().unwrap_or_default());

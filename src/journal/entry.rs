@@ -210,9 +210,21 @@ pub struct JournalEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_release_detail: Option<String>,
 
-    /// Journaled by the next run, which found the change applied but not journaled.
+    /// Journaled by the next run, which found the change applied, and selfheal's, but not
+    /// journaled.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub recovered: bool,
+    /// What became of the change: absent (made, every line before the field existed) or,
+    /// for an intent a stopped run left that the next run could not tell as selfheal's
+    /// change, `unknown` or `unmatched` ([`Outcome`]) — never a change selfheal made.
+    #[serde(skip_serializing_if = "Outcome::is_applied")]
+    pub outcome: Outcome,
+    /// Why the outcome is `unknown` or `unmatched`: its code ([`OutcomeBasis`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome_basis: Option<OutcomeBasis>,
+    /// The row as the run that settled the intent found it; absent when it was gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found: Option<Found>,
 
     // A person's decision (`selfheal resolve`); absent on selfheal's own changes.
     /// Who decided: `$SUDO_USER`, else the login name of the real uid.
@@ -223,7 +235,99 @@ pub struct JournalEntry {
     pub decision_note: Option<String>,
 }
 
+/// What became of a change. Every change a run makes and journals is `applied`; the other
+/// two are written only by recovery ([`crate::recovery`]), for an intent a stopped run left
+/// whose change the next run cannot tell as selfheal's. Readers that count selfheal's
+/// changes (`stats`, un-parking, `show`'s parks) take only `applied` ([`JournalEntry::made`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Made by selfheal (and journaled by the run that made it, or `recovered`).
+    #[default]
+    Applied,
+    /// The row shows the change, but nothing tells selfheal's write from anyone else's
+    /// (no message column): the job may have written that status itself.
+    Unknown,
+    /// The row no longer matches the intent (gone, started again, another status, another
+    /// message): whether selfheal's change was ever made cannot be told.
+    Unmatched,
+}
+
+impl Outcome {
+    pub fn is_applied(&self) -> bool {
+        *self == Outcome::Applied
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Unknown => "unknown",
+            Outcome::Unmatched => "unmatched",
+        }
+    }
+}
+
+/// Why an intent's outcome is [`Outcome::Unknown`] or [`Outcome::Unmatched`], as a code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeBasis {
+    /// Unknown: the row shows the intended status and start, and the watch has no message
+    /// column to tell selfheal's write from the job's own.
+    NoMessageColumn,
+    /// Unmatched: no row with that id any more.
+    RowGone,
+    /// Unmatched: the row's start value is another (started again, or a start column that
+    /// moves on every write).
+    StartMoved,
+    /// Unmatched: same start, but neither the status it had nor the one it was to get.
+    StatusMoved,
+    /// Unmatched: the intended status and start, but the message column holds another
+    /// message than selfheal's: someone else wrote the row.
+    OtherMessage,
+}
+
+/// A row as recovery found it when it settled an intent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Found {
+    pub status: String,
+    pub started: String,
+}
+
 impl JournalEntry {
+    /// A change selfheal made: not an intent whose outcome could not be told ([`Outcome`]).
+    pub fn made(&self) -> bool {
+        self.outcome.is_applied()
+    }
+
+    /// Why the outcome is not `applied`, in words, with what was found (`the row's start
+    /// moved from … to …`); `None` for a change selfheal made.
+    pub fn outcome_words(&self) -> Option<String> {
+        if self.made() {
+            return None;
+        }
+        let started = self.started.as_deref().unwrap_or("?");
+        let found = self.found.clone().unwrap_or_default();
+        Some(match self.outcome_basis {
+            Some(OutcomeBasis::NoMessageColumn) => format!(
+                "the row showed '{}' at the same start, but the watch has no message_column to \
+                 tell selfheal's write from the job's own",
+                found.status
+            ),
+            Some(OutcomeBasis::RowGone) => "the row was gone".to_string(),
+            Some(OutcomeBasis::StartMoved) => format!(
+                "the row's start moved from {started} to {} (status '{}')",
+                found.started, found.status
+            ),
+            Some(OutcomeBasis::StatusMoved) => format!("the row's status was '{}'", found.status),
+            Some(OutcomeBasis::OtherMessage) => format!(
+                "the row showed '{}' with another message than selfheal's",
+                found.status
+            ),
+            None => "the row could not be told".to_string(),
+        })
+    }
+
     /// [`JournalEntry::basis`] in words, whether the line kept a code or (an earlier
     /// release's) words.
     pub fn basis_words(&self) -> String {
@@ -282,6 +386,9 @@ impl Default for JournalEntry {
             lock_release: None,
             lock_release_detail: None,
             recovered: false,
+            outcome: Outcome::Applied,
+            outcome_basis: None,
+            found: None,
             actor: None,
             decision_note: None,
         }
@@ -402,6 +509,56 @@ mod tests {
             ..unpark
         };
         assert_eq!(by_hand.resolution(), Some("running"));
+    }
+
+    #[test]
+    fn an_outcome_reads_back_and_every_line_without_one_is_a_change_made() {
+        for l in WRITTEN {
+            let e: JournalEntry = serde_json::from_str(l).expect("entry");
+            assert!(e.made() && e.outcome_words().is_none(), "{l}");
+            let line = String::from_utf8(to_line(&e).expect("line")).expect("utf8");
+            assert!(
+                !line.contains("outcome") && !line.contains("found"),
+                "{line}"
+            );
+        }
+        let e = JournalEntry {
+            applied: false,
+            started: Some("2026-03-05 11:10:00".into()),
+            outcome: Outcome::Unmatched,
+            outcome_basis: Some(OutcomeBasis::StartMoved),
+            found: Some(Found {
+                status: "running".into(),
+                started: "2026-03-05 12:00:00".into(),
+            }),
+            ..JournalEntry::default()
+        };
+        let line = String::from_utf8(to_line(&e).expect("line")).expect("utf8");
+        assert!(
+            line.contains(r#""outcome":"unmatched","outcome_basis":"start_moved""#)
+                && line.contains(r#""found":{"started":"2026-03-05 12:00:00","status":"running"}"#),
+            "{line}"
+        );
+        let back: JournalEntry = serde_json::from_str(&line).expect("entry");
+        assert_eq!(back, e);
+        assert!(!back.made());
+        assert_eq!(
+            back.outcome_words().as_deref(),
+            Some(
+                "the row's start moved from 2026-03-05 11:10:00 to 2026-03-05 12:00:00 \
+                 (status 'running')"
+            )
+        );
+        let gone = JournalEntry {
+            outcome: Outcome::Unmatched,
+            outcome_basis: Some(OutcomeBasis::RowGone),
+            ..JournalEntry::default()
+        };
+        assert_eq!(gone.outcome_words().as_deref(), Some("the row was gone"));
+        // An outcome this release does not know is not an entry (never a change counted).
+        assert!(
+            serde_json::from_str::<JournalEntry>(r#"{"watch":"w","outcome":"later"}"#).is_err()
+        );
     }
 
     #[test]

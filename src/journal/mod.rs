@@ -8,9 +8,10 @@
 //! flushed once after the watch's writes ([`Journal::sync`]), and the intents are cleared.
 //! A run killed anywhere in between (even between a compare-and-set and its journal line)
 //! leaves intents behind, and the next run settles them ([`crate::recovery`]): an intent
-//! whose change the database shows applied and the journal does not list is journaled
-//! then, marked `recovered`. So the journal lists every applied change exactly once, and
-//! two flushes per watch replace one per row.
+//! whose change the database shows applied, as selfheal's, and the journal does not list is
+//! journaled then, marked `recovered`; one whose change cannot be told as selfheal's is
+//! journaled with its `outcome` (`unknown`, `unmatched`), never as a change. So the journal
+//! lists every applied change exactly once, and two flushes per watch replace one per row.
 //!
 //! Every entry names the database it was made in ([`DatabaseId`]: scheme, host and
 //! database name, or the SQLite file; never a user or password): `stats`, `doctor` and
@@ -53,7 +54,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-pub use entry::{DatabaseId, JournalEntry, RowId};
+pub use entry::{DatabaseId, Found, JournalEntry, Outcome, OutcomeBasis, RowId};
 pub use pending::{
     Group, IntentsHeader, Left, Origin, PENDING_FILE, Pending, parse as parse_intents,
 };

@@ -118,7 +118,8 @@ fn read_marks(
         .collect();
     let mut resolutions: HashMap<String, Resolutions> = HashMap::new();
     let result = journal::read_all(&cfg.run.state_dir, db, &mut |entry| {
-        if !marks.contains_key(&entry.watch) {
+        // An intent whose outcome a later run could not tell is no change of selfheal's.
+        if !marks.contains_key(&entry.watch) || !entry.made() {
             return;
         }
         if entry.by_person() || entry.action == crate::decide::Action::Unpark {
