@@ -279,6 +279,42 @@ pub fn split_type(definition: &str) -> (&str, &str) {
     (d, "")
 }
 
+/// A column definition as `CREATE TABLE` writes it (after the column's name) without its
+/// `ON UPDATE …` clause: `timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE
+/// current_timestamp() COMMENT 'x'` → `timestamp NOT NULL DEFAULT current_timestamp()
+/// COMMENT 'x'`; `None` when it has none. Quoted text (a default, a comment) is skipped.
+pub fn without_on_update(definition: &str) -> Option<String> {
+    const CLAUSE: &str = " ON UPDATE ";
+    let mut quote: Option<char> = None;
+    let mut chars = definition.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match quote {
+            Some(q) if c == '\\' && q != '`' => {
+                chars.next();
+            }
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, '\'' | '"' | '`') => quote = Some(c),
+            None => {
+                let (before, rest) = definition.split_at_checked(i)?;
+                let is_clause = rest
+                    .get(..CLAUSE.len())
+                    .is_some_and(|h| h.eq_ignore_ascii_case(CLAUSE));
+                if is_clause {
+                    // The clause's value: one word, with its parentheses
+                    // (`current_timestamp(3)`).
+                    let value = rest.get(CLAUSE.len()..).unwrap_or("");
+                    let after = value
+                        .find(' ')
+                        .map_or("", |end| value.get(end..).unwrap_or(""));
+                    return Some(format!("{before}{after}"));
+                }
+            }
+        }
+    }
+    None
+}
+
 /// `enum('a','b')` from its members.
 fn enum_type<'a>(members: impl Iterator<Item = &'a str>) -> String {
     let quoted: Vec<String> = members.map(mysql_literal).collect();
@@ -654,6 +690,26 @@ mod tests {
             ("varchar(16)", " CHARACTER SET latin1 NOT NULL")
         );
         assert_eq!(split_type("tinytext NOT NULL"), ("tinytext", " NOT NULL"));
+        assert_eq!(
+            without_on_update(
+                "timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp()"
+            )
+            .as_deref(),
+            Some("timestamp NOT NULL DEFAULT current_timestamp()")
+        );
+        assert_eq!(
+            without_on_update(
+                "timestamp(3) NULL DEFAULT NULL on update CURRENT_TIMESTAMP(3) COMMENT 'a '' \\' \
+                 ON UPDATE x'"
+            )
+            .as_deref(),
+            Some("timestamp(3) NULL DEFAULT NULL COMMENT 'a '' \\' ON UPDATE x'")
+        );
+        assert_eq!(
+            without_on_update("datetime DEFAULT NULL COMMENT ' ON UPDATE now()'"),
+            None
+        );
+        assert_eq!(without_on_update("datetime DEFAULT NULL"), None);
         assert_eq!(split_type("text"), ("text", ""));
     }
 
