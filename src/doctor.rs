@@ -1,11 +1,13 @@
 //! `selfheal doctor`: everything a first run depends on, checked one line at a time with
 //! the fix beside each failure — the configuration; the database, its version and how it
 //! was reached; the database clock against the host's and the session time zone; per
-//! watch the table, its columns and their types, the index that finds running rows (by
-//! the database's own plan of the very query `check` runs, `match` included), the message
-//! column's room, times in the future, `max_age` against the runs it can see, whether the
-//! status column can hold every status the watch writes, `retry_at_column` and the
-//! condition the application's picker must add for it, the rows parked in `manual_value`
+//! watch the table, its columns and their types, a start or heartbeat column declared `ON
+//! UPDATE CURRENT_TIMESTAMP` (with the `ALTER TABLE` that drops the clause), the index
+//! that finds running rows (by the database's own plan of the very query `check` runs,
+//! `match` included), the message column's room, times in the future, `max_age` against
+//! the runs it can see, whether the status column can hold every status the watch writes,
+//! `retry_at_column` and the condition the application's picker must add for it, the rows
+//! parked in `manual_value`
 //! (with the `selfheal resolve` command that decides each); the heartbeat and lock directories as the user
 //! selfheal runs as, and a heartbeat file template that matches no running row's file
 //! while its directory is there (a typo in the file name); whether pids and `/proc/locks` are the host's (selfheal outside the
@@ -488,6 +490,9 @@ fn watch_database_checks(
         }
     };
     rep.add(columns_finding(w, &schema));
+    if let Some(f) = on_update_finding(w, &schema, store) {
+        rep.add(f);
+    }
     rep.add(values_finding(w, &schema, store));
     rep.add(match store.explain_running(w) {
         Ok(plan) => index_finding(w, &plan),
@@ -710,6 +715,68 @@ fn columns_finding(w: &Watch, schema: &Schema) -> Finding {
              TIMESTAMP or integer unix seconds)",
         )
     }
+}
+
+/// A start or heartbeat column declared `ON UPDATE CURRENT_TIMESTAMP` (the default for the
+/// first TIMESTAMP column of a table on older MySQL): every `UPDATE` of the row that does
+/// not assign it moves it to now. selfheal's and the PHP helpers' writes assign it to
+/// itself, but the application's own writes restart the row's age (a stuck job never
+/// reaches `max_age`) or beat for it. Names each such column and the `ALTER TABLE` that
+/// drops the clause, keeping the rest of its definition as the database writes it.
+fn on_update_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) -> Option<Finding> {
+    let roles = [
+        (
+            "started_column",
+            Some(&w.started_column),
+            "the row's age starts again, so max_age never ends a stuck job",
+        ),
+        (
+            "heartbeat_column",
+            w.heartbeat_column.as_ref(),
+            "any write to the row looks like a heartbeat",
+        ),
+    ];
+    let mut details = Vec::new();
+    let mut fixes = Vec::new();
+    for (key, col, harm) in roles {
+        let Some(col) = col.filter(|c| {
+            schema
+                .columns
+                .get(&c.name().to_ascii_lowercase())
+                .is_some_and(|c| c.on_update_now)
+        }) else {
+            continue;
+        };
+        details.push(format!(
+            "{key} {col} is declared ON UPDATE CURRENT_TIMESTAMP: every UPDATE of a row that \
+             does not set it moves it to now ({harm})"
+        ));
+        let (table, column) = (w.table.quoted('`'), col.quoted('`'));
+        let definition = store
+            .column_definition(w, col)
+            .ok()
+            .flatten()
+            .and_then(|d| store::types::without_on_update(&d));
+        fixes.push(match definition {
+            Some(d) => format!("ALTER TABLE {table} MODIFY {column} {d}"),
+            None => format!(
+                "ALTER TABLE {table} MODIFY {column} with its definition from SHOW CREATE TABLE \
+                 {} without ON UPDATE CURRENT_TIMESTAMP",
+                w.table
+            ),
+        });
+    }
+    if details.is_empty() {
+        return None;
+    }
+    Some(Finding::warn(
+        format!("watch {}: ON UPDATE", w.name),
+        format!(
+            "{}; selfheal's and Selfheal\\Lease's own writes keep it, the application's do not",
+            details.join("; ")
+        ),
+        format!("drop the clause: {}", fixes.join("; ")),
+    ))
 }
 
 /// Whether the status column can hold every status the watch writes; when it cannot, the

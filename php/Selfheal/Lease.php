@@ -31,8 +31,10 @@
  * message_column, retry_value, retry_at_column, attempts_column, max_attempts,
  * manual_value, dead_value ("error"), match (column => value: only rows of this job kind),
  * plus claimable_values (statuses a claim takes a row from; default ['pending'], and
- * retry_value when it is another status) and every (seconds between two heartbeat writes;
- * default 10). The watch's other keys (name, stale_after, max_age, lock_file, …) are
+ * retry_value when it is another status), every (seconds between two heartbeat writes;
+ * default 10) and timezone (the zone naive DATETIME values are written in, as selfheal's
+ * [database] timezone: a zone name such as 'Europe/Berlin', or '+HH:MM'/'-HH:MM'; default
+ * the server's global time zone on MySQL, UTC on SQLite). The watch's other keys (name, stale_after, max_age, lock_file, …) are
  * accepted and not used, so one array can describe both sides; any other key is an error.
  *
  * Guarantees:
@@ -48,9 +50,19 @@
  *     would stay invisible until a commit — the single-transaction design the lease
  *     replaces), beat() inside a transaction likewise; finish(), retryLater() and
  *     stillMine() may run inside one, with the job's own last business write.
- *   - Times are the database's own (NOW(), UNIX_TIMESTAMP(), SQLite's 'now'), never PHP's.
- *     Start, heartbeat, end and retry_at columns may be DATETIME/TIMESTAMP (SQLite: text)
- *     or integer unix seconds; the column types are read once per connection and table.
+ *   - Times are the database's own (UTC_TIMESTAMP(), NOW(), UNIX_TIMESTAMP(), SQLite's
+ *     'now'), never PHP's clock, and whatever time_zone the connection's session set: a
+ *     DATETIME (or text) column gets the database's UTC time converted to timezone (by
+ *     its offset now, computed by PHP: CONVERT_TZ knows no zone names unless the server's
+ *     time zone tables are loaded), else to the server's global zone (MySQL) or UTC
+ *     (SQLite) — the zone selfheal reads it in; retry_at is compared in that same zone.
+ *     A TIMESTAMP (stored as UTC) gets NOW(), integer columns unix seconds. Start,
+ *     heartbeat, end and retry_at columns may be DATETIME/TIMESTAMP (SQLite: text) or
+ *     integer unix seconds; the column types are read once per connection and table.
+ *   - A start, heartbeat, end or retry_at column declared ON UPDATE CURRENT_TIMESTAMP
+ *     (which moves on every UPDATE that does not set it) is assigned to itself by every
+ *     write that does not set it, so the start the guard compares stays what the claim
+ *     wrote.
  *   - Identifiers are validated (letters, digits, _; a table may be database.table) and
  *     quoted; every value is a bound parameter.
  *   - A database error is a \RuntimeException naming what failed (whatever the connection's
@@ -101,6 +113,7 @@ class Lease
         'match' => null,
         'claimable_values' => null,
         'every' => 10,
+        'timezone' => null,
     );
 
     /** selfheal's other watch keys: accepted, not used here. */
@@ -108,6 +121,9 @@ class Lease
         'name', 'host', 'stale_after', 'max_age', 'lock_file', 'overtime', 'release_lock',
         'confirm', 'success_values', 'retry_backoff', 'retry_backoff_max', 'report_file',
     );
+
+    /** @var int[]|null known time zone names (as keys), read once */
+    private static $zoneNames = null;
 
     /** @var array[] column types by connection and table: [PDO, columns] */
     private static $columnCache = array();
@@ -265,11 +281,14 @@ class Lease
         $what = 'renewing the lease of ' . $this->rowName();
         if ($p['heartbeat_column'] !== null) {
             $params = array();
+            $sets = array_merge(
+                array("{$p['heartbeat_column']} = " . self::nowSql($p, 'heartbeat')),
+                self::kept($p, array('heartbeat'))
+            );
             $n = self::write(
                 $this->pdo,
                 $what,
-                "UPDATE {$p['t']} SET {$p['heartbeat_column']} = {$p['now']['heartbeat']} WHERE "
-                . $this->guard($params),
+                "UPDATE {$p['t']} SET " . implode(', ', $sets) . ' WHERE ' . $this->guard($params),
                 $params
             );
             // MySQL counts changed rows only: a second beat within the same second changes
@@ -352,7 +371,7 @@ class Lease
         $sets = array();
         $params = array();
         if ($p['retry_at_column'] !== null) {
-            $sets[] = "{$p['retry_at_column']} = " . $p['later'];
+            $sets[] = "{$p['retry_at_column']} = " . self::laterSql($p);
             $params[] = $p['driver'] === 'sqlite' && $p['modes']['retry_at'] !== 'epoch'
                 ? "+$seconds seconds"
                 : $seconds;
@@ -424,19 +443,23 @@ class Lease
         $sets = array(
             "{$p['status_column']} = ?",
             "{$p['owner_column']} = ?",
-            "{$p['started_column']} = {$p['now']['started']}",
+            "{$p['started_column']} = " . self::nowSql($p, 'started'),
         );
         $params = array($p['running_value'], $owner);
+        $assigned = array('started');
         if ($p['heartbeat_column'] !== null) {
-            $sets[] = "{$p['heartbeat_column']} = {$p['now']['heartbeat']}";
+            $sets[] = "{$p['heartbeat_column']} = " . self::nowSql($p, 'heartbeat');
+            $assigned[] = 'heartbeat';
         }
         if ($p['ended_column'] !== null && $p['ended_nullable']) {
             $sets[] = "{$p['ended_column']} = NULL";
+            $assigned[] = 'ended';
         }
         if ($p['message_column'] !== null) {
             $sets[] = "{$p['message_column']} = ?";
             $params[] = '';
         }
+        $sets = array_merge($sets, self::kept($p, $assigned));
         $params[] = $id;
         $where = "{$p['id_column']} = ? AND " . self::claimable($p, $params);
         $sql = "UPDATE {$p['t']} SET " . implode(', ', $sets) . " WHERE $where";
@@ -465,6 +488,17 @@ class Lease
                 . "WHERE {$p['id_column']} = ?",
                 array($id)
             );
+            if (!$rows || $rows[0][0] === null) {
+                // CONVERT_TZ gives NULL for a zone the server cannot convert to: a fence on
+                // a NULL start would match nothing, and every beat would find the lease lost.
+                self::rollBack($pdo);
+                throw new \RuntimeException(
+                    "Selfheal\\Lease: $what: the database wrote no start time (NULL) into "
+                    . "{$p['started_column_name']}; nothing was claimed. A DATETIME column is "
+                    . "written in the server's global time zone unless 'timezone' is set: "
+                    . "set 'timezone' to the zone selfheal reads it in ([database] timezone)"
+                );
+            }
             self::call($pdo, $what, function () use ($pdo) {
                 $pdo->commit();
             });
@@ -504,7 +538,7 @@ class Lease
         $cond = array("{$p['status_column']} IN (" . implode(', ', $marks) . ')');
         if ($p['retry_at_column'] !== null) {
             $cond[] = "({$p['retry_at_column']} IS NULL OR {$p['retry_at_column']} <= "
-                . "{$p['now']['retry_at']})";
+                . self::nowSql($p, 'retry_at') . ')';
         }
         foreach ($p['match'] as $m) {
             $cond[] = "{$m[0]} = ?";
@@ -584,13 +618,19 @@ class Lease
         $p = $this->p;
         array_unshift($sets, "{$p['status_column']} = ?");
         array_unshift($setParams, $status);
+        $assigned = array();
         if ($p['ended_column'] !== null) {
-            $sets[] = "{$p['ended_column']} = {$p['now']['ended']}";
+            $sets[] = "{$p['ended_column']} = " . self::nowSql($p, 'ended');
+            $assigned[] = 'ended';
         }
         if ($p['message_column'] !== null) {
             $sets[] = "{$p['message_column']} = ?";
             $setParams[] = self::cut((string) $message, $p['message_length']);
         }
+        if ($action === 'retryLater' && $p['retry_at_column'] !== null) {
+            $assigned[] = 'retry_at';
+        }
+        $sets = array_merge($sets, self::kept($p, $assigned));
         $params = $setParams;
         $where = $this->guard($params);
         if ($cond !== null) {
@@ -791,8 +831,9 @@ class Lease
                 );
             }
         }
-        foreach (array('started' => 'started_column', 'heartbeat' => 'heartbeat_column',
-                       'ended' => 'ended_column', 'retry_at' => 'retry_at_column') as $short => $key) {
+        $timeKeys = array('started' => 'started_column', 'heartbeat' => 'heartbeat_column',
+                          'ended' => 'ended_column', 'retry_at' => 'retry_at_column');
+        foreach ($timeKeys as $short => $key) {
             if ($names[$key] !== null) {
                 $modes[$short] = self::timeMode($driver, $cols[strtolower($names[$key])]['type'], $key, $names[$key]);
             }
@@ -806,12 +847,15 @@ class Lease
             $p['match'][] = array($q . $m[0] . $q, $m[1]);
         }
         $p['modes'] = $modes;
-        $p['now'] = array();
-        foreach ($modes as $short => $mode) {
-            $p['now'][$short] = self::nowSql($driver, $mode);
-        }
-        if (isset($modes['retry_at'])) {
-            $p['later'] = self::laterSql($driver, $modes['retry_at']);
+        $p['timezone'] = self::zone(self::get($spec, 'timezone'));
+        $p['started_column_name'] = $names['started_column'];
+        // Time columns declared ON UPDATE CURRENT_TIMESTAMP: kept by every write that does
+        // not set them (kept()).
+        $p['on_update'] = array();
+        foreach ($timeKeys as $short => $key) {
+            if ($names[$key] !== null && $cols[strtolower($names[$key])]['on_update']) {
+                $p['on_update'][$short] = $p[$key];
+            }
         }
         $p['start_guard'] = $modes['started'] === 'timestamp'
             ? "UNIX_TIMESTAMP({$p['started_column']})"
@@ -984,7 +1028,7 @@ class Lease
             $rows = self::query(
                 $pdo,
                 $what,
-                'SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH '
+                'SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH, EXTRA '
                 . 'FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) '
                 . 'AND TABLE_NAME = ?',
                 array($schema, end($parts))
@@ -994,6 +1038,9 @@ class Lease
                     'type' => strtolower($r[1]),
                     'null' => strtoupper($r[2]) === 'YES',
                     'length' => $r[3] === null ? null : (int) $r[3],
+                    // MariaDB: "on update current_timestamp()"; MySQL 8: "DEFAULT_GENERATED
+                    // on update CURRENT_TIMESTAMP".
+                    'on_update' => stripos((string) $r[4], 'on update') !== false,
                 );
             }
         } else {
@@ -1006,6 +1053,7 @@ class Lease
                     'type' => strtolower((string) $r[2]),
                     'null' => !$r[3] && !$r[5],
                     'length' => null,   // SQLite does not enforce declared lengths
+                    'on_update' => false,
                 );
             }
         }
@@ -1052,25 +1100,119 @@ class Lease
         );
     }
 
-    private static function nowSql($driver, $mode)
+    /**
+     * The database's now for time column $short ('started', 'heartbeat', 'ended',
+     * 'retry_at'), as selfheal reads that column, whatever the session's time_zone: unix
+     * seconds; a MySQL TIMESTAMP's NOW() (stored as UTC, so zone-free); a naive DATETIME
+     * (or text) as the database's UTC time converted to 'timezone' (its offset now), else
+     * to the server's global zone (MySQL) or kept as UTC (SQLite). Built for each statement:
+     * a lease may outlive a change to or from daylight saving time.
+     */
+    private static function nowSql(array $p, $short)
     {
-        if ($driver === 'mysql') {
-            return $mode === 'epoch' ? 'UNIX_TIMESTAMP()' : 'NOW()';
+        $mode = $p['modes'][$short];
+        if ($p['driver'] === 'mysql') {
+            if ($mode === 'epoch') {
+                return 'UNIX_TIMESTAMP()';
+            }
+            if ($mode === 'timestamp') {
+                return 'NOW()';
+            }
+            if ($p['timezone'] === null) {
+                return "CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', @@global.time_zone)";
+            }
+            return 'UTC_TIMESTAMP() + INTERVAL ' . self::offset($p['timezone']) . ' SECOND';
         }
-        return $mode === 'epoch'
-            ? "CAST(strftime('%s', 'now') AS INTEGER)"
-            : "strftime('%Y-%m-%d %H:%M:%S', 'now')";
+        if ($mode === 'epoch') {
+            return "CAST(strftime('%s', 'now') AS INTEGER)";
+        }
+        return "strftime('%Y-%m-%d %H:%M:%S', 'now'" . self::shift($p) . ')';
     }
 
-    /** Now plus a bound number of seconds (SQLite text: a bound '+N seconds' modifier). */
-    private static function laterSql($driver, $mode)
+    /** nowSql() of retry_at plus a bound number of seconds (SQLite text: '+N seconds'). */
+    private static function laterSql(array $p)
     {
-        if ($driver === 'mysql') {
-            return $mode === 'epoch' ? 'UNIX_TIMESTAMP() + ?' : 'NOW() + INTERVAL ? SECOND';
+        $mode = $p['modes']['retry_at'];
+        if ($p['driver'] === 'mysql') {
+            return $mode === 'epoch'
+                ? 'UNIX_TIMESTAMP() + ?'
+                : self::nowSql($p, 'retry_at') . ' + INTERVAL ? SECOND';
         }
         return $mode === 'epoch'
             ? "CAST(strftime('%s', 'now') AS INTEGER) + ?"
-            : "strftime('%Y-%m-%d %H:%M:%S', 'now', ?)";
+            : "strftime('%Y-%m-%d %H:%M:%S', 'now'" . self::shift($p) . ', ?)';
+    }
+
+    /** SQLite's modifier that shifts UTC to 'timezone' (its offset now), or ''. */
+    private static function shift(array $p)
+    {
+        if ($p['timezone'] === null) {
+            return '';
+        }
+        return sprintf(", '%+d seconds'", self::offset($p['timezone']));
+    }
+
+    /**
+     * 'timezone' validated: null, or [name, fixed offset in seconds or null, \DateTimeZone
+     * or null]. A zone name as selfheal's [database] timezone takes it (the tz database's,
+     * old names included), or a fixed offset ±HH:MM as MySQL's time_zone takes it. The
+     * offset of a named zone is computed here, never by the server's CONVERT_TZ, which
+     * gives NULL for every named zone unless the server's time zone tables are loaded.
+     */
+    private static function zone($tz)
+    {
+        if ($tz === null) {
+            return null;
+        }
+        if (is_string($tz) && preg_match('/^([+-])(\d\d):([0-5]\d)\z/', $tz, $m)
+            && (int) $m[2] * 60 + (int) $m[3] <= 14 * 60) {
+            $seconds = ((int) $m[2] * 3600 + (int) $m[3] * 60) * ($m[1] === '-' ? -1 : 1);
+            return array($tz, $seconds, null);
+        }
+        if (self::$zoneNames === null) {
+            self::$zoneNames = array_flip(
+                \DateTimeZone::listIdentifiers(\DateTimeZone::ALL_WITH_BC)
+            );
+        }
+        if (is_string($tz) && isset(self::$zoneNames[$tz])) {
+            return array($tz, null, new \DateTimeZone($tz));
+        }
+        throw new \InvalidArgumentException(
+            "Selfheal\\Lease: 'timezone' must be a time zone name (as selfheal's [database] "
+            . "timezone, e.g. 'Europe/Berlin') or an offset from UTC as +HH:MM or -HH:MM (at "
+            . 'most 14:00), got ' . self::shown($tz)
+        );
+    }
+
+    /** Seconds 'timezone' is ahead of UTC now. */
+    private static function offset(array $zone)
+    {
+        if ($zone[2] === null) {
+            return $zone[1];
+        }
+        $now = new \DateTime('now', $zone[2]);
+        return $now->getOffset();
+    }
+
+    /**
+     * `col = col` for each time column declared ON UPDATE CURRENT_TIMESTAMP that the
+     * statement does not set ($assigned: short names): such a column moves to now on any
+     * UPDATE that does not assign it, which would move the start the guard compares.
+     */
+    private static function kept(array $p, array $assigned)
+    {
+        $setCols = array();
+        foreach ($assigned as $short) {
+            $setCols[] = $p[$short . '_column'];
+        }
+        $sets = array();
+        foreach ($p['on_update'] as $col) {
+            if (!in_array($col, $setCols, true)) {
+                $sets[] = "$col = $col";
+                $setCols[] = $col;
+            }
+        }
+        return $sets;
     }
 
     // ---- the database ------------------------------------------------------------------

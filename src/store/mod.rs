@@ -30,8 +30,10 @@
 //! Guarantee shared by every adapter: [`JobTable::compare_and_set`] changes at most one
 //! row, and only if it still has the status (the running status for `check`), the start,
 //! owner and heartbeat-column values selfheal observed (SPEC §6; an un-park leaves the
-//! heartbeat column out, since it is made because the row beats again). Values are always bound parameters;
-//! identifiers are validated [`Ident`](crate::config::Ident)s.
+//! heartbeat column out, since it is made because the row beats again), and never moves a
+//! start, heartbeat, end or retry time the watch names that the table declares `ON UPDATE
+//! CURRENT_TIMESTAMP` (read by [`Introspect::schema`]) unless it sets it. Values are always
+//! bound parameters; identifiers are validated [`Ident`](crate::config::Ident)s.
 //!
 //! I/O: the adapters talk to their database (and `credentials` reads password and option
 //! files); this module, [`sql`] and [`types`] do none.

@@ -943,10 +943,10 @@ impl Introspect for MysqlStore {
     }
 
     fn schema(&mut self, w: &Watch) -> Result<Schema> {
-        let rows: Vec<(String, String, String, Option<u64>)> = self
+        let rows: Vec<(String, String, String, Option<u64>, String)> = self
             .conn
             .exec(
-                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_MAXIMUM_LENGTH \
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_MAXIMUM_LENGTH, EXTRA \
                  FROM information_schema.COLUMNS \
                  WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
                 (w.table.schema(), w.table.name()),
@@ -976,10 +976,10 @@ impl Introspect for MysqlStore {
         }
         let columns = rows
             .iter()
-            .map(|(name, data_type, column_type, len)| {
+            .map(|(name, data_type, column_type, len, extra)| {
                 (
                     name.to_ascii_lowercase(),
-                    Column::mysql(data_type, column_type, *len),
+                    Column::mysql(data_type, column_type, *len, extra),
                 )
             })
             .collect();

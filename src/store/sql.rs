@@ -473,7 +473,9 @@ pub fn due_condition(d: &Dialect, w: &Watch, schema: &Schema) -> Option<String> 
 /// has; matches the row only while it still has the id, the status it was observed in,
 /// the start, heartbeat (but for an un-park) and owner values selfheal observed, and the
 /// watch's `match`: a row another host claimed, or that another watch's job kind took
-/// over, in the meantime is never written.
+/// over, in the meantime is never written. A time column the watch names that is declared
+/// `ON UPDATE CURRENT_TIMESTAMP` is assigned to itself where the statement sets nothing
+/// else in it ([`kept_columns`]).
 pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> Statement {
     let mut b = Binds::new(d);
     let mut set = vec![format!(
@@ -500,6 +502,11 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
         let expr = time_expr(d, schema.retry_at, ahead, &mut b);
         set.push(format!("{} = {expr}", d.quote(col)));
     }
+    let assigned = [
+        w.ended_column.as_ref().filter(|_| c.set_ended),
+        w.retry_at_column.as_ref().filter(|_| c.retry_at.is_some()),
+    ];
+    set.extend(kept_columns(d, w, schema, &assigned));
     let cond = cas_conditions(d, w, c, &mut b);
     let sql = format!(
         "UPDATE {}{} SET {} WHERE {}",
@@ -542,6 +549,43 @@ fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> 
     }
     cond.extend(match_conditions(d, w, b));
     cond
+}
+
+/// `col = col` for each time column the watch names (start, heartbeat, end, retry_at)
+/// that is declared `ON UPDATE CURRENT_TIMESTAMP` and not among `assigned` (what the
+/// statement sets otherwise): such a column moves to now on any `UPDATE` that does not
+/// assign it, and one that assigns it to itself keeps it. So a write keeps the start and
+/// heartbeat it matched (and the worker's lease fence on the start), and a park leaves
+/// the end time alone (SPEC §6).
+fn kept_columns(
+    d: &Dialect,
+    w: &Watch,
+    schema: &Schema,
+    assigned: &[Option<&Ident>],
+) -> Vec<String> {
+    let named = [
+        Some(&w.started_column),
+        w.heartbeat_column.as_ref(),
+        w.ended_column.as_ref(),
+        w.retry_at_column.as_ref(),
+    ];
+    let same = |a: &Ident, b: &Ident| a.name().eq_ignore_ascii_case(b.name());
+    let mut kept: Vec<&Ident> = Vec::new();
+    for col in named.into_iter().flatten() {
+        let moves = schema
+            .columns
+            .get(&col.name().to_ascii_lowercase())
+            .is_some_and(|c| c.on_update_now);
+        if moves
+            && !assigned.iter().flatten().any(|a| same(a, col))
+            && !kept.iter().any(|k| same(k, col))
+        {
+            kept.push(col);
+        }
+    }
+    kept.into_iter()
+        .map(|col| format!("{q} = {q}", q = d.quote(col)))
+        .collect()
 }
 
 fn primary_hint(d: &Dialect, schema: &Schema) -> &'static str {
@@ -635,6 +679,16 @@ pub fn cas_group_update_sql(
             ));
         }
     }
+    // A column the group assigns for one row is assigned for every row (`ELSE col`).
+    let assigned = [
+        w.ended_column
+            .as_ref()
+            .filter(|_| changes.iter().any(|c| c.set_ended)),
+        w.retry_at_column
+            .as_ref()
+            .filter(|_| changes.iter().any(|c| c.retry_at.is_some())),
+    ];
+    set.extend(kept_columns(d, w, schema, &assigned));
     let ids: Vec<String> = changes.iter().map(|c| b.bind(c.row.id.clone())).collect();
     let each: Vec<String> = changes
         .iter()
@@ -950,6 +1004,95 @@ mod tests {
                     .into(),
                 params,
             }
+        );
+    }
+
+    #[test]
+    fn columns_declared_on_update_current_timestamp_are_assigned_to_themselves() {
+        let w = watch(
+            "heartbeat_column = \"beat\"\nended_column = \"end_time\"\n\
+             manual_value = \"wait_manual\"\nretry_value = \"queued\"\n\
+             attempts_column = \"attempts\"\nmax_attempts = 3\nretry_at_column = \"retry_at\"",
+        );
+        let mut s = schema(Some(Ended::DbNow), false);
+        s.retry_at = Some(Ended::DbNow);
+        for (name, extra) in [
+            ("start_time", "on update current_timestamp()"),
+            ("beat", "DEFAULT_GENERATED on update CURRENT_TIMESTAMP"),
+            ("end_time", "on update current_timestamp()"),
+            ("retry_at", ""),
+            ("updated_at", "on update current_timestamp()"),
+        ] {
+            s.columns.insert(
+                name.into(),
+                crate::store::Column::mysql("timestamp", "timestamp", None, extra),
+            );
+        }
+        let r = row(Some(text("2026-11-29 10:30:00")));
+        let park = Change {
+            row: &r,
+            from_status: "running",
+            new_status: "wait_manual",
+            message: None,
+            bump_attempts: false,
+            set_ended: false,
+            retry_at: None,
+            match_heartbeat: true,
+        };
+        // A park sets no end time: the start, the heartbeat and the end are kept; a column
+        // the watch does not name (updated_at) moves as the application means it to.
+        assert_eq!(
+            cas_sql(MYSQL, &w, &s, &park).sql,
+            "UPDATE `app`.`sync_log` SET `status` = ?, `start_time` = `start_time`, `beat` = \
+             `beat`, `end_time` = `end_time` WHERE `id` = ? AND `status` = ? AND `start_time` \
+             <=> ? AND `beat` <=> ?"
+        );
+        // A reclaim sets the end time itself.
+        let dead = Change {
+            new_status: "queued",
+            bump_attempts: true,
+            set_ended: true,
+            retry_at: Some(60),
+            ..park.clone()
+        };
+        assert_eq!(
+            cas_sql(MYSQL, &w, &s, &dead).sql,
+            "UPDATE `app`.`sync_log` SET `status` = ?, `end_time` = NOW(), `attempts` = \
+             COALESCE(`attempts`, 0) + 1, `retry_at` = NOW() + INTERVAL ? SECOND, `start_time` \
+             = `start_time`, `beat` = `beat` WHERE `id` = ? AND `status` = ? AND `start_time` \
+             <=> ? AND `beat` <=> ?"
+        );
+        // A group: the end time is assigned for every row once one row sets it.
+        let mut r2 = row(None);
+        r2.id = SqlValue::Int(8);
+        let parked = Change { row: &r2, ..park };
+        let group = cas_group_update_sql(MYSQL, &w, &s, &[dead.clone(), parked.clone()]);
+        assert!(
+            group
+                .sql
+                .contains(", `start_time` = `start_time`, `beat` = `beat` WHERE "),
+            "{}",
+            group.sql
+        );
+        assert!(
+            !group.sql.contains("`end_time` = `end_time`"),
+            "{}",
+            group.sql
+        );
+        let group = cas_group_update_sql(MYSQL, &w, &s, &[parked]);
+        assert!(
+            group.sql.contains(
+                ", `start_time` = `start_time`, `beat` = `beat`, `end_time` = `end_time` WHERE "
+            ),
+            "{}",
+            group.sql
+        );
+        // SQLite has no such clause: nothing is added.
+        let lite = schema(Some(Ended::DbNow), false);
+        assert!(
+            !cas_sql(SQLITE, &w, &lite, &dead)
+                .sql
+                .contains("= \"start_time\"")
         );
     }
 

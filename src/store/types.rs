@@ -60,6 +60,9 @@ pub struct Column {
     /// The database holds the column to its type (MySQL); SQLite's declarations are only
     /// affinities, and any value fits.
     pub enforced: bool,
+    /// Declared `ON UPDATE CURRENT_TIMESTAMP` (MySQL's `EXTRA`): every `UPDATE` of the row
+    /// that does not assign the column moves it to now.
+    pub on_update_now: bool,
 }
 
 /// Classifies a type by its base name (lowercase, without length or options).
@@ -137,18 +140,22 @@ impl Column {
             ty,
             declared,
             enforced: false,
+            on_update_now: false,
         }
     }
 
     /// A column from MySQL's `information_schema.COLUMNS`: `DATA_TYPE`, `COLUMN_TYPE` (for
-    /// the members of an ENUM) and `CHARACTER_MAXIMUM_LENGTH`.
-    pub fn mysql(data_type: &str, column_type: &str, char_max: Option<u64>) -> Column {
+    /// the members of an ENUM), `CHARACTER_MAXIMUM_LENGTH` and `EXTRA` (`on update
+    /// current_timestamp()` on MariaDB, `DEFAULT_GENERATED on update CURRENT_TIMESTAMP` on
+    /// MySQL 8).
+    pub fn mysql(data_type: &str, column_type: &str, char_max: Option<u64>, extra: &str) -> Column {
         let declared = data_type.to_ascii_lowercase();
         Column {
             ty: classify(&declared, column_type),
             length: char_max.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             declared,
             enforced: true,
+            on_update_now: extra.to_ascii_lowercase().contains("on update"),
         }
     }
 
@@ -270,6 +277,42 @@ pub fn split_type(definition: &str) -> (&str, &str) {
         }
     }
     (d, "")
+}
+
+/// A column definition as `CREATE TABLE` writes it (after the column's name) without its
+/// `ON UPDATE …` clause: `timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE
+/// current_timestamp() COMMENT 'x'` → `timestamp NOT NULL DEFAULT current_timestamp()
+/// COMMENT 'x'`; `None` when it has none. Quoted text (a default, a comment) is skipped.
+pub fn without_on_update(definition: &str) -> Option<String> {
+    const CLAUSE: &str = " ON UPDATE ";
+    let mut quote: Option<char> = None;
+    let mut chars = definition.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match quote {
+            Some(q) if c == '\\' && q != '`' => {
+                chars.next();
+            }
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, '\'' | '"' | '`') => quote = Some(c),
+            None => {
+                let (before, rest) = definition.split_at_checked(i)?;
+                let is_clause = rest
+                    .get(..CLAUSE.len())
+                    .is_some_and(|h| h.eq_ignore_ascii_case(CLAUSE));
+                if is_clause {
+                    // The clause's value: one word, with its parentheses
+                    // (`current_timestamp(3)`).
+                    let value = rest.get(CLAUSE.len()..).unwrap_or("");
+                    let after = value
+                        .find(' ')
+                        .map_or("", |end| value.get(end..).unwrap_or(""));
+                    return Some(format!("{before}{after}"));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// `enum('a','b')` from its members.
@@ -593,7 +636,7 @@ mod tests {
 
     #[test]
     fn statuses_fit_their_column_or_say_why() {
-        let e = Column::mysql("enum", "enum('running','done','failed')", Some(7));
+        let e = Column::mysql("enum", "enum('running','done','failed')", Some(7), "");
         assert_eq!(e.holds("done"), Ok(()));
         assert_eq!(
             e.holds("error"),
@@ -606,7 +649,7 @@ mod tests {
             e.widened(&["error", "it's"]).as_deref(),
             Some("enum('running','done','failed','error','it''s')")
         );
-        let v = Column::mysql("varchar", "varchar(8)", Some(8));
+        let v = Column::mysql("varchar", "varchar(8)", Some(8), "");
         assert_eq!(v.holds("wait_man"), Ok(()));
         assert_eq!(
             v.holds("wait_manual"),
@@ -618,7 +661,7 @@ mod tests {
         assert_eq!(v.holds("ééééééé"), Ok(()), "characters, not bytes");
         assert_eq!(v.type_text(), "varchar(8)");
         assert_eq!(v.widened(&["wait_manual"]).as_deref(), Some("varchar(32)"));
-        let n = Column::mysql("tinyint", "tinyint(4)", None);
+        let n = Column::mysql("tinyint", "tinyint(4)", None, "");
         assert_eq!(n.holds("3"), Ok(()));
         assert_eq!(n.holds("error"), Err(Misfit::NotANumber));
         assert_eq!(n.widened(&["error"]), None);
@@ -647,6 +690,26 @@ mod tests {
             ("varchar(16)", " CHARACTER SET latin1 NOT NULL")
         );
         assert_eq!(split_type("tinytext NOT NULL"), ("tinytext", " NOT NULL"));
+        assert_eq!(
+            without_on_update(
+                "timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp()"
+            )
+            .as_deref(),
+            Some("timestamp NOT NULL DEFAULT current_timestamp()")
+        );
+        assert_eq!(
+            without_on_update(
+                "timestamp(3) NULL DEFAULT NULL on update CURRENT_TIMESTAMP(3) COMMENT 'a '' \\' \
+                 ON UPDATE x'"
+            )
+            .as_deref(),
+            Some("timestamp(3) NULL DEFAULT NULL COMMENT 'a '' \\' ON UPDATE x'")
+        );
+        assert_eq!(
+            without_on_update("datetime DEFAULT NULL COMMENT ' ON UPDATE now()'"),
+            None
+        );
+        assert_eq!(without_on_update("datetime DEFAULT NULL"), None);
         assert_eq!(split_type("text"), ("text", ""));
     }
 
@@ -695,7 +758,7 @@ mod tests {
 
     #[test]
     fn mysql_columns() {
-        let c = Column::mysql("VARCHAR", "varchar(64)", Some(64));
+        let c = Column::mysql("VARCHAR", "varchar(64)", Some(64), "");
         assert_eq!(
             c,
             Column {
@@ -703,16 +766,29 @@ mod tests {
                 ty: ColumnType::Text,
                 length: Some(64),
                 enforced: true,
+                on_update_now: false,
             }
         );
+        // The clause as MariaDB and MySQL 8 write it in EXTRA.
+        for extra in [
+            "on update current_timestamp()",
+            "DEFAULT_GENERATED on update CURRENT_TIMESTAMP",
+            "on update current_timestamp(3)",
+        ] {
+            assert!(Column::mysql("timestamp", "timestamp", None, extra).on_update_now);
+        }
+        assert!(!Column::mysql("timestamp", "timestamp", None, "DEFAULT_GENERATED").on_update_now);
         assert_eq!(
-            Column::mysql("enum", "enum('running','done')", Some(7)).ty,
+            Column::mysql("enum", "enum('running','done')", Some(7), "").ty,
             ColumnType::Enum {
                 members: vec!["running".into(), "done".into()]
             }
         );
         // MySQL's own names are exact: a spatial POINT is no integer.
-        assert_eq!(Column::mysql("point", "point", None).ty, ColumnType::Other);
+        assert_eq!(
+            Column::mysql("point", "point", None, "").ty,
+            ColumnType::Other
+        );
     }
 
     #[test]
