@@ -5,7 +5,7 @@
 //! ([`crate::store::JobTable::compare_and_set`], the one statement through which selfheal
 //! writes a row), then its journal line, flushed, and the intent taken out again. A
 //! process killed anywhere in between leaves the intent behind, and the next real `check`
-//! settles it ([`crate::recovery`]): the journal lists every applied change exactly once,
+//! settles it ([`crate::check::recovery`]): the journal lists every applied change exactly once,
 //! whoever made it.
 //!
 //! Also the journal entry such a change carries ([`entry`]): the row, the evidence and

@@ -219,7 +219,7 @@ fn ten_minutes_pass(dir: &Path, db: &Path) -> Result<()> {
             .map_err(io_err(&p, "setting a heartbeat mtime"))?;
     }
     let state = dir.join("state");
-    if let Ok(Some(mut counts)) = crate::confirmations::load(&state) {
+    if let Ok(Some(mut counts)) = crate::check::confirmations::load(&state) {
         let ago = i64::try_from(TEN_MINUTES).unwrap_or(0);
         for e in &mut counts.entries {
             e.seen -= ago;
@@ -233,7 +233,7 @@ fn ten_minutes_pass(dir: &Path, db: &Path) -> Result<()> {
                     .to_string();
             }
         }
-        crate::confirmations::save(&state, &counts)?;
+        crate::check::confirmations::save(&state, &counts)?;
     }
     Ok(())
 }

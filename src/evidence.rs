@@ -74,7 +74,7 @@ impl<'a> Scene<'a> {
 
 /// Gathers the evidence for one row. A row whose times lie in the future gets
 /// [`Evidence::ahead`] with `seen_s` 0: the caller that keeps selfheal's own sightings
-/// across runs fills it in ([`crate::confirmations::Tally::sighting`]).
+/// across runs fills it in ([`crate::check::confirmations::Tally::sighting`]).
 pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
     let Scene {
         clocks,

@@ -10,13 +10,13 @@
 //!    lock, the owner pid on this [`host`]) and takes the row's times from the database
 //!    ([`store`]) on the database's clock ([`clock`]).
 //! 4. verdict: [`decide`], pure; per watch, the confirmation of inferred verdicts across
-//!    runs ([`confirmations`]), the breaker and the holds ([`check`]'s sweep).
+//!    runs ([`check::confirmations`]), the breaker and the holds ([`check`]'s sweep).
 //! 5. writes: [`check`]'s batch — intents and journal ([`journal`]), one compare-and-set per
-//!    row ([`store`]), the legacy lock release ([`release`]); a stopped run's intents are
-//!    settled by [`recovery`] (journal and store only).
+//!    row ([`store`]), the legacy lock release ([`check::release`]); a stopped run's intents are
+//!    settled by [`check::recovery`] (journal and store only).
 //! 6. report: [`report`] (cron text, `--explain`, JSON), `state_dir/last-run.json`
 //!    ([`state`]), [`metrics`], [`eventlog`]; what the cron text already told a person
-//!    ([`remind`]: once per problem, then once per `remind_every`), and trouble that
+//!    ([`check::remind`]: once per problem, then once per `remind_every`), and trouble that
 //!    lasts across runs ([`check::streak`]: a watch busy run after run, a log that cannot
 //!    be reached).
 //!
@@ -33,7 +33,7 @@
 //! Shared pieces are named for what they hold: the row message ([`message`], built and
 //! parsed), recent runtimes and the `max_age` rule ([`history`], used by `check`, `doctor`
 //! and `stats`), the state files ([`state`]; the confirmation counts in
-//! [`confirmations`]), the fix that fits an error and the running user ([`fix`]), who cron
+//! [`check::confirmations`]), the fix that fits an error and the running user ([`fix`]), who cron
 //! runs selfheal as ([`cron`]), the `HOST:PID START` line a lock's holder writes into it
 //! ([`holder_line`]: written by [`run`] and the PHP helper, read by the probes), text from outside made safe to print on one line
 //! ([`escape`]: every value from the database, wherever it is printed). [`doctor`] and
@@ -72,7 +72,6 @@ pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod confirmations;
 pub mod cron;
 pub mod decide;
 pub mod demo;
@@ -89,12 +88,8 @@ pub mod host;
 pub mod journal;
 pub mod message;
 pub mod metrics;
-pub mod mycnf;
 pub mod person;
 pub mod probe;
-pub mod recovery;
-pub mod release;
-pub mod remind;
 pub mod report;
 pub mod resolve;
 pub mod run;

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    if let Err(e) = selfheal::mycnf::parse(&text) {
+    if let Err(e) = selfheal::store::mycnf::parse(&text) {
         assert!(e.line >= 1, "{e:?}");
     }
 });

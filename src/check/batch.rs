@@ -5,7 +5,7 @@
 //! one flush, and the intents cleared.
 //!
 //! Order, so that a run killed anywhere leaves something the next run can settle
-//! ([`crate::recovery`]): intents (flushed) → compare-and-set (→ commit) → release →
+//! ([`crate::check::recovery`]): intents (flushed) → compare-and-set (→ commit) → release →
 //! journal line (one `write(2)`) … → one flush of the journal → intents cleared. A change
 //! not journaled keeps its intent and stops the run.
 //!
@@ -13,19 +13,20 @@
 //! seen when its row was judged: opened then and held open since, it is compared on that
 //! descriptor with what its name holds at the re-read just before the compare-and-set,
 //! and released only when no running row names it any more — counted again after the
-//! commit, since a new worker may have claimed a row meanwhile ([`crate::release`]).
+//! commit, since a new worker may have claimed a row meanwhile ([`crate::check::release`]).
 //!
 //! I/O: `state_dir/pending.jsonl` and `state_dir/journal.jsonl` (opened on the first
 //! batch of a run), the heartbeat, lock and owner probes again, one compare-and-set per
-//! row, and the release of a legacy lock file ([`crate::release`]).
+//! row, and the release of a legacy lock file ([`crate::check::release`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::release::{Held, Seen};
+use crate::check::release::{Held, Seen};
 use std::time::SystemTime;
 
 use super::sweep::{judge, plan_row};
+use crate::check::release::Release;
 use crate::clock::{Clocks, now_rfc3339};
 use crate::config::Watch;
 use crate::decide::{Action, Confirmation, Hold};
@@ -34,7 +35,6 @@ use crate::evidence::{self, gather};
 use crate::host::Host;
 use crate::journal::{JournalEntry, Origin, RunId, Writer};
 use crate::probe::LockTable;
-use crate::release::Release;
 use crate::report::RowReport;
 use crate::store::{CasOutcome, Change, RunningRow, Schema, SqlValue, Store};
 
@@ -467,7 +467,7 @@ fn ready(
     // open since, if its name still holds it (a file absent then is never removed).
     if report.release_planned && held.is_none() {
         *held = Some(match (lock_path(w, row), seen) {
-            (Ok(_), Some(seen)) => crate::release::hold(seen),
+            (Ok(_), Some(seen)) => crate::check::release::hold(seen),
             (Ok(_), None) => Err(Release::Absent),
             (Err(why), _) => Err(Release::Failed(format!("lock_file: {why}"))),
         });
@@ -586,7 +586,7 @@ fn lock_users_now(
     Ok(users)
 }
 
-/// Removes a marked row's legacy lock file when every condition of [`crate::release`]
+/// Removes a marked row's legacy lock file when every condition of [`crate::check::release`]
 /// holds: `held` is the file as opened again before the write (or why not), `users` the
 /// running rows that name each lock file, counted after the commit.
 fn release_lock(
@@ -608,7 +608,7 @@ fn release_lock(
         Err(why) => Release::Failed(format!(
             "the running rows that name it could not be counted after the write: {why}"
         )),
-        Ok(0) => crate::release::release_held(held, ctx.host),
+        Ok(0) => crate::check::release::release_held(held, ctx.host),
         Ok(n) => Release::Kept(format!(
             "{n} running row{} name{} it now (counted after the write); it may be another \
              row's lock",

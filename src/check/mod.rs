@@ -7,7 +7,7 @@
 //! only then rows are judged and written. Just before each write the file
 //! evidence (heartbeat mtime, lock, owner pid) is read again, and a row whose evidence
 //! changed is left alone. The job's lock file is never deleted here, except by
-//! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::release`]).
+//! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::check::release`]).
 //!
 //! Four rooms: this module is the run (its options and exit status, the run lock, the
 //! clocks, settling a stopped run, each watch in turn, `last-run.json` and the metrics;
@@ -26,14 +26,18 @@
 //! (`state_dir/confirmations.json`: read by every run that has a watch with `confirm`
 //! above 1, replaced only by a real one), `state_dir/last-run.json` and the metrics file,
 //! each only in a real run, `state_dir/reminders.json` in a real run of the cron text
-//! ([`crate::remind`]), and `state_dir/run-state.json` in every real run ([`streak`]; and,
+//! ([`crate::check::remind`]), and `state_dir/run-state.json` in every real run ([`streak`]; and,
 //! for a watch busy for longer than 2 × `stale_after`, who holds its advisory lock); the
 //! rest through `sweep.rs` and `batch.rs`. A run that prints
 //! anyway also looks at the modes of the files holding the database password
 //! ([`crate::store::credentials::exposed_secrets`]) and warns of those every user can read.
 
 mod batch;
+pub mod confirmations;
 mod decided;
+pub mod recovery;
+pub mod release;
+pub mod remind;
 pub mod streak;
 mod sweep;
 pub mod unpark;
@@ -43,17 +47,17 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::json;
 
+use crate::check::remind::Reminder;
 use crate::clock::{Clocks, clock_skew, skew_text};
 use crate::config::{Config, Database, Watch};
-use crate::confirmations::{self, Tally, Unread};
 use crate::decide::{Action, Hold};
 use crate::error::{Error, Result, exit};
 use crate::evidence::thresholds;
 use crate::host::Host;
 use crate::journal::{Origin, Pending, RowId, RunId, Writer};
-use crate::remind::Reminder;
 use crate::report::{Parked, Reporter, RowReport, Summary, WatchInfo, WatchRun, summary_json};
 use crate::store::{self, RunningRow, Schema, Store};
+use confirmations::{Tally, Unread};
 
 use batch::{Batch, BatchEnd, WRITE_GROUP};
 use streak::Streaks;
@@ -68,7 +72,7 @@ pub struct CheckOptions {
     pub force: bool,
     /// The cron text: a problem already shown (same row, verdict and basis; the same
     /// run-level warning) is shown again only after `remind_every`, remembered in
-    /// `state_dir/reminders.json` ([`crate::remind`]). Real runs only.
+    /// `state_dir/reminders.json` ([`crate::check::remind`]). Real runs only.
     pub remind: bool,
 }
 
@@ -468,7 +472,7 @@ fn settle_stopped_run(run: &mut Run<'_>, store: &mut dyn Store, out: &mut Out<'_
     let jw = run
         .writer
         .insert(Writer::open(state_dir, run.origin.clone())?);
-    for msg in crate::recovery::settle(run.cfg, store, jw)? {
+    for msg in crate::check::recovery::settle(run.cfg, store, jw)? {
         out.warn(msg);
     }
     Ok(())
@@ -954,7 +958,7 @@ fn write_and_report(
     run: &mut Run<'_>,
     pass: &Pass2<'_>,
     rows: Vec<sweep::Judged>,
-    mut lock_seen: Vec<Option<crate::release::Seen>>,
+    mut lock_seen: Vec<Option<crate::check::release::Seen>>,
     store: &mut dyn Store,
     out: &mut Out<'_>,
     counts: &mut WatchRun,
@@ -1042,7 +1046,7 @@ fn report_row(
             .note
             .as_deref()
             .is_some_and(|n| n.starts_with("write failed"));
-        let what = crate::remind::row_problem(
+        let what = crate::check::remind::row_problem(
             report.decision.verdict,
             &report.decision.basis,
             report.plan.hold,

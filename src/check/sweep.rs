@@ -2,12 +2,12 @@
 //! ([`crate::evidence::gather`]) and judged ([`crate::decide`]) — a lock `/proc/locks` shows
 //! free confirmed by a try-lock first when the row would be written on the strength of it
 //! ([`judge`]), a contradiction between a death signal and the row's own fresh heartbeat
-//! timed across runs, an inferred verdict counted across runs ([`crate::confirmations`]) and
+//! timed across runs, an inferred verdict counted across runs ([`crate::check::confirmations`]) and
 //! held until confirmed — then what concerns the watch as a whole, decided over every
 //! running row before any is written: the shared-heartbeat and untrusted-lock warnings,
 //! the breaker, the no-heartbeat hold, the mass-overtime hold, and the run's hold (clock
 //! skew). For `release_lock = "if_free"`, each dead row's lock file is opened as the row is
-//! judged ([`crate::release::observe`], before the probes look) and held open: only that
+//! judged ([`crate::check::release::observe`], before the probes look) and held open: only that
 //! inode may be released later. Nothing is written here.
 //!
 //! I/O: reads the watch's running rows from the store; reads `/proc/locks` once when the
@@ -16,9 +16,10 @@
 
 use std::time::SystemTime;
 
+use crate::check::confirmations::Tally;
+use crate::check::release::Seen;
 use crate::clock::{Clocks, epoch};
 use crate::config::{ReleaseLock, Watch};
-use crate::confirmations::Tally;
 use crate::decide::{self, ActionPolicy, Confirmation, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
 use crate::evidence::{
@@ -28,7 +29,6 @@ use crate::host::Host;
 use crate::journal::RowId;
 use crate::message::cut;
 use crate::probe::LockTable;
-use crate::release::Seen;
 use crate::report::RowReport;
 use crate::store::{RunningRow, Schema, Store};
 
@@ -603,7 +603,7 @@ fn observed_lock(w: &Watch, row: &RunningRow) -> Option<Seen> {
     }
     let tpl = w.lock_file.as_ref()?;
     Some(match tpl.render(&row.id.to_string()) {
-        Ok(p) => crate::release::observe(&p),
+        Ok(p) => crate::check::release::observe(&p),
         Err(why) => Seen::Unreachable(format!("lock_file: {why}")),
     })
 }

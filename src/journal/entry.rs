@@ -236,7 +236,7 @@ pub struct JournalEntry {
 }
 
 /// What became of a change. Every change a run makes and journals is `applied`; the other
-/// two are written only by recovery ([`crate::recovery`]), for an intent a stopped run left
+/// two are written only by recovery ([`crate::check::recovery`]), for an intent a stopped run left
 /// whose change the next run cannot tell as selfheal's. Readers that count selfheal's
 /// changes (`stats`, un-parking, `show`'s parks) take only `applied` ([`JournalEntry::made`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

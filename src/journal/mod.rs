@@ -7,7 +7,7 @@
 //! to the journal with one `write(2)` right after its compare-and-set, the journal is
 //! flushed once after the watch's writes ([`Journal::sync`]), and the intents are cleared.
 //! A run killed anywhere in between (even between a compare-and-set and its journal line)
-//! leaves intents behind, and the next run settles them ([`crate::recovery`]): an intent
+//! leaves intents behind, and the next run settles them ([`crate::check::recovery`]): an intent
 //! whose change the database shows applied, as selfheal's, and the journal does not list is
 //! journaled then, marked `recovered`; one whose change cannot be told as selfheal's is
 //! journaled with its `outcome` (`unknown`, `unmatched`), never as a change. So the journal
@@ -151,7 +151,7 @@ impl Journal {
     /// [`Journal::sync`] (one `write(2)`, then one flush to disk for a write group): a
     /// process killed before it has left them unwritten, and their intents (written and
     /// flushed before the compare-and-sets) still name every change, for the next run to
-    /// settle ([`crate::recovery`]).
+    /// settle ([`crate::check::recovery`]).
     pub fn append(&mut self, entry: &JournalEntry) -> Result<()> {
         let line = entry::to_line(entry)
             .map_err(|e| Error::io(&self.path, "writing the journal", e.into()))?;

@@ -3,7 +3,7 @@
 //! database that wrote it) then one [`JournalEntry`] per change, with its `change` id.
 //! A run appends its group, on disk, before its first compare-and-set, and takes it out
 //! again once every applied change is journaled; what a stopped run left is settled by
-//! [`crate::recovery`].
+//! [`crate::check::recovery`].
 //!
 //! Several groups can wait in the file side by side: those of watches a `--watch` run did
 //! not select, and those of another configuration sharing the state directory ([`Origin`]:

@@ -7,10 +7,10 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::json;
 
+use super::Release;
 use super::{Reporter, RowReport, Summary, Unparked, WatchInfo};
 use crate::decide::{Action, Hold, Signal, Verdict};
 use crate::evidence;
-use crate::release::Release;
 
 /// The summary object of SPEC §7 (also the body of `last-run.json`). `warnings` are the
 /// run's warnings, in order, without repeats.

@@ -8,7 +8,6 @@ pub mod json;
 pub mod text;
 
 use crate::decide::{Action, Confirmation, Decision, Evidence, Hold, Plan, Thresholds, Verdict};
-use crate::release::Release;
 use crate::store::SqlValue;
 
 pub use json::{JsonReporter, row_json, summary_json};
@@ -330,6 +329,43 @@ pub trait Reporter {
         self.warning(msg);
     }
     fn finish(&mut self, s: &Summary);
+}
+
+/// What became of a job's lock file (`release_lock = "if_free"`, [`crate::check::release`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// Removed: the inode that was checked, and no other. The text says what was checked.
+    Removed(String),
+    /// There was no file to remove (none when the row was judged, or none any more).
+    Absent,
+    /// Left in place on purpose, and why (a held lock, a live pid, a replaced file).
+    Kept(String),
+    /// Could not be checked or removed (permission denied, a link on the way that is not
+    /// trusted, an I/O error), and why.
+    Failed(String),
+}
+
+impl Release {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Release::Removed(_) => "removed",
+            Release::Absent => "absent",
+            Release::Kept(_) => "kept",
+            Release::Failed(_) => "failed",
+        }
+    }
+
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Release::Removed(d) | Release::Kept(d) | Release::Failed(d) => Some(d),
+            Release::Absent => None,
+        }
+    }
+
+    /// A file left behind blocks every later run of a legacy job: a person must look.
+    pub fn needs_a_person(&self) -> bool {
+        matches!(self, Release::Kept(_) | Release::Failed(_))
+    }
 }
 
 #[cfg(test)]

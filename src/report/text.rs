@@ -1,6 +1,6 @@
 //! The text a person reads: one line per change or attention item (cron mails it; a
 //! problem it already told of is left out until it changes or `remind_every` passes, see
-//! [`crate::remind`]), and
+//! [`crate::check::remind`]), and
 //! with `--explain` every row with its evidence (as [`crate::evidence`] renders it), its
 //! verdict and what a real run would do, and the rows parked in `manual_value`.
 //!
@@ -10,13 +10,13 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
+use super::Release;
 use super::{Parked, Reporter, RowReport, Summary, Unparked, WatchInfo};
 use crate::clock::human;
 use crate::config::fmt_duration;
 use crate::decide::{Action, Hold};
 use crate::escape::printable;
 use crate::evidence;
-use crate::release::Release;
 
 /// One line per change or attention item (cron mails it); with `explain`, every row with
 /// its evidence and verdict.

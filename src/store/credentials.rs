@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{Database, DbUrl, with_host};
 use crate::error::{DbErrorKind, Error, Origin, Result};
-use crate::mycnf;
+use crate::store::mycnf;
 
 /// Server sockets the mysql client of the usual distributions is built to use when the host
 /// is `localhost` and no socket is given (Debian/Ubuntu, older Debian, RHEL/CentOS, source

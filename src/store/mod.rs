@@ -39,6 +39,7 @@
 //! files); this module, [`sql`] and [`types`] do none.
 
 pub mod credentials;
+pub mod mycnf;
 pub mod mysql;
 pub mod sql;
 pub mod sqlite;
