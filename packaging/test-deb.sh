@@ -125,6 +125,15 @@ fi
 cmp -s packaging/prometheus/selfheal-rules.yml /usr/share/selfheal/prometheus/selfheal-rules.yml ||
   fail "/usr/share/selfheal/prometheus/selfheal-rules.yml is not packaging/prometheus/selfheal-rules.yml"
 ok "alerting rules in /usr/share/selfheal/prometheus/selfheal-rules.yml"
+# Their test cases, beside them, run where they were installed (the file names the rules
+# relative to itself).
+cmp -s packaging/prometheus/selfheal-rules.test.yml /usr/share/selfheal/prometheus/selfheal-rules.test.yml ||
+  fail "/usr/share/selfheal/prometheus/selfheal-rules.test.yml is not packaging/prometheus/selfheal-rules.test.yml"
+if command -v promtool >/dev/null; then
+  (cd /usr/share/selfheal/prometheus && promtool test rules selfheal-rules.test.yml >/dev/null) ||
+    fail "promtool test rules fails on the installed rules"
+  ok "promtool test rules passes on the installed rules and their tests"
+fi
 
 # The systemd units: installed, clean for systemd-analyze verify (which wants ExecStart's
 # binary and the man page installed; it exits 0 on unknown keys, so any message fails),

@@ -179,9 +179,11 @@ done
 for f in php/Selfheal/*.php; do
   cmp -s "$f" "$root/usr/share/selfheal/$f" || fail "the RPM's $f is not the source tree's"
 done
-cmp -s packaging/prometheus/selfheal-rules.yml "$root/usr/share/selfheal/prometheus/selfheal-rules.yml" ||
-  fail "the RPM's selfheal-rules.yml is not the source tree's"
-ok "both packages have every php/Selfheal/*.php ($(cd php/Selfheal && echo -- *.php | sed 's/^-- //')) and the rules, as in the source tree"
+for f in selfheal-rules.yml selfheal-rules.test.yml; do
+  cmp -s "packaging/prometheus/$f" "$root/usr/share/selfheal/prometheus/$f" ||
+    fail "the RPM's $f is not the source tree's"
+done
+ok "both packages have every php/Selfheal/*.php ($(cd php/Selfheal && echo -- *.php | sed 's/^-- //')) and the rules with their tests, as in the source tree"
 
 # --- the scratch root: verify, configuration, units --------------------------------------------
 out=$(rpm --root "$root" -V --nodeps selfheal 2>&1) || fail "rpm -V in the scratch root: $out"

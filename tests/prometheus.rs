@@ -117,6 +117,7 @@ fn the_rules_load_in_promtool() {
         "SelfhealBreakerTripped",
         "SelfhealClockSkew",
         "SelfhealWatchBusy",
+        "SelfhealMetricsAbsent",
     ] {
         assert!(
             alerts().iter().any(|x| x == a),
