@@ -270,6 +270,38 @@ set -e
 [ "$rc" -eq 0 ] && [ -z "$out" ] || fail "second check: exit $rc, output: $out"
 ok "the next run: exit 0, no output"
 
+# --- the README's switch to the systemd timer survives an upgrade ---------------------------
+# The cron line commented out: the unit's User= runs selfheal now, and an upgrade (here a
+# reinstall, which runs the postinst again) must leave the state directory to it — never give
+# it to a user that does not run selfheal — and the timer's command line must still work.
+sed -i 's|^\*/10 |# */10 |' /etc/cron.d/selfheal
+out=$(dpkg -i --force-confold "$deb" 2>&1) || fail "dpkg -i with the cron line commented out: $out"
+unit=/lib/systemd/system/selfheal.service
+unit_user=$(sed -n 's/^User=//p' "$unit")
+unit_command=$(sed -n 's/^ExecStart=//p' "$unit")
+[ "$(stat -c %U /var/lib/selfheal) $(stat -c %U "$journal")" = "$unit_user $unit_user" ] ||
+  fail "after the upgrade with the timer: /var/lib/selfheal is $(stat -c %U /var/lib/selfheal), the journal $(stat -c %U "$journal"); want $unit_user"
+set +e
+# shellcheck disable=SC2086
+out=$(cd / && runuser -u "$unit_user" -- $unit_command --config "$tmp/selfheal.toml" 2>&1)
+rc=$?
+set -e
+[ "$rc" -ne 3 ] || fail "the timer's command as $unit_user after the upgrade exited 3: $out"
+ok "timer instead of cron: an upgrade leaves /var/lib/selfheal to $unit_user (selfheal.service's User=), whose '$unit_command' runs (exit $rc)"
+# A drop-in that names another user: the next upgrade follows it, and says so.
+mkdir -p /etc/systemd/system/selfheal.service.d
+printf '[Service]\nUser=selfheal\n' >/etc/systemd/system/selfheal.service.d/user.conf
+out=$(dpkg -i --force-confold "$deb" 2>&1) || fail "dpkg -i with a drop-in: $out"
+[ "$(stat -c %U /var/lib/selfheal)" = selfheal ] || fail "the drop-in's User=selfheal was not followed"
+printf '%s\n' "$out" | grep -q "/var/lib/selfheal now belongs to selfheal, named in the User= of selfheal.service" ||
+  fail "the postinst did not say what it did: $out"
+rm -r /etc/systemd/system/selfheal.service.d
+sed -i 's|^# \*/10 |*/10 |' /etc/cron.d/selfheal
+dpkg-reconfigure selfheal >/dev/null
+[ "$(stat -c %U /var/lib/selfheal) $(stat -c %U "$journal")" = "$CRON_USER $CRON_USER" ] ||
+  fail "back to the cron line: /var/lib/selfheal is $(stat -c %U /var/lib/selfheal)"
+ok "a drop-in's User= is followed and said; the cron line back, the directory back to $CRON_USER"
+
 # --- TLS through rustls: a private MariaDB that requires TLS, over TCP -------------------------
 tls=$tmp/tls
 mkdir -p "$tls"

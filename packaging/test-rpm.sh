@@ -327,6 +327,28 @@ msg=$(scriptlet postinstall 1 2>&1) || fail "postinstall failed without an apach
 [ "$(stat -c %u "$host/var-lib/selfheal")" = "$(in_host id -u selfheal)" ] || fail "/var/lib/selfheal not given to selfheal"
 ok "no apache user: postinstall gives /var/lib/selfheal to selfheal and says why"
 
+# The README's switch to the timer: the cron line commented out, selfheal.service's User=
+# (apache, as the cron line's) runs selfheal. An upgrade leaves the directory to it; with no
+# unit to read, it keeps its owner; a drop-in naming another user is followed and said.
+new_host "$users" "$groups"
+scriptlet preinstall 1
+scriptlet postinstall 1
+sed -i 's|^\*/10 |# */10 |' "$host/etc/cron.d/selfheal"
+scriptlet postinstall 2
+[ "$(stat -c %u "$host/var-lib/selfheal")" = 48 ] ||
+  fail "cron line commented out, no unit: the directory went to $(stat -c %U "$host/var-lib/selfheal")"
+mkdir -p "$host/etc/systemd/system"
+cp "$root/usr/lib/systemd/system/selfheal.service" "$host/etc/systemd/system/selfheal.service"
+scriptlet postinstall 2
+[ "$(stat -c %u "$host/var-lib/selfheal")" = 48 ] ||
+  fail "the timer's unit (User=apache): the directory went to $(stat -c %U "$host/var-lib/selfheal")"
+mkdir -p "$host/etc/systemd/system/selfheal.service.d"
+printf '[Service]\nUser=selfheal\n' >"$host/etc/systemd/system/selfheal.service.d/user.conf"
+msg=$(scriptlet postinstall 2 2>&1)
+[ "$(stat -c %u "$host/var-lib/selfheal")" = "$(in_host id -u selfheal)" ] || fail "the drop-in's User=selfheal was not followed"
+[[ "$msg" == *"now belongs to selfheal, named in the User= of selfheal.service"* ]] || fail "postinstall said: $msg"
+ok "timer instead of cron: postinstall reads selfheal.service's User= (apache), keeps the owner with no unit to read, follows a drop-in and says so"
+
 # The cron user changed to selfheal: the next postinstall (yum reinstall) hands the directory
 # and its files over, and a link someone planted in it is not followed.
 new_host "$users" "$groups"
