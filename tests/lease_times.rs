@@ -633,3 +633,75 @@ fn selfheal_keeps_on_update_columns_and_doctor_shows_the_alter_table() {
     let out = stdout(&doctor());
     assert!(!out.contains("ON UPDATE"), "{out}");
 }
+
+// ---------------------------------------------------------------------------------------
+// A specification the lease cannot use
+
+/// `Selfheal\Lease::claim` on `env`'s row 1 with `spec` (JSON), `every` replaced by the PHP
+/// constant `every` when given (`NAN`, `INF`: no JSON for them): what it says.
+fn claim_once(env: &Env, spec: &Value, every: Option<&str>) -> String {
+    let (dsn, user, pass) = env.dsn();
+    let code = r#"require getenv('LEASE');
+        $pdo = new PDO(getenv('DSN'), getenv('DBUSER'), getenv('DBPASS'),
+            array(PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION));
+        $spec = json_decode(getenv('SPEC'), true);
+        if (getenv('EVERY') !== false) { $spec['every'] = constant(getenv('EVERY')); }
+        try {
+            $l = Selfheal\Lease::claim($pdo, $spec, 1);
+            echo $l === null ? 'none' : 'claimed';
+        } catch (InvalidArgumentException $e) {
+            echo 'refused: ' . $e->getMessage();
+        }"#;
+    let mut cmd = std::process::Command::new("php");
+    cmd.arg("-r")
+        .arg(code)
+        .env("LEASE", root().join("php/Selfheal/Lease.php"))
+        .env("DSN", dsn)
+        .env("DBUSER", user)
+        .env("DBPASS", pass)
+        .env("SPEC", spec.to_string());
+    if let Some(e) = every {
+        cmd.env("EVERY", e);
+    }
+    let o = cmd.output().expect("php");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A floating-point or decimal time column cannot hold the exact time every write is fenced
+/// by (a FLOAT rounds a unix time by minutes: the lease would be lost at its first beat),
+/// and an `every` that is no finite number would make every `beat()` write: both are
+/// refused with a sentence, and nothing is written.
+#[test]
+fn a_time_column_or_an_interval_the_lease_cannot_use_is_refused() {
+    let mut envs: Vec<Env> = ["FLOAT", "DOUBLE", "DECIMAL(14,3)"]
+        .into_iter()
+        .filter_map(Env::mysql)
+        .collect();
+    envs.extend(Env::sqlite("REAL"));
+    for mut env in envs {
+        env.insert_pending(1..=1);
+        let before = env.dump();
+        let said = claim_once(&env, &spec(&json!({})), None);
+        assert!(
+            said.starts_with("refused: Selfheal\\Lease: column start_time ('started_column') is ")
+                && said.contains("expected DATETIME, TIMESTAMP or an integer of unix seconds"),
+            "{}: {said}",
+            env.time
+        );
+        assert_eq!(env.dump(), before, "{}", env.time);
+    }
+    let Some(mut env) = Env::sqlite("INTEGER") else {
+        return;
+    };
+    env.insert_pending(1..=1);
+    let before = env.dump();
+    for every in ["NAN", "INF"] {
+        let said = claim_once(&env, &spec(&json!({})), Some(every));
+        assert!(
+            said.starts_with("refused: Selfheal\\Lease: 'every' must be between 0.001 and 86400"),
+            "{every}: {said}"
+        );
+    }
+    assert_eq!(env.dump(), before);
+    assert_eq!(claim_once(&env, &spec(&json!({})), None), "claimed");
+}

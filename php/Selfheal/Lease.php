@@ -913,7 +913,8 @@ class Lease
             );
         }
         $every = (float) $every;
-        if ($every < 0.001 || $every > 86400) {
+        // NAN compares false with every bound: it must be refused by name, or it passes.
+        if (!is_finite($every) || $every < 0.001 || $every > 86400) {
             throw new \InvalidArgumentException(
                 "Selfheal\\Lease: 'every' must be between 0.001 and 86400 seconds, got $every"
             );
@@ -1072,14 +1073,22 @@ class Lease
 
     /**
      * How a time column is written: 'naive' (DATETIME, text), 'timestamp' (MySQL TIMESTAMP:
-     * compared by its instant) or 'epoch' (integer unix seconds).
+     * compared by its instant) or 'epoch' (integer unix seconds). A floating-point or
+     * decimal column is refused: a FLOAT holds a unix time to the nearest 128 s or so (a
+     * lease stored minutes ahead is lost at its first beat), and the guard of every write
+     * compares the value exactly.
      */
     private static function timeMode($driver, $type, $key, $name)
     {
         if ($driver === 'sqlite') {
-            foreach (array('int', 'real', 'floa', 'doub') as $numeric) {
-                if (strpos($type, $numeric) !== false) {
-                    return 'epoch';
+            // SQLite's type affinity: INT anywhere in the name is an integer column; REAL,
+            // FLOA and DOUB make a floating-point one.
+            if (strpos($type, 'int') !== false) {
+                return 'epoch';
+            }
+            foreach (array('real', 'floa', 'doub') as $float) {
+                if (strpos($type, $float) !== false) {
+                    throw self::notATimeColumn($name, $key, $type);
                 }
             }
             return 'naive';
@@ -1090,13 +1099,18 @@ class Lease
         if (in_array($type, array('datetime', 'char', 'varchar'), true)) {
             return 'naive';
         }
-        if (in_array($type, array('int', 'integer', 'bigint', 'mediumint', 'smallint', 'decimal',
-                                  'double', 'float'), true)) {
+        if (in_array($type, array('int', 'integer', 'bigint', 'mediumint', 'smallint'), true)) {
             return 'epoch';
         }
-        throw new \InvalidArgumentException(
+        throw self::notATimeColumn($name, $key, $type);
+    }
+
+    private static function notATimeColumn($name, $key, $type)
+    {
+        return new \InvalidArgumentException(
             "Selfheal\\Lease: column $name ('$key') is " . strtoupper($type) . '; expected '
-            . 'DATETIME, TIMESTAMP or an integer of unix seconds'
+            . 'DATETIME, TIMESTAMP or an integer of unix seconds (a floating-point or decimal '
+            . 'column cannot hold the exact time every write is fenced by)'
         );
     }
 
