@@ -699,7 +699,13 @@ impl<'de> Visitor<'de> for WatchVisitor {
             if out.0.contains_key(key.name) {
                 return Err(de::Error::duplicate_field(key.name));
             }
-            let value = map.next_value_seed(ShapeSeed(key.kind.shape()))?;
+            let value = if key.kind == Kind::Duration {
+                // `stale_after = 600`: read as the text "600", whose missing unit the
+                // duration's own check names, with the fix ("600s" or "600m"?).
+                map.next_value_seed(DurationSeed)?
+            } else {
+                map.next_value_seed(ShapeSeed(key.kind.shape()))?
+            };
             out.insert(key, value);
         }
         Ok(out)
@@ -740,6 +746,47 @@ impl<'de> DeserializeSeed<'de> for ShapeSeed {
             Shape::List(item) => d.deserialize_seq(ListVisitor(item.shape())),
             Shape::Map(value) => d.deserialize_map(MapVisitor(value.shape())),
         }
+    }
+}
+
+/// A duration's value: text, or a whole number taken as its text (a number without a unit
+/// is then refused with the readings it may have meant, as the text `"600"` is).
+struct DurationSeed;
+
+/// `[run]`'s durations, read as a watch's are ([`DurationSeed`]): text, or a whole number
+/// taken as its text.
+pub fn duration_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match DurationSeed.deserialize(d)? {
+        Raw::Text(t) => Ok(Some(t)),
+        _ => Ok(None),
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for DurationSeed {
+    type Value = Raw;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Raw, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Visitor<'_> for DurationSeed {
+    type Value = Raw;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration with its unit, as text (\"5m\", \"90s\", \"1h 30m\")")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Raw, E> {
+        Ok(Raw::Text(v.to_string()))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Raw, E> {
+        Ok(Raw::Text(v.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Raw, E> {
+        Ok(Raw::Text(v.to_string()))
     }
 }
 

@@ -69,7 +69,9 @@ struct RawRun {
     lock_file: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     metrics_file: Option<PathBuf>,
+    #[serde(default, deserialize_with = "keys::duration_text")]
     clock_tolerance: Option<String>,
+    #[serde(default, deserialize_with = "keys::duration_text")]
     remind_every: Option<String>,
     host_names: Option<Vec<String>>,
 }

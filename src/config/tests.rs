@@ -990,3 +990,36 @@ fn retries_wait_longer_each_attempt_up_to_the_cap() {
     assert_eq!(key, "watch 'full-sync': retry_backoff_max");
     assert!(msg.contains("at least retry_backoff (10m)"), "{msg}");
 }
+
+/// A duration written as a bare number (`stale_after = 600`) is read as the text "600":
+/// refused for its missing unit, with the readings it may have meant as the fix, in a watch
+/// and in `[run]` alike — not a type error without one.
+#[test]
+fn a_duration_written_as_a_number_gets_the_fix_a_text_without_unit_gets() {
+    let watch = BASE.replace("stale_after = \"5m\"", "stale_after = 600");
+    let e = parse(&watch).expect_err("no unit");
+    assert_eq!(
+        e.fix().as_deref(),
+        Some("write stale_after = \"600s\": a number needs its unit"),
+        "{e:?}"
+    );
+    let (_, key, msg) = config_err(parse(&watch));
+    assert_eq!(key, "watch 'full-sync': stale_after");
+    assert!(msg.contains("\"600\" has no unit"), "{msg}");
+    let e = parse(&format!("{BASE}\n[run]\nremind_every = 30\n")).expect_err("no unit");
+    assert_eq!(
+        e.fix().as_deref(),
+        Some(
+            "write remind_every = \"30s\" (or \"30m\" or \"30h\") in [run]: a number needs its unit"
+        ),
+        "{e:?}"
+    );
+    // A fraction is no duration at all: a type error that says what is expected.
+    let (_, _, msg) = config_err(parse(
+        &BASE.replace("stale_after = \"5m\"", "stale_after = 1.5"),
+    ));
+    assert!(
+        msg.contains("expected a duration with its unit, as text"),
+        "{msg}"
+    );
+}
