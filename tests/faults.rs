@@ -1230,3 +1230,46 @@ fn a_park_a_stopped_run_cannot_tell_as_its_own_is_never_undone() {
     assert_eq!(sb.journal().len(), 1);
     drop(holder);
 }
+
+/// A run killed after its intents reached the disk and before any row was written: the
+/// next run finds each row as the stopped one did. Nothing was changed, so nothing is
+/// journaled for the intents — but they are not dropped unsaid: one warning says so, and
+/// the rows are judged (and marked) again by the run itself, each journaled once.
+#[test]
+fn a_stopped_runs_changes_it_never_made_are_said_and_judged_again() {
+    if !strace_or_skip() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    // Two silent rows beside three beating ones (not a mass death the breaker holds).
+    for id in 1..=5 {
+        db.insert(id, "running", 50 * MIN);
+        sb.heartbeat(id, secs(if id <= 2 { 47 * MIN } else { 10 }));
+    }
+    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
+    killed_before_its_writes(&sb, &cfg);
+    assert!(
+        (1..=2).all(|id| db.status(id) == "running"),
+        "no row written"
+    );
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    let said = warnings(&o);
+    assert!(
+        said.iter().any(|w| w.contains(
+            "2 changes a stopped run was about to make were never made (the rows are as it \
+             found them): this run judges them again"
+        )),
+        "{said:?}"
+    );
+    assert!((1..=2).all(|id| db.status(id) == "error"));
+    assert!((3..=5).all(|id| db.status(id) == "running"));
+    let j = sb.journal();
+    assert_eq!(j.len(), 2, "each row journaled once, by this run: {j:?}");
+    assert!(
+        j.iter()
+            .all(|e| e.get("outcome").is_none() && e.get("recovered").is_none())
+    );
+    assert!(pending_is_empty(&sb.state_dir()));
+}

@@ -143,6 +143,8 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
     let mut recovered = 0usize;
     let mut unknown: Vec<JournalEntry> = Vec::new();
     let mut unmatched: Vec<JournalEntry> = Vec::new();
+    // Intents whose row is exactly as the stopped run found it: never made, judged again.
+    let mut not_made = 0usize;
     let mut done = journaled;
     for (_, intent) in intents_with(&left, &fates, Fate::Settle) {
         if done.contains(&intent.change) {
@@ -165,7 +167,10 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
             ..intent.clone()
         };
         let entry = match seen(store, w, &id, intent)? {
-            Seen::NotMade => continue,
+            Seen::NotMade => {
+                not_made += 1;
+                continue;
+            }
             Seen::Made => {
                 recovered += 1;
                 JournalEntry {
@@ -212,6 +217,18 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
     let journal_path = jw.journal.path().display().to_string();
     warnings.extend(unknown_warning(&unknown, &journal_path));
     warnings.extend(unmatched_warning(&unmatched, &journal_path));
+    if not_made > 0 {
+        // Not journaled (nothing was changed), but never dropped unsaid.
+        warnings.push(format!(
+            "{not_made} change{} a stopped run was about to make {} never made (the row{} \
+             as it found {}): this run judges {} again",
+            plural(not_made),
+            if not_made == 1 { "was" } else { "were" },
+            if not_made == 1 { " is" } else { "s are" },
+            if not_made == 1 { "it" } else { "them" },
+            if not_made == 1 { "it" } else { "them" },
+        ));
+    }
     Ok(warnings)
 }
 
