@@ -368,11 +368,21 @@ pub fn samples(
                     n as f64,
                 ));
             }
-            for (owner, n) in &s.owners {
+            // The busiest hosts by name, the rest summed: a bounded number of series
+            // whatever the number of distinct hosts.
+            let (shown, other) = s.owners.busiest();
+            for (owner, n) in shown {
                 out.push(Sample::new(
                     "selfheal_owner_rows",
                     &[("watch", w), ("owner_host", owner)],
-                    *n as f64,
+                    n as f64,
+                ));
+            }
+            if let Some((_, n)) = other {
+                out.push(Sample::new(
+                    "selfheal_owner_rows",
+                    &[("watch", w), ("owner_host", "other")],
+                    n as f64,
                 ));
             }
             for h in ROW_HOLDS {
@@ -629,7 +639,7 @@ mod tests {
             name: name.into(),
             verdicts: vec![(Verdict::Alive, 2), (Verdict::Dead, 1)],
             actions: vec![(Action::MarkDead, 1)],
-            owners: vec![("web1".into(), 2), ("web2.dc1.example.com".into(), 1)],
+            owners: [("web1", 2), ("web2.dc1.example.com", 1)].into(),
             breaker_tripped: false,
             duration: Duration::from_millis(12),
             ..WatchRun::default()

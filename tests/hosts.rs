@@ -685,3 +685,72 @@ fn a_watch_pair_split_by_match_acts_differently_on_rows_of_the_same_age() {
     assert_eq!(by("quick")["successful"], 2, "{per:?}");
     assert_eq!(by("long")["successful"], 1, "{per:?}");
 }
+
+/// A row per container, each with a host name of its own: counting rows by owner host is a
+/// hash map, and what a run writes about them is bounded — the metrics file names the 20
+/// busiest hosts and sums the rest under `other`, and so does the summary (`last-run.json`,
+/// `--format json`), whatever the number of hosts.
+#[test]
+fn thousands_of_distinct_owner_hosts_give_bounded_metrics_and_summaries() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let n: i64 = 3_000;
+    {
+        let mut c = db.conn();
+        let tx = c.transaction().expect("tx");
+        for id in 1..=n {
+            // Rows on one busy host too, so the busiest are not a tie.
+            let owner = if id <= 5 {
+                "busy.invalid:1".to_string()
+            } else {
+                format!("pod-{id}.invalid:1")
+            };
+            tx.execute(
+                "INSERT INTO sync_log (id, status, start_time, worker) \
+                 VALUES (?1, 'running', datetime('now', '-60 seconds'), ?2)",
+                rusqlite::params![id, owner],
+            )
+            .expect("insert");
+        }
+        tx.commit().expect("commit");
+    }
+    let metrics = sb.path("selfheal.prom");
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        &format!("metrics_file = \"{}\"", metrics.display()),
+        &sb.watch("owner_column = \"worker\"\n"),
+    );
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (_, summary) = json_lines(&o);
+    let owners = summary["per_watch"][0]["owners"]
+        .as_array()
+        .expect("owners");
+    assert_eq!(owners.len(), 21, "{owners:?}");
+    assert_eq!(
+        owners[0],
+        serde_json::json!({"host": "busy.invalid", "rows": 5})
+    );
+    let other = owners.last().expect("other");
+    assert_eq!(other["host"], "other");
+    assert_eq!(other["rows"], n - 5 - 19);
+    assert_eq!(other["hosts"], n - 5 - 19);
+    let text = std::fs::read_to_string(&metrics).expect("metrics");
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("selfheal_owner_rows{"))
+        .collect();
+    assert_eq!(series.len(), 21, "{series:?}");
+    assert!(
+        series
+            .iter()
+            .any(|l| l.contains("owner_host=\"other\"") && l.ends_with(&format!(" {}", n - 24))),
+        "{series:?}"
+    );
+    let last_run = std::fs::read(sb.state_dir().join("last-run.json")).expect("last-run.json");
+    assert!(
+        last_run.len() < 16 * 1024,
+        "last-run.json: {} bytes",
+        last_run.len()
+    );
+}

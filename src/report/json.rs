@@ -35,7 +35,7 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
                 "parked": c.parked,
                 "busy_runs": c.busy_runs,
                 "unparked": c.unparked,
-                "owners": c.owners.iter().map(|(h, n)| json!({"host": h, "rows": n})).collect::<Vec<_>>(),
+                "owners": owners_json(&c.owners),
             })
         })
         .collect();
@@ -60,6 +60,20 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
         "parked": s.parked(),
         "log": s.log.as_ref().map(|l| json!({"target": l.target, "error": l.error})),
     })
+}
+
+/// The owner hosts of a watch's rows: the busiest by name, the rest summed as `other` (with
+/// how many hosts that is), so a summary stays small whatever the number of hosts.
+fn owners_json(o: &super::OwnerCounts) -> Vec<serde_json::Value> {
+    let (shown, other) = o.busiest();
+    let mut v: Vec<serde_json::Value> = shown
+        .into_iter()
+        .map(|(h, n)| json!({"host": h, "rows": n}))
+        .collect();
+    if let Some((hosts, rows)) = other {
+        v.push(json!({"host": "other", "rows": rows, "hosts": hosts}));
+    }
+    v
 }
 
 /// One JSON object per row, then one summary object (SPEC §7).

@@ -135,7 +135,7 @@ pub struct WatchRun {
     /// Applied changes (and lost races) by action.
     pub actions: Vec<(Action, usize)>,
     /// Running rows by the host they belong to (`?` for an owner that is not one).
-    pub owners: Vec<(String, usize)>,
+    pub owners: OwnerCounts,
     pub breaker_tripped: bool,
     /// The whole-watch holds that tripped this run (breaker, no heartbeat, mass overtime),
     /// held or overridden by `--force`.
@@ -173,10 +173,7 @@ impl WatchRun {
         let t = &mut self.totals;
         t.rows += 1;
         Self::bump(&mut self.verdicts, r.decision.verdict);
-        Self::bump(
-            &mut self.owners,
-            r.owner_host.clone().unwrap_or_else(|| "?".into()),
-        );
+        self.owners.count(r.owner_host.as_deref().unwrap_or("?"));
         if r.applied || r.action == Action::LostRace {
             Self::bump(&mut self.actions, r.action);
         }
@@ -209,6 +206,47 @@ impl WatchRun {
             .iter()
             .find(|(x, _)| *x == a)
             .map_or(0, |(_, n)| *n)
+    }
+}
+
+/// Running rows by the host they belong to: counted in a hash map, so a run costs the same
+/// whatever the number of distinct hosts (containers with unique names, one per row), and
+/// shown for the busiest [`OwnerCounts::SHOWN`] hosts, the rest summed as `other`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnerCounts(std::collections::HashMap<String, usize>);
+
+impl OwnerCounts {
+    /// How many hosts the metrics and the summary name one by one.
+    pub const SHOWN: usize = 20;
+
+    /// Counts one row of `host` (a copy of the name only for a host not seen before).
+    pub fn count(&mut self, host: &str) {
+        match self.0.get_mut(host) {
+            Some(n) => *n += 1,
+            None => {
+                self.0.insert(host.to_string(), 1);
+            }
+        }
+    }
+
+    /// The busiest [`OwnerCounts::SHOWN`] hosts, most rows first (then by name), and the
+    /// rest summed: `(hosts, rows)` of those not shown, when there are any.
+    pub fn busiest(&self) -> (Vec<(&str, usize)>, Option<(usize, usize)>) {
+        let mut all: Vec<(&str, usize)> = self.0.iter().map(|(h, n)| (h.as_str(), *n)).collect();
+        let by_rows = |a: &(&str, usize), b: &(&str, usize)| b.1.cmp(&a.1).then(a.0.cmp(b.0));
+        if all.len() > Self::SHOWN {
+            all.select_nth_unstable_by(Self::SHOWN - 1, by_rows);
+        }
+        let rest: Vec<(&str, usize)> = all.split_off(all.len().min(Self::SHOWN));
+        all.sort_unstable_by(by_rows);
+        let other = (!rest.is_empty()).then(|| (rest.len(), rest.iter().map(|(_, n)| n).sum()));
+        (all, other)
+    }
+}
+
+impl<const N: usize> From<[(&str, usize); N]> for OwnerCounts {
+    fn from(v: [(&str, usize); N]) -> OwnerCounts {
+        OwnerCounts(v.into_iter().map(|(h, n)| (h.to_string(), n)).collect())
     }
 }
 
