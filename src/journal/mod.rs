@@ -21,12 +21,17 @@
 //!
 //! **Rotation.** A run that opens the journal at [`ROTATE_AT`] bytes or more, or that has
 //! written it past that by the end of a write group ([`Journal::sync`]), first renames
-//! it to `journal.jsonl.1` (the older generations move up to `.2` and `.3`; the oldest is
-//! dropped), through [`crate::fsafe`]: disk use stays below about
-//! `(GENERATIONS + 1) × ROTATE_AT` plus one write group's entries. [`read_all`] reads every
-//! generation, oldest first. Recovery finds entries by change id in every generation
-//! ([`journaled`]), never by file offset, so a rotation between a stopped run and the run
-//! that settles it loses nothing.
+//! it to `journal.jsonl.1` (the older generations move up to `.2`, `.3`, …), through
+//! [`crate::fsafe`]; then generations past [`GENERATIONS`] are dropped, oldest first — but
+//! never one that holds a change of the run that rotates: a run's own changes stay in the
+//! journal until it ends (a run of 100,000 changes keeps all of them, for `show` and
+//! `stats` and un-parking), and the next run's first rotation brings the journal back to
+//! [`GENERATIONS`]. So disk use stays below about `(GENERATIONS + 1) × ROTATE_AT` plus one
+//! run's own changes. A drop is remembered in `journal.cut` ([`Cut`]), so readers can say
+//! that history before the oldest generation was rotated away rather than "none".
+//! [`read_all`] reads every generation, oldest first. Recovery finds entries by change id
+//! in every generation ([`journaled`]), never by file offset, so a rotation between a
+//! stopped run and the run that settles it loses nothing.
 //!
 //! **Damage.** A crash mid-write can leave a last line cut in half, and anything may be in
 //! a file on disk. Writers and readers both survive it: [`Journal::open`] ends such a line
@@ -69,8 +74,46 @@ pub const JOURNAL_FILE: &str = "journal.jsonl";
 /// changes).
 pub const ROTATE_AT: u64 = 8 << 20;
 
-/// Rotated generations kept: `journal.jsonl.1` (the newest) to `journal.jsonl.3`.
+/// Rotated generations kept: `journal.jsonl.1` (the newest) to `journal.jsonl.3` — more
+/// while one run's own changes fill more (see the module documentation).
 pub const GENERATIONS: u32 = 3;
+
+/// How many generations a reader looks for at most (a journal is never near this: it
+/// would take a single run of millions of changes).
+const MOST_GENERATIONS: u32 = 10_000;
+
+/// `journal.cut`: when generations were last dropped.
+const CUT_FILE: StateFile = StateFile {
+    name: "journal.cut",
+    opening: "opening journal.cut",
+    reading: "reading journal.cut",
+    writing: "writing journal.cut",
+    creating: "creating a temporary file for journal.cut",
+};
+
+/// That older generations of the journal were dropped, and when (the last time): its
+/// history before the oldest generation left is gone.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Cut {
+    /// When (UTC, RFC 3339).
+    pub dropped_at: String,
+}
+
+/// Whether the journal in `state_dir` has lost generations to rotation (`None`: never, or
+/// the note cannot be read).
+pub fn cut(state_dir: &Path) -> Option<Cut> {
+    state::load_typed::<Cut>(state_dir, &CUT_FILE)
+        .ok()
+        .flatten()
+}
+
+/// The highest generation number in `state_dir` (0: only the journal itself, or none).
+fn highest_generation(state_dir: &Path) -> u32 {
+    (1..=MOST_GENERATIONS)
+        .take_while(|n| state_dir.join(generation(*n)).exists())
+        .last()
+        .unwrap_or(0)
+}
 
 /// [`read_all`] reads at most this many bytes of each generation: its end.
 pub const READ_AT_MOST: u64 = 2 * ROTATE_AT;
@@ -110,6 +153,9 @@ pub struct Journal {
     /// Whole lines appended since the last write, written by [`Journal::sync`] in one
     /// `write(2)` (or sooner, past [`BUFFERED`]).
     buf: Vec<u8>,
+    /// Rotations this run made: generations `.1` to this one hold its changes, and are
+    /// kept until it ends.
+    rotations: u32,
 }
 
 /// Lines a journal holds before it writes them without waiting for a sync.
@@ -127,7 +173,8 @@ impl Journal {
             .len();
         if len >= ROTATE_AT {
             drop(file);
-            rotate(state_dir)?;
+            // Nothing of this run's is in it yet: back to GENERATIONS.
+            rotate(state_dir, 0)?;
             (file, path) = state::open(state_dir, &FILE, Access::Append)?;
         }
         let cut =
@@ -144,6 +191,7 @@ impl Journal {
             state_dir: state_dir.to_path_buf(),
             len,
             buf: Vec::new(),
+            rotations: 0,
         })
     }
 
@@ -182,7 +230,10 @@ impl Journal {
             .sync_data()
             .map_err(|e| Error::io(&self.path, "writing the journal", e))?;
         if self.len >= ROTATE_AT {
-            rotate(&self.state_dir)?;
+            // This run's changes are in the current file, and in the generations its
+            // earlier rotations made: none of them is dropped.
+            self.rotations = self.rotations.saturating_add(1);
+            rotate(&self.state_dir, self.rotations)?;
             let (file, path) = state::open(&self.state_dir, &FILE, Access::Append)?;
             self.len = file.metadata().map_or(0, |m| m.len());
             (self.file, self.path) = (file, path);
@@ -206,14 +257,18 @@ impl Drop for Journal {
     }
 }
 
-/// `journal.jsonl.2` → `.3`, `.1` → `.2`, `journal.jsonl` → `.1` (each `renameat` in the
-/// state directory reached by [`crate::fsafe`] and checked private ([`state::dir`]),
-/// replacing the oldest), then the directory flushed. A run still appending to the old file (another configuration sharing the
-/// directory) goes on writing into `.1`, which is read like the rest.
-fn rotate(state_dir: &Path) -> Result<()> {
+/// Every generation moves up one (`journal.jsonl` → `.1`, `.1` → `.2`, …; each `renameat`
+/// in the state directory reached by [`crate::fsafe`] and checked private
+/// ([`state::dir`])), then those past `max(GENERATIONS, own)` are removed, the directory
+/// flushed, and a drop noted in `journal.cut`. `own`: how many generations hold changes of
+/// the run that rotates (its rotations so far, this one included; 0 at its start). A run
+/// still appending to the old file (another configuration sharing the directory) goes on
+/// writing into `.1`, which is read like the rest.
+fn rotate(state_dir: &Path, own: u32) -> Result<()> {
     let action = "rotating the journal";
     let dir = state::dir(state_dir)?;
-    for n in (0..GENERATIONS).rev() {
+    let highest = highest_generation(state_dir);
+    for n in (0..=highest).rev() {
         let from = generation(n);
         let from = OsStr::new(&from);
         match dir.stat_at(from) {
@@ -224,7 +279,21 @@ fn rotate(state_dir: &Path) -> Result<()> {
         dir.rename(from, OsStr::new(&generation(n + 1)))
             .map_err(|e| Error::fsafe(e, action))?;
     }
-    dir.sync().map_err(|e| Error::fsafe(e, action))
+    let keep = GENERATIONS.max(own);
+    let mut dropped = false;
+    for n in keep.saturating_add(1)..=highest.saturating_add(1) {
+        dropped |= dir
+            .unlink(OsStr::new(&generation(n)))
+            .map_err(|e| Error::fsafe(e, action))?;
+    }
+    dir.sync().map_err(|e| Error::fsafe(e, action))?;
+    if dropped {
+        let cut = Cut {
+            dropped_at: crate::clock::now_rfc3339(),
+        };
+        state::save_typed_unsynced(state_dir, &CUT_FILE, &cut)?;
+    }
+    Ok(())
 }
 
 /// True when a regular, non-empty file does not end with a newline.
@@ -441,6 +510,25 @@ pub(crate) fn read_line(
 #[derive(Debug, Clone, Default)]
 pub struct JournalRead {
     pub files: Vec<(PathBuf, ReadReport)>,
+    /// Older generations were dropped: history before the oldest entry read is gone.
+    pub cut: Option<Cut>,
+    /// When the oldest entry handed on was journaled.
+    pub oldest: Option<String>,
+}
+
+impl JournalRead {
+    /// When history was cut, in words, for a reader that found nothing older: "the journal
+    /// holds entries since T; older ones were rotated away" — `None` when nothing was
+    /// dropped.
+    pub fn cut_words(&self) -> Option<String> {
+        self.cut.as_ref().map(|c| match &self.oldest {
+            Some(t) => format!(
+                "the journal holds entries since {t}; older ones were rotated away (last at {})",
+                c.dropped_at
+            ),
+            None => format!("older entries were rotated away (last at {})", c.dropped_at),
+        })
+    }
 }
 
 impl JournalRead {
@@ -482,12 +570,19 @@ pub fn read_all(
     db: &DatabaseId,
     each: &mut dyn FnMut(JournalEntry),
 ) -> Result<JournalRead> {
-    let mut read = JournalRead::default();
-    for n in (0..=GENERATIONS).rev() {
+    let mut read = JournalRead {
+        cut: cut(state_dir),
+        ..JournalRead::default()
+    };
+    for n in (0..=highest_generation(state_dir).max(GENERATIONS)).rev() {
         let path = state_dir.join(generation(n));
         let mut other = 0u64;
+        let oldest = &mut read.oldest;
         let mut report = read_file(&path, Some(READ_AT_MOST), &mut |e| {
             if db.owns(e.database.as_ref()) {
+                if oldest.is_none() {
+                    *oldest = Some(e.time.clone());
+                }
                 each(e);
             } else {
                 other += 1;
@@ -509,7 +604,7 @@ pub fn journaled(state_dir: &Path, wanted: &HashSet<String>) -> Result<HashSet<S
     if wanted.is_empty() {
         return Ok(found);
     }
-    for n in (0..=GENERATIONS).rev() {
+    for n in (0..=highest_generation(state_dir).max(GENERATIONS)).rev() {
         read_file(&state_dir.join(generation(n)), None, &mut |e| {
             if wanted.contains(&e.change) {
                 found.insert(e.change);
@@ -757,6 +852,71 @@ mod tests {
         j.sync().expect("sync");
         assert!(wanted.len() > 10_000);
         assert_eq!(journaled(&state, &wanted).expect("read"), wanted);
+    }
+
+    /// A run's own changes are never rotated away before it ends, however many rotations
+    /// it makes; the next run's first rotation drops the oldest earlier generations and
+    /// notes the cut, which readers report.
+    #[test]
+    fn a_runs_own_changes_stay_until_it_ends_and_the_next_run_trims() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let db = db("/var/lib/app.db");
+        let change = |run: &str, n: i64| JournalEntry {
+            change: format!("{run}/{n}"),
+            database: Some(db.clone()),
+            time: format!("2026-12-01T00:00:{:02}Z", n % 60),
+            ..entry(n)
+        };
+        // An earlier run's generation.
+        let mut j = Journal::open(&state).expect("open");
+        j.append(&change("early", 0)).expect("append");
+        j.sync().expect("sync");
+        drop(j);
+        // A big run: five times the rotation size, in write groups (long notes make few
+        // lines of it).
+        let mut j = Journal::open(&state).expect("open");
+        let mut own = HashSet::new();
+        let (mut n, mut written) = (0i64, 0u64);
+        while written < 5 * ROTATE_AT {
+            let e = JournalEntry {
+                note: Some("x".repeat(8_000)),
+                ..change("big", n)
+            };
+            own.insert(e.change.clone());
+            j.append(&e).expect("append");
+            written += 8_000;
+            n += 1;
+            if n % 200 == 0 {
+                j.sync().expect("sync");
+            }
+        }
+        j.sync().expect("sync");
+        assert!(j.rotations > GENERATIONS, "rotations: {}", j.rotations);
+        assert_eq!(
+            journaled(&state, &own).expect("read"),
+            own,
+            "every own change"
+        );
+        drop(j);
+        // The next run opens the journal at its bound: back to GENERATIONS, and the cut is
+        // noted.
+        std::fs::write(
+            state.join(JOURNAL_FILE),
+            vec![b'\n'; usize::try_from(ROTATE_AT).expect("size")],
+        )
+        .expect("fill");
+        let j = Journal::open(&state).expect("open");
+        drop(j);
+        assert_eq!(highest_generation(&state), GENERATIONS);
+        let read = read_all(&state, &db, &mut |_| {}).expect("read");
+        assert!(read.cut.is_some(), "the cut is noted");
+        let words = read.cut_words().expect("words");
+        assert!(
+            words.starts_with("the journal holds entries since 2026-12-01T00:00:")
+                && words.contains("older ones were rotated away"),
+            "{words}"
+        );
     }
 
     #[test]

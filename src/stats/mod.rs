@@ -136,6 +136,13 @@ fn read_marks(
     let info = match result {
         Ok(read) => {
             warnings.extend(read.warnings());
+            // Marks older than the journal's oldest generation are not in it any more:
+            // say so, rather than let them pass for rows selfheal never marked.
+            if let Some(words) = read.cut_words() {
+                warnings.push(format!(
+                    "{words}: rows marked before then are found by their message prefix only"
+                ));
+            }
             json!({
                 "path": path.display().to_string(),
                 "present": !read.missing(),
@@ -143,6 +150,8 @@ fn read_marks(
                 "entries": read.entries(),
                 "other_database_entries": read.other_database(),
                 "damaged_lines": read.damaged(),
+                "cut": read.cut.as_ref().map(|c| c.dropped_at.clone()),
+                "since": read.oldest,
             })
         }
         Err(e) => {
