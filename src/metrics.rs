@@ -370,19 +370,19 @@ pub fn samples(
             }
             // The busiest hosts by name, the rest summed: a bounded number of series
             // whatever the number of distinct hosts.
-            let (shown, other) = s.owners.busiest();
-            for (owner, n) in shown {
+            let busiest = s.owners.busiest();
+            for (owner, n) in busiest.shown {
                 out.push(Sample::new(
                     "selfheal_owner_rows",
                     &[("watch", w), ("owner_host", owner)],
                     n as f64,
                 ));
             }
-            if let Some((_, n)) = other {
+            if let Some(other) = busiest.other {
                 out.push(Sample::new(
                     "selfheal_owner_rows",
                     &[("watch", w), ("owner_host", "other")],
-                    n as f64,
+                    other.rows as f64,
                 ));
             }
             for h in ROW_HOLDS {

@@ -65,13 +65,14 @@ pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
 /// The owner hosts of a watch's rows: the busiest by name, the rest summed as `other` (with
 /// how many hosts that is), so a summary stays small whatever the number of hosts.
 fn owners_json(o: &super::OwnerCounts) -> Vec<serde_json::Value> {
-    let (shown, other) = o.busiest();
-    let mut v: Vec<serde_json::Value> = shown
+    let b = o.busiest();
+    let mut v: Vec<serde_json::Value> = b
+        .shown
         .into_iter()
         .map(|(h, n)| json!({"host": h, "rows": n}))
         .collect();
-    if let Some((hosts, rows)) = other {
-        v.push(json!({"host": "other", "rows": rows, "hosts": hosts}));
+    if let Some(other) = b.other {
+        v.push(json!({"host": "other", "rows": other.rows, "hosts": other.hosts}));
     }
     v
 }

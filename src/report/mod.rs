@@ -230,8 +230,8 @@ impl OwnerCounts {
     }
 
     /// The busiest [`OwnerCounts::SHOWN`] hosts, most rows first (then by name), and the
-    /// rest summed: `(hosts, rows)` of those not shown, when there are any.
-    pub fn busiest(&self) -> (Vec<(&str, usize)>, Option<(usize, usize)>) {
+    /// rest summed.
+    pub fn busiest(&self) -> Busiest<'_> {
         let mut all: Vec<(&str, usize)> = self.0.iter().map(|(h, n)| (h.as_str(), *n)).collect();
         let by_rows = |a: &(&str, usize), b: &(&str, usize)| b.1.cmp(&a.1).then(a.0.cmp(b.0));
         if all.len() > Self::SHOWN {
@@ -239,9 +239,26 @@ impl OwnerCounts {
         }
         let rest: Vec<(&str, usize)> = all.split_off(all.len().min(Self::SHOWN));
         all.sort_unstable_by(by_rows);
-        let other = (!rest.is_empty()).then(|| (rest.len(), rest.iter().map(|(_, n)| n).sum()));
-        (all, other)
+        let other = (!rest.is_empty()).then(|| Other {
+            hosts: rest.len(),
+            rows: rest.iter().map(|(_, n)| n).sum(),
+        });
+        Busiest { shown: all, other }
     }
+}
+
+/// The busiest owner hosts ([`OwnerCounts::busiest`]).
+pub struct Busiest<'a> {
+    /// By name, most rows first.
+    pub shown: Vec<(&'a str, usize)>,
+    /// The rest, summed, when there are any.
+    pub other: Option<Other>,
+}
+
+/// The owner hosts not shown by name, summed.
+pub struct Other {
+    pub hosts: usize,
+    pub rows: usize,
 }
 
 impl<const N: usize> From<[(&str, usize); N]> for OwnerCounts {
