@@ -147,10 +147,11 @@ pub enum Owner {
     Reused {
         pid: u32,
         after_s: u64,
-        /// The row's own heartbeat file was touched after this process started (both on
-        /// the host clock): a recycled pid never touches the row's file, so this process
-        /// is the row's worker.
-        beat_since_start: bool,
+        /// What the host shows of this process being the row's worker, found where the
+        /// row was judged: the row's own lock held by one of its descendants (a shell
+        /// worker's `flock` child), or the row's own heartbeat file touched after it
+        /// started (both on the host clock: a recycled pid never touches the row's file).
+        proof: Option<WorkerProof>,
     },
     /// The worker runs on another host (whole names compared, never guessed): the row is
     /// that host's (verdict `remote`), shown as `remote:HOST`.
@@ -281,7 +282,7 @@ impl Signal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerProof {
-    /// The row's own lock is held by that very pid.
+    /// The row's own lock is held by that very pid (or a process it started).
     OwnLock,
     /// The row's own heartbeat is fresh.
     OwnHeartbeat,
@@ -580,17 +581,15 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     if let Owner::Reused {
         pid,
         after_s,
-        beat_since_start,
+        proof: found,
     } = ev.owner
     {
         let proof = if lock_held && ev.lock_own && held_by(ev, pid) {
             Some(WorkerProof::OwnLock)
         } else if own_fresh_beat {
             Some(WorkerProof::OwnHeartbeat)
-        } else if beat_since_start {
-            Some(WorkerProof::BeatSinceStart)
         } else {
-            None
+            found
         };
         if let Some(proof) = proof {
             return decision(Verdict::Unknown, Basis::TimesWrong { after_s, proof });

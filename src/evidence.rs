@@ -28,6 +28,7 @@ use crate::clock::{
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{
     Ahead, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Signal, Thresholds, Verdict,
+    WorkerProof,
 };
 use crate::holder_line::HolderLine;
 use crate::host::Host;
@@ -133,16 +134,14 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
         Ok(p) => probe::file_heartbeat(&p, host_now),
         Err(why) => Heartbeat::Unreadable(format!("heartbeat_file: {why}")),
     });
-    let owner = match owner {
-        Owner::Reused { pid, after_s, .. } => Owner::Reused {
-            pid,
-            after_s,
-            beat_since_start: file_own
+    let beat_since = match owner {
+        Owner::Reused { pid, .. } => {
+            file_own
                 && from_file
                     .as_ref()
-                    .is_some_and(|h| beat_since_start(h, host, pid, host_now)),
-        },
-        o => o,
+                    .is_some_and(|h| beat_since_start(h, host, pid, host_now))
+        }
+        _ => false,
     };
     let (heartbeat, heartbeat_own) = match (heartbeat(from_file, column, file_own), &total_age) {
         // Older than the row itself, beyond the tolerance between the two clocks: a beat
@@ -163,6 +162,25 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
             }
             Err(why) => (Lock::Unreadable(format!("lock_file: {why}")), None, false),
         },
+    };
+    // An owner pid that started after its row: what the host shows of it being the
+    // worker (the decision weighs it with the row's own heartbeat).
+    let owner = match owner {
+        Owner::Reused { pid, after_s, .. } => {
+            let by_descendant = matches!(lock, Lock::Held { pid: Some(h) }
+                if lock_own && h != pid && host.is_descendant(h, pid));
+            let proof = if by_descendant {
+                Some(WorkerProof::OwnLock)
+            } else {
+                beat_since.then_some(WorkerProof::BeatSinceStart)
+            };
+            Owner::Reused {
+                pid,
+                after_s,
+                proof,
+            }
+        }
+        o => o,
     };
     Evidence {
         total_age,
@@ -647,17 +665,15 @@ pub fn render(e: &Evidence) -> Rendered {
         human: Human::Same,
         leads: false,
         aside: match e.owner {
-            Owner::Reused {
-                after_s,
-                beat_since_start,
-                ..
-            } => Some(format!(
+            Owner::Reused { after_s, proof, .. } => Some(format!(
                 "started {} after the row{}",
                 human(after_s),
-                if beat_since_start {
-                    "; the row's heartbeat file was touched since"
-                } else {
-                    ""
+                match proof {
+                    Some(WorkerProof::BeatSinceStart) => {
+                        "; the row's heartbeat file was touched since"
+                    }
+                    Some(WorkerProof::OwnLock) => "; the row's own lock is held by its child",
+                    _ => "",
                 }
             )),
             _ => None,
@@ -905,7 +921,7 @@ fn widest_messages(w: &Watch) -> Vec<String> {
                 (Some(_), _) => Owner::Reused {
                     pid,
                     after_s: big,
-                    beat_since_start: false,
+                    proof: None,
                 },
             };
             let lock_holder = matches!(lock, Lock::Held { .. }).then(|| HolderLine {
@@ -1222,7 +1238,7 @@ mod tests {
             Owner::Reused {
                 pid: 5,
                 after_s: 60,
-                beat_since_start: false,
+                proof: None,
             },
             Owner::NotLocal { host: "h".into() },
             Owner::Invalid("x".into()),

@@ -90,10 +90,40 @@ impl Host {
         Some((state, start))
     }
 
+    /// True when process `pid` descends from `ancestor` (its parent, or its parent's, …),
+    /// by the parent pids `/proc` gives now (a chain of at most 64).
+    pub fn is_descendant(&self, pid: u32, ancestor: u32) -> bool {
+        let mut p = pid;
+        for _ in 0..64 {
+            let Some(parent) = parent_pid(p) else {
+                return false;
+            };
+            if parent == ancestor {
+                return true;
+            }
+            if parent <= 1 {
+                return false;
+            }
+            p = parent;
+        }
+        false
+    }
+
     /// Start time of a process in unix seconds, if /proc tells.
     pub fn process_start(&self, pid: u32) -> Option<f64> {
         self.process_stat(pid).and_then(|(_, start)| start)
     }
+}
+
+/// The parent pid of a process, from `/proc/PID/stat` (field 4, after the command name).
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// A pid as the kernel's signed `pid_t`: `None` above `i32::MAX`, which names no process
@@ -113,6 +143,50 @@ pub const HOSTNAME_PLACEHOLDER: &str = "{hostname}";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shell's child and grandchild descend from it (and from this process); the shell
+    /// does not descend from its child, nor an unrelated process from the shell.
+    #[test]
+    fn descendants_by_the_parent_pids_proc_gives() {
+        let mut sh = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("sh -c 'sleep 600' & wait")
+            .spawn()
+            .expect("sh");
+        let host = Host::current();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let grandchild = loop {
+            let sleep = std::fs::read_dir("/proc")
+                .expect("/proc")
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .find(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|c| c.starts_with("sleep\0600"))
+                        && host.is_descendant(*p, sh.id())
+                });
+            if let Some(p) = sleep {
+                break p;
+            }
+            assert!(std::time::Instant::now() < deadline, "no sleep under sh");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert!(host.is_descendant(grandchild, std::process::id()));
+        assert!(!host.is_descendant(sh.id(), grandchild));
+        let other = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("sleep");
+        assert!(!host.is_descendant(other.id(), sh.id()));
+        for mut c in [other] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::process::Command::new("kill")
+            .arg(grandchild.to_string())
+            .status();
+        let _ = sh.kill();
+        let _ = sh.wait();
+    }
 
     fn named(name: &str, aliases: &[&str]) -> Host {
         Host {

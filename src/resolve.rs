@@ -710,7 +710,7 @@ mod tests {
             Owner::Reused {
                 pid: 42,
                 after_s: 18_000,
-                beat_since_start: false,
+                proof: None,
             },
         );
         assert!(

@@ -452,3 +452,55 @@ fn a_persons_running_sticks_until_the_evidence_changes() {
     assert_exit(&o, 1);
     assert_eq!(db.status(1), "wait_manual");
 }
+
+/// A shell worker takes its row's own lock through a child (`flock lock-1 …`): the lock is
+/// held by that child, not by the owner pid itself. Its row looks five hours old (a session
+/// time zone) and its heartbeat cannot be used (a misspelt directory): the lock held by the
+/// owner's own child still proves the owner is the worker — `unknown` (the row's times are
+/// wrong), never an overtime that parks it.
+#[test]
+fn a_shell_workers_lock_held_by_its_child_proves_it_is_the_worker() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 5 * HOUR + 10);
+    let lock = sb.lock_path(1);
+    let worker = Proc::spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg("flock \"$1\" sleep 600; :")
+            .arg("sh")
+            .arg(&lock),
+    );
+    wait_until("the worker's child takes the lock", secs(10), || {
+        !lock_holders(&lock).is_empty()
+    });
+    assert_ne!(
+        lock_holders(&lock),
+        [i64::from(worker.pid())],
+        "a child holds it"
+    );
+    set_owner(&db, 1, worker.pid());
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!(
+            "owner_column = \"worker\"\nlock_file = \"{}\"\nmanual_value = \"wait_manual\"\n",
+            sb.lock_template()
+        ))
+        .replace(
+            &sb.heartbeat_template(),
+            "/nonexistent/selfheal-test/hb-{id}",
+        ),
+    );
+    let (o, rows, _) = json_check(&cfg, &[]);
+    let r = row(&rows, 1);
+    assert_eq!(r["verdict"], "unknown", "{r}");
+    assert!(
+        r["basis"]
+            .as_str()
+            .is_some_and(|b| b.contains("the row's own lock is held by that pid")),
+        "{r}"
+    );
+    assert_eq!(r["action"], "none", "{r}");
+    assert_exit(&o, 1);
+    assert_eq!(db.status(1), "running");
+}

@@ -53,7 +53,7 @@ fn reused() -> Owner {
     Owner::Reused {
         pid: 4242,
         after_s: 3_600,
-        beat_since_start: false,
+        proof: None,
     }
 }
 fn not_visible() -> Owner {
@@ -555,7 +555,7 @@ fn all_owners() -> Vec<Owner> {
         Owner::Reused {
             pid: 4242,
             after_s: 3_600,
-            beat_since_start: true,
+            proof: Some(WorkerProof::BeatSinceStart),
         },
         not_visible(),
         Owner::NotLocal { host: "h".into() },
@@ -726,14 +726,9 @@ fn every_combination_keeps_the_promises() {
         }
         // An owner pid that looks reused: the worker (and unknown) when the row's own
         // evidence proves it, never overtime; else an inference, never conclusive.
-        if let Owner::Reused {
-            pid,
-            beat_since_start,
-            ..
-        } = e.owner
-        {
+        if let Owner::Reused { pid, proof, .. } = e.owner {
             let by_that_pid = own_lock_held && e.lock == Lock::Held { pid: Some(pid) };
-            if by_that_pid || own_fresh || beat_since_start {
+            if by_that_pid || own_fresh || proof.is_some() {
                 assert_eq!(d.verdict, Verdict::Unknown, "{ctx}");
                 assert!(matches!(d.basis, Basis::TimesWrong { .. }), "{ctx}");
                 return;
@@ -1488,10 +1483,10 @@ fn whole_watch_thresholds() {
 fn proof_means_proof() {
     use Verdict::*;
     let old = Some(18_301); // the row looks 5 h old: a session time zone of -05:00
-    let later = |beat_since_start| Owner::Reused {
+    let later = |beat_since_start: bool| Owner::Reused {
         pid: 4242,
         after_s: 18_000,
-        beat_since_start,
+        proof: beat_since_start.then_some(WorkerProof::BeatSinceStart),
     };
     let wrong = |proof| Basis::TimesWrong {
         after_s: 18_000,

@@ -137,7 +137,7 @@ pub fn judge_pid_in(ns: &PidNamespace, host: &Host, pid: u32, written: f64, slac
                 after_s: crate::clock::whole_seconds(start - written)
                     .and_then(|s| u64::try_from(s).ok())
                     .unwrap_or(u64::MAX),
-                beat_since_start: false,
+                proof: None,
             },
             _ => Owner::Alive { pid },
         },
@@ -225,7 +225,7 @@ mod tests {
         let early = started - 3_600;
         assert!(matches!(
             probe_owner(&host, Some(&me.to_string()), early, 300),
-            Owner::Reused { pid, after_s: 3_599..=3_601, beat_since_start: false } if pid == me
+            Owner::Reused { pid, after_s: 3_599..=3_601, proof: None } if pid == me
         ));
         // Started within the slack after its row: a dispatched worker, the row's own.
         assert_eq!(
