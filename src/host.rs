@@ -161,7 +161,7 @@ mod tests {
                 .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
                 .find(|p| {
                     std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                        .is_ok_and(|c| c.starts_with("sleep\0600"))
+                        .is_ok_and(|c| c.starts_with("sleep\x00600"))
                         && host.is_descendant(*p, sh.id())
                 });
             if let Some(p) = sleep {
@@ -172,15 +172,13 @@ mod tests {
         };
         assert!(host.is_descendant(grandchild, std::process::id()));
         assert!(!host.is_descendant(sh.id(), grandchild));
-        let other = std::process::Command::new("sleep")
+        let mut other = std::process::Command::new("sleep")
             .arg("600")
             .spawn()
             .expect("sleep");
         assert!(!host.is_descendant(other.id(), sh.id()));
-        for mut c in [other] {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let _ = other.kill();
+        let _ = other.wait();
         let _ = std::process::Command::new("kill")
             .arg(grandchild.to_string())
             .status();
