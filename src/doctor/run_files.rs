@@ -13,7 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{Finding, template_dir};
+use super::Finding;
+use super::files::template_dir;
 use crate::config::{PathTemplate, Watch};
 use crate::decide::Lock;
 use crate::escape::printable_cut;
