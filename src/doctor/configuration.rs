@@ -1,3 +1,8 @@
+//! doctor on the configuration as a whole: a file without a watch, a run as root while
+//! cron runs selfheal as another user, a database password in a file every user can read.
+//!
+//! I/O: reads the cron file and stats the files that hold a password; writes nothing.
+
 use crate::config::Config;
 
 use super::Finding;

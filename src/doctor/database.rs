@@ -1,3 +1,12 @@
+//! doctor on the database: how it was reached and its version, its clock against this
+//! host's and the session time zone, watches told apart only by values the column's
+//! collation folds together, and the walk through each watch's checks that need the
+//! database (its table in `schema`, its rows in `rows` and `hosts`, its runs in `max_age`).
+//! Decides doctor's exit status when the database cannot be used (3) or lacks what the
+//! configuration names (2).
+//!
+//! I/O: opens the database, read-only where it can, and reads from it; writes nothing.
+
 use std::time::SystemTime;
 
 use crate::clock::{Clocks, clock_skew, skew_text};

@@ -1,3 +1,11 @@
+//! doctor on each watch's evidence files on this host: the heartbeat and lock directories
+//! as the user selfheal runs as (can it look inside; could others swap a lock there), a
+//! fixed heartbeat file's last beat, and a heartbeat template that matches no running row's
+//! file while its directory is there (a typo in the file name).
+//!
+//! I/O: stats directories and files and lists a template's directory (bounded); reads no
+//! file's content and creates nothing.
+
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
@@ -140,21 +148,18 @@ pub(super) fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
     }
 }
 
-/// At most this many running rows are probed for their heartbeat file by
-/// [`heartbeat_template_finding`], at most this many names of the template's directory
-/// read for its hint, and at most this many of them named.
+/// At most this many running rows are probed for their heartbeat file.
 const TEMPLATE_ROWS: usize = 100;
+/// At most this many names of the template's directory are read for a hint.
 const TEMPLATE_DIR_NAMES: usize = 1000;
+/// At most this many names are given as a hint.
 const TEMPLATE_HINTS: usize = 3;
 
-/// A `heartbeat_file` that matches no running row's file while its directory is there: a
-/// typo in the file name (`sync-{id}.hb` for the job's `sync_{id}.hb`) passes the directory
-/// check, and looks to `check` exactly like every job dying at once (held, for a person:
-/// SPEC §5). Said when this host's running rows past `stale_after` (the first
-/// [`TEMPLATE_ROWS`] of them) all lack their file, the template's directory can be searched,
-/// and no file of theirs is there — with names in that directory that look like the
-/// template's (the same prefix or extension) as a hint. Bounded: [`TEMPLATE_ROWS`] stats and
-/// [`TEMPLATE_DIR_NAMES`] directory entries.
+/// A `heartbeat_file` that names no file the job writes while its directory is there: a
+/// typo (`sync-{id}.hb` for the job's `sync_{id}.hb`) passes the directory check, and looks
+/// to `check` like every job dying at once (held, for a person: SPEC §5). Said when none
+/// of this host's running rows past `stale_after` (the first [`TEMPLATE_ROWS`]) has its
+/// file, with names in that directory that look like the template's as a hint.
 pub(super) fn heartbeat_template_finding(
     w: &Watch,
     t: &PathTemplate,

@@ -1,3 +1,10 @@
+//! doctor on more than one host: which hosts own the running rows, owners that mix
+//! `HOST:PID` with bare pids or none, host-local evidence without `owner_column` or `host`
+//! (advice), an advisory lock that does not reach every host, and selfheal running outside
+//! the host's initial pid namespace.
+//!
+//! I/O: only the advisory lock check asks the database; the rest reads what it is given.
+
 use crate::config::{Config, Watch};
 use crate::host::Host;
 use crate::probe::owner::{INITIAL_PID_NS, PidNamespace};

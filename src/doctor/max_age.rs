@@ -1,3 +1,8 @@
+//! doctor on `max_age` against what real runs take: below 1.5 times the longest of the
+//! latest runs that ended well ([`crate::history`]), it would kill legitimate runs.
+//!
+//! Pure: the caller reads the finished runs.
+
 use std::time::Duration;
 
 use crate::config::{Watch, fmt_duration};

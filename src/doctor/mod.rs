@@ -1,30 +1,14 @@
-//! `selfheal doctor`: everything a first run depends on, checked one line at a time with
-//! the fix beside each failure — the configuration; the database, its version and how it
-//! was reached; the database clock against the host's and the session time zone; per
-//! watch the table, its columns and their types, a start or heartbeat column declared `ON
-//! UPDATE CURRENT_TIMESTAMP` (with the `ALTER TABLE` that drops the clause), the index
-//! that finds running rows (by the database's own plan of the very query `check` runs,
-//! `match` included), the message column's room, times in the future, `max_age` against
-//! the runs it can see, whether the status column can hold every status the watch writes,
-//! `retry_at_column` and the condition the application's picker must add for it, the rows
-//! parked in `manual_value`
-//! (with the `selfheal resolve` command that decides each); the heartbeat and lock directories as the user
-//! selfheal runs as, and a heartbeat file template that matches no running row's file
-//! while its directory is there (a typo in the file name); whether pids and `/proc/locks` are the host's (selfheal outside the
-//! initial pid namespace); selfheal's run lock, state directory and metrics file; a lock
-//! file kept by `selfheal run` or the PHP helper (`run_files`).
-//! For several hosts (SPEC §10): which hosts own the running rows now,
-//! owners that mix `HOST:PID` with bare pids or none, host-local evidence without
-//! `owner_column` or `host` (advice: right on one host, so it leaves the exit status as it
-//! is), and an advisory lock that does not reach every host. Also a configuration without
-//! a watch, a run as root while cron runs selfheal as someone else, a database password in
-//! a file every user can read, and a `check --log` that could not reach its target (as the
-//! last real run left it in `state_dir/run-state.json`). Each failure carries the fix that
-//! fits its cause and the running user (`crate::fix`); the exit status follows `check`'s
-//! where they meet (a table or column the database lacks is 2).
+//! `selfheal doctor`: everything a first run depends on, checked one line at a time, each
+//! failure with the fix that fits its cause and the running user ([`crate::fix`]). This
+//! file runs the checks in order and prints each [`Finding`] as it comes; the checks live
+//! beside it, one file per concern.
+//!
+//! Exit status, as `check`'s where they meet: 0 when all pass (advice included), 1 on any
+//! warning or failure, 2 for a bad configuration or a table or column the database lacks,
+//! 3 when the database cannot be reached.
 //!
 //! Read-only: opens the database read-only where it can, writes no row, creates no file,
-//! takes no lock (not even its own run lock: a cron run starting meanwhile must not see
+//! and takes no lock, not even its own run lock (a cron run starting meanwhile must not
 //! exit 75 because someone ran `doctor`).
 
 use std::io::Write;

@@ -1,3 +1,10 @@
+//! doctor on selfheal's own files: the run lock (reached as `check` reaches it), the state
+//! directory, the metrics file's directory, and a `check --log` target the last real run
+//! could not reach (from `state_dir/run-state.json`).
+//!
+//! I/O: stats paths and asks `access(2)`, opens an existing run lock read-write without
+//! locking it, reads `run-state.json`; writes nothing.
+
 use std::io::ErrorKind;
 use std::path::Path;
 use std::time::SystemTime;

@@ -1,3 +1,11 @@
+//! doctor on a watch's rows now: the running rows judged as `check` judges them (a census
+//! and the first unknown row), times in the future on the database clock, rows that look
+//! older than their worker (their times are wrong), and the rows parked in `manual_value`,
+//! each with the `selfheal resolve` command that decides it.
+//!
+//! I/O: reads parked rows through the store, the evidence files, `/proc` and `/proc/locks`
+//! as `check` does, and the journal (when a row was parked); writes nothing.
+
 use std::time::SystemTime;
 
 use crate::clock::{Clocks, age_on_db_clock, human, plausible_age};

@@ -1,3 +1,12 @@
+//! doctor on a watch's table as the database declares it: the types of the columns the
+//! watch names, a start or heartbeat column declared `ON UPDATE CURRENT_TIMESTAMP`, whether
+//! the status column holds every status the watch writes, the index that finds running
+//! rows (from the database's plan of `check`'s own query), the message column's width, and
+//! `retry_at_column`. A failure carries the `ALTER TABLE`, `CREATE INDEX` or configuration
+//! change that fixes it.
+//!
+//! I/O: reads column definitions through the store it is given; writes nothing.
+
 use crate::config::{Watch, fmt_duration};
 use crate::evidence;
 use crate::store::{self, ScanPlan, Schema, Store};
