@@ -1,0 +1,354 @@
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+
+use crate::clock::{Clocks, age_on_db_clock, epoch, human};
+use crate::config::{Config, Watch};
+use crate::decide::{self, Action, Heartbeat, Verdict};
+use crate::error::{Error, Result, exit};
+use crate::escape::printable;
+use crate::evidence::{Scene, gather};
+use crate::host::Host;
+use crate::journal::{JournalEntry, RowId};
+use crate::person;
+use crate::probe::LockTable;
+use crate::report::{Format, RowReport, Unparked};
+use crate::store::{self, RunningRow, Schema, Select, SqlValue, Store};
+
+use super::dry_run::{Keep, dry_check};
+use super::history::read_journal;
+use super::{by_hand, warn_all};
+
+/// How many parked rows of a watch the list shows, by id.
+pub const PARKED_SHOWN: u32 = 1000;
+
+/// One row that needs a person.
+#[derive(Debug, Clone)]
+pub struct Need {
+    pub watch: String,
+    pub id: SqlValue,
+    pub status: String,
+    /// Seconds since the row started, on the database clock.
+    pub age_s: Option<u64>,
+    /// `parked`, or the verdict of a running row.
+    pub verdict: String,
+    pub reason: String,
+    /// Since when (unix seconds), and what happened then.
+    pub since: Option<i64>,
+    pub since_what: &'static str,
+    pub resolve: String,
+    /// JSON only: the statement that makes the same change by hand.
+    pub sql: Option<String>,
+}
+
+impl Need {
+    fn line(&self, now: i64) -> String {
+        let since = match self.since {
+            Some(t) => format!(
+                " since {} ago",
+                human(u64::try_from(now.saturating_sub(t)).unwrap_or(0))
+            ),
+            None => String::new(),
+        };
+        let age = self.age_s.map_or_else(
+            || "start unknown".to_string(),
+            |a| format!("started {} ago", human(a)),
+        );
+        format!(
+            "{} id={}: '{}', {age}: {}{since}: {}; fix: {}",
+            self.watch, self.id, self.status, self.verdict, self.reason, self.resolve
+        )
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "watch": self.watch,
+            "id": self.id.to_json(),
+            "status": self.status,
+            "age_s": self.age_s,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "since": self.since.map(crate::holder_line::rfc3339),
+            "since_what": self.since.map(|_| self.since_what),
+            "resolve": self.resolve,
+            "sql": self.sql,
+        })
+    }
+}
+
+/// Since when a running row needs a person, from its evidence (unix seconds, host
+/// clock), and what happened then.
+fn since(r: &RowReport, now: i64) -> (Option<i64>, &'static str) {
+    let ago = |s: u64| now.saturating_sub(i64::try_from(s).unwrap_or(i64::MAX));
+    let total = r.evidence.total_age.as_ref().ok().copied();
+    let beat = match r.evidence.heartbeat {
+        Heartbeat::Age(a) => Some(a),
+        _ => None,
+    };
+    let max = r.thresholds.max_age;
+    match (&r.decision.basis, total, beat) {
+        (
+            decide::Basis::MaxAge
+            | decide::Basis::MaxAgeWorkerLives
+            | decide::Basis::OtherHostPastMaxAge(_),
+            Some(t),
+            _,
+        ) => (Some(ago(t.saturating_sub(max))), "past max_age"),
+        (decide::Basis::OtherHostSilent(_), _, Some(b)) => {
+            (Some(ago(b.saturating_sub(max))), "silent beyond max_age")
+        }
+        (_, _, Some(b)) if r.decision.verdict != Verdict::Unknown => {
+            (Some(ago(b)), "last heartbeat")
+        }
+        (_, Some(t), _) => (Some(ago(t)), "started"),
+        _ => (None, ""),
+    }
+}
+
+/// The reason in words of a running row that needs a person, as the cron text says it.
+fn running_reason(r: &RowReport) -> String {
+    let why = match (&r.note, r.plan.hold) {
+        (Some(n), _) => n.clone(),
+        (None, Some(h)) => h.describe().to_string(),
+        (None, None) => r.decision.basis.describe(),
+    };
+    match (&r.plan.target, r.plan.action) {
+        (Some(t), Action::MarkManual) => format!("{why}; the next run parks it in '{t}'"),
+        _ => why,
+    }
+}
+
+/// The parked rows of `cfg`'s watches, with why and when the journal says they were
+/// parked; warnings said as they come.
+fn parked_needs(
+    cfg: &Config,
+    store: &mut dyn Store,
+    clocks: &Clocks,
+    host: &Host,
+    unparking: &[Unparked],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Need>> {
+    let mut rows: Vec<(&Watch, Schema, RunningRow, String)> = Vec::new();
+    for w in &cfg.watches {
+        let Some(manual) = &w.manual_value else {
+            continue;
+        };
+        let schema = store.schema(w)?;
+        let total = store.count_parked(w, manual)?;
+        let mut n = 0u64;
+        store.each_row(w, Select::Status(manual, PARKED_SHOWN), &mut |r| {
+            n += 1;
+            rows.push((w, schema.clone(), r.row, manual.clone()));
+            Ok(())
+        })?;
+        if total > n {
+            warnings.push(format!(
+                "watch {}: {total} rows are parked in '{manual}'; the first {n} by id are listed",
+                w.name
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The last park of each (watch, id, start).
+    let mut parks: HashMap<(String, String, String), JournalEntry> = HashMap::new();
+    let wanted: std::collections::HashSet<(String, String, String)> = rows
+        .iter()
+        .map(|(w, _, r, _)| {
+            (
+                w.name.clone(),
+                RowId::from(&r.id).key(),
+                r.started.raw.to_string(),
+            )
+        })
+        .collect();
+    warnings.extend(read_journal(cfg, &mut |e| {
+        let k = (
+            e.watch.clone(),
+            e.id.key(),
+            e.started.clone().unwrap_or_default(),
+        );
+        if e.applied && e.made() && wanted.contains(&k) {
+            parks.insert(k, e);
+        }
+    }));
+    let mut out = Vec::with_capacity(rows.len());
+    for (w, schema, r, manual) in rows {
+        let k = (
+            w.name.clone(),
+            RowId::from(&r.id).key(),
+            r.started.raw.to_string(),
+        );
+        let park = parks.get(&k).filter(|e| e.to == manual);
+        let age_s = match &r.started.stamp {
+            Ok(Some(s)) => age_on_db_clock(*s, &clocks.db)
+                .ok()
+                .and_then(|a| u64::try_from(a).ok()),
+            _ => None,
+        };
+        let (verdict, mut reason, since) = match park {
+            Some(e) if e.actor.is_none() => (
+                format!("parked as {}", e.verdict.as_str()),
+                e.basis_words(),
+                chrono::DateTime::parse_from_rfc3339(&e.time)
+                    .ok()
+                    .map(|t| t.timestamp()),
+            ),
+            Some(e) => (
+                "parked".to_string(),
+                format!("put here by {}", e.actor.as_deref().unwrap_or_default()),
+                chrono::DateTime::parse_from_rfc3339(&e.time)
+                    .ok()
+                    .map(|t| t.timestamp()),
+            ),
+            None => (
+                "parked".to_string(),
+                format!(
+                    "in '{manual}'; the journal does not say why (parked by hand, by another \
+                     configuration, or before the journal)"
+                ),
+                None,
+            ),
+        };
+        if unparking.iter().any(|u| u.watch == w.name && u.id == r.id) {
+            reason.push_str(
+                "; its own heartbeat beats again since: the next run puts it back to running",
+            );
+        }
+        // Only where `resolve` itself would act without --force (SPEC §13): the row's
+        // evidence now, as `resolve` reads it.
+        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let ev = gather(w, &r, &Scene::of_one_row(clocks, host, locks.as_ref()));
+        let sql = crate::resolve::would_refuse(w, host, &r, &ev)
+            .is_none()
+            .then(|| by_hand(store, w, &schema, &r, &manual));
+        out.push(Need {
+            watch: w.name.clone(),
+            id: r.id.clone(),
+            status: manual.clone(),
+            age_s,
+            verdict,
+            reason,
+            since,
+            since_what: "parked",
+            resolve: person::resolve_command(w, &r.id, true, false),
+            sql,
+        });
+    }
+    Ok(out)
+}
+
+/// `show [WATCH]`: every row that needs a person.
+pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
+    if cfg.watches.is_empty() {
+        let _ = match format {
+            Format::Text => writeln!(out, "no watch is configured: nothing to show"),
+            Format::Json => writeln!(out, "{}", json!({"summary": true, "rows": 0, "watches": 0})),
+        };
+        return Ok(exit::OK);
+    }
+    let Some(db) = cfg.database.as_ref() else {
+        return Err(Error::Usage("no [database] configured".into()));
+    };
+    let collected = dry_check(cfg, Keep::NeedingAPerson)?;
+    let mut warnings = collected.warnings.clone();
+    let mut store = store::open(db, true)?;
+    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
+    let now = epoch(SystemTime::now());
+    let host = Host::current().known_as(&cfg.run.host_names);
+    let mut needs: Vec<Need> = Vec::new();
+    for w in &cfg.watches {
+        let schema = store.schema(w)?;
+        for r in collected
+            .rows
+            .iter()
+            .filter(|r| r.watch == w.name && r.attention() && !r.applied)
+        {
+            let (since, what) = since(r, now);
+            let row = store.row_by_id(w, &r.id)?;
+            needs.push(Need {
+                watch: r.watch.clone(),
+                id: r.id.clone(),
+                status: w.running_value.clone(),
+                age_s: r.evidence.total_age.as_ref().ok().copied(),
+                verdict: r.decision.verdict.as_str().to_string(),
+                reason: running_reason(r),
+                since,
+                since_what: what,
+                // Still running now (a park the next run makes is not made yet).
+                resolve: person::resolve_command(
+                    w,
+                    &r.id,
+                    false,
+                    r.decision.verdict == Verdict::Remote,
+                ),
+                // Only where `resolve` itself would act without --force (SPEC §13).
+                sql: row
+                    .filter(|s| {
+                        crate::resolve::would_refuse(w, &host, &s.row, &r.evidence).is_none()
+                    })
+                    .map(|s| by_hand(store.as_ref(), w, &schema, &s.row, &w.running_value)),
+            });
+        }
+    }
+    needs.extend(parked_needs(
+        cfg,
+        store.as_mut(),
+        &clocks,
+        &host,
+        &collected.unparked,
+        &mut warnings,
+    )?);
+    // In the configuration's order of watches, running rows before parked ones.
+    let order = |n: &Need| cfg.watches.iter().position(|w| w.name == n.watch);
+    needs.sort_by_key(|n| (order(n), n.status != n.watch_running(cfg)));
+    match format {
+        Format::Text => {
+            for n in &needs {
+                let _ = writeln!(out, "{}", printable(&n.line(now)));
+            }
+            if needs.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "nothing needs a person ({} watch{})",
+                    cfg.watches.len(),
+                    if cfg.watches.len() == 1 { "" } else { "es" }
+                );
+            }
+            warn_all(&warnings);
+        }
+        Format::Json => {
+            for n in &needs {
+                let _ = writeln!(out, "{}", n.to_json());
+            }
+            let _ = writeln!(
+                out,
+                "{}",
+                json!({
+                    "summary": true,
+                    "rows": needs.len(),
+                    "watches": cfg.watches.len(),
+                    "warnings": warnings,
+                })
+            );
+        }
+    }
+    Ok(if needs.is_empty() {
+        exit::OK
+    } else {
+        exit::ATTENTION
+    })
+}
+
+impl Need {
+    /// The running value of the need's watch (to sort running rows first).
+    fn watch_running<'c>(&self, cfg: &'c Config) -> &'c str {
+        cfg.watches
+            .iter()
+            .find(|w| w.name == self.watch)
+            .map_or("", |w| w.running_value.as_str())
+    }
+}
