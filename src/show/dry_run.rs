@@ -1,3 +1,9 @@
+//! The dry run of `check` that both `show` commands read: the very sweep, confirmations
+//! and holds a real run uses ([`crate::check::run`], dry), kept instead of printed — only
+//! the rows asked for, with the un-parks it would make and its warnings.
+//!
+//! I/O: that of a dry run of `check`: it reads, and writes nothing.
+
 use crate::check::{self, CheckOptions};
 use crate::config::Config;
 use crate::error::Result;
@@ -51,7 +57,6 @@ impl Reporter for Collected {
     fn finish(&mut self, _s: &Summary) {}
 }
 
-/// The dry run of `check` over `cfg`'s watches: what a real run would judge and do now.
 /// The judged rows [`dry_check`] keeps.
 pub(super) enum Keep {
     /// Those that need a person (the list).
@@ -60,6 +65,7 @@ pub(super) enum Keep {
     Row(String, crate::store::SqlValue),
 }
 
+/// The dry run of `check` over `cfg`'s watches: what a real run would judge and do now.
 pub(super) fn dry_check(cfg: &Config, keep: Keep) -> Result<Collected> {
     let mut c = Collected {
         keep,

@@ -1,3 +1,8 @@
+//! A row's history as a person reads it: its journal entries, every generation (when,
+//! verdict, basis, action, by whom, and what a stopped run's change turned out to be).
+//!
+//! I/O: reads the journal.
+
 use serde_json::{Value, json};
 
 use crate::config::Config;

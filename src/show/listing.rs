@@ -1,3 +1,11 @@
+//! `show [WATCH]`: every row that needs a person, one line each with the reason in words,
+//! since when, and the `selfheal resolve …` command for it. Running rows are those the dry
+//! run would leave for a person; parked rows come with why and when the journal says they
+//! were parked. Exit 0 when nothing needs a person, 1 otherwise.
+//!
+//! I/O: the database (read-only where it can be), the journal, and each parked row's
+//! evidence as `resolve` reads it.
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::SystemTime;

@@ -1,31 +1,10 @@
-//! `selfheal show`: what needs a person, and one row's whole record (SPEC §13). Reads
-//! only: no row, no state file, no lock is written or taken.
+//! `selfheal show`: what needs a person (`show [WATCH]`, in `listing`), and one row's
+//! whole record (`show WATCH ID`: gathered in `record`, printed by `render`). Both read a
+//! dry run of `check` (`dry_run`), so they say what a real run would do now.
 //!
-//! `show [WATCH]` lists every row that needs a person, one line each with the reason in
-//! words, since when, and the `selfheal resolve …` command for it: the running rows a
-//! real run would leave for a person (`hung` without `manual_value`, `unknown`, `overtime`
-//! left for review, another host's row past `max_age`, rows held back for a person), as a
-//! dry run of `check` judges them — the very sweep, confirmations and holds a real run
-//! uses, through [`crate::check::run`] — and the rows parked in `manual_value`, with why
-//! and when the journal says they were parked. Exit 0 when nothing needs a person, 1
-//! otherwise.
-//!
-//! `show WATCH ID` is one row's record: its columns as the table holds them, the evidence
-//! now (heartbeat file or column and its age, the lock file, its state and holder line,
-//! the owner and, when it is a live process of this host, its start time and command
-//! line), the verdict now and what the next real run would do (from the same dry run:
-//! with its confirmations so far, or the un-park a parked row is due), its history from
-//! the journal (every generation: when, verdict, basis, action, by whom), and the job's
-//! last execution record when the watch names its `report_file`. In JSON also the
-//! statement that would release a parked row by hand (the SQL a person ran before
-//! `resolve`).
-//!
-//! Values from the database and from files are printed with their control characters
-//! escaped ([`crate::escape`]).
-//!
-//! I/O: the configuration, the database (read-only where it can be), the evidence files
-//! and `/proc`, the journal's generations and the confirmation counts (read), the report
-//! file.
+//! Reads only: no row, no state file, no lock is written or taken. Values from the
+//! database and from files are printed with their control characters escaped
+//! ([`crate::escape`]).
 
 use std::io::Write;
 use std::path::PathBuf;

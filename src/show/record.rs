@@ -1,3 +1,11 @@
+//! `show WATCH ID`: one row's whole record, gathered — its columns as the table holds
+//! them, the evidence and verdict now, what the next real run would do (from the dry run),
+//! its history from the journal, the owner's process when it is a live one of this host,
+//! and the job's last execution record when the watch names its `report_file`.
+//!
+//! I/O: the database (read-only where it can be), the evidence files, `/proc` (the
+//! owner's start time and command line), the journal, the report file.
+
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 

@@ -1,3 +1,8 @@
+//! One row's record as lines of text and as one JSON object (which also carries the
+//! statement a person would run by hand, where `resolve` would act).
+//!
+//! Pure but for the clock read for the owner process's age.
+
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
