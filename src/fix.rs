@@ -16,9 +16,9 @@ use nix::unistd::{AccessFlags, Gid, Group, Uid, User, access};
 
 use crate::error::Error;
 
-/// The user selfheal runs as.
+/// The effective user selfheal runs as and its groups: whom a fix is addressed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Me {
+pub struct RunningUser {
     pub uid: u32,
     /// The login name, else the numeric uid.
     pub name: String,
@@ -28,8 +28,8 @@ pub struct Me {
     pub gids: Vec<u32>,
 }
 
-impl Me {
-    pub fn current() -> Me {
+impl RunningUser {
+    pub fn current() -> RunningUser {
         let uid = nix::unistd::geteuid();
         let gid = nix::unistd::getegid();
         let name = User::from_uid(uid)
@@ -42,7 +42,7 @@ impl Me {
             .map(Gid::as_raw)
             .collect();
         gids.push(gid.as_raw());
-        Me {
+        RunningUser {
             uid: uid.as_raw(),
             name,
             group: group_name(gid.as_raw()),
@@ -76,7 +76,7 @@ impl Me {
 /// `640 root:GROUP`): the running user's, or — for root, who reads anything — the group
 /// of the user cron runs selfheal as, when the cron file names one.
 pub fn reader_group() -> String {
-    let me = Me::current();
+    let me = RunningUser::current();
     if me.uid != 0 {
         return me.group;
     }
@@ -160,17 +160,17 @@ const PRIVILEGED_GROUPS: [&str; 8] = [
 /// it: the first directory on the way it cannot look into, else the path itself. `None`
 /// when nothing does, or when the path or a directory on the way does not exist.
 pub fn access_fix(path: &Path, need: Need) -> Option<String> {
-    access_fix_for(&Me::current(), path, need, "…")
+    access_fix_for(&RunningUser::current(), path, need, "…")
 }
 
 /// [`access_fix`] where the command that was run is known (`doctor`, `check`): a fix that
 /// says to run it as another user names it.
 pub fn access_fix_in(path: &Path, need: Need, command: &str) -> Option<String> {
-    access_fix_for(&Me::current(), path, need, command)
+    access_fix_for(&RunningUser::current(), path, need, command)
 }
 
 /// [`access_fix`] for `me`.
-pub fn access_fix_for(me: &Me, path: &Path, need: Need, command: &str) -> Option<String> {
+pub fn access_fix_for(me: &RunningUser, path: &Path, need: Need, command: &str) -> Option<String> {
     let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
     ancestors.reverse();
     for dir in ancestors {
@@ -192,7 +192,7 @@ pub fn access_fix_for(me: &Me, path: &Path, need: Need, command: &str) -> Option
 /// The command that gives `me` what `need` says on `target`, by the owner, group and mode
 /// found there (see the module header). The placeholder account is given nothing: the way
 /// out is to run as the user that should ([`placeholder_fix`]).
-fn grant(me: &Me, target: &Path, need: Need, command: &str) -> String {
+fn grant(me: &RunningUser, target: &Path, need: Need, command: &str) -> String {
     let t = target.display();
     let l = need.letters();
     let Ok(m) = std::fs::metadata(target) else {
@@ -262,7 +262,7 @@ fn grant(me: &Me, target: &Path, need: Need, command: &str) -> String {
 /// the user that runs `selfheal check`. `command` is what was run (`doctor`, `check`; `…`
 /// where it is not known).
 pub fn placeholder_fix(
-    me: &Me,
+    me: &RunningUser,
     cron_users: &[String],
     owner: Option<&str>,
     command: &str,
@@ -309,11 +309,16 @@ const PACKAGE_FILE: &str = "/usr/share/doc/selfheal/copyright";
 /// directory is handed over by `dpkg-reconfigure selfheal`; anything else gets the command
 /// that gives it to this user. `command` is what was run (`doctor`, `check`).
 pub fn state_dir_fix(dir: &Path, command: &str) -> String {
-    state_dir_fix_for(&Me::current(), &crate::cron::users(), dir, command)
+    state_dir_fix_for(&RunningUser::current(), &crate::cron::users(), dir, command)
 }
 
 /// [`state_dir_fix`] for `me` and the users of the cron file.
-pub fn state_dir_fix_for(me: &Me, cron_users: &[String], dir: &Path, command: &str) -> String {
+pub fn state_dir_fix_for(
+    me: &RunningUser,
+    cron_users: &[String],
+    dir: &Path,
+    command: &str,
+) -> String {
     let d = dir.display();
     if me.is_placeholder() {
         let owner = existing(dir)
@@ -389,7 +394,7 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
     // was run (the store that raised it did not know it).
     if let Error::CannotRead { path, source, .. } = e
         && source.kind() == std::io::ErrorKind::PermissionDenied
-        && Me::current().is_placeholder()
+        && RunningUser::current().is_placeholder()
         && let Some(f) = access_fix_in(path, Need::Read, command)
     {
         return Some(f);
@@ -521,7 +526,7 @@ fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) ->
             "create {} (node_exporter's textfile directory) for {} to write in, or correct \
              run.metrics_file",
             parent.display(),
-            Me::current().name
+            RunningUser::current().name
         )),
         (K::PermissionDenied, "run.metrics_file") => access_fix_in(parent, Need::Write, command),
         // A run lock set apart from the state directory.
@@ -531,7 +536,7 @@ fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) ->
             Some(format!(
                 "leave run.lock_file unset (the lock then lives in state_dir), or let {} \
                  write {}",
-                Me::current().name,
+                RunningUser::current().name,
                 parent.display()
             ))
         }
@@ -567,8 +572,8 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn me(uid: u32, name: &str) -> Me {
-        Me {
+    fn me(uid: u32, name: &str) -> RunningUser {
+        RunningUser {
             uid,
             name: name.into(),
             group: name.into(),

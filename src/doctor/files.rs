@@ -74,7 +74,7 @@ fn denied_fix(dir: &Path) -> String {
     crate::fix::access_fix_in(dir, crate::fix::Need::Search, "doctor").unwrap_or_else(|| {
         format!(
             "give {} search (x) permission on {} and every directory above it",
-            crate::fix::Me::current().name,
+            crate::fix::RunningUser::current().name,
             dir.display()
         )
     })

@@ -199,7 +199,7 @@ fn is_localhost(h: &str) -> bool {
 /// selfheal runs as.
 fn cannot_read(key: &str, path: &Path, e: std::io::Error) -> Error {
     use std::io::ErrorKind as K;
-    let me = crate::fix::Me::current();
+    let me = crate::fix::RunningUser::current();
     let fix = match e.kind() {
         K::PermissionDenied => crate::fix::access_fix(path, crate::fix::Need::Read),
         K::NotFound => Some(format!(

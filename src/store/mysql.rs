@@ -337,7 +337,7 @@ fn connect_fix(creds: &Credentials, url: &str, e: &mysql::Error) -> Option<Strin
     use mysql::DriverError as D;
     use std::io::ErrorKind as K;
     let user = creds.user.as_ref().map_or("", |u| u.value.as_str());
-    let me = crate::fix::Me::current();
+    let me = crate::fix::RunningUser::current();
     let account_host = if creds.socket.is_some() {
         "localhost"
     } else {
