@@ -100,9 +100,9 @@ fn user_name(uid: u32) -> String {
         .map_or_else(|| uid.to_string(), |u| u.name)
 }
 
-/// What a user needs of a path.
+/// The access to a path a fix grants: chmod's r, x, wx or rw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub enum Permission {
     /// Read a file.
     Read,
     /// Look inside a directory (stat the files in it).
@@ -113,33 +113,33 @@ pub enum Need {
     ReadWrite,
 }
 
-impl Need {
+impl Permission {
     /// The permission letters `chmod` takes, in the order it shows them.
     fn letters(self) -> &'static str {
         match self {
-            Need::Read => "r",
-            Need::Search => "x",
-            Need::Write => "wx",
-            Need::ReadWrite => "rw",
+            Permission::Read => "r",
+            Permission::Search => "x",
+            Permission::Write => "wx",
+            Permission::ReadWrite => "rw",
         }
     }
 
     /// The permission bits, as the owner's (shift for group or others).
     fn bits(self) -> u32 {
         match self {
-            Need::Read => 0o4,
-            Need::Search => 0o1,
-            Need::Write => 0o3,
-            Need::ReadWrite => 0o6,
+            Permission::Read => 0o4,
+            Permission::Search => 0o1,
+            Permission::Write => 0o3,
+            Permission::ReadWrite => 0o6,
         }
     }
 
     fn flags(self) -> AccessFlags {
         match self {
-            Need::Read => AccessFlags::R_OK,
-            Need::Search => AccessFlags::X_OK,
-            Need::Write => AccessFlags::W_OK | AccessFlags::X_OK,
-            Need::ReadWrite => AccessFlags::R_OK | AccessFlags::W_OK,
+            Permission::Read => AccessFlags::R_OK,
+            Permission::Search => AccessFlags::X_OK,
+            Permission::Write => AccessFlags::W_OK | AccessFlags::X_OK,
+            Permission::ReadWrite => AccessFlags::R_OK | AccessFlags::W_OK,
         }
     }
 }
@@ -159,18 +159,23 @@ const PRIVILEGED_GROUPS: [&str; 8] = [
 /// What keeps the running user from using `path` as `need` says, as the command that lets
 /// it: the first directory on the way it cannot look into, else the path itself. `None`
 /// when nothing does, or when the path or a directory on the way does not exist.
-pub fn access_fix(path: &Path, need: Need) -> Option<String> {
+pub fn access_fix(path: &Path, need: Permission) -> Option<String> {
     access_fix_for(&RunningUser::current(), path, need, "…")
 }
 
 /// [`access_fix`] where the command that was run is known (`doctor`, `check`): a fix that
 /// says to run it as another user names it.
-pub fn access_fix_in(path: &Path, need: Need, command: &str) -> Option<String> {
+pub fn access_fix_in(path: &Path, need: Permission, command: &str) -> Option<String> {
     access_fix_for(&RunningUser::current(), path, need, command)
 }
 
 /// [`access_fix`] for `me`.
-pub fn access_fix_for(me: &RunningUser, path: &Path, need: Need, command: &str) -> Option<String> {
+pub fn access_fix_for(
+    me: &RunningUser,
+    path: &Path,
+    need: Permission,
+    command: &str,
+) -> Option<String> {
     let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
     ancestors.reverse();
     for dir in ancestors {
@@ -179,7 +184,9 @@ pub fn access_fix_for(me: &RunningUser, path: &Path, need: Need, command: &str) 
         }
         match access(dir, AccessFlags::X_OK) {
             Ok(()) => {}
-            Err(nix::errno::Errno::EACCES) => return Some(grant(me, dir, Need::Search, command)),
+            Err(nix::errno::Errno::EACCES) => {
+                return Some(grant(me, dir, Permission::Search, command));
+            }
             Err(_) => return None,
         }
     }
@@ -192,7 +199,7 @@ pub fn access_fix_for(me: &RunningUser, path: &Path, need: Need, command: &str) 
 /// The command that gives `me` what `need` says on `target`, by the owner, group and mode
 /// found there (see the module header). The placeholder account is given nothing: the way
 /// out is to run as the user that should ([`placeholder_fix`]).
-fn grant(me: &RunningUser, target: &Path, need: Need, command: &str) -> String {
+fn grant(me: &RunningUser, target: &Path, need: Permission, command: &str) -> String {
     let t = target.display();
     let l = need.letters();
     let Ok(m) = std::fs::metadata(target) else {
@@ -288,12 +295,12 @@ pub fn placeholder_fix(
     }
 }
 
-fn verb(need: Need) -> &'static str {
+fn verb(need: Permission) -> &'static str {
     match need {
-        Need::Read => "read",
-        Need::Search => "look inside",
-        Need::Write => "write in",
-        Need::ReadWrite => "read and write",
+        Permission::Read => "read",
+        Permission::Search => "look inside",
+        Permission::Write => "write in",
+        Permission::ReadWrite => "read and write",
     }
 }
 
@@ -395,7 +402,7 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
     if let Error::CannotRead { path, source, .. } = e
         && source.kind() == std::io::ErrorKind::PermissionDenied
         && RunningUser::current().is_placeholder()
-        && let Some(f) = access_fix_in(path, Need::Read, command)
+        && let Some(f) = access_fix_in(path, Permission::Read, command)
     {
         return Some(f);
     }
@@ -417,7 +424,7 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
         Error::CannotRead { path, source, .. }
             if source.kind() == std::io::ErrorKind::PermissionDenied =>
         {
-            access_fix_in(path, Need::Read, command)
+            access_fix_in(path, Permission::Read, command)
         }
         _ => None,
     }
@@ -528,7 +535,9 @@ fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) ->
             parent.display(),
             RunningUser::current().name
         )),
-        (K::PermissionDenied, "run.metrics_file") => access_fix_in(parent, Need::Write, command),
+        (K::PermissionDenied, "run.metrics_file") => {
+            access_fix_in(parent, Permission::Write, command)
+        }
         // A run lock set apart from the state directory.
         (_, "run.lock_file")
             if path.file_name() != Some(std::ffi::OsStr::new(crate::runlock::RUN_LOCK_NAME)) =>
@@ -624,7 +633,10 @@ mod tests {
             fix.starts_with("run selfheal as the user cron runs it as: runuser -u USER"),
             "{fix}"
         );
-        for fix in [fix, grant(&nobody, Path::new("/"), Need::Write, "doctor")] {
+        for fix in [
+            fix,
+            grant(&nobody, Path::new("/"), Permission::Write, "doctor"),
+        ] {
             assert!(
                 !fix.contains("adduser") && !fix.contains("chown") && !fix.contains("chmod"),
                 "{fix}"
@@ -638,7 +650,7 @@ mod tests {
         let d = tempfile::tempdir().expect("tmp");
         std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o000)).expect("chmod");
         let uid = std::fs::metadata(d.path()).expect("stat").uid();
-        let fix = grant(&me(uid, "www-data"), d.path(), Need::Search, "doctor");
+        let fix = grant(&me(uid, "www-data"), d.path(), Permission::Search, "doctor");
         assert!(
             fix.starts_with(&format!("chmod u+x {}", d.path().display())),
             "{fix}"
