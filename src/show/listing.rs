@@ -32,9 +32,10 @@ use super::{by_hand, warn_all};
 /// How many parked rows of a watch the list shows, by id.
 pub const PARKED_SHOWN: u32 = 1000;
 
-/// One row that needs a person.
+/// One line of `show [WATCH]`: a running or parked row, why, and the command that decides
+/// it.
 #[derive(Debug, Clone)]
-pub struct Need {
+pub struct RowNeedingAPerson {
     pub watch: String,
     pub id: SqlValue,
     pub status: String,
@@ -51,7 +52,7 @@ pub struct Need {
     pub sql: Option<String>,
 }
 
-impl Need {
+impl RowNeedingAPerson {
     fn line(&self, now: i64) -> String {
         let since = match self.since {
             Some(t) => format!(
@@ -130,14 +131,14 @@ fn running_reason(r: &RowReport) -> String {
 
 /// The parked rows of `cfg`'s watches, with why and when the journal says they were
 /// parked; warnings said as they come.
-fn parked_needs(
+fn parked_rows(
     cfg: &Config,
     store: &mut dyn Store,
     clocks: &Clocks,
     host: &Host,
     unparking: &[Unparked],
     warnings: &mut Vec<String>,
-) -> Result<Vec<Need>> {
+) -> Result<Vec<RowNeedingAPerson>> {
     let mut rows: Vec<(&Watch, Schema, RunningRow, String)> = Vec::new();
     for w in &cfg.watches {
         let Some(manual) = &w.manual_value else {
@@ -233,7 +234,7 @@ fn parked_needs(
         let sql = crate::resolve::would_refuse(w, host, &r, &ev)
             .is_none()
             .then(|| by_hand(store, w, &schema, &r, &manual));
-        out.push(Need {
+        out.push(RowNeedingAPerson {
             watch: w.name.clone(),
             id: r.id.clone(),
             status: manual.clone(),
@@ -267,7 +268,7 @@ pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Resu
     let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
     let now = epoch(SystemTime::now());
     let host = Host::current().known_as(&cfg.run.host_names);
-    let mut needs: Vec<Need> = Vec::new();
+    let mut needs: Vec<RowNeedingAPerson> = Vec::new();
     for w in &cfg.watches {
         let schema = store.schema(w)?;
         for r in collected
@@ -277,7 +278,7 @@ pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Resu
         {
             let (since, what) = since(r, now);
             let row = store.row_by_id(w, &r.id)?;
-            needs.push(Need {
+            needs.push(RowNeedingAPerson {
                 watch: r.watch.clone(),
                 id: r.id.clone(),
                 status: w.running_value.clone(),
@@ -302,7 +303,7 @@ pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Resu
             });
         }
     }
-    needs.extend(parked_needs(
+    needs.extend(parked_rows(
         cfg,
         store.as_mut(),
         &clocks,
@@ -311,7 +312,7 @@ pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Resu
         &mut warnings,
     )?);
     // In the configuration's order of watches, running rows before parked ones.
-    let order = |n: &Need| cfg.watches.iter().position(|w| w.name == n.watch);
+    let order = |n: &RowNeedingAPerson| cfg.watches.iter().position(|w| w.name == n.watch);
     needs.sort_by_key(|n| (order(n), n.status != n.watch_running(cfg)));
     match format {
         Format::Text => {
@@ -351,8 +352,8 @@ pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Resu
     })
 }
 
-impl Need {
-    /// The running value of the need's watch (to sort running rows first).
+impl RowNeedingAPerson {
+    /// The running value of the row's watch (to sort running rows first).
     fn watch_running<'c>(&self, cfg: &'c Config) -> &'c str {
         cfg.watches
             .iter()
