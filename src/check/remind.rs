@@ -79,9 +79,9 @@ impl Subject {
     }
 }
 
-/// One problem the cron text has shown.
+/// A problem the cron text has shown, and when it last did (fields named as in the file).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Told {
+pub struct ShownProblem {
     pub subject: Subject,
     /// What the problem is, without figures: `hung/stale_but_lock_held`.
     pub what: String,
@@ -93,7 +93,7 @@ pub struct Told {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reminders {
     pub version: u32,
-    pub told: Vec<Told>,
+    pub told: Vec<ShownProblem>,
 }
 
 /// What makes a row's problem the same problem from run to run: the verdict, which
@@ -126,8 +126,8 @@ pub struct Reminder {
     every_s: i64,
     now: i64,
     database: String,
-    before: HashMap<Subject, Told>,
-    seen: Vec<Told>,
+    before: HashMap<Subject, ShownProblem>,
+    seen: Vec<ShownProblem>,
     checked: HashSet<String>,
     /// New rows remembered this run, by watch (at most [`ROWS_KEPT`] each).
     new_rows: HashMap<String, usize>,
@@ -185,7 +185,7 @@ impl Reminder {
             Some(t) if t.what == what && within(self.now, t.told, self.every_s) => Some(t.told),
             _ => None,
         };
-        self.seen.push(Told {
+        self.seen.push(ShownProblem {
             subject,
             what,
             told: told.unwrap_or(self.now),
@@ -234,7 +234,7 @@ impl Reminder {
     /// database or of a watch it did not check (for a while).
     pub fn into_file(self) -> Reminders {
         let seen: HashSet<&Subject> = self.seen.iter().map(|t| &t.subject).collect();
-        let mut kept: Vec<Told> = self
+        let mut kept: Vec<ShownProblem> = self
             .before
             .values()
             .filter(|t| !seen.contains(&t.subject))
@@ -255,7 +255,7 @@ impl Reminder {
     /// Replaces `state_dir/reminders.json`, when this run changed what it holds (a run with
     /// nothing new to remember writes nothing).
     pub fn save(self, state_dir: &Path) -> Result<()> {
-        let before: HashSet<Told> = self.before.values().cloned().collect();
+        let before: HashSet<ShownProblem> = self.before.values().cloned().collect();
         let file = self.into_file();
         if file.told.len() == before.len() && file.told.iter().all(|t| before.contains(t)) {
             return Ok(());
