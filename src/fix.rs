@@ -1,13 +1,12 @@
-//! The fix that fits: for a file or directory the user selfheal runs as cannot use, the
-//! command that lets *that* user in, chosen from the owner, group and mode actually found
-//! on the path — `chmod u+x` for its own directory, `adduser selfheal www-data` where a
-//! group already has the access, `chgrp` and `chmod g+r` for a root-only file — and for the
-//! state directory, the way the package hands it over (`dpkg-reconfigure selfheal`) or the
-//! user cron runs selfheal as. Never "run as root", never a fix addressed to another user
-//! than the one that failed.
+//! The fix that fits an error and the user selfheal runs as. For a path that user cannot
+//! use: the command that lets *that* user in, chosen from the owner, group and mode found
+//! there (`chmod u+x` for its own directory, `adduser selfheal www-data` where a group
+//! already has the access, `chgrp` and `chmod g+r` for a root-only file). For the state
+//! directory: the way the package hands it over (`dpkg-reconfigure selfheal`), or the user
+//! cron runs selfheal as. Never "run as root", never a fix addressed to another user.
 //!
 //! I/O: `stat` and `access(2)` along a path, the passwd and group databases, the cron file
-//! ([`crate::cron`]), whether the package's maintainer script is installed. Writes nothing.
+//! ([`crate::cron`]), whether the package is installed. Writes nothing.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

@@ -1,25 +1,19 @@
 //! Cron mail once per problem (SPEC §7): the cron text of `check` shows a row that needs a
-//! person when the problem first appears, or when its verdict or its basis (which evidence
-//! decided — never the figures, which change every run) changes, and then at most once per
-//! `[run] remind_every` (default 24 h); the run-level warnings (`max_age` too low, clock
-//! skew, breaker, shared heartbeat file) likewise. Cron mails whatever is printed, so a
-//! hung row no longer sends 144 mails a day that teach people to ignore the mail.
+//! person, or a run-level warning (`max_age` too low, clock skew, breaker, shared heartbeat
+//! file), when it first appears or changes (its verdict or basis, never its figures), then
+//! at most once per `[run] remind_every` (default 24 h): a hung row no longer sends 144
+//! mails a day. Only the printing is spared: the exit status, the metrics, `--explain`,
+//! JSON, `last-run.json` and `doctor` always show everything.
 //!
-//! Only the printing is spared: the exit status stays 1 on every run while a row needs a
-//! person, the metrics count the rows, and `--explain`, `--format json`, `last-run.json`
-//! and `doctor` always show everything. Dry runs neither read nor write the state.
-//!
-//! The state is `state_dir/reminders.json` ([`Reminders`], a typed state file written
-//! through [`crate::state::save_typed`], so through [`crate::fsafe`]): per problem, what it
-//! was and when the cron text last showed it, keyed by the database, the watch, the row's
-//! id and the start value (a restarted row is a new problem). After a run it holds the
-//! problems that run saw, plus those of watches it did not check (another `--watch`
-//! selection, another host's) for up to [`KEEP_UNSEEN_S`]; a problem that went away and
-//! comes back is news again. A damaged or unreadable file costs one repeated mail, never
-//! a silent problem: it is read as empty.
+//! The state is `state_dir/reminders.json` ([`Reminders`], through
+//! [`crate::state::save_typed`]): per problem, what it was and when it was last shown,
+//! keyed by database, watch, row id and start value (a restarted row is a new problem).
+//! Problems of watches a run did not check are kept for [`KEEP_UNSEEN_S`]; one that went
+//! away and comes back is news again. A damaged or unreadable file is read as empty: one
+//! repeated mail, never a silent problem. Dry runs neither read nor write it.
 //!
 //! I/O: [`Reminder::load`] reads the file, [`Reminder::save`] replaces it when the run
-//! changed what it holds; the rest is pure, with the current time passed in.
+//! changed it; the rest is pure, with the current time passed in.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
