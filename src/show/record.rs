@@ -8,9 +8,11 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
+use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
+use crate::clock::epoch;
 use crate::config::{self, Config, Watch};
 use crate::decide::{self, Action, Decision, Evidence, Owner, Verdict};
 use crate::error::{Error, Result, Usage, exit};
@@ -262,7 +264,7 @@ pub(super) fn one_row(
     };
     match format {
         Format::Text => {
-            for l in record_text(&rec) {
+            for l in record_text(&rec, epoch(SystemTime::now())) {
                 let _ = writeln!(out, "{}", printable(&l));
             }
             warn_all(&warnings);

@@ -1,13 +1,11 @@
 //! One row's record as lines of text and as one JSON object (which also carries the
 //! statement a person would run by hand, where `resolve` would act).
 //!
-//! Pure but for the clock read for the owner process's age.
-
-use std::time::SystemTime;
+//! Pure: the current time is passed in.
 
 use serde_json::{Value, json};
 
-use crate::clock::{epoch, human};
+use crate::clock::human;
 use crate::config::fmt_duration;
 use crate::evidence;
 use crate::journal::Outcome;
@@ -20,9 +18,8 @@ fn ago(now: i64, t: i64) -> String {
     human(u64::try_from(now.saturating_sub(t)).unwrap_or(0))
 }
 
-/// The record as lines of text.
-pub(super) fn record_text(r: &RowRecord) -> Vec<String> {
-    let now = epoch(SystemTime::now());
+/// The record as lines of text; `now` (unix seconds, host clock) dates the owner process.
+pub(super) fn record_text(r: &RowRecord, now: i64) -> Vec<String> {
     let w = &r.w;
     let mut out = vec![format!(
         "watch {}, table {}, row id={}: '{}'{}",
