@@ -84,3 +84,88 @@ pub(super) fn read_journal(cfg: &Config, keep: &mut dyn FnMut(JournalEntry)) -> 
         )],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{Found, OutcomeBasis, RowId};
+
+    fn parked_by_selfheal() -> JournalEntry {
+        JournalEntry {
+            time: "2026-03-05T11:00:00Z".into(),
+            host: "web1".into(),
+            watch: "sync".into(),
+            id: RowId::Int(7),
+            started: Some("2026-03-05 10:30:00".into()),
+            from: "running".into(),
+            to: "wait_manual".into(),
+            verdict: Verdict::Hung,
+            basis: "stale_but_lock_held".into(),
+            action: Action::MarkManual,
+            applied: true,
+            reason: "self-heal: hung: lock held".into(),
+            ..JournalEntry::default()
+        }
+    }
+
+    #[test]
+    fn an_entry_says_who_changed_what_and_why_in_words() {
+        assert_eq!(
+            Event::of(&parked_by_selfheal()).to_json(),
+            json!({
+                "time": "2026-03-05T11:00:00Z",
+                "started": "2026-03-05 10:30:00",
+                "verdict": "hung",
+                "basis": "the heartbeat is stale, but the job's lock is held",
+                "action": "mark_manual",
+                "from": "running",
+                "to": "wait_manual",
+                "by": "selfheal on web1",
+                "note": null,
+                "reason": "self-heal: hung: lock held",
+                "outcome": "applied",
+                "outcome_detail": null,
+            })
+        );
+    }
+
+    #[test]
+    fn a_persons_decision_is_by_them_with_their_note() {
+        let e = JournalEntry {
+            time: "2026-03-05T12:00:00Z".into(),
+            from: "wait_manual".into(),
+            to: "running".into(),
+            action: Action::Unpark,
+            reason: String::new(),
+            note: Some("selfheal's own note".into()),
+            actor: Some("alice".into()),
+            decision_note: Some("worker restarted by hand".into()),
+            ..parked_by_selfheal()
+        };
+        let v = Event::of(&e).to_json();
+        assert_eq!(v["by"], "alice");
+        assert_eq!(v["note"], "worker restarted by hand");
+        assert_eq!(v["action"], "recovered");
+        assert_eq!(v["reason"], Value::Null, "an empty message is none");
+    }
+
+    #[test]
+    fn a_stopped_runs_change_says_what_was_found() {
+        let e = JournalEntry {
+            outcome: Outcome::Unmatched,
+            outcome_basis: Some(OutcomeBasis::StartMoved),
+            found: Some(Found {
+                status: "running".into(),
+                started: "2026-03-05 11:50:00".into(),
+            }),
+            ..parked_by_selfheal()
+        };
+        let v = Event::of(&e).to_json();
+        assert_eq!(v["outcome"], "unmatched");
+        assert_eq!(
+            v["outcome_detail"],
+            "the row's start moved from 2026-03-05 10:30:00 to 2026-03-05 11:50:00 (status \
+             'running')"
+        );
+    }
+}

@@ -361,3 +361,187 @@ impl RowNeedingAPerson {
             .map_or("", |w| w.running_value.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::decide::{Basis, Hold, Lock, Owner};
+    use crate::show::fixtures::{NOW, evidence, report, watch};
+
+    fn hung() -> RowNeedingAPerson {
+        RowNeedingAPerson {
+            watch: "sync".into(),
+            id: SqlValue::Int(7),
+            status: "running".into(),
+            age_s: Some(5400),
+            verdict: "hung".into(),
+            reason: "the heartbeat is stale, but the job's lock is held".into(),
+            since: Some(NOW - 900),
+            since_what: "last heartbeat",
+            resolve: "selfheal resolve sync 7 --as dead".into(),
+            sql: Some("UPDATE …".into()),
+        }
+    }
+
+    #[test]
+    fn a_line_says_the_row_why_since_when_and_the_command() {
+        assert_eq!(
+            hung().line(NOW),
+            "sync id=7: 'running', started 1h30m ago: hung since 15m ago: the heartbeat is \
+             stale, but the job's lock is held; fix: selfheal resolve sync 7 --as dead"
+        );
+        let parked = RowNeedingAPerson {
+            status: "wait_manual".into(),
+            age_s: None,
+            verdict: "parked".into(),
+            reason: "in 'wait_manual'; the journal does not say why".into(),
+            since: None,
+            since_what: "parked",
+            ..hung()
+        };
+        assert_eq!(
+            parked.line(NOW),
+            "sync id=7: 'wait_manual', start unknown: parked: in 'wait_manual'; the journal \
+             does not say why; fix: selfheal resolve sync 7 --as dead"
+        );
+        // A since from a clock ahead of this one reads as now.
+        let ahead = RowNeedingAPerson {
+            since: Some(NOW + 60),
+            ..hung()
+        };
+        assert!(ahead.line(NOW).contains(": hung since 0s ago: "));
+    }
+
+    #[test]
+    fn a_row_in_json_keeps_every_field_and_dates_since() {
+        assert_eq!(
+            hung().to_json(),
+            json!({
+                "watch": "sync",
+                "id": 7,
+                "status": "running",
+                "age_s": 5400,
+                "verdict": "hung",
+                "reason": "the heartbeat is stale, but the job's lock is held",
+                "since": "2026-03-05T11:45:00Z",
+                "since_what": "last heartbeat",
+                "resolve": "selfheal resolve sync 7 --as dead",
+                "sql": "UPDATE …",
+            })
+        );
+        let undated = RowNeedingAPerson {
+            since: None,
+            sql: None,
+            ..hung()
+        };
+        let v = undated.to_json();
+        assert_eq!(v["since"], json!(null));
+        assert_eq!(v["since_what"], json!(null), "no since, no what");
+        assert_eq!(v["sql"], json!(null));
+    }
+
+    #[test]
+    fn since_is_the_event_that_made_the_row_need_a_person() {
+        let w = watch();
+        let at = |ev| {
+            let r = report(&w, ev, None);
+            (r.decision.basis.clone(), since(&r, NOW))
+        };
+        let held = Lock::Held { pid: Some(4242) };
+        let alive = Owner::Alive { pid: 4242 };
+        // Hung: since its last heartbeat.
+        assert_eq!(
+            at(evidence(
+                5400,
+                Heartbeat::Age(900),
+                held.clone(),
+                alive.clone()
+            )),
+            (Basis::StaleButLockHeld, (Some(NOW - 900), "last heartbeat"))
+        );
+        // Past max_age (4h) at 5h, beating: since an hour ago, not since its last beat.
+        assert_eq!(
+            at(evidence(
+                18_000,
+                Heartbeat::Age(60),
+                Lock::Absent,
+                Owner::Empty
+            )),
+            (Basis::MaxAge, (Some(NOW - 3600), "past max_age"))
+        );
+        // Unknown: since it started, whatever its heartbeat.
+        assert_eq!(
+            at(evidence(
+                5400,
+                Heartbeat::Unreadable("EIO".into()),
+                held.clone(),
+                alive.clone()
+            )),
+            (
+                Basis::Unreadable("heartbeat: EIO".into()),
+                (Some(NOW - 5400), "started")
+            )
+        );
+        // Another host's row past max_age: since then; one whose heartbeat column has been
+        // silent beyond max_age (its start within it): since it went silent that long.
+        let remote = || Owner::NotLocal {
+            host: "web2".into(),
+        };
+        assert_eq!(
+            at(evidence(
+                20_000,
+                Heartbeat::Age(60),
+                Lock::NotConfigured,
+                remote()
+            )),
+            (
+                Basis::OtherHostPastMaxAge("web2".into()),
+                (Some(NOW - 5600), "past max_age")
+            )
+        );
+        assert_eq!(
+            at(evidence(
+                14_000,
+                Heartbeat::Age(15_000),
+                Lock::NotConfigured,
+                remote()
+            )),
+            (
+                Basis::OtherHostSilent("web2".into()),
+                (Some(NOW - 600), "silent beyond max_age")
+            )
+        );
+        // Nothing dates it: an unknown start and no heartbeat.
+        let mut undated = evidence(0, Heartbeat::Missing, held, alive);
+        undated.total_age = Err("start_time is NULL".into());
+        assert_eq!(at(undated).1, (None, ""));
+    }
+
+    #[test]
+    fn the_reason_is_the_note_the_hold_or_the_basis_and_says_a_coming_park() {
+        let w = watch();
+        let ev = evidence(
+            5400,
+            Heartbeat::Age(900),
+            Lock::Held { pid: Some(4242) },
+            Owner::Alive { pid: 4242 },
+        );
+        let hung = report(&w, ev, None);
+        assert_eq!(
+            running_reason(&hung),
+            "the heartbeat is stale, but the job's lock is held; the next run parks it in \
+             'wait_manual'"
+        );
+        let mut failed = hung.clone();
+        failed.note = Some("write failed: Lock wait timeout exceeded".into());
+        assert_eq!(
+            running_reason(&failed),
+            "write failed: Lock wait timeout exceeded; the next run parks it in 'wait_manual'"
+        );
+        let mut held = hung;
+        held.plan = decide::hold(held.plan, &held.decision, Hold::Breaker);
+        assert_eq!(running_reason(&held), Hold::Breaker.describe());
+    }
+}

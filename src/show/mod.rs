@@ -17,6 +17,8 @@ use crate::resolve::load_watch;
 use crate::store::{self, RunningRow, Schema, Store};
 
 mod dry_run;
+#[cfg(test)]
+mod fixtures;
 mod history;
 mod listing;
 mod record;

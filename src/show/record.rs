@@ -304,3 +304,108 @@ fn next_run(r: &RowReport) -> String {
         (a, None, _) => a.as_str().into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::decide::{Confirmation, Heartbeat, Hold, Lock};
+    use crate::show::fixtures::{evidence, report, watch};
+
+    #[test]
+    fn the_next_run_is_said_from_the_plan_and_its_hold() {
+        let w = watch();
+        let stale = || evidence(900, Heartbeat::Age(900), Lock::Absent, Owner::Empty);
+        let unconfirmed = Confirmation {
+            count: 1,
+            confirm: 2,
+        };
+        assert_eq!(
+            next_run(&report(&w, stale(), Some(unconfirmed))),
+            "nothing yet: confirming, 1 of 2 runs in a row have found it dead; it acts once \
+             2 have"
+        );
+        let dead = report(&w, stale(), None);
+        assert_eq!(next_run(&dead), "set status to 'error' (mark_dead)");
+        let mut breaker = dead.clone();
+        breaker.plan = decide::hold(breaker.plan, &breaker.decision, Hold::Breaker);
+        assert_eq!(
+            next_run(&breaker),
+            format!("leave it and report it ({})", Hold::Breaker.describe())
+        );
+        let mut person = dead;
+        person.plan = decide::hold_by_person();
+        assert_eq!(
+            next_run(&person),
+            format!("leave it for now: {}", Hold::Person.describe())
+        );
+        let hung = evidence(
+            900,
+            Heartbeat::Age(900),
+            Lock::Held { pid: Some(4242) },
+            Owner::Empty,
+        );
+        assert_eq!(
+            next_run(&report(&w, hung, None)),
+            "set status to 'wait_manual' (mark_manual)"
+        );
+        let unreadable = evidence(
+            900,
+            Heartbeat::Unreadable("EIO".into()),
+            Lock::Absent,
+            Owner::Empty,
+        );
+        assert_eq!(
+            next_run(&report(&w, unreadable, None)),
+            "leave it and report it: a person must look"
+        );
+        let fresh = evidence(900, Heartbeat::Age(5), Lock::Absent, Owner::Empty);
+        assert_eq!(next_run(&report(&w, fresh, None)), "leave it alone");
+    }
+
+    #[test]
+    fn an_execution_record_is_a_json_object_or_why_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let at = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            execution_record(&p)
+        };
+        assert_eq!(
+            at("ok.json", r#"{"state": "succeeded", "exit_status": 0}"#),
+            Ok(json!({"state": "succeeded", "exit_status": 0}))
+        );
+        assert_eq!(
+            at("list.json", "[1, 2]"),
+            Err("not an execution record: not a JSON object".to_string())
+        );
+        assert_eq!(
+            at("cut.json", r#"{"state": "runn"#),
+            Err("not an execution record: EOF while parsing a string at line 1 column 15".into())
+        );
+        // Read up to MAX_REPORT bytes: a longer file is cut, and so not a record.
+        let long = format!(r#"{{"command": "{}"}}"#, "x".repeat(70_000));
+        assert_eq!(
+            at("long.json", &long),
+            Err(
+                "not an execution record: EOF while parsing a string at line 1 column 65536".into()
+            )
+        );
+        assert_eq!(
+            execution_record(&dir.path().join("absent.json")),
+            Err("not there (the job has not run under selfheal run --report yet)".into())
+        );
+        assert_eq!(
+            execution_record(dir.path()),
+            Err("not a regular file".into())
+        );
+    }
+
+    #[test]
+    fn a_command_line_is_its_arguments_joined_by_spaces() {
+        let args: Vec<String> = std::env::args().collect();
+        assert_eq!(command_line(std::process::id()), Some(args.join(" ")));
+        assert_eq!(command_line(0), None, "no process 0 in /proc");
+    }
+}
