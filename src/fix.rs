@@ -1,13 +1,12 @@
-//! The fix that fits: for a file or directory the user selfheal runs as cannot use, the
-//! command that lets *that* user in, chosen from the owner, group and mode actually found
-//! on the path — `chmod u+x` for its own directory, `adduser selfheal www-data` where a
-//! group already has the access, `chgrp` and `chmod g+r` for a root-only file — and for the
-//! state directory, the way the package hands it over (`dpkg-reconfigure selfheal`) or the
-//! user cron runs selfheal as. Never "run as root", never a fix addressed to another user
-//! than the one that failed.
+//! The fix that fits an error and the user selfheal runs as. For a path that user cannot
+//! use: the command that lets *that* user in, chosen from the owner, group and mode found
+//! there (`chmod u+x` for its own directory, `adduser selfheal www-data` where a group
+//! already has the access, `chgrp` and `chmod g+r` for a root-only file). For the state
+//! directory: the way the package hands it over (`dpkg-reconfigure selfheal`), or the user
+//! cron runs selfheal as. Never "run as root", never a fix addressed to another user.
 //!
 //! I/O: `stat` and `access(2)` along a path, the passwd and group databases, the cron file
-//! ([`crate::cron`]), whether the package's maintainer script is installed. Writes nothing.
+//! ([`crate::cron`]), whether the package is installed. Writes nothing.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -16,9 +15,9 @@ use nix::unistd::{AccessFlags, Gid, Group, Uid, User, access};
 
 use crate::error::Error;
 
-/// The user selfheal runs as.
+/// The effective user selfheal runs as and its groups: whom a fix is addressed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Me {
+pub struct RunningUser {
     pub uid: u32,
     /// The login name, else the numeric uid.
     pub name: String,
@@ -28,8 +27,8 @@ pub struct Me {
     pub gids: Vec<u32>,
 }
 
-impl Me {
-    pub fn current() -> Me {
+impl RunningUser {
+    pub fn current() -> RunningUser {
         let uid = nix::unistd::geteuid();
         let gid = nix::unistd::getegid();
         let name = User::from_uid(uid)
@@ -42,7 +41,7 @@ impl Me {
             .map(Gid::as_raw)
             .collect();
         gids.push(gid.as_raw());
-        Me {
+        RunningUser {
             uid: uid.as_raw(),
             name,
             group: group_name(gid.as_raw()),
@@ -76,7 +75,7 @@ impl Me {
 /// `640 root:GROUP`): the running user's, or — for root, who reads anything — the group
 /// of the user cron runs selfheal as, when the cron file names one.
 pub fn reader_group() -> String {
-    let me = Me::current();
+    let me = RunningUser::current();
     if me.uid != 0 {
         return me.group;
     }
@@ -100,9 +99,9 @@ fn user_name(uid: u32) -> String {
         .map_or_else(|| uid.to_string(), |u| u.name)
 }
 
-/// What a user needs of a path.
+/// The access to a path a fix grants: chmod's r, x, wx or rw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub enum Permission {
     /// Read a file.
     Read,
     /// Look inside a directory (stat the files in it).
@@ -113,33 +112,33 @@ pub enum Need {
     ReadWrite,
 }
 
-impl Need {
+impl Permission {
     /// The permission letters `chmod` takes, in the order it shows them.
     fn letters(self) -> &'static str {
         match self {
-            Need::Read => "r",
-            Need::Search => "x",
-            Need::Write => "wx",
-            Need::ReadWrite => "rw",
+            Permission::Read => "r",
+            Permission::Search => "x",
+            Permission::Write => "wx",
+            Permission::ReadWrite => "rw",
         }
     }
 
     /// The permission bits, as the owner's (shift for group or others).
     fn bits(self) -> u32 {
         match self {
-            Need::Read => 0o4,
-            Need::Search => 0o1,
-            Need::Write => 0o3,
-            Need::ReadWrite => 0o6,
+            Permission::Read => 0o4,
+            Permission::Search => 0o1,
+            Permission::Write => 0o3,
+            Permission::ReadWrite => 0o6,
         }
     }
 
     fn flags(self) -> AccessFlags {
         match self {
-            Need::Read => AccessFlags::R_OK,
-            Need::Search => AccessFlags::X_OK,
-            Need::Write => AccessFlags::W_OK | AccessFlags::X_OK,
-            Need::ReadWrite => AccessFlags::R_OK | AccessFlags::W_OK,
+            Permission::Read => AccessFlags::R_OK,
+            Permission::Search => AccessFlags::X_OK,
+            Permission::Write => AccessFlags::W_OK | AccessFlags::X_OK,
+            Permission::ReadWrite => AccessFlags::R_OK | AccessFlags::W_OK,
         }
     }
 }
@@ -159,18 +158,23 @@ const PRIVILEGED_GROUPS: [&str; 8] = [
 /// What keeps the running user from using `path` as `need` says, as the command that lets
 /// it: the first directory on the way it cannot look into, else the path itself. `None`
 /// when nothing does, or when the path or a directory on the way does not exist.
-pub fn access_fix(path: &Path, need: Need) -> Option<String> {
-    access_fix_for(&Me::current(), path, need, "…")
+pub fn access_fix(path: &Path, need: Permission) -> Option<String> {
+    access_fix_for(&RunningUser::current(), path, need, "…")
 }
 
 /// [`access_fix`] where the command that was run is known (`doctor`, `check`): a fix that
 /// says to run it as another user names it.
-pub fn access_fix_in(path: &Path, need: Need, command: &str) -> Option<String> {
-    access_fix_for(&Me::current(), path, need, command)
+pub fn access_fix_in(path: &Path, need: Permission, command: &str) -> Option<String> {
+    access_fix_for(&RunningUser::current(), path, need, command)
 }
 
 /// [`access_fix`] for `me`.
-pub fn access_fix_for(me: &Me, path: &Path, need: Need, command: &str) -> Option<String> {
+pub fn access_fix_for(
+    me: &RunningUser,
+    path: &Path,
+    need: Permission,
+    command: &str,
+) -> Option<String> {
     let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
     ancestors.reverse();
     for dir in ancestors {
@@ -179,7 +183,9 @@ pub fn access_fix_for(me: &Me, path: &Path, need: Need, command: &str) -> Option
         }
         match access(dir, AccessFlags::X_OK) {
             Ok(()) => {}
-            Err(nix::errno::Errno::EACCES) => return Some(grant(me, dir, Need::Search, command)),
+            Err(nix::errno::Errno::EACCES) => {
+                return Some(grant(me, dir, Permission::Search, command));
+            }
             Err(_) => return None,
         }
     }
@@ -192,7 +198,7 @@ pub fn access_fix_for(me: &Me, path: &Path, need: Need, command: &str) -> Option
 /// The command that gives `me` what `need` says on `target`, by the owner, group and mode
 /// found there (see the module header). The placeholder account is given nothing: the way
 /// out is to run as the user that should ([`placeholder_fix`]).
-fn grant(me: &Me, target: &Path, need: Need, command: &str) -> String {
+fn grant(me: &RunningUser, target: &Path, need: Permission, command: &str) -> String {
     let t = target.display();
     let l = need.letters();
     let Ok(m) = std::fs::metadata(target) else {
@@ -262,7 +268,7 @@ fn grant(me: &Me, target: &Path, need: Need, command: &str) -> String {
 /// the user that runs `selfheal check`. `command` is what was run (`doctor`, `check`; `…`
 /// where it is not known).
 pub fn placeholder_fix(
-    me: &Me,
+    me: &RunningUser,
     cron_users: &[String],
     owner: Option<&str>,
     command: &str,
@@ -288,12 +294,12 @@ pub fn placeholder_fix(
     }
 }
 
-fn verb(need: Need) -> &'static str {
+fn verb(need: Permission) -> &'static str {
     match need {
-        Need::Read => "read",
-        Need::Search => "look inside",
-        Need::Write => "write in",
-        Need::ReadWrite => "read and write",
+        Permission::Read => "read",
+        Permission::Search => "look inside",
+        Permission::Write => "write in",
+        Permission::ReadWrite => "read and write",
     }
 }
 
@@ -309,11 +315,16 @@ const PACKAGE_FILE: &str = "/usr/share/doc/selfheal/copyright";
 /// directory is handed over by `dpkg-reconfigure selfheal`; anything else gets the command
 /// that gives it to this user. `command` is what was run (`doctor`, `check`).
 pub fn state_dir_fix(dir: &Path, command: &str) -> String {
-    state_dir_fix_for(&Me::current(), &crate::cron::users(), dir, command)
+    state_dir_fix_for(&RunningUser::current(), &crate::cron::users(), dir, command)
 }
 
 /// [`state_dir_fix`] for `me` and the users of the cron file.
-pub fn state_dir_fix_for(me: &Me, cron_users: &[String], dir: &Path, command: &str) -> String {
+pub fn state_dir_fix_for(
+    me: &RunningUser,
+    cron_users: &[String],
+    dir: &Path,
+    command: &str,
+) -> String {
     let d = dir.display();
     if me.is_placeholder() {
         let owner = existing(dir)
@@ -389,8 +400,8 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
     // was run (the store that raised it did not know it).
     if let Error::CannotRead { path, source, .. } = e
         && source.kind() == std::io::ErrorKind::PermissionDenied
-        && Me::current().is_placeholder()
-        && let Some(f) = access_fix_in(path, Need::Read, command)
+        && RunningUser::current().is_placeholder()
+        && let Some(f) = access_fix_in(path, Permission::Read, command)
     {
         return Some(f);
     }
@@ -412,7 +423,7 @@ pub fn for_error(e: &Error, command: &str) -> Option<String> {
         Error::CannotRead { path, source, .. }
             if source.kind() == std::io::ErrorKind::PermissionDenied =>
         {
-            access_fix_in(path, Need::Read, command)
+            access_fix_in(path, Permission::Read, command)
         }
         _ => None,
     }
@@ -521,9 +532,11 @@ fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) ->
             "create {} (node_exporter's textfile directory) for {} to write in, or correct \
              run.metrics_file",
             parent.display(),
-            Me::current().name
+            RunningUser::current().name
         )),
-        (K::PermissionDenied, "run.metrics_file") => access_fix_in(parent, Need::Write, command),
+        (K::PermissionDenied, "run.metrics_file") => {
+            access_fix_in(parent, Permission::Write, command)
+        }
         // A run lock set apart from the state directory.
         (_, "run.lock_file")
             if path.file_name() != Some(std::ffi::OsStr::new(crate::runlock::RUN_LOCK_NAME)) =>
@@ -531,7 +544,7 @@ fn io_fix(path: &Path, action: &str, kind: std::io::ErrorKind, command: &str) ->
             Some(format!(
                 "leave run.lock_file unset (the lock then lives in state_dir), or let {} \
                  write {}",
-                Me::current().name,
+                RunningUser::current().name,
                 parent.display()
             ))
         }
@@ -567,8 +580,8 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn me(uid: u32, name: &str) -> Me {
-        Me {
+    fn me(uid: u32, name: &str) -> RunningUser {
+        RunningUser {
             uid,
             name: name.into(),
             group: name.into(),
@@ -619,7 +632,10 @@ mod tests {
             fix.starts_with("run selfheal as the user cron runs it as: runuser -u USER"),
             "{fix}"
         );
-        for fix in [fix, grant(&nobody, Path::new("/"), Need::Write, "doctor")] {
+        for fix in [
+            fix,
+            grant(&nobody, Path::new("/"), Permission::Write, "doctor"),
+        ] {
             assert!(
                 !fix.contains("adduser") && !fix.contains("chown") && !fix.contains("chmod"),
                 "{fix}"
@@ -633,7 +649,7 @@ mod tests {
         let d = tempfile::tempdir().expect("tmp");
         std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o000)).expect("chmod");
         let uid = std::fs::metadata(d.path()).expect("stat").uid();
-        let fix = grant(&me(uid, "www-data"), d.path(), Need::Search, "doctor");
+        let fix = grant(&me(uid, "www-data"), d.path(), Permission::Search, "doctor");
         assert!(
             fix.starts_with(&format!("chmod u+x {}", d.path().display())),
             "{fix}"

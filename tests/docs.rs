@@ -205,7 +205,7 @@ fn example_settings() -> Vec<String> {
 
 #[test]
 fn every_watch_key_is_in_the_man_page_the_example_and_check_help() {
-    use selfheal::config::keys::{Need, WATCH_KEY_NAMES, WATCH_KEYS};
+    use selfheal::config::keys::{Requirement, WATCH_KEY_NAMES, WATCH_KEYS};
     assert_eq!(
         keys_of("watch"),
         WATCH_KEY_NAMES,
@@ -226,7 +226,7 @@ fn every_watch_key_is_in_the_man_page_the_example_and_check_help() {
         let k = key.name;
         let entry = format!(".B {k}\n");
         if watch_section.contains(&entry) {
-            if let Need::Default(d) = key.need {
+            if let Requirement::Default(d) = key.need {
                 let text = between(watch_section, &entry, &[".TP", ".SS ", ".SH "]);
                 let d = d.to_string();
                 if !(mentions(text, &d) && text.to_lowercase().contains("default")) {

@@ -54,9 +54,9 @@ use crate::error::{Error, Result};
 use crate::journal::{self, Found, JournalEntry, Left, Outcome, OutcomeBasis, Writer};
 use crate::store::{SqlValue, Store};
 
-/// What becomes of one intent.
+/// What this run does with one intent a stopped run left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fate {
+enum IntentHandling {
     /// Another configuration's or database's, or of a watch this run did not select.
     Keep,
     /// This run settles it.
@@ -85,7 +85,7 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
     let selected: HashSet<&str> = cfg.watches.iter().map(|w| w.name.as_str()).collect();
     let configured: HashSet<&str> = cfg.all_watches.iter().map(|(n, _)| n.as_str()).collect();
     let origin = &jw.origin;
-    let fates: Vec<Vec<Fate>> = left
+    let handling: Vec<Vec<IntentHandling>> = left
         .groups
         .iter()
         .map(|g| {
@@ -93,26 +93,26 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
                 .iter()
                 .map(|(intent, _)| {
                     if !origin.owns(&g.header, intent) {
-                        Fate::Keep
+                        IntentHandling::Keep
                     } else if intent.change.is_empty() {
-                        Fate::Drop
+                        IntentHandling::Drop
                     } else if selected.contains(intent.watch.as_str()) {
-                        Fate::Settle
+                        IntentHandling::Settle
                     } else if configured.contains(intent.watch.as_str()) {
-                        Fate::Keep
+                        IntentHandling::Keep
                     } else {
                         warnings.push(format!(
                             "{pending_path}: change {} of watch '{}', which is no longer \
                              configured: cannot tell whether it was applied",
                             intent.change, intent.watch
                         ));
-                        Fate::Drop
+                        IntentHandling::Drop
                     }
                 })
                 .collect()
         })
         .collect();
-    let wanted: HashSet<String> = intents_with(&left, &fates, Fate::Settle)
+    let wanted: HashSet<String> = intents_with(&left, &handling, IntentHandling::Settle)
         .map(|(_, e)| e.change.clone())
         .collect();
     let journaled = journal::journaled(&cfg.run.state_dir, &wanted)?;
@@ -122,8 +122,8 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
         let unsettled = group
             .intents
             .iter()
-            .zip(&fates[g])
-            .any(|((e, _), f)| *f == Fate::Settle && !journaled.contains(&e.change));
+            .zip(&handling[g])
+            .any(|((e, _), h)| *h == IntentHandling::Settle && !journaled.contains(&e.change));
         if let Some(session) = &group.header.session
             && unsettled
             && !store.end_session(session)?
@@ -146,7 +146,7 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
     // Intents whose row is exactly as the stopped run found it: never made, judged again.
     let mut not_made = 0usize;
     let mut done = journaled;
-    for (_, intent) in intents_with(&left, &fates, Fate::Settle) {
+    for (_, intent) in intents_with(&left, &handling, IntentHandling::Settle) {
         if done.contains(&intent.change) {
             continue;
         }
@@ -195,16 +195,21 @@ pub fn settle(cfg: &Config, store: &mut dyn Store, jw: &mut Writer) -> Result<Ve
         done.insert(entry.change);
     }
     jw.journal.sync()?;
-    if left.damaged == 0 && fates.iter().flatten().all(|f| *f == Fate::Keep) {
+    if left.damaged == 0
+        && handling
+            .iter()
+            .flatten()
+            .all(|h| *h == IntentHandling::Keep)
+    {
         // Nothing of this run's: the file stays exactly as it is.
         jw.pending.unlock();
         return Ok(warnings);
     }
-    for (group, fates) in left.groups.iter_mut().zip(&fates) {
-        let mut f = fates.iter();
+    for (group, handling) in left.groups.iter_mut().zip(&handling) {
+        let mut h = handling.iter();
         group
             .intents
-            .retain(|_| f.next().is_some_and(|f| *f == Fate::Keep));
+            .retain(|_| h.next().is_some_and(|h| *h == IntentHandling::Keep));
     }
     jw.pending.rewrite(&Left::lines_of(&left.groups))?;
     if recovered > 0 {
@@ -286,18 +291,18 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// The intents whose fate is `fate`, with their group's index.
+/// The intents to be handled as `how`, with their group's index.
 fn intents_with<'a>(
     left: &'a Left,
-    fates: &'a [Vec<Fate>],
-    fate: Fate,
+    handling: &'a [Vec<IntentHandling>],
+    how: IntentHandling,
 ) -> impl Iterator<Item = (usize, &'a JournalEntry)> + 'a {
     left.groups.iter().enumerate().flat_map(move |(g, group)| {
         group
             .intents
             .iter()
-            .zip(fates.get(g).into_iter().flatten())
-            .filter(move |(_, f)| **f == fate)
+            .zip(handling.get(g).into_iter().flatten())
+            .filter(move |(_, h)| **h == how)
             .map(move |((e, _), _)| (g, e))
     })
 }

@@ -1,25 +1,19 @@
 //! Cron mail once per problem (SPEC §7): the cron text of `check` shows a row that needs a
-//! person when the problem first appears, or when its verdict or its basis (which evidence
-//! decided — never the figures, which change every run) changes, and then at most once per
-//! `[run] remind_every` (default 24 h); the run-level warnings (`max_age` too low, clock
-//! skew, breaker, shared heartbeat file) likewise. Cron mails whatever is printed, so a
-//! hung row no longer sends 144 mails a day that teach people to ignore the mail.
+//! person, or a run-level warning (`max_age` too low, clock skew, breaker, shared heartbeat
+//! file), when it first appears or changes (its verdict or basis, never its figures), then
+//! at most once per `[run] remind_every` (default 24 h): a hung row no longer sends 144
+//! mails a day. Only the printing is spared: the exit status, the metrics, `--explain`,
+//! JSON, `last-run.json` and `doctor` always show everything.
 //!
-//! Only the printing is spared: the exit status stays 1 on every run while a row needs a
-//! person, the metrics count the rows, and `--explain`, `--format json`, `last-run.json`
-//! and `doctor` always show everything. Dry runs neither read nor write the state.
-//!
-//! The state is `state_dir/reminders.json` ([`Reminders`], a typed state file written
-//! through [`crate::state::save_typed`], so through [`crate::fsafe`]): per problem, what it
-//! was and when the cron text last showed it, keyed by the database, the watch, the row's
-//! id and the start value (a restarted row is a new problem). After a run it holds the
-//! problems that run saw, plus those of watches it did not check (another `--watch`
-//! selection, another host's) for up to [`KEEP_UNSEEN_S`]; a problem that went away and
-//! comes back is news again. A damaged or unreadable file costs one repeated mail, never
-//! a silent problem: it is read as empty.
+//! The state is `state_dir/reminders.json` ([`Reminders`], through
+//! [`crate::state::save_typed`]): per problem, what it was and when it was last shown,
+//! keyed by database, watch, row id and start value (a restarted row is a new problem).
+//! Problems of watches a run did not check are kept for [`KEEP_UNSEEN_S`]; one that went
+//! away and comes back is news again. A damaged or unreadable file is read as empty: one
+//! repeated mail, never a silent problem. Dry runs neither read nor write it.
 //!
 //! I/O: [`Reminder::load`] reads the file, [`Reminder::save`] replaces it when the run
-//! changed what it holds; the rest is pure, with the current time passed in.
+//! changed it; the rest is pure, with the current time passed in.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -79,9 +73,9 @@ impl Subject {
     }
 }
 
-/// One problem the cron text has shown.
+/// A problem the cron text has shown, and when it last did (fields named as in the file).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Told {
+pub struct ShownProblem {
     pub subject: Subject,
     /// What the problem is, without figures: `hung/stale_but_lock_held`.
     pub what: String,
@@ -93,7 +87,7 @@ pub struct Told {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reminders {
     pub version: u32,
-    pub told: Vec<Told>,
+    pub told: Vec<ShownProblem>,
 }
 
 /// What makes a row's problem the same problem from run to run: the verdict, which
@@ -126,8 +120,8 @@ pub struct Reminder {
     every_s: i64,
     now: i64,
     database: String,
-    before: HashMap<Subject, Told>,
-    seen: Vec<Told>,
+    before: HashMap<Subject, ShownProblem>,
+    seen: Vec<ShownProblem>,
     checked: HashSet<String>,
     /// New rows remembered this run, by watch (at most [`ROWS_KEPT`] each).
     new_rows: HashMap<String, usize>,
@@ -185,7 +179,7 @@ impl Reminder {
             Some(t) if t.what == what && within(self.now, t.told, self.every_s) => Some(t.told),
             _ => None,
         };
-        self.seen.push(Told {
+        self.seen.push(ShownProblem {
             subject,
             what,
             told: told.unwrap_or(self.now),
@@ -234,7 +228,7 @@ impl Reminder {
     /// database or of a watch it did not check (for a while).
     pub fn into_file(self) -> Reminders {
         let seen: HashSet<&Subject> = self.seen.iter().map(|t| &t.subject).collect();
-        let mut kept: Vec<Told> = self
+        let mut kept: Vec<ShownProblem> = self
             .before
             .values()
             .filter(|t| !seen.contains(&t.subject))
@@ -255,7 +249,7 @@ impl Reminder {
     /// Replaces `state_dir/reminders.json`, when this run changed what it holds (a run with
     /// nothing new to remember writes nothing).
     pub fn save(self, state_dir: &Path) -> Result<()> {
-        let before: HashSet<Told> = self.before.values().cloned().collect();
+        let before: HashSet<ShownProblem> = self.before.values().cloned().collect();
         let file = self.into_file();
         if file.told.len() == before.len() && file.told.iter().all(|t| before.contains(t)) {
             return Ok(());

@@ -81,7 +81,7 @@ pub enum Shape {
 
 /// Whether a key must be given, and what it is when it is not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub enum Requirement {
     /// Must be given, in the file or as a flag.
     Required,
     /// May be left out: the watch goes without it.
@@ -119,7 +119,7 @@ pub struct Key {
     /// The TOML key; also how errors and the rest of the program name it.
     pub name: &'static str,
     pub kind: Kind,
-    pub need: Need,
+    pub need: Requirement,
     /// `None`: the key can only be set in the file.
     pub flag: Option<Flag>,
     /// One line: the flag's help in `check --help`.
@@ -131,12 +131,12 @@ const fn flag(long: &'static str, value_name: &'static str) -> Option<Flag> {
     Some(Flag { long, value_name })
 }
 
-const fn text(default: &'static str) -> Need {
-    Need::Default(Lit::Text(default))
+const fn text(default: &'static str) -> Requirement {
+    Requirement::Default(Lit::Text(default))
 }
 
 use Kind::{Column, Path, Status, Table, WatchName};
-use Need::{Optional, Required};
+use Requirement::{Optional, Required};
 
 /// Every `[[watch]]` key, in the order of the file's documentation and of `check --help`.
 pub const WATCH_KEYS: &[Key] = &[
@@ -345,7 +345,7 @@ pub const WATCH_KEYS: &[Key] = &[
     Key {
         name: "confirm",
         kind: Kind::Int { min: 1, max: 1_000 },
-        need: Need::Default(Lit::Int(2)),
+        need: Requirement::Default(Lit::Int(2)),
         flag: flag("confirm", "N"),
         help: "Runs in a row an inferred verdict (dead on heartbeat alone, hung) must hold \
                before it acts; 1 acts at once [default: 2]",
@@ -869,15 +869,15 @@ pub fn check_each(raw: &RawWatch) -> Result<Checked, (&'static Key, Problem)> {
     let mut out = Checked::default();
     for key in WATCH_KEYS {
         let default = match key.need {
-            Need::Default(lit) => Some(lit.raw()),
-            Need::Required | Need::Optional => None,
+            Requirement::Default(lit) => Some(lit.raw()),
+            Requirement::Required | Requirement::Optional => None,
         };
         match raw.get(key.name).or(default.as_ref()) {
             Some(r) => {
                 let v = key.kind.check(r).map_err(|m| (key, Problem::Invalid(m)))?;
                 out.0.insert(key.name, v);
             }
-            None if key.need == Need::Required => return Err((key, Problem::Missing)),
+            None if key.need == Requirement::Required => return Err((key, Problem::Missing)),
             None => {}
         }
     }
@@ -998,7 +998,7 @@ mod tests {
     #[test]
     fn every_default_passes_its_own_check() {
         for k in WATCH_KEYS {
-            if let Need::Default(lit) = k.need {
+            if let Requirement::Default(lit) = k.need {
                 assert!(k.kind.check(&lit.raw()).is_ok(), "{}: {lit}", k.name);
             }
         }

@@ -1,19 +1,18 @@
-//! doctor: a watch whose lock file is kept by `selfheal run` or the PHP helper — its
-//! content is their `HOST:PID START` holder line — is recognised, and the finding says
-//! who holds it (or last held it) and what such a heartbeat proves.
+//! doctor on a lock file kept by `selfheal run` or the PHP helper: its `HOST:PID START`
+//! holder line is recognised, and the finding says who holds the lock (or last held it)
+//! and what such a heartbeat proves. A fixed `lock_file` is looked at directly; with
+//! `{id}` in the file name, the files of that pattern are counted (at most [`MAX_FILES`])
+//! and the first held ones named. No line when no file carries a holder line.
 //!
-//! Read-only like the rest of doctor: the lock file is read (first bytes, following links
-//! as reading evidence does; a regular file only, opened without blocking) and its lock probed through `/proc/locks`; nothing is locked,
-//! created or written. A watch with a fixed `lock_file` is looked at directly; with `{id}`
-//! in the file name, the files of that pattern in its directory (at most
-//! [`MAX_FILES`]) are counted and the first held ones named with their holder. No line at
-//! all when no file carries a holder line. What the files say is printed escaped and cut
-//! (another user may write them).
+//! I/O: reads the first bytes of each lock file (a regular file only, opened without
+//! blocking) and probes its lock through `/proc/locks`; locks, creates and writes nothing.
+//! What the files say is printed escaped and cut (another user may write them).
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{Finding, template_dir};
+use super::Finding;
+use super::files::template_dir;
 use crate::config::{PathTemplate, Watch};
 use crate::decide::Lock;
 use crate::escape::printable_cut;

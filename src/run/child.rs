@@ -11,7 +11,7 @@
 //! wrapper, even after the wrapper was killed; the holder line names the command.
 //!
 //! **Heartbeat.** With `--heartbeat FILE`, the file is touched just before the command
-//! starts ([`Heartbeat::start`]: a file that cannot be created or touched then stops the
+//! starts ([`HeartbeatFile::start`]: a file that cannot be created or touched then stops the
 //! run, exit 3, as an unusable lock file does) and then every `--every`, each time reached
 //! again by the safe walk's directory handle (created 0644 if missing; its mtime set to the
 //! host clock's now; the same checks as the lock file's), but only while the
@@ -75,10 +75,10 @@ pub fn spawn(command: &[OsString], lock: Option<&LockFile>) -> std::io::Result<C
     cmd.spawn()
 }
 
-/// The heartbeat file: its directory reached once by the safe walk, the name in it, and
-/// when it is next due.
+/// The file `selfheal run --heartbeat` touches: its directory reached once by the safe
+/// walk, the name in it, and when it is next due.
 #[derive(Debug)]
-pub struct Heartbeat {
+pub struct HeartbeatFile {
     pub path: PathBuf,
     dir: Dir,
     name: OsString,
@@ -88,10 +88,10 @@ pub struct Heartbeat {
     last_error: Option<String>,
 }
 
-impl Heartbeat {
+impl HeartbeatFile {
     /// Reaches the directory and checks this user may write the file there; creates and
     /// touches nothing yet (a run that is skipped must not freshen the heartbeat).
-    pub fn prepare(path: &Path, every: Duration) -> fsafe::Result<Heartbeat> {
+    pub fn prepare(path: &Path, every: Duration) -> fsafe::Result<HeartbeatFile> {
         let (dir, name) = Dir::open_parent(path)?;
         // An existing file is checked now (a link, a FIFO, another owner, hard links) by
         // opening it as a touch would, which changes neither its content nor its mtime; a
@@ -105,7 +105,7 @@ impl Heartbeat {
             Some(_) => drop(dir.open_rw(&name, HEARTBEAT_MODE)?),
             None => super::record::can_create_in(&dir, path)?,
         }
-        Ok(Heartbeat {
+        Ok(HeartbeatFile {
             path: path.to_path_buf(),
             dir,
             name,
@@ -201,7 +201,7 @@ pub struct Ended {
 pub fn supervise(
     child: &mut Child,
     signals: &Signals,
-    mut heartbeat: Option<&mut Heartbeat>,
+    mut heartbeat: Option<&mut HeartbeatFile>,
 ) -> std::io::Result<Ended> {
     let pid = child.id();
     let mut forwarded = Vec::new();

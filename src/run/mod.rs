@@ -10,12 +10,12 @@
 //! [`LONGEST`], so that no addition to an instant can overflow); the signals are blocked
 //! and read from a descriptor ([`signals`]); the report's and the heartbeat's directories
 //! are reached and the lock file opened, all by the safe walk of [`crate::fsafe`]
-//! ([`lock`], [`child::Heartbeat`], [`record::ReportFile`]) — any of them unusable: exit 3,
+//! ([`lock`], [`child::HeartbeatFile`], [`record::ReportFile`]) — any of them unusable: exit 3,
 //! nothing started; the lock is taken with a bounded wait ([`lock::acquire`]) — not
 //! obtained: one line on stderr naming the holder ([`holder`]), the record says `skipped`,
 //! exit 75, never 0; a lock file that takes a holder line is emptied (any other file is
 //! locked as it is and never written); the heartbeat is created or touched
-//! ([`child::Heartbeat::start`]) — it cannot be: exit 3, nothing started; the command is
+//! ([`child::HeartbeatFile::start`]) — it cannot be: exit 3, nothing started; the command is
 //! started with the locked descriptor inherited, the holder line `HOST:PID START` written
 //! into the lock file (when it takes one), the record written (`running`); the wrapper then
 //! waits for the command ([`child::supervise`]), touching the heartbeat, and writes the
@@ -46,7 +46,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::error::exit;
 use crate::fsafe;
 use crate::host::Host;
-use child::Heartbeat;
+use child::HeartbeatFile;
 use holder::Holder;
 use lock::{Acquired, LockFile};
 use record::{Record, ReportFile, State};
@@ -133,7 +133,7 @@ fn say(text: &str) {
 /// The files of one run, prepared before anything starts.
 struct Files {
     lock: Option<LockFile>,
-    heartbeat: Option<Heartbeat>,
+    heartbeat: Option<HeartbeatFile>,
     report: Option<ReportFile>,
 }
 
@@ -168,7 +168,10 @@ fn prepare(o: &Options) -> (Option<ReportFile>, Result<Files, Refusal>) {
             return (None, Err(Refusal(exit::USAGE, msg)));
         }
     }
-    let heartbeat = match hb_path.as_deref().map(|p| Heartbeat::prepare(p, o.every)) {
+    let heartbeat = match hb_path
+        .as_deref()
+        .map(|p| HeartbeatFile::prepare(p, o.every))
+    {
         None => None,
         Some(Ok(h)) => Some(h),
         Some(Err(e)) => return (report, Err(fs_refusal("--heartbeat", &e))),

@@ -199,9 +199,9 @@ fn is_localhost(h: &str) -> bool {
 /// selfheal runs as.
 fn cannot_read(key: &str, path: &Path, e: std::io::Error) -> Error {
     use std::io::ErrorKind as K;
-    let me = crate::fix::Me::current();
+    let me = crate::fix::RunningUser::current();
     let fix = match e.kind() {
-        K::PermissionDenied => crate::fix::access_fix(path, crate::fix::Need::Read),
+        K::PermissionDenied => crate::fix::access_fix(path, crate::fix::Permission::Read),
         K::NotFound => Some(format!(
             "correct {key} in the configuration, or create it for root to write and group \
              {1} to read (install -m 640 -o root -g {1} /dev/null {0}), then write it",

@@ -337,7 +337,7 @@ fn connect_fix(creds: &Credentials, url: &str, e: &mysql::Error) -> Option<Strin
     use mysql::DriverError as D;
     use std::io::ErrorKind as K;
     let user = creds.user.as_ref().map_or("", |u| u.value.as_str());
-    let me = crate::fix::Me::current();
+    let me = crate::fix::RunningUser::current();
     let account_host = if creds.socket.is_some() {
         "localhost"
     } else {
@@ -408,9 +408,10 @@ fn connect_fix(creds: &Credentials, url: &str, e: &mysql::Error) -> Option<Strin
                     "{addr} is there but no server listens on it: the server is stopped or \
                      crashed (systemctl status mariadb)"
                 )),
-                (K::PermissionDenied, Some(_)) => {
-                    crate::fix::access_fix(std::path::Path::new(addr), crate::fix::Need::ReadWrite)
-                }
+                (K::PermissionDenied, Some(_)) => crate::fix::access_fix(
+                    std::path::Path::new(addr),
+                    crate::fix::Permission::ReadWrite,
+                ),
                 (K::ConnectionRefused, None) => Some(format!(
                     "nothing listens on {addr}: is the server running, and does it listen \
                      there (port, bind-address)?"

@@ -92,12 +92,13 @@ impl SqliteStore {
         let conn = Connection::open_with_flags(path, flags).map_err(|e| {
             // The fix is for what a real check needs, even to a read-only opener (doctor):
             // the file, and its directory, where SQLite puts its journal.
-            let fix = crate::fix::access_fix(path, crate::fix::Need::ReadWrite).or_else(|| {
-                crate::fix::access_fix(
-                    path.parent().unwrap_or(Path::new("/")),
-                    crate::fix::Need::Write,
-                )
-            });
+            let fix =
+                crate::fix::access_fix(path, crate::fix::Permission::ReadWrite).or_else(|| {
+                    crate::fix::access_fix(
+                        path.parent().unwrap_or(Path::new("/")),
+                        crate::fix::Permission::Write,
+                    )
+                });
             Error::database(context(), e).with_fix(fix)
         })?;
         conn.busy_timeout(BUSY_TIMEOUT)

@@ -1,0 +1,284 @@
+//! doctor on a watch's rows now: the running rows judged as `check` judges them (a census
+//! and the first unknown row), times in the future on the database clock, rows that look
+//! older than their worker (their times are wrong), and the rows parked in `manual_value`,
+//! each with the `selfheal resolve` command that decides it.
+//!
+//! I/O: reads parked rows through the store, the evidence files, `/proc` and `/proc/locks`
+//! as `check` does, and the journal (when a row was parked); writes nothing.
+
+use std::time::SystemTime;
+
+use crate::clock::{Clocks, age_on_db_clock, human, plausible_age};
+use crate::config::{Config, Watch};
+use crate::decide::{self, Verdict};
+use crate::evidence;
+use crate::history;
+use crate::host::Host;
+use crate::probe::LockTable;
+use crate::store::{self, Store};
+
+use super::Finding;
+use super::database::offset_text;
+
+/// How many parked rows doctor lists, each with the command that decides it.
+const PARKED_LISTED: u32 = 10;
+
+/// The rows parked in `manual_value`: a backlog a person owes. Each listed with how long
+/// ago it started and, where the journal knows, how long ago it was parked, and the
+/// `selfheal resolve` command a person runs after looking at the job (the statement it
+/// makes is in `selfheal show --format json`).
+pub(super) fn parked_findings(
+    cfg: &Config,
+    w: &Watch,
+    store: &mut dyn Store,
+    clocks: &Clocks,
+) -> Vec<Finding> {
+    let Some(manual) = &w.manual_value else {
+        return Vec::new();
+    };
+    let subject = format!("watch {}: parked rows", w.name);
+    let count = match store.count_parked(w, manual) {
+        Ok(n) => n,
+        Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
+    };
+    if count == 0 {
+        return vec![Finding::pass(subject, format!("none in '{manual}'"))];
+    }
+    let rows = match store.parked_rows(w, manual, PARKED_LISTED) {
+        Ok(r) => r,
+        Err(e) => return vec![Finding::warn(subject, e.to_string(), "check the table")],
+    };
+    let parked_at = parked_times(cfg, w, manual);
+    let (why_word, why) = match &w.retry {
+        Some(_) => ("retry", "back to the queue (retry_value)"),
+        None => ("dead", "as dead (dead_value)"),
+    };
+    let mut out = vec![Finding::warn(
+        subject,
+        format!(
+            "{count} row{} in '{manual}' wait{} for a person (selfheal does not judge a \
+             parked row again; every run counts them: selfheal_parked_rows)",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "s" } else { "" },
+        ),
+        format!(
+            "look at each job (selfheal show {} ID: is its worker still running? what did it \
+             leave half done?), then decide with the selfheal resolve command below (--as \
+             running puts a row whose worker is fine back; --as {why_word} releases it {why}){}",
+            w.name,
+            if count > rows.len() as u64 {
+                format!(
+                    "; the first {} are listed, selfheal show lists them all",
+                    rows.len()
+                )
+            } else {
+                String::new()
+            }
+        ),
+    )];
+    let host_now = crate::clock::epoch(SystemTime::now());
+    for r in &rows {
+        let started = match r.started.stamp {
+            Ok(Some(s)) => age_on_db_clock(s, &clocks.db)
+                .ok()
+                .and_then(|a| u64::try_from(a).ok())
+                .map_or_else(
+                    || format!("started at {}", r.started.raw),
+                    |a| format!("started {} ago", human(a)),
+                ),
+            _ => format!("started at {}", r.started.raw),
+        };
+        let key = (history::id_key(&r.id.to_json()), r.started.raw.to_string());
+        let parked = match parked_at.get(&key) {
+            Some((time, Some(t))) => match u64::try_from(host_now.saturating_sub(*t)) {
+                Ok(ago) => format!("parked {} ago ({time}, from the journal)", human(ago)),
+                // Journaled under a clock that ran ahead of this one.
+                Err(_) => format!(
+                    "parked at {time} (from the journal), a time still to come by this \
+                     host's clock"
+                ),
+            },
+            Some((time, None)) => format!("parked at {time} (from the journal)"),
+            None => "parked at a time the journal does not know".to_string(),
+        };
+        out.push(Finding::warn(
+            format!("watch {}: parked row id={}", w.name, r.id),
+            format!("{parked}; its run {started}"),
+            format!(
+                "after looking ({}): {}",
+                crate::person::show_command(&w.name, &r.id),
+                crate::person::resolve_command(w, &r.id, true, false)
+            ),
+        ));
+    }
+    out
+}
+
+/// When the journal says each row of the watch was parked in `manual`: by id key and the
+/// start value the compare-and-set matched, the entry's time and that time in unix seconds.
+fn parked_times(
+    cfg: &Config,
+    w: &Watch,
+    manual: &str,
+) -> std::collections::HashMap<(String, String), (String, Option<i64>)> {
+    let mut at = std::collections::HashMap::new();
+    let Some(db) = &cfg.database else {
+        return at;
+    };
+    let db = crate::journal::DatabaseId::of(db);
+    let _ = crate::journal::read_all(&cfg.run.state_dir, &db, &mut |e| {
+        if e.watch == w.name && e.applied && e.made() && e.to == manual {
+            let secs = chrono::DateTime::parse_from_rfc3339(&e.time)
+                .ok()
+                .map(|t| t.timestamp());
+            at.insert(
+                (e.id.key(), e.started.clone().unwrap_or_default()),
+                (e.time.clone(), secs),
+            );
+        }
+    });
+    at
+}
+
+/// Times in the future on the database clock, and a one-line census of the running rows.
+pub(super) fn rows_findings(
+    w: &Watch,
+    rows: &[store::RunningRow],
+    clocks: &Clocks,
+    host: &Host,
+    here: bool,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut future: Vec<(String, i64)> = Vec::new();
+    for r in rows {
+        let mut look = |col: &str, tv: &store::TimeValue| {
+            if let Ok(Some(s)) = &tv.stamp
+                && let Ok(age) = age_on_db_clock(*s, &clocks.db)
+                && plausible_age(age, col).is_err()
+            {
+                future.push((format!("row {}: {col} = {}", r.id, tv.raw), -age));
+            }
+        };
+        look(w.started_column.name(), &r.started);
+        if let (Some(c), Some(tv)) = (&w.heartbeat_column, &r.heartbeat) {
+            look(c.name(), tv);
+        }
+    }
+    if let Some((first, ahead)) = future.first() {
+        // To the nearest hour, halves away from zero, in integers: no float to cast back.
+        let hours = ahead / 3600 + ahead % 3600 / 1800;
+        let whole_hours = hours != 0 && (ahead - hours * 3600).abs() <= 120;
+        let fix = match (clocks.tz, whole_hours) {
+            (Some(tz), _) => format!(
+                "timezone = \"{tz}\" is set: make it the zone the application writes in, or \
+                 fix the clock of the host that writes these values"
+            ),
+            (None, true) => format!(
+                "the application seems to write naive times {hours:+}h off the session's \
+                 zone (an application that sets its own session time_zone — Laravel's MySQL \
+                 connection does when its timezone is set — and writes NOW() into DATETIME \
+                 columns): set [database] timezone to the zone it writes in (one at UTC{} \
+                 now), or fix the writing host's clock",
+                offset_text(
+                    clocks.db.now_naive.and_utc().timestamp() - clocks.db.now_epoch + hours * 3600
+                )
+            ),
+            (None, false) => "fix the clock of the host that writes these values".into(),
+        };
+        out.push(Finding::fail(
+            format!("watch {}: times", w.name),
+            format!(
+                "{} of {} running rows carry times in the future on the database clock, e.g. \
+                 {first} is {} ahead: such rows are judged by the facts about now alone (a \
+                 gone pid, a free lock), and otherwise reported as unknown",
+                future.len(),
+                rows.len(),
+                human(ahead.unsigned_abs())
+            ),
+            fix,
+        ));
+    }
+    if !here {
+        return out;
+    }
+    let t = evidence::thresholds(w);
+    let host_now = SystemTime::now();
+    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+    let mut counts: Vec<(Verdict, usize)> = Vec::new();
+    let mut unknown: Option<String> = None;
+    // Rows whose owner pid is provably their worker though it started long after them: the
+    // row's times are wrong (the first, and how many).
+    let mut mistimed: Option<(String, u64)> = None;
+    let mut mistimed_n = 0usize;
+    let scene = evidence::Scene {
+        clocks,
+        host,
+        host_now,
+        locks: locks.as_ref(),
+        local_rows: rows
+            .iter()
+            .filter(|r| !evidence::is_remote(w, r, host))
+            .count(),
+    };
+    for r in rows {
+        let ev = evidence::gather(w, r, &scene);
+        let d = decide::decide(&ev, t);
+        if let decide::Basis::TimesWrong { after_s, proof } = d.basis {
+            mistimed_n += 1;
+            mistimed.get_or_insert_with(|| {
+                (
+                    format!(
+                        "row {} (its owner pid is its worker: {})",
+                        r.id,
+                        proof.describe()
+                    ),
+                    after_s,
+                )
+            });
+        }
+        if d.verdict == Verdict::Unknown && unknown.is_none() {
+            unknown = Some(format!("row {}: {}", r.id, d.basis.describe()));
+        }
+        match counts.iter_mut().find(|(v, _)| *v == d.verdict) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((d.verdict, 1)),
+        }
+    }
+    let census = if counts.is_empty() {
+        "none now".to_string()
+    } else {
+        counts
+            .iter()
+            .map(|(v, n)| format!("{n} {}", v.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some((first, after_s)) = mistimed {
+        out.push(Finding::fail(
+            format!("watch {}: times", w.name),
+            format!(
+                "{mistimed_n} running row{} look{} {} older than {} worker: {first} — the \
+                 row's times are wrong by about that much, not its worker (such rows are \
+                 reported as unknown, never marked)",
+                if mistimed_n == 1 { "" } else { "s" },
+                if mistimed_n == 1 { "s" } else { "" },
+                human(after_s),
+                if mistimed_n == 1 { "its" } else { "their" },
+            ),
+            "most often an application that sets its own session time_zone (Laravel's MySQL \
+             connection does when its timezone is set) and writes NOW() into DATETIME \
+             columns: set [database] timezone to the zone it writes in, have it write UTC, \
+             or make the columns TIMESTAMP; otherwise fix the writing host's clock",
+        ));
+    }
+    let subject = format!("watch {}: running rows", w.name);
+    match unknown {
+        Some(u) if future.is_empty() => out.push(Finding::warn(
+            subject,
+            format!("{census}; {u}"),
+            "selfheal check --explain shows each row's evidence",
+        )),
+        _ => out.push(Finding::pass(subject, census)),
+    }
+    out
+}
