@@ -329,3 +329,90 @@ fn a_watch_of_a_few_pages_is_probed_once() {
     let once: BTreeMap<i64, usize> = (100..=ROWS).step_by(100).map(|i| (i, 1)).collect();
     assert_eq!(journaled(&sb), once);
 }
+
+/// A run that changes more rows than the journal's generations hold (some 15,000 changes a
+/// generation, 3 generations kept) rotates the journal several times as it goes: none of its
+/// own changes is rotated away before it ends, so `show` finds the history of a row it
+/// changed first; the next run that rotates brings the journal back to its bound and says
+/// that older history was cut.
+#[test]
+fn a_run_of_seventy_thousand_changes_keeps_every_one_of_them_in_the_journal() {
+    const ROWS: i64 = 70_000;
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+         INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker)
+         SELECT i, 'running', datetime('now', '-20 minutes'), datetime('now', '-15 minutes'),
+                '{gone}'
+         FROM n"
+    ));
+    let cfg = sb.config(&db.url(), &watch());
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    let generations = (1..)
+        .take_while(|n| sb.state_dir().join(format!("journal.jsonl.{n}")).exists())
+        .count();
+    assert!(generations > 3, "the run rotated {generations} times");
+    // Every generation's lines, ids of applied changes with how many times.
+    let mut ids: BTreeMap<i64, usize> = BTreeMap::new();
+    for n in 0..=generations {
+        let name = if n == 0 {
+            "journal.jsonl".to_string()
+        } else {
+            format!("journal.jsonl.{n}")
+        };
+        let text = std::fs::read_to_string(sb.state_dir().join(name)).expect("generation");
+        for line in text.lines() {
+            let e: serde_json::Value = serde_json::from_str(line).expect("journal line");
+            if e["applied"] == true {
+                *ids.entry(e["id"].as_i64().expect("id")).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(
+        ids.len(),
+        usize::try_from(ROWS).expect("rows"),
+        "every change kept"
+    );
+    assert!(ids.values().all(|n| *n == 1));
+    let shown = selfheal()
+        .args(["show", "backlog", "1", "--format", "json", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("show");
+    let v: serde_json::Value = serde_json::from_str(stdout(&shown).trim()).expect("json");
+    let history = v["history"].as_array().expect("history");
+    assert!(
+        history.iter().any(|e| e["action"] == "mark_dead"),
+        "the first row's change is in its history: {v}"
+    );
+    assert_eq!(v["history_cut"], serde_json::Value::Null, "nothing cut yet");
+    // The next run that opens the journal at its bound trims it back, and says so.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(sb.state_dir().join("journal.jsonl"))
+        .and_then(|f| f.set_len(8 << 20))
+        .expect("the journal at its bound");
+    db.exec("UPDATE sync_log SET status = 'running', end_time = NULL WHERE id = 2");
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert!(
+        !sb.state_dir().join("journal.jsonl.4").exists(),
+        "back to 3 generations"
+    );
+    let shown = selfheal()
+        .args(["show", "backlog", "1", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("show");
+    let text = stdout(&shown);
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "  history       none in the journal: the journal \
+                                            holds entries since "
+        ) && l.contains("older ones were rotated away")),
+        "{text}"
+    );
+}

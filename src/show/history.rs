@@ -73,15 +73,27 @@ impl Event {
 /// The journal of `cfg`'s database, every generation, read once: the entries `keep`
 /// wants, warnings for damaged lines said.
 pub(super) fn read_journal(cfg: &Config, keep: &mut dyn FnMut(JournalEntry)) -> Vec<String> {
+    read_journal_cut(cfg, keep).0
+}
+
+/// [`read_journal`], and when older history was rotated away, that in words (`None`
+/// when nothing was dropped).
+pub(super) fn read_journal_cut(
+    cfg: &Config,
+    keep: &mut dyn FnMut(JournalEntry),
+) -> (Vec<String>, Option<String>) {
     let Some(db) = &cfg.database else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     match journal::read_all(&cfg.run.state_dir, &DatabaseId::of(db), keep) {
-        Ok(read) => read.warnings(),
-        Err(e) => vec![format!(
-            "{}; the rows' history is not shown",
-            e.full_message()
-        )],
+        Ok(read) => (read.warnings(), read.cut_words()),
+        Err(e) => (
+            vec![format!(
+                "{}; the rows' history is not shown",
+                e.full_message()
+            )],
+            None,
+        ),
     }
 }
 

@@ -27,7 +27,7 @@ use crate::resolve::parse_id;
 use crate::store::{self, RunningRow, SqlValue};
 
 use super::dry_run::{Keep, dry_check};
-use super::history::{Event, read_journal};
+use super::history::{Event, read_journal_cut};
 use super::render::{record_json, record_text};
 use super::{by_hand, warn_all};
 
@@ -112,6 +112,8 @@ pub(super) struct RowRecord {
     pub(super) history: Vec<Event>,
     /// Entries before the ones shown.
     pub(super) earlier: usize,
+    /// Older history was rotated out of the journal: since when it holds entries, in words.
+    pub(super) history_cut: Option<String>,
     pub(super) report_file: Option<(String, std::result::Result<Value, String>)>,
     pub(super) resolve: Option<String>,
     pub(super) sql: Option<String>,
@@ -222,7 +224,7 @@ pub(super) fn one_row(
     let key = RowId::from(&id).key();
     let mut history: VecDeque<Event> = VecDeque::new();
     let mut earlier = 0usize;
-    warnings.extend(read_journal(cfg, &mut |e| {
+    let (said, history_cut) = read_journal_cut(cfg, &mut |e| {
         if e.watch == w.name && e.id.key() == key {
             history.push_back(Event::of(&e));
             if history.len() > HISTORY_SHOWN {
@@ -230,7 +232,8 @@ pub(super) fn one_row(
                 earlier += 1;
             }
         }
-    }));
+    });
+    warnings.extend(said);
     let report_file = w.report_file.as_ref().map(|t| match t.render(&id_text) {
         Ok(p) => (p.display().to_string(), execution_record(&p)),
         Err(why) => (t.as_str().to_string(), Err(why)),
@@ -258,6 +261,7 @@ pub(super) fn one_row(
         process,
         history: history.into(),
         earlier,
+        history_cut,
         report_file,
         resolve,
         sql,

@@ -124,7 +124,10 @@ pub(super) fn record_text(r: &RowRecord, now: i64) -> Vec<String> {
         ));
     }
     if r.history.is_empty() {
-        out.push("  history       none in the journal".into());
+        out.push(match &r.history_cut {
+            Some(cut) => format!("  history       none in the journal: {cut}"),
+            None => "  history       none in the journal".into(),
+        });
     } else {
         out.push(format!(
             "  history       {} journal entr{}{}",
@@ -261,6 +264,7 @@ pub(super) fn record_json(r: &RowRecord) -> Value {
         "confirm": r.report.as_ref().and_then(|x| x.confirmation).map(|c| c.confirm),
         "history": r.history.iter().map(Event::to_json).collect::<Vec<_>>(),
         "history_earlier": r.earlier,
+        "history_cut": r.history_cut,
         "report_file": r.report_file.as_ref().map(|(p, _)| p),
         "last_execution": r.report_file.as_ref().and_then(|(_, v)| v.as_ref().ok()),
         "last_execution_error": r.report_file.as_ref().and_then(|(_, v)| v.as_ref().err()),
@@ -354,6 +358,7 @@ mod tests {
             lock_file: Some("/run/app/7.lock".into()),
             history: vec![Event::of(&earlier), Event::of(&untold)],
             earlier: 3,
+            history_cut: None,
             report_file: Some((
                 "/run/app/7.json".into(),
                 Ok(json!({
@@ -475,6 +480,37 @@ mod tests {
         );
     }
 
+    /// A row with no history left in the journal, whose older generations were rotated
+    /// away, says so instead of "none".
+    #[test]
+    fn a_history_the_journal_no_longer_holds_says_since_when() {
+        let mut r = hung_row();
+        r.history.clear();
+        r.earlier = 0;
+        let now = NOW;
+        let history = |r: &RowRecord| {
+            record_text(r, now)
+                .into_iter()
+                .find(|l| l.starts_with("  history"))
+                .expect("a history line")
+        };
+        assert_eq!(history(&r), "  history       none in the journal");
+        r.history_cut = Some(
+            "the journal holds entries since 2026-03-05T11:00:00Z; older ones were rotated \
+             away (last at 2026-03-05T11:30:00Z)"
+                .into(),
+        );
+        assert_eq!(
+            history(&r),
+            "  history       none in the journal: the journal holds entries since \
+             2026-03-05T11:00:00Z; older ones were rotated away (last at 2026-03-05T11:30:00Z)"
+        );
+        assert_eq!(
+            record_json(&r)["history_cut"],
+            json!(r.history_cut.as_deref())
+        );
+    }
+
     #[test]
     fn a_record_in_json_is_one_object_with_the_files_and_process_in_its_evidence() {
         let mut v = record_json(&hung_row());
@@ -508,6 +544,7 @@ mod tests {
                 "confirm": 2,
                 "history": hung_row().history.iter().map(Event::to_json).collect::<Vec<_>>(),
                 "history_earlier": 3,
+                "history_cut": null,
                 "report_file": "/run/app/7.json",
                 "last_execution": {
                     "state": "running",
