@@ -25,10 +25,11 @@
 //!    ([`Basis::TimesWrong`]), before `overtime` and any contradiction; the row's own lock
 //!    held by another pid overrules it (judged by the heartbeat); otherwise `dead`
 //!    ([`Basis::OwnerReused`]) as an inference: confirmed, and counted by the breaker.
-//! 5. conclusive death: the owner pid is dead; or the job's lock is free — confirmed by a
-//!    try-lock that got it, not merely absent from `/proc/locks`, and in a directory
-//!    nobody else can swap it in — although the row is at least `stale_after` old (a
-//!    worker takes its lock before it writes its row, and holds it for the whole run). A
+//! 5. conclusive death, once the row is at least `stale_after` old (a launcher may exit
+//!    before its worker first beats; a worker takes its lock before it writes its row):
+//!    the owner pid is dead; or the job's lock is free — confirmed by a try-lock that got
+//!    it, not merely absent from `/proc/locks`, and in a directory nobody else can swap it
+//!    in. A
 //!    legacy lock that is only the file's existence (`Lock::Present`), a lock nobody was
 //!    seen holding but not yet tried (`Lock::Unconfirmed`), a free lock in a directory
 //!    others can write (`Lock::Untrusted`) and a pid this pid namespace cannot see
@@ -645,14 +646,16 @@ fn held_by(ev: &Evidence, pid: u32) -> bool {
         || ev.lock_holder.as_ref().is_some_and(|h| h.pid == pid)
 }
 
-/// A fact about now that says the worker is gone: its pid does not exist, or its lock is
-/// free (confirmed, trusted) although the row is at least `stale_after` old (a worker
-/// takes its lock before it writes its row). `young`: the row (or, for a row whose times
-/// cannot be trusted, selfheal's own sighting of it) is younger than `stale_after`.
+/// A fact about now that says the worker is gone, once the row is at least `stale_after`
+/// old: its pid does not exist (younger, it may be a launcher that exited before its
+/// worker first beat), or its lock is free, confirmed and trusted (a worker takes its lock
+/// before it writes its row). `young`: the row (or, for a row whose times cannot be
+/// trusted, selfheal's own sighting of it) is younger than `stale_after`.
 fn death_signal(ev: &Evidence, young: bool) -> Option<Signal> {
     match ev.owner {
+        _ if young => None,
         Owner::Dead { .. } => Some(Signal::OwnerDead),
-        _ if ev.lock == Lock::Free && !young => Some(Signal::LockFree),
+        _ if ev.lock == Lock::Free => Some(Signal::LockFree),
         _ => None,
     }
 }

@@ -219,8 +219,9 @@ type Rows = Vec<(i64, &'static str)>;
 /// world) and two dead (the worker's pid is gone, no heartbeat: a killed worker whose
 /// heartbeat is still fresh waits for it to go stale); in the other host's world, a free
 /// lock file and a two-hour-old heartbeat under each of them — unrelated files that happen
-/// to have the same name there, which must never count. The rows start a few seconds ago,
-/// after the live worker did (a pid that started after its row is a recycled one).
+/// to have the same name there, which must never count. The live rows start a few seconds
+/// ago, after the live worker did (a pid that started after its row looks recycled); the
+/// dead ones past `stale_after`.
 fn plant_round(farm: &Farm, db: &mut MysqlDb, round: i64, worker: u32, gone: u32) -> (Rows, Rows) {
     let (mut alive, mut dead) = (Vec::new(), Vec::new());
     for (k, host) in [(0, "web1"), (1, "web2")] {
@@ -228,7 +229,14 @@ fn plant_round(farm: &Farm, db: &mut MysqlDb, round: i64, worker: u32, gone: u32
         for (n, live) in [(1u8, true), (2, true), (3, false), (4, false)] {
             let id = base + i64::from(n);
             let pid = if live { worker } else { gone };
-            insert(db, id, &format!("{host}:{pid}"), u64::from(n));
+            // A live row a few seconds old (after its worker started); a dead one past
+            // stale_after (a gone pid on a younger row may be a launcher's).
+            let age = if live {
+                u64::from(n)
+            } else {
+                6 * 60 + u64::from(n)
+            };
+            insert(db, id, &format!("{host}:{pid}"), age);
             if live {
                 farm.touch(host, &format!("hb-{id}"), Duration::from_secs(5));
             }

@@ -184,13 +184,18 @@ fn a_killed_php_worker_is_reclaimed_and_the_next_worker_takes_the_lock_and_compl
 
     first.proc.kill9();
     // Its heartbeat is still fresh; its row is seconds old. The pid is gone and the lock
-    // free, but the row's own heartbeat is fresh: the death waits for it, quietly.
+    // free, but the row's own heartbeat is fresh: the death waits for it, quietly — alive
+    // while the row is younger than stale_after (a gone pid then proves nothing yet),
+    // contradicted after.
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 0);
     let (rows, _) = json_lines(&o);
     let r = row(&rows, first.id);
-    assert_eq!(r["verdict"], "dead", "{r}");
-    assert_eq!(r["held"], "contradicted", "{r}");
+    assert!(
+        r["verdict"] == "alive" || (r["verdict"] == "dead" && r["held"] == "contradicted"),
+        "{r}"
+    );
+    assert_eq!(r["action"], "none", "{r}");
     assert_eq!(db.row(first.id).0, "running");
     // Reclaimed on the first run after it went stale (stale_after 5 s).
     wait_until("the dead worker's heartbeat goes stale", secs(20), || {

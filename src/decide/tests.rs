@@ -326,8 +326,14 @@ fn named_cases() {
             Basis::OwnerDead,
         ),
         (
-            "owner dead while young",
+            "owner dead while young: starting (a launcher may exit before its worker beats)",
             ev(Some(5), Missing, NoLock, dead()),
+            Starting,
+            Basis::NoHeartbeatYet,
+        ),
+        (
+            "owner dead at stale_after: dead",
+            ev(Some(300), Missing, NoLock, dead()),
             Dead,
             Basis::OwnerDead,
         ),
@@ -647,7 +653,7 @@ fn every_combination_keeps_the_promises() {
         // Facts about now: the owner pid gone, the lock free (tried, trusted, row old).
         let lock_free_old = e.lock == Lock::Free && old;
         let seen_free_old = matches!(e.lock, Lock::Free | Lock::Unconfirmed) && old;
-        let fact = (owner_dead && !own_lock_held && (e.ahead.is_none() || old)) || lock_free_old;
+        let fact = (owner_dead && !own_lock_held && old) || lock_free_old;
 
         if unreadable {
             assert_eq!(d.verdict, Verdict::Unknown, "{ctx}");
@@ -1290,13 +1296,13 @@ fn life_beats_inference() {
             None,
         ),
         (
-            "owner gone on a young row, own fresh heartbeat: contradicted",
+            "owner gone on a young row, own fresh heartbeat: alive (too young to say)",
             Evidence {
                 heartbeat_own: true,
                 ..ev(Some(10), hb(0), NoLock, dead())
             },
-            Dead,
-            Basis::Contradicted(Signal::OwnerDead),
+            Alive,
+            Basis::HeartbeatFresh,
             None,
         ),
         // The case 3: a lock file swapped in a directory others can write.
