@@ -119,12 +119,9 @@ impl Out<'_> {
     }
 }
 
-/// The database as the reminders name it (never a user or password).
+/// The database as the reminders name it (never a password).
 fn database_label(db: &Database) -> String {
-    match &db.url {
-        crate::config::DbUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
-        crate::config::DbUrl::Mysql(u) => crate::config::redact_url(u),
-    }
+    db.url.label()
 }
 
 /// Runs a check over every watch of `cfg`, step by step.
