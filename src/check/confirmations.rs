@@ -814,6 +814,7 @@ mod tests {
     fn database_keys_name_no_user() {
         let db = |url: &str| Database {
             url: DbUrl::parse(url).expect("url"),
+            url_origin: crate::error::Origin::CommandLine,
             defaults_file: None,
             password_file: None,
             timezone: None,

@@ -140,6 +140,8 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         return Ok(summary);
     }
     let db = configured_database(cfg)?;
+    // What the driver makes of the URL, before anything is touched.
+    crate::store::vet(db)?;
     if opts.dry_run {
         return dry_run(cfg, db, *opts, rep, summary);
     }

@@ -4,7 +4,9 @@
 //! ([`DbUrl::label`]: for messages). Neither ever holds a password; the identity holds no
 //! user either.
 //!
-//! Pure: no I/O.
+//! The URL's syntax is checked here, with the URL parser every server driver starts from;
+//! what a driver makes of its options (`?socket=`, `?prefer_socket=`, …) is the store's to
+//! say (`store::vet`, before anything is opened). Pure: no I/O.
 
 use std::path::PathBuf;
 
@@ -39,14 +41,7 @@ impl DbUrl {
                 redact_url(s)
             ));
         };
-        mysql::Opts::from_url(&with_host(&norm).0).map_err(|e| {
-            // The driver's Display is its debug form (`URL ParseError { … }`).
-            let why = match e {
-                mysql::UrlError::ParseError(p) => p.to_string(),
-                other => other.to_string(),
-            };
-            unusable_mysql_url(s, &why)
-        })?;
+        server_url(&norm).map_err(|why| unusable_mysql_url(s, &why))?;
         Ok(DbUrl::Mysql(norm))
     }
 
@@ -54,9 +49,7 @@ impl DbUrl {
     pub fn has_password(&self) -> bool {
         match self {
             DbUrl::Sqlite(_) => false,
-            DbUrl::Mysql(u) => {
-                mysql::Opts::from_url(&with_host(u).0).is_ok_and(|o| o.get_pass().is_some())
-            }
+            DbUrl::Mysql(u) => server_url(u).is_ok_and(|u| u.password().is_some()),
         }
     }
 
@@ -93,6 +86,21 @@ pub fn unusable_mysql_url(url: &str, why: &str) -> String {
          mysql://user@host:port/database?socket=/path",
         redact_url(url)
     )
+}
+
+/// A server URL parsed as every server driver parses it before it reads its options: a
+/// URL with an authority and a host (filled in as `localhost` where it leaves it out,
+/// see [`with_host`]). `Err`: why not, as the drivers word it.
+fn server_url(url: &str) -> Result<url::Url, String> {
+    const INCOMPLETE: &str = "Invalid or incomplete connection URL";
+    let parsed = url::Url::parse(&with_host(url).0).map_err(|e| e.to_string())?;
+    if parsed.cannot_be_a_base() {
+        return Err(INCOMPLETE.into());
+    }
+    match parsed.host() {
+        Some(h) if url::Host::parse(&h.to_string()).is_ok() => Ok(parsed),
+        _ => Err(INCOMPLETE.into()),
+    }
 }
 
 /// Which database a URL names: the scheme and where the database is, never a user or a

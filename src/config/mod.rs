@@ -94,6 +94,10 @@ pub struct Overrides {
 #[derive(Debug, Clone)]
 pub struct Database {
     pub url: DbUrl,
+    /// Where the URL was given (the file, or `--db`): the store checks what its driver
+    /// makes of the URL's options, and says so as this configuration's error
+    /// ([`Database::url_error`]).
+    pub url_origin: Origin,
     /// A MySQL option file whose client groups (`[client]`, `[mysql]`, …) supply user,
     /// password, host, port and socket where the URL does not (see `store::credentials`).
     pub defaults_file: Option<PathBuf>,
@@ -101,6 +105,15 @@ pub struct Database {
     pub password_file: Option<PathBuf>,
     /// How naive DATETIME values were written. `None`: the database's own clock.
     pub timezone: Option<chrono_tz::Tz>,
+}
+
+impl Database {
+    /// An error in the URL, named as the configuration names it (`database.url` in the
+    /// file, or `--db`), exit status 2.
+    pub fn url_error(&self, message: impl Into<String>) -> Error {
+        let key = key_name(&self.url_origin, "database.url", "--db");
+        Error::config(&self.url_origin, key, message)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -504,6 +517,7 @@ fn build(
             }
             Some(Database {
                 url: parsed,
+                url_origin: url_origin.clone(),
                 defaults_file: rawdb.defaults_file,
                 password_file: rawdb.password_file,
                 timezone,

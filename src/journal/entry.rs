@@ -578,6 +578,7 @@ mod tests {
         let id = |url: &str| {
             DatabaseId::of(&Database {
                 url: DbUrl::parse(url).expect("url"),
+                url_origin: crate::error::Origin::CommandLine,
                 defaults_file: None,
                 password_file: None,
                 timezone: None,

@@ -563,9 +563,21 @@ pub fn clocks(
     })
 }
 
+/// Checks what the driver makes of the URL (its options: `?socket=`, …), touching
+/// nothing: a URL it cannot use is the configuration's error (exit 2). `check` asks
+/// before it takes its run lock; [`open`] asks again.
+pub fn vet(db: &Database) -> Result<()> {
+    match &db.url {
+        DbUrl::Sqlite(_) => Ok(()),
+        DbUrl::Mysql(u) => mysql::vet_url(u)
+            .map_err(|why| db.url_error(crate::config::unusable_mysql_url(u, &why))),
+    }
+}
+
 /// Opens the store a URL names. `read_only` is a promise that nothing will be written
 /// (dry runs); adapters may open accordingly.
 pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
+    vet(db)?;
     match &db.url {
         DbUrl::Sqlite(path) => Ok(Box::new(sqlite::SqliteStore::open(
             path,
@@ -661,5 +673,42 @@ mod tests {
             Some("web1:42")
         );
         assert_eq!(SqlValue::Int(42).into_text().as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn options_the_driver_cannot_use_are_the_configurations_error() {
+        let cfg = |url: &str| {
+            let text = format!(
+                "[database]\nurl = \"{url}\"\n\n[[watch]]\nname = \"sync\"\n\
+                 table = \"sync_log\"\nstarted_column = \"start_time\"\n\
+                 heartbeat_file = \"/run/app/{{id}}.hb\"\nstale_after = \"5m\"\nmax_age = \"6h\"\n"
+            );
+            crate::config::from_str(
+                &text,
+                std::path::Path::new("/etc/selfheal/selfheal.toml"),
+                &crate::config::Overrides::default(),
+                &[],
+            )
+            .expect("the URL's syntax is the configuration's")
+            .database
+            .expect("a database")
+        };
+        let db = cfg("mysql://app:s3cret@localhost/appdb?sockt=/run/mysqld/mysqld.sock");
+        let e = super::vet(&db).expect_err("an option the driver does not know");
+        assert_eq!(e.exit_code(), crate::error::exit::USAGE);
+        assert_eq!(
+            e.to_string(),
+            "/etc/selfheal/selfheal.toml: database.url: not a usable MySQL URL (Unknown URL \
+             parameter `sockt'): \"mysql://app:***@localhost/appdb?sockt=/run/mysqld/mysqld.sock\"; \
+             expected mysql://user@host:port/database?socket=/path"
+        );
+        assert!(super::open(&db, true).is_err_and(|o| o.to_string() == e.to_string()));
+        for fine in [
+            "mysql://app@localhost/appdb?socket=/run/mysqld/mysqld.sock",
+            "mysql:///appdb?prefer_socket=false",
+            "sqlite:///var/lib/app.db",
+        ] {
+            assert!(super::vet(&cfg(fine)).is_ok(), "{fine}");
+        }
     }
 }

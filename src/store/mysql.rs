@@ -214,6 +214,14 @@ impl MysqlStore {
     }
 }
 
+/// What the driver makes of a MySQL URL's options (`?socket=`, `?prefer_socket=`, …):
+/// `Err` says why it cannot use them, in its words (without its braces).
+pub fn vet_url(url: &str) -> std::result::Result<(), String> {
+    mysql::Opts::from_url(&crate::config::with_host(url).0)
+        .map(drop)
+        .map_err(|e| url_words(&e))
+}
+
 /// The kind of a server error, by its number.
 fn server_kind(code: u16) -> DbErrorKind {
     match code {
