@@ -847,7 +847,7 @@ fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) -> Finding 
     }
     for (key, _, m) in &misfits {
         fixes.push(match m {
-            store::types::Misfit::NotMember { members } => {
+            store::types::CannotStore::NotMember { members } => {
                 let others: Vec<&str> = members
                     .iter()
                     .map(String::as_str)
@@ -860,11 +860,11 @@ fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) -> Finding 
                     others.join(", ")
                 )
             }
-            store::types::Misfit::TooLong { length, .. } => format!(
+            store::types::CannotStore::TooLong { length, .. } => format!(
                 "set {key} in watch '{}' to a value of at most {length} characters",
                 w.name
             ),
-            store::types::Misfit::NotANumber => format!(
+            store::types::CannotStore::NotANumber => format!(
                 "set {key} in watch '{}' to the number the application uses for that state",
                 w.name
             ),

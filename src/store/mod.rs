@@ -267,12 +267,13 @@ pub struct Session {
     pub server_started: i64,
 }
 
-/// Who holds a watch's advisory lock: the lock's name, the holder's connection id
+/// The server session that holds a watch's advisory lock (not the job's lock file, whose
+/// holder is [`crate::evidence::LockHolder`]): the lock's name, the holder's connection id
 /// (`IS_USED_LOCK`) and, where the server shows them to this account, its user and host
 /// (`information_schema.PROCESSLIST`; without the PROCESS privilege an account sees only
 /// its own connections).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockHolder {
+pub struct AdvisoryLockHolder {
     pub lock: String,
     pub connection: u64,
     pub user: Option<String>,
@@ -536,7 +537,11 @@ pub trait Coordination {
     fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool>;
     /// Who holds the advisory lock [`Coordination::try_watch_lock`] did not get (the same
     /// `w` and `host`). `None` where the store has no such lock, or nobody holds it now.
-    fn watch_lock_holder(&mut self, _w: &Watch, _host: Option<&str>) -> Result<Option<LockHolder>> {
+    fn watch_lock_holder(
+        &mut self,
+        _w: &Watch,
+        _host: Option<&str>,
+    ) -> Result<Option<AdvisoryLockHolder>> {
         Ok(None)
     }
 }

@@ -22,9 +22,9 @@ use super::credentials::{self, Credentials, Inputs};
 use super::sql::{self, Dialect, Placeholder};
 use super::types::{self, Column};
 use super::{
-    CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    LockHolder, ParkedRow, RunningRow, ScanPlan, Schema, Select, Session, SqlValue, StoredRow,
-    TimeValue,
+    AdvisoryLockHolder, CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History,
+    Introspect, JobTable, ParkedRow, RunningRow, ScanPlan, Schema, Select, Session, SqlValue,
+    StoredRow, TimeValue,
 };
 use crate::clock::DbClock;
 use crate::config::{Database, DbUrl, Ident, Watch, redact_url};
@@ -1219,7 +1219,11 @@ impl Coordination for MysqlStore {
         Ok(got.flatten() == Some(1))
     }
 
-    fn watch_lock_holder(&mut self, w: &Watch, host: Option<&str>) -> Result<Option<LockHolder>> {
+    fn watch_lock_holder(
+        &mut self,
+        w: &Watch,
+        host: Option<&str>,
+    ) -> Result<Option<AdvisoryLockHolder>> {
         const WHAT: &str = "asking who holds the advisory lock";
         let lock = self.watch_lock_name(w, host, WHAT)?;
         let id: Option<Option<u64>> = self
@@ -1238,7 +1242,7 @@ impl Coordination for MysqlStore {
             )
             .map_err(|e| self.err(WHAT, e))?;
         let (user, host) = who.unwrap_or((None, None));
-        Ok(Some(LockHolder {
+        Ok(Some(AdvisoryLockHolder {
             lock,
             connection,
             user,
