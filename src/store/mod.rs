@@ -1,6 +1,6 @@
-//! The database behind selfheal: one implementation per database, chosen by the URL's
-//! scheme. Adapters read running rows, describe the schema, and apply one compare-and-set
-//! per row; they never print and never decide.
+//! The database behind selfheal: one driver per database, chosen by the URL's scheme, and
+//! the job table written once above the drivers. It reads running rows, describes the
+//! schema, and applies one compare-and-set per row; it never prints and never decides.
 //!
 //! Three traits, one per concern, bundled for callers as [`Store`] (what [`open`] returns;
 //! every method is callable on a `&mut dyn Store` with only `Store` in scope):
@@ -13,21 +13,27 @@
 //!   query, the session's time zone (`doctor`; `check` reads the schema);
 //! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
 //!
-//! What every adapter shares: the SQL, built by [`sql`] from the adapter's [`Dialect`];
-//! what a column's type means and the schema checks, in [`types`]; the error kinds doctor
-//! matches on, from [`DbCause`](crate::error::DbCause).
+//! The layers: a [`driver::Driver`] connects, runs a query and hands over its rows cell by
+//! cell, runs a write and says what became of it, and classifies its errors;
+//! [`table::SqlStore`] implements [`JobTable`] once over any driver — each statement built
+//! by [`sql`] in the driver's [`Dialect`], each row decoded into the store's types there.
+//! What a column's type means and the schema checks are in [`types`]. A database's
+//! [`Introspect`] and [`Coordination`] (`GET_LOCK`, `EXPLAIN`, …) are implemented for
+//! `SqlStore<ItsDriver>` next to its driver.
 //!
-//! A new database backend goes in exactly these places, nothing else:
-//! 1. a new file `store/<name>.rs` (with `pub mod <name>;` here): its `DIALECT` const; its
-//!    store type implementing [`JobTable`], [`Introspect`] and [`Coordination`]; its
-//!    columns read into [`types::Column`] and handed to [`types::schema`]; `impl DbCause`
-//!    for its driver's error type, the kind from the driver's error codes;
-//! 2. its URL scheme: a variant of [`DbUrl`] and its parsing in `DbUrl::parse` (config);
-//! 3. its dispatch: an arm in [`open`];
-//! 4. its driver: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17: SPEC
-//!    §11).
+//! A new database goes in exactly these places, nothing else:
+//! 1. a driver file `store/<name>.rs` (with `pub mod <name>;` here): its `DIALECT` const
+//!    (its SQL, placeholders, clock and schema statements, [`sql::SchemaSql`]); a type
+//!    implementing [`driver::Driver`]; [`Introspect`] and [`Coordination`] for
+//!    `SqlStore<ThatType>`; `impl DbCause` for its driver's error type;
+//! 2. its URL scheme: a variant of [`DbUrl`], its parsing in `DbUrl::parse` and its arm in
+//!    `DbUrl::identity` and `DbUrl::label` (config);
+//! 3. its dispatch: an arm in [`open`] and in [`vet`];
+//! 4. the names of its column types in [`types`] (where they are not MySQL's or SQLite's);
+//! 5. its driver crate: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17:
+//!    SPEC §11).
 //!
-//! Guarantee shared by every adapter: [`JobTable::compare_and_set`] changes at most one
+//! Guarantee shared by every database: [`JobTable::compare_and_set`] changes at most one
 //! row, and only if it still has the status (the running status for `check`), the start,
 //! owner and heartbeat-column values selfheal observed (SPEC §6; an un-park leaves the
 //! heartbeat column out, since it is made because the row beats again), and never moves a
@@ -35,14 +41,16 @@
 //! CURRENT_TIMESTAMP` (read by [`Introspect::schema`]) unless it sets it. Values are always
 //! bound parameters; identifiers are validated [`Ident`](crate::config::Ident)s.
 //!
-//! I/O: the adapters talk to their database (and `credentials` reads password and option
-//! files); this module, [`sql`] and [`types`] do none.
+//! I/O: the drivers talk to their database (and `credentials` reads password and option
+//! files); this module, [`sql`], [`table`] (but through its driver) and [`types`] do none.
 
 pub mod credentials;
+pub mod driver;
 pub mod mycnf;
 pub mod mysql;
 pub mod sql;
 pub mod sqlite;
+pub mod table;
 pub mod types;
 
 use std::collections::HashMap;
@@ -356,7 +364,7 @@ pub trait JobTable {
     /// The database clock, read once per run.
     fn clock(&mut self) -> Result<DbClock>;
     /// Streams the rows `sel` selects, ordered by id, to `each`, one at a time as they
-    /// come off the wire: the adapter holds no more than one row. An error from `each`
+    /// come off the wire: the store holds no more than one row. An error from `each`
     /// stops the stream and is returned. The status is read for [`Select::Status`] and
     /// [`Select::Id`]; for [`Select::Running`] it is the running value.
     fn each_row(
@@ -366,7 +374,7 @@ pub trait JobTable {
         each: &mut dyn FnMut(StoredRow) -> Result<()>,
     ) -> Result<()>;
     /// Streams every row in the running state, ordered by id, to `each`, one at a time as
-    /// it comes off the wire: the adapter holds no more than one row. An error from `each`
+    /// it comes off the wire: the store holds no more than one row. An error from `each`
     /// stops the stream and is returned.
     fn each_running_row(
         &mut self,
@@ -580,20 +588,17 @@ pub fn vet(db: &Database) -> Result<()> {
 }
 
 /// Opens the store a URL names. `read_only` is a promise that nothing will be written
-/// (dry runs); adapters may open accordingly.
+/// (dry runs); drivers may open accordingly.
 pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
     vet(db)?;
     match &db.url {
-        DbUrl::Sqlite(path) => Ok(Box::new(sqlite::SqliteStore::open(
-            path,
-            db.timezone,
-            read_only,
-        )?)),
-        DbUrl::Mysql(_) => Ok(Box::new(mysql::MysqlStore::connect(db)?)),
+        DbUrl::Sqlite(_) => Ok(Box::new(SqlStore::<sqlite::Sqlite>::open(db, read_only)?)),
+        DbUrl::Mysql(_) => Ok(Box::new(SqlStore::<mysql::Mysql>::open(db, read_only)?)),
     }
 }
 
 pub use sql::{Dialect, Placeholder, Statement};
+pub use table::SqlStore;
 pub use types::{Column, ColumnType, Role};
 
 /// How a database reads the running rows of a watch.

@@ -5,7 +5,8 @@
 //! statement that writes a row, from whatever status it was observed in); and how that
 //! statement reads for a person, its values written out as literals ([`for_a_person`]), and
 //! the condition an application's picker must add for `retry_at_column`
-//! ([`due_condition`]).
+//! ([`due_condition`]). The statements that differ more than a [`Dialect`]'s parts can say
+//! — the clock, how a table is described ([`SchemaSql`]) — are the dialect's own.
 //!
 //! Each builder returns a [`Statement`]: the text and its bound values in order, so the
 //! two can never drift apart. Identifiers are validated [`Ident`]s quoted with the
@@ -18,6 +19,8 @@ use std::fmt::Write as _;
 use crate::config::{Ident, Watch};
 use crate::error::{Error, Result, SchemaProblem};
 
+use super::driver::Row;
+use super::types::Column;
 use super::{Change, Ended, History, Schema, SqlValue};
 
 /// How placeholders for bound values are written.
@@ -51,7 +54,7 @@ impl Placeholder {
 }
 
 /// What differs between databases in the SQL selfheal runs. One `const` per backend,
-/// next to its adapter.
+/// next to its driver.
 #[derive(Debug, Clone, Copy)]
 pub struct Dialect {
     /// Quotes identifiers.
@@ -92,6 +95,29 @@ pub struct Dialect {
     /// A text value as a string literal of this database, for SQL shown to a person (never
     /// run): quotes doubled, and what the database cannot read inside quotes escaped.
     pub text_literal: fn(&str) -> String,
+    /// The `SELECT` of the database's clock: its current wall-clock time (a date-time, or
+    /// its text `YYYY-MM-DD HH:MM:SS`) and unix seconds.
+    pub clock: &'static str,
+    /// How the database describes a table.
+    pub schema: SchemaSql,
+}
+
+/// How a database describes a table: the statements a watch's schema is read with
+/// (`SqlStore::schema`), and how their rows read.
+#[derive(Debug, Clone, Copy)]
+pub struct SchemaSql {
+    /// One row per column of the watch's table; none when there is no such table.
+    pub columns: fn(&Watch) -> Statement,
+    /// A column's name and what it is, from its row of `columns`, and its place in the
+    /// primary key (from 1; 0 when it is not in it, or the row does not say).
+    pub column: fn(&mut dyn Row) -> (String, Column, u32),
+    /// One row per column of each index of the table: the index's name, the column's place
+    /// in it (from 1), the column's name, and 1 for the primary key. `None`: the primary
+    /// key is read from `columns`, and no query names an index.
+    pub indexes: Option<fn(&Watch) -> Statement>,
+    /// The `SELECT` of the database a table is looked for in when the watch names none,
+    /// to say where a table is missing. `None`: the database is a file.
+    pub current_database: Option<&'static str>,
 }
 
 impl Dialect {
@@ -174,7 +200,7 @@ pub struct Page<'a> {
 /// The `SELECT` of running rows of the watch (its `match` too), ordered by id (and what
 /// `doctor` explains): id, start (and its instant where the dialect gives one), then the
 /// heartbeat column (likewise), owner and attempts columns the watch has — the order every
-/// adapter reads them in. With a [`Page`], only that page.
+/// row is decoded in. With a [`Page`], only that page.
 pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
     running_page_sql(d, w, Page::default())
 }

@@ -4,11 +4,11 @@
 //! [`check_values`]: `check` refuses to start, `doctor` shows the `ALTER TABLE`), how the
 //! end time is written into it ([`ended_for`]), how a value read from a start, heartbeat
 //! or end column is understood ([`time_value`]: DECIMAL unix seconds too), and the checks
-//! every adapter runs on a watch's columns once it has read them ([`schema`]).
+//! every database's columns go through once they are read ([`schema`]).
 //!
-//! Adapters only read what their database says about a column (MySQL's
-//! `information_schema`, SQLite's declarations) and hand it to [`Column::mysql`] or
-//! [`Column::declared`]. Pure: no I/O.
+//! A dialect's schema statements only read what their database says about a column
+//! (MySQL's `information_schema`, SQLite's declarations) and hand it to [`Column::mysql`]
+//! or [`Column::declared`]. Pure: no I/O.
 
 use std::collections::HashMap;
 
@@ -471,7 +471,7 @@ pub fn ended_for(ty: &ColumnType, tz: Option<chrono_tz::Tz>, enforces_types: boo
     }
 }
 
-/// How an adapter places a naive date-time that no `timezone` is configured for.
+/// How a database places a naive date-time that no `timezone` is configured for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NaiveClock {
     /// UTC: SQLite, whose `datetime('now')` writes UTC.
@@ -540,7 +540,7 @@ fn decimal_seconds(s: &str) -> Result<Stamp, String> {
     }
 }
 
-/// The checks every adapter runs once it has found the table and read its `columns`
+/// The checks every database's schema goes through once the table's `columns` are read
 /// (lowercase name → column): every column the watch names exists; the message column
 /// holds text where the database enforces types, and its length; how the end time is
 /// written.
