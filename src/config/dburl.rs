@@ -8,7 +8,7 @@
 //! what a driver makes of its options (`?socket=`, `?prefer_socket=`, …) is the store's to
 //! say (`store::vet`, before anything is opened). Pure: no I/O.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The database to talk to, chosen by the URL's scheme.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,23 +47,25 @@ impl DbUrl {
 
     /// True when the URL itself carries a password.
     pub fn has_password(&self) -> bool {
-        match self {
-            DbUrl::Sqlite(_) => false,
-            DbUrl::Mysql(u) => server_url(u).is_ok_and(|u| u.password().is_some()),
+        match self.whereabouts() {
+            Whereabouts::File { .. } => false,
+            Whereabouts::Server { url, .. } => {
+                server_url(url).is_ok_and(|u| u.password().is_some())
+            }
         }
     }
 
     /// Which database this is: the scheme and where the database is (host and database
     /// name, or the file), never a user or password.
     pub fn identity(&self) -> DbIdentity {
-        match self {
-            DbUrl::Sqlite(p) => DbIdentity {
-                scheme: "sqlite",
-                place: Place::File(p.clone()),
+        match self.whereabouts() {
+            Whereabouts::File { scheme, path } => DbIdentity {
+                scheme,
+                place: Place::File(path.to_path_buf()),
             },
-            DbUrl::Mysql(u) => DbIdentity {
-                scheme: "mysql",
-                place: server_place(u),
+            Whereabouts::Server { scheme, url } => DbIdentity {
+                scheme,
+                place: server_place(url),
             },
         }
     }
@@ -71,11 +73,36 @@ impl DbUrl {
     /// The URL as messages print it: `sqlite:///var/lib/app.db`, `mysql://app@db1/appdb`
     /// (any password as `***`; the user stays, to say who connects).
     pub fn label(&self) -> String {
-        match self {
-            DbUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
-            DbUrl::Mysql(u) => redact_url(u),
+        match self.whereabouts() {
+            Whereabouts::File { scheme, path } => format!("{scheme}://{}", path.display()),
+            Whereabouts::Server { url, .. } => redact_url(url),
         }
     }
+
+    /// The one arm per scheme the methods above need: its name, and whether its database
+    /// is a file or on a server.
+    fn whereabouts(&self) -> Whereabouts<'_> {
+        match self {
+            DbUrl::Sqlite(path) => Whereabouts::File {
+                scheme: "sqlite",
+                path,
+            },
+            DbUrl::Mysql(url) => Whereabouts::Server {
+                scheme: "mysql",
+                url,
+            },
+        }
+    }
+}
+
+/// A database URL as [`DbUrl::identity`] and [`DbUrl::label`] read it.
+enum Whereabouts<'a> {
+    File {
+        scheme: &'static str,
+        path: &'a Path,
+    },
+    /// `url` is normalised to `scheme` (`mariadb://` is read as `mysql://`).
+    Server { scheme: &'static str, url: &'a str },
 }
 
 /// The message for a MySQL URL that cannot be used, `why` in the URL parser's or the

@@ -1,6 +1,6 @@
 //! The shape of a database driver: what one database must provide for the job table to be
-//! written once above it ([`super::table::SqlStore`]). A driver opens a connection and sets
-//! up its session, runs a query and hands over its rows cell by cell ([`Row`]), runs a
+//! written once above it ([`super::table::SqlStore`]). A driver checks its URL's options,
+//! opens a connection and sets up its session, runs a query and hands over its rows cell by cell ([`Row`]), runs a
 //! write and says how many rows it matched — or whether the database refused the
 //! statement alone or in a way that fails the run ([`Refusal`]) —, opens and commits a
 //! group of writes, and classifies its errors into selfheal's kinds ([`DbCause`]). The SQL
@@ -23,6 +23,12 @@ pub trait Driver: Sized {
     /// The driver's own error, classified by [`DbCause`] (its kind from the driver's error
     /// codes: access denied, unreachable, timed out, …).
     type Failure: DbCause;
+
+    /// What the driver makes of `db`'s URL (its options), touching nothing: `Err` says,
+    /// as a person reads it, why it cannot use it (the configuration's error).
+    fn vet(_db: &Database) -> std::result::Result<(), String> {
+        Ok(())
+    }
 
     /// Connects to the database `db` names and sets up the session. `read_only` is a
     /// promise that nothing will be written (dry runs).

@@ -26,9 +26,10 @@
 //!    (its SQL, placeholders, clock and schema statements, [`sql::SchemaSql`]); a type
 //!    implementing [`driver::Driver`]; [`Introspect`] and [`Coordination`] for
 //!    `SqlStore<ThatType>`; `impl DbCause` for its driver's error type;
-//! 2. its URL scheme: a variant of [`DbUrl`], its parsing in `DbUrl::parse` and its arm in
-//!    `DbUrl::identity` and `DbUrl::label` (config);
-//! 3. its dispatch: an arm in [`open`] and in [`vet`];
+//! 2. its URL scheme (config): a variant of [`DbUrl`], its parsing in `DbUrl::parse`, and
+//!    its arm in `DbUrl`'s `whereabouts` (a file or a server: what its identity and label
+//!    are made from);
+//! 3. its dispatch: an arm where a URL's scheme picks its driver (`driver_for`);
 //! 4. the names of its column types in [`types`] (where they are not MySQL's or SQLite's);
 //! 5. its driver crate: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17:
 //!    SPEC §11).
@@ -580,20 +581,40 @@ pub fn clocks(
 /// nothing: a URL it cannot use is the configuration's error (exit 2). `check` asks
 /// before it takes its run lock; [`open`] asks again.
 pub fn vet(db: &Database) -> Result<()> {
-    match &db.url {
-        DbUrl::Sqlite(_) => Ok(()),
-        DbUrl::Mysql(u) => mysql::vet_url(u)
-            .map_err(|why| db.url_error(crate::config::unusable_mysql_url(u, &why))),
-    }
+    (driver_for(&db.url).vet)(db)
 }
 
 /// Opens the store a URL names. `read_only` is a promise that nothing will be written
 /// (dry runs); drivers may open accordingly.
 pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
-    vet(db)?;
-    match &db.url {
-        DbUrl::Sqlite(_) => Ok(Box::new(SqlStore::<sqlite::Sqlite>::open(db, read_only)?)),
-        DbUrl::Mysql(_) => Ok(Box::new(SqlStore::<mysql::Mysql>::open(db, read_only)?)),
+    let driver = driver_for(&db.url);
+    (driver.vet)(db)?;
+    (driver.open)(db, read_only)
+}
+
+/// The driver a URL's scheme picks: the one place a scheme is turned into a database.
+fn driver_for(url: &DbUrl) -> Opener {
+    match url {
+        DbUrl::Sqlite(_) => Opener::of::<sqlite::Sqlite>(),
+        DbUrl::Mysql(_) => Opener::of::<mysql::Mysql>(),
+    }
+}
+
+/// What a driver does before anything is read: check the URL, open the store.
+struct Opener {
+    vet: fn(&Database) -> Result<()>,
+    open: fn(&Database, bool) -> Result<Box<dyn Store>>,
+}
+
+impl Opener {
+    fn of<D: driver::Driver + 'static>() -> Opener
+    where
+        SqlStore<D>: Store,
+    {
+        Opener {
+            vet: |db| D::vet(db).map_err(|why| db.url_error(why)),
+            open: |db, read_only| Ok(Box::new(SqlStore::<D>::open(db, read_only)?)),
+        }
     }
 }
 

@@ -93,14 +93,6 @@ pub struct Mysql {
     in_group: bool,
 }
 
-/// What the driver makes of a MySQL URL's options (`?socket=`, `?prefer_socket=`, …):
-/// `Err` says why it cannot use them, in its words (without its braces).
-pub fn vet_url(url: &str) -> std::result::Result<(), String> {
-    mysql::Opts::from_url(&crate::config::with_host(url).0)
-        .map(drop)
-        .map_err(|e| url_words(&e))
-}
-
 /// A query that failed: in the driver (its error as it is, for the callers that look at
 /// its code), or in what was done with a row.
 enum Failed {
@@ -203,6 +195,16 @@ impl Mysql {
 
 impl Driver for Mysql {
     type Failure = mysql::Error;
+
+    /// What the mysql crate makes of the URL's options (`?socket=`, `?prefer_socket=`, …).
+    fn vet(db: &Database) -> std::result::Result<(), String> {
+        let DbUrl::Mysql(url) = &db.url else {
+            return Err("not a MySQL URL".into());
+        };
+        mysql::Opts::from_url(&crate::config::with_host(url).0)
+            .map(drop)
+            .map_err(|e| crate::config::unusable_mysql_url(url, &url_words(&e)))
+    }
 
     fn open(db: &Database, _read_only: bool) -> Result<Self> {
         Mysql::connect(db)
