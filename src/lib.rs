@@ -44,8 +44,9 @@
 //! - a new evidence source: a new file in `probe/`, plus its field in
 //!   [`decide::Evidence`], a line in [`evidence::gather`] and its entry in the one rendering
 //!   ([`evidence::render`]); the row message, `--explain`, JSON and the journal follow;
-//! - a new database backend: a new file in `store/`, plus its URL scheme (in [`config`]),
-//!   its dispatch in [`store::open`] and its dependency (see [`store`]);
+//! - a new database backend: a driver file in `store/` (its dialect, its
+//!   [`store::driver::Driver`]), plus its URL scheme (in [`config`]), its dispatch in
+//!   [`store::open`] and its dependency (see [`store`]);
 //! - a new file for a later run to read: a [`state::StateFile`] and a serde type, through
 //!   [`state::write_typed`] / [`state::read_typed`] (every path-based write of state goes
 //!   through [`state`]);

@@ -33,7 +33,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Database, DbUrl, Watch};
+use crate::config::{Database, Watch};
 use crate::decide::{Basis, Confirmation, Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::state::{self, StateFile};
@@ -100,18 +100,9 @@ pub struct Entry {
 }
 
 /// The database part of a key: the scheme and where it is (host and database, or the
-/// file), never a user or password.
+/// file), never a user or password ([`DbIdentity::key`](crate::config::DbIdentity::key)).
 pub fn database_key(db: &Database) -> String {
-    match &db.url {
-        DbUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
-        DbUrl::Mysql(u) => {
-            let rest = u.strip_prefix("mysql://").unwrap_or(u);
-            let end = rest.find(['/', '?']).unwrap_or(rest.len());
-            let (authority, tail) = rest.split_at(end);
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            format!("mysql://{host}{tail}")
-        }
-    }
+    db.url.identity().key()
 }
 
 type Key = (String, String, String);
@@ -556,7 +547,7 @@ pub fn save(state_dir: &Path, counts: &Counts) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Overrides, from_str};
+    use crate::config::{DbUrl, Overrides, from_str};
     use crate::decide::{Basis, Signal};
 
     fn watch(name: &str, confirm: u32) -> Watch {
@@ -823,6 +814,7 @@ mod tests {
     fn database_keys_name_no_user() {
         let db = |url: &str| Database {
             url: DbUrl::parse(url).expect("url"),
+            url_origin: crate::error::Origin::CommandLine,
             defaults_file: None,
             password_file: None,
             timezone: None,

@@ -119,12 +119,9 @@ impl Out<'_> {
     }
 }
 
-/// The database as the reminders name it (never a user or password).
+/// The database as the reminders name it (never a password).
 fn database_label(db: &Database) -> String {
-    match &db.url {
-        crate::config::DbUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
-        crate::config::DbUrl::Mysql(u) => crate::config::redact_url(u),
-    }
+    db.url.label()
 }
 
 /// Runs a check over every watch of `cfg`, step by step.
@@ -143,6 +140,8 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         return Ok(summary);
     }
     let db = configured_database(cfg)?;
+    // What the driver makes of the URL, before anything is touched.
+    crate::store::vet(db)?;
     if opts.dry_run {
         return dry_run(cfg, db, *opts, rep, summary);
     }

@@ -9,13 +9,15 @@
 //! defined once in [`keys`] (TOML key, flag, default, per-key check); the typed [`Watch`]
 //! and the rules between its keys are in `watch.rs`; the rule between watches (no two
 //! may take the same rows) in `overlap.rs`; identifiers, durations and path templates in
-//! `values.rs`.
+//! `values.rs`; the database URL, its identity and its label in `dburl.rs`.
 
+mod dburl;
 pub mod keys;
 mod overlap;
 mod values;
 mod watch;
 
+pub use dburl::{DbIdentity, DbUrl, Place, redact_url, unusable_mysql_url, with_host};
 pub use keys::{Raw, RawWatch};
 pub(crate) use overlap::told_apart_by;
 pub use values::{Ident, PathTemplate, fmt_duration, parse_duration};
@@ -91,99 +93,13 @@ pub struct Overrides {
 // ---------------------------------------------------------------------------------------
 // Validated.
 
-/// The database to talk to, chosen by the URL's scheme.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DbUrl {
-    /// `sqlite:///abs/path.db` or `sqlite://relative.db`.
-    Sqlite(PathBuf),
-    /// `mysql://user@host:port/db?socket=…` (also `mariadb://`), stored normalised to
-    /// the `mysql://` scheme.
-    Mysql(String),
-}
-
-impl DbUrl {
-    pub fn parse(s: &str) -> Result<DbUrl, String> {
-        if let Some(rest) = s.strip_prefix("sqlite://") {
-            if rest.is_empty() {
-                return Err("expected sqlite:///path/to/file.db, got no path".into());
-            }
-            return Ok(DbUrl::Sqlite(PathBuf::from(rest)));
-        }
-        let norm = if let Some(rest) = s.strip_prefix("mariadb://") {
-            format!("mysql://{rest}")
-        } else if s.starts_with("mysql://") {
-            s.to_string()
-        } else {
-            return Err(format!(
-                "expected a URL starting with sqlite:// or mysql://, got {:?}",
-                redact_url(s)
-            ));
-        };
-        mysql::Opts::from_url(&with_host(&norm).0).map_err(|e| {
-            // The driver's Display is its debug form (`URL ParseError { … }`).
-            let why = match e {
-                mysql::UrlError::ParseError(p) => p.to_string(),
-                other => other.to_string(),
-            };
-            format!(
-                "not a usable MySQL URL ({why}): {:?}; expected \
-                 mysql://user@host:port/database?socket=/path",
-                redact_url(s)
-            )
-        })?;
-        Ok(DbUrl::Mysql(norm))
-    }
-
-    /// True when the URL itself carries a password.
-    pub fn has_password(&self) -> bool {
-        match self {
-            DbUrl::Sqlite(_) => false,
-            DbUrl::Mysql(u) => {
-                mysql::Opts::from_url(&with_host(u).0).is_ok_and(|o| o.get_pass().is_some())
-            }
-        }
-    }
-}
-
-/// A MySQL URL that may leave its host out (`mysql:///appdb`, `mysql://app@/appdb`: host,
-/// port and socket then come from the option file, else `localhost`) with `localhost`
-/// filled in, and whether the URL named a host itself.
-pub fn with_host(url: &str) -> (String, bool) {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return (url.to_string(), true);
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (userinfo, host) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    if !host.is_empty() {
-        return (url.to_string(), true);
-    }
-    let user = userinfo.map(|u| format!("{u}@")).unwrap_or_default();
-    let tail = if tail.is_empty() { "/" } else { tail };
-    (format!("{scheme}://{user}localhost{tail}"), false)
-}
-
-/// A URL with any password replaced by `***`, for messages. Errs on the side of hiding:
-/// everything between the first `:` after the scheme and the last `@` goes, so a password
-/// holding an unencoded `/`, `@` or `?` is hidden too.
-pub fn redact_url(s: &str) -> String {
-    let Some((scheme, rest)) = s.split_once("://") else {
-        return s.to_string();
-    };
-    match (rest.split_once(':'), rest.rsplit_once('@')) {
-        (Some((user, _)), Some((userinfo, host))) if user.len() < userinfo.len() => {
-            format!("{scheme}://{user}:***@{host}")
-        }
-        _ => s.to_string(),
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Database {
     pub url: DbUrl,
+    /// Where the URL was given (the file, or `--db`): the store checks what its driver
+    /// makes of the URL's options, and says so as this configuration's error
+    /// ([`Database::url_error`]).
+    pub url_origin: Origin,
     /// A MySQL option file whose client groups (`[client]`, `[mysql]`, …) supply user,
     /// password, host, port and socket where the URL does not (see `store::credentials`).
     pub defaults_file: Option<PathBuf>,
@@ -191,6 +107,15 @@ pub struct Database {
     pub password_file: Option<PathBuf>,
     /// How naive DATETIME values were written. `None`: the database's own clock.
     pub timezone: Option<chrono_tz::Tz>,
+}
+
+impl Database {
+    /// An error in the URL, named as the configuration names it (`database.url` in the
+    /// file, or `--db`), exit status 2.
+    pub fn url_error(&self, message: impl Into<String>) -> Error {
+        let key = key_name(&self.url_origin, "database.url", "--db");
+        Error::config(&self.url_origin, key, message)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -594,6 +519,7 @@ fn build(
             }
             Some(Database {
                 url: parsed,
+                url_origin: url_origin.clone(),
                 defaults_file: rawdb.defaults_file,
                 password_file: rawdb.password_file,
                 timezone,

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Database, DbUrl};
+use crate::config::{Database, Place};
 use crate::decide::{Action, Hold, Verdict};
 use crate::evidence::Record;
 use crate::store::SqlValue;
@@ -43,32 +43,26 @@ pub struct DatabaseId {
 const LOCALHOST: &str = "localhost";
 
 impl DatabaseId {
-    /// The configured database's identity.
+    /// The configured database's identity ([`DbUrl::identity`](crate::config::DbUrl::identity)):
+    /// a SQLite file made absolute, a server's host `localhost` where the URL names none.
     pub fn of(db: &Database) -> DatabaseId {
-        match &db.url {
-            DbUrl::Sqlite(p) => DatabaseId {
-                scheme: "sqlite".into(),
-                path: Some(
-                    std::path::absolute(p)
-                        .unwrap_or_else(|_| p.clone())
-                        .display()
-                        .to_string(),
-                ),
+        let id = db.url.identity();
+        match id.place {
+            Place::File(p) => DatabaseId {
+                scheme: id.scheme.into(),
+                path: Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
                 ..DatabaseId::default()
             },
-            DbUrl::Mysql(u) => {
-                let rest = u.strip_prefix("mysql://").unwrap_or(u);
-                let rest = rest.split(['?', '#']).next().unwrap_or_default();
-                let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-                // Everything up to the last `@` is the user and password: never kept.
-                let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-                DatabaseId {
-                    scheme: "mysql".into(),
-                    host: Some(if host.is_empty() { LOCALHOST } else { host }.to_string()),
-                    name: Some(path.trim_end_matches('/').to_string()),
-                    path: None,
-                }
-            }
+            Place::Server { host, name, .. } => DatabaseId {
+                scheme: id.scheme.into(),
+                host: Some(if host.is_empty() {
+                    LOCALHOST.into()
+                } else {
+                    host
+                }),
+                name: Some(name),
+                path: None,
+            },
         }
     }
 
@@ -406,6 +400,7 @@ pub(crate) fn to_line<T: Serialize>(v: &T) -> serde_json::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DbUrl;
 
     /// Lines exactly as the release before `JournalEntry` wrote them: a change, a change
     /// the next run journaled (`recovered`), and a text id whose legacy lock was released.
@@ -583,6 +578,7 @@ mod tests {
         let id = |url: &str| {
             DatabaseId::of(&Database {
                 url: DbUrl::parse(url).expect("url"),
+                url_origin: crate::error::Origin::CommandLine,
                 defaults_file: None,
                 password_file: None,
                 timezone: None,

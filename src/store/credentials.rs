@@ -492,6 +492,7 @@ mod tests {
     fn db(url: &str, defaults: Option<&Path>, pwfile: Option<&Path>) -> Database {
         Database {
             url: DbUrl::parse(url).expect("url"),
+            url_origin: crate::error::Origin::CommandLine,
             defaults_file: defaults.map(Path::to_path_buf),
             password_file: pwfile.map(Path::to_path_buf),
             timezone: None,

@@ -1,6 +1,6 @@
-//! The database behind selfheal: one implementation per database, chosen by the URL's
-//! scheme. Adapters read running rows, describe the schema, and apply one compare-and-set
-//! per row; they never print and never decide.
+//! The database behind selfheal: one driver per database, chosen by the URL's scheme, and
+//! the job table written once above the drivers. It reads running rows, describes the
+//! schema, and applies one compare-and-set per row; it never prints and never decides.
 //!
 //! Three traits, one per concern, bundled for callers as [`Store`] (what [`open`] returns;
 //! every method is callable on a `&mut dyn Store` with only `Store` in scope):
@@ -13,21 +13,28 @@
 //!   query, the session's time zone (`doctor`; `check` reads the schema);
 //! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
 //!
-//! What every adapter shares: the SQL, built by [`sql`] from the adapter's [`Dialect`];
-//! what a column's type means and the schema checks, in [`types`]; the error kinds doctor
-//! matches on, from [`DbCause`](crate::error::DbCause).
+//! The layers: a [`driver::Driver`] connects, runs a query and hands over its rows cell by
+//! cell, runs a write and says what became of it, and classifies its errors;
+//! [`table::SqlStore`] implements [`JobTable`] once over any driver — each statement built
+//! by [`sql`] in the driver's [`Dialect`], each row decoded into the store's types there.
+//! What a column's type means and the schema checks are in [`types`]. A database's
+//! [`Introspect`] and [`Coordination`] (`GET_LOCK`, `EXPLAIN`, …) are implemented for
+//! `SqlStore<ItsDriver>` next to its driver.
 //!
-//! A new database backend goes in exactly these places, nothing else:
-//! 1. a new file `store/<name>.rs` (with `pub mod <name>;` here): its `DIALECT` const; its
-//!    store type implementing [`JobTable`], [`Introspect`] and [`Coordination`]; its
-//!    columns read into [`types::Column`] and handed to [`types::schema`]; `impl DbCause`
-//!    for its driver's error type, the kind from the driver's error codes;
-//! 2. its URL scheme: a variant of [`DbUrl`] and its parsing in `DbUrl::parse` (config);
-//! 3. its dispatch: an arm in [`open`];
-//! 4. its driver: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17: SPEC
-//!    §11).
+//! A new database goes in exactly these places, nothing else:
+//! 1. a driver file `store/<name>.rs` (with `pub mod <name>;` here): its `DIALECT` const
+//!    (its SQL, placeholders, clock and schema statements, [`sql::SchemaSql`]); a type
+//!    implementing [`driver::Driver`]; [`Introspect`] and [`Coordination`] for
+//!    `SqlStore<ThatType>`; `impl DbCause` for its driver's error type;
+//! 2. its URL scheme (config): a variant of [`DbUrl`], its parsing in `DbUrl::parse`, and
+//!    its arm in `DbUrl`'s `whereabouts` (a file or a server: what its identity and label
+//!    are made from);
+//! 3. its dispatch: an arm where a URL's scheme picks its driver (`driver_for`);
+//! 4. the names of its column types in [`types`] (where they are not MySQL's or SQLite's);
+//! 5. its driver crate: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17:
+//!    SPEC §11).
 //!
-//! Guarantee shared by every adapter: [`JobTable::compare_and_set`] changes at most one
+//! Guarantee shared by every database: [`JobTable::compare_and_set`] changes at most one
 //! row, and only if it still has the status (the running status for `check`), the start,
 //! owner and heartbeat-column values selfheal observed (SPEC §6; an un-park leaves the
 //! heartbeat column out, since it is made because the row beats again), and never moves a
@@ -35,14 +42,16 @@
 //! CURRENT_TIMESTAMP` (read by [`Introspect::schema`]) unless it sets it. Values are always
 //! bound parameters; identifiers are validated [`Ident`](crate::config::Ident)s.
 //!
-//! I/O: the adapters talk to their database (and `credentials` reads password and option
-//! files); this module, [`sql`] and [`types`] do none.
+//! I/O: the drivers talk to their database (and `credentials` reads password and option
+//! files); this module, [`sql`], [`table`] (but through its driver) and [`types`] do none.
 
 pub mod credentials;
+pub mod driver;
 pub mod mycnf;
 pub mod mysql;
 pub mod sql;
 pub mod sqlite;
+pub mod table;
 pub mod types;
 
 use std::collections::HashMap;
@@ -267,12 +276,13 @@ pub struct Session {
     pub server_started: i64,
 }
 
-/// Who holds a watch's advisory lock: the lock's name, the holder's connection id
+/// The server session that holds a watch's advisory lock (not the job's lock file, whose
+/// holder is [`crate::evidence::LockHolder`]): the lock's name, the holder's connection id
 /// (`IS_USED_LOCK`) and, where the server shows them to this account, its user and host
 /// (`information_schema.PROCESSLIST`; without the PROCESS privilege an account sees only
 /// its own connections).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockHolder {
+pub struct AdvisoryLockHolder {
     pub lock: String,
     pub connection: u64,
     pub user: Option<String>,
@@ -355,7 +365,7 @@ pub trait JobTable {
     /// The database clock, read once per run.
     fn clock(&mut self) -> Result<DbClock>;
     /// Streams the rows `sel` selects, ordered by id, to `each`, one at a time as they
-    /// come off the wire: the adapter holds no more than one row. An error from `each`
+    /// come off the wire: the store holds no more than one row. An error from `each`
     /// stops the stream and is returned. The status is read for [`Select::Status`] and
     /// [`Select::Id`]; for [`Select::Running`] it is the running value.
     fn each_row(
@@ -365,7 +375,7 @@ pub trait JobTable {
         each: &mut dyn FnMut(StoredRow) -> Result<()>,
     ) -> Result<()>;
     /// Streams every row in the running state, ordered by id, to `each`, one at a time as
-    /// it comes off the wire: the adapter holds no more than one row. An error from `each`
+    /// it comes off the wire: the store holds no more than one row. An error from `each`
     /// stops the stream and is returned.
     fn each_running_row(
         &mut self,
@@ -536,7 +546,11 @@ pub trait Coordination {
     fn try_watch_lock(&mut self, w: &Watch, host: Option<&str>) -> Result<bool>;
     /// Who holds the advisory lock [`Coordination::try_watch_lock`] did not get (the same
     /// `w` and `host`). `None` where the store has no such lock, or nobody holds it now.
-    fn watch_lock_holder(&mut self, _w: &Watch, _host: Option<&str>) -> Result<Option<LockHolder>> {
+    fn watch_lock_holder(
+        &mut self,
+        _w: &Watch,
+        _host: Option<&str>,
+    ) -> Result<Option<AdvisoryLockHolder>> {
         Ok(None)
     }
 }
@@ -563,20 +577,49 @@ pub fn clocks(
     })
 }
 
+/// Checks what the driver makes of the URL (its options: `?socket=`, …), touching
+/// nothing: a URL it cannot use is the configuration's error (exit 2). `check` asks
+/// before it takes its run lock; [`open`] asks again.
+pub fn vet(db: &Database) -> Result<()> {
+    (driver_for(&db.url).vet)(db)
+}
+
 /// Opens the store a URL names. `read_only` is a promise that nothing will be written
-/// (dry runs); adapters may open accordingly.
+/// (dry runs); drivers may open accordingly.
 pub fn open(db: &Database, read_only: bool) -> Result<Box<dyn Store>> {
-    match &db.url {
-        DbUrl::Sqlite(path) => Ok(Box::new(sqlite::SqliteStore::open(
-            path,
-            db.timezone,
-            read_only,
-        )?)),
-        DbUrl::Mysql(_) => Ok(Box::new(mysql::MysqlStore::connect(db)?)),
+    let driver = driver_for(&db.url);
+    (driver.vet)(db)?;
+    (driver.open)(db, read_only)
+}
+
+/// The driver a URL's scheme picks: the one place a scheme is turned into a database.
+fn driver_for(url: &DbUrl) -> Opener {
+    match url {
+        DbUrl::Sqlite(_) => Opener::of::<sqlite::Sqlite>(),
+        DbUrl::Mysql(_) => Opener::of::<mysql::Mysql>(),
+    }
+}
+
+/// What a driver does before anything is read: check the URL, open the store.
+struct Opener {
+    vet: fn(&Database) -> Result<()>,
+    open: fn(&Database, bool) -> Result<Box<dyn Store>>,
+}
+
+impl Opener {
+    fn of<D: driver::Driver + 'static>() -> Opener
+    where
+        SqlStore<D>: Store,
+    {
+        Opener {
+            vet: |db| D::vet(db).map_err(|why| db.url_error(why)),
+            open: |db, read_only| Ok(Box::new(SqlStore::<D>::open(db, read_only)?)),
+        }
     }
 }
 
 pub use sql::{Dialect, Placeholder, Statement};
+pub use table::SqlStore;
 pub use types::{Column, ColumnType, Role};
 
 /// How a database reads the running rows of a watch.
@@ -661,5 +704,42 @@ mod tests {
             Some("web1:42")
         );
         assert_eq!(SqlValue::Int(42).into_text().as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn options_the_driver_cannot_use_are_the_configurations_error() {
+        let cfg = |url: &str| {
+            let text = format!(
+                "[database]\nurl = \"{url}\"\n\n[[watch]]\nname = \"sync\"\n\
+                 table = \"sync_log\"\nstarted_column = \"start_time\"\n\
+                 heartbeat_file = \"/run/app/{{id}}.hb\"\nstale_after = \"5m\"\nmax_age = \"6h\"\n"
+            );
+            crate::config::from_str(
+                &text,
+                std::path::Path::new("/etc/selfheal/selfheal.toml"),
+                &crate::config::Overrides::default(),
+                &[],
+            )
+            .expect("the URL's syntax is the configuration's")
+            .database
+            .expect("a database")
+        };
+        let db = cfg("mysql://app:s3cret@localhost/appdb?sockt=/run/mysqld/mysqld.sock");
+        let e = super::vet(&db).expect_err("an option the driver does not know");
+        assert_eq!(e.exit_code(), crate::error::exit::USAGE);
+        assert_eq!(
+            e.to_string(),
+            "/etc/selfheal/selfheal.toml: database.url: not a usable MySQL URL (Unknown URL \
+             parameter `sockt'): \"mysql://app:***@localhost/appdb?sockt=/run/mysqld/mysqld.sock\"; \
+             expected mysql://user@host:port/database?socket=/path"
+        );
+        assert!(super::open(&db, true).is_err_and(|o| o.to_string() == e.to_string()));
+        for fine in [
+            "mysql://app@localhost/appdb?socket=/run/mysqld/mysqld.sock",
+            "mysql:///appdb?prefer_socket=false",
+            "sqlite:///var/lib/app.db",
+        ] {
+            assert!(super::vet(&cfg(fine)).is_ok(), "{fine}");
+        }
     }
 }

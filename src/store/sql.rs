@@ -5,7 +5,8 @@
 //! statement that writes a row, from whatever status it was observed in); and how that
 //! statement reads for a person, its values written out as literals ([`for_a_person`]), and
 //! the condition an application's picker must add for `retry_at_column`
-//! ([`due_condition`]).
+//! ([`due_condition`]). The statements that differ more than a [`Dialect`]'s parts can say
+//! — the clock, how a table is described ([`SchemaSql`]) — are the dialect's own.
 //!
 //! Each builder returns a [`Statement`]: the text and its bound values in order, so the
 //! two can never drift apart. Identifiers are validated [`Ident`]s quoted with the
@@ -18,6 +19,8 @@ use std::fmt::Write as _;
 use crate::config::{Ident, Watch};
 use crate::error::{Error, Result, SchemaProblem};
 
+use super::driver::Row;
+use super::types::Column;
 use super::{Change, Ended, History, Schema, SqlValue};
 
 /// How placeholders for bound values are written.
@@ -27,10 +30,31 @@ pub enum Placeholder {
     Question,
     /// `?1`, `?2`, … in order (SQLite; the numbered form names each value).
     Numbered,
+    /// `$1`, `$2`, … in order (PostgreSQL, which knows no `?`).
+    Dollar,
+}
+
+impl Placeholder {
+    /// The placeholder of the `n`th bound value (from 1).
+    fn nth(self, n: usize) -> String {
+        match self {
+            Placeholder::Question => "?".into(),
+            Placeholder::Numbered => format!("?{n}"),
+            Placeholder::Dollar => format!("${n}"),
+        }
+    }
+
+    /// The character a placeholder starts with.
+    fn mark(self) -> char {
+        match self {
+            Placeholder::Question | Placeholder::Numbered => '?',
+            Placeholder::Dollar => '$',
+        }
+    }
 }
 
 /// What differs between databases in the SQL selfheal runs. One `const` per backend,
-/// next to its adapter.
+/// next to its driver.
 #[derive(Debug, Clone, Copy)]
 pub struct Dialect {
     /// Quotes identifiers.
@@ -71,6 +95,29 @@ pub struct Dialect {
     /// A text value as a string literal of this database, for SQL shown to a person (never
     /// run): quotes doubled, and what the database cannot read inside quotes escaped.
     pub text_literal: fn(&str) -> String,
+    /// The `SELECT` of the database's clock: its current wall-clock time (a date-time, or
+    /// its text `YYYY-MM-DD HH:MM:SS`) and unix seconds.
+    pub clock: &'static str,
+    /// How the database describes a table.
+    pub schema: SchemaSql,
+}
+
+/// How a database describes a table: the statements a watch's schema is read with
+/// (`SqlStore::schema`), and how their rows read.
+#[derive(Debug, Clone, Copy)]
+pub struct SchemaSql {
+    /// One row per column of the watch's table; none when there is no such table.
+    pub columns: fn(&Watch) -> Statement,
+    /// A column's name and what it is, from its row of `columns`, and its place in the
+    /// primary key (from 1; 0 when it is not in it, or the row does not say).
+    pub column: fn(&mut dyn Row) -> (String, Column, u32),
+    /// One row per column of each index of the table: the index's name, the column's place
+    /// in it (from 1), the column's name, and 1 for the primary key. `None`: the primary
+    /// key is read from `columns`, and no query names an index.
+    pub indexes: Option<fn(&Watch) -> Statement>,
+    /// The `SELECT` of the database a table is looked for in when the watch names none,
+    /// to say where a table is missing. `None`: the database is a file.
+    pub current_database: Option<&'static str>,
 }
 
 impl Dialect {
@@ -104,10 +151,7 @@ impl<'d> Binds<'d> {
     /// The placeholder for `v`, bound next.
     fn bind(&mut self, v: SqlValue) -> String {
         self.params.push(v);
-        match self.d.placeholder {
-            Placeholder::Question => "?".into(),
-            Placeholder::Numbered => format!("?{}", self.params.len()),
-        }
+        self.d.placeholder.nth(self.params.len())
     }
 
     /// Takes back the value bound last, whose placeholder was not used after all.
@@ -156,7 +200,7 @@ pub struct Page<'a> {
 /// The `SELECT` of running rows of the watch (its `match` too), ordered by id (and what
 /// `doctor` explains): id, start (and its instant where the dialect gives one), then the
 /// heartbeat column (likewise), owner and attempts columns the watch has — the order every
-/// adapter reads them in. With a [`Page`], only that page.
+/// row is decoded in. With a [`Page`], only that page.
 pub fn running_sql(d: &Dialect, w: &Watch) -> Statement {
     running_page_sql(d, w, Page::default())
 }
@@ -393,35 +437,40 @@ pub fn literal(d: &Dialect, v: &SqlValue) -> String {
 
 /// A statement with its bound values written in as literals ([`literal`]): SQL a person
 /// can read and run by hand. Never run by selfheal, which binds every value. Placeholders
-/// are found in the statement's own text, which holds no quoted `?` (identifiers are
-/// validated, selfheal's SQL has none), and values are put in one pass, so a `?` inside
-/// a value is never taken for a placeholder.
+/// are found in the statement's own text, which holds no quoted `?` or `$` (identifiers
+/// are validated, selfheal's SQL has none), and values are put in one pass, so a `?` or
+/// `$1` inside a value is never taken for a placeholder.
 pub fn for_a_person(d: &Dialect, st: &Statement) -> String {
     let mut out = String::with_capacity(st.sql.len() + 32);
+    let mark = d.placeholder.mark();
     let mut next = 0usize;
     let mut chars = st.sql.char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
-        if c != '?' {
+    while let Some((at, c)) = chars.next() {
+        if c != mark {
             out.push(c);
             continue;
         }
+        let mut end = at + c.len_utf8();
         let index = match d.placeholder {
             Placeholder::Question => {
                 next += 1;
                 next
             }
-            Placeholder::Numbered => {
+            Placeholder::Numbered | Placeholder::Dollar => {
                 let mut n = 0usize;
-                while let Some((_, x)) = chars.peek().copied().filter(|(_, x)| x.is_ascii_digit()) {
-                    n = n * 10 + (x as usize - '0' as usize);
-                    chars.next();
+                while let Some((i, x)) = chars.next_if(|(_, x)| x.is_ascii_digit()) {
+                    n = n
+                        .saturating_mul(10)
+                        .saturating_add(x as usize - '0' as usize);
+                    end = i + 1;
                 }
                 n
             }
         };
         match index.checked_sub(1).and_then(|i| st.params.get(i)) {
             Some(v) => out.push_str(&literal(d, v)),
-            None => out.push('?'),
+            // No value bound to it: left as written.
+            None => out.push_str(st.sql.get(at..end).unwrap_or_default()),
         }
     }
     out
@@ -1551,5 +1600,54 @@ mod tests {
             "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = ? WHERE `id` = ? AND \
              `status` = ? AND `start_time` <=> ?"
         );
+    }
+
+    #[test]
+    fn dollar_placeholders_are_numbered_and_read_back_for_a_person() {
+        // A dialect that binds as PostgreSQL does; everything else as SQLite's.
+        const DOLLAR: &Dialect = &Dialect {
+            placeholder: Placeholder::Dollar,
+            ..sqlite::DIALECT
+        };
+        let w = watch(
+            "match = { a = \"1\", b = \"2\", c = \"3\", d = \"4\", e = \"5\", f = \"6\", \
+             g = \"7\", h = \"8\", i = \"9\", j = \"10\" }",
+        );
+        let after = SqlValue::Int(40);
+        let st = running_page_sql(
+            DOLLAR,
+            &w,
+            Page {
+                after: Some(&after),
+                limit: Some(5),
+                index: None,
+            },
+        );
+        assert!(
+            st.sql.contains("WHERE \"status\" = $1 AND \"a\" = $2 AND")
+                && st.sql.contains("\"j\" = $11 AND \"id\" > $12 ORDER BY"),
+            "{}",
+            st.sql
+        );
+        assert_eq!(st.params.len(), 12);
+        // `$10` is the tenth value, not the first followed by a 0; a `$1` inside a value is
+        // a value.
+        let person = for_a_person(
+            DOLLAR,
+            &Statement {
+                sql: "SELECT $1, $10, $2".into(),
+                params: (1..=10).map(|i| text(&format!("${i}"))).collect(),
+            },
+        );
+        assert_eq!(person, "SELECT '$1', '$10', '$2'");
+        // A placeholder with no value stays as written.
+        let unbound = Statement {
+            sql: "SELECT $3, ?4, ?".into(),
+            params: vec![SqlValue::Int(1)],
+        };
+        assert_eq!(for_a_person(DOLLAR, &unbound), "SELECT $3, ?4, ?");
+        assert_eq!(for_a_person(SQLITE, &unbound), "SELECT $3, ?4, ?");
+        // `?` alone is every placeholder of MySQL: the first takes the one value.
+        assert_eq!(for_a_person(MYSQL, &unbound), "SELECT $3, 14, ?");
     }
 }

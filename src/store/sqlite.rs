@@ -1,9 +1,11 @@
-//! SQLite adapter: the embedded default, for demos and small applications.
+//! SQLite driver: the embedded default, for demos and small applications.
 //!
 //! Opens an existing database file only (never creates one: a typo in a path is an error,
 //! not an empty database), never changes its journal mode, waits up to 5 s on a busy
 //! database. "The database clock" is SQLite's `now`, which is the host clock in UTC; naive
-//! text timestamps are read as UTC unless `timezone` says how they were written.
+//! text timestamps are read as UTC unless `timezone` says how they were written. A group
+//! of writes is one `BEGIN IMMEDIATE` transaction; there is no advisory lock (a SQLite
+//! database lives on one host, where selfheal's run lock already serialises runs).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -12,18 +14,16 @@ use std::time::Duration;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
-use super::sql::{self, Dialect, Placeholder};
-use super::types::{self, Column};
-use super::{
-    CasOutcome, Change, Coordination, CurrentRow, FinishedRow, History, Introspect, JobTable,
-    ParkedRow, RunningRow, ScanPlan, Schema, Select, SqlValue, StoredRow,
-};
-use crate::clock::DbClock;
-use crate::config::Watch;
-use crate::error::{DbCause, DbErrorKind, Error, Result, SchemaProblem};
+use super::driver::{Cell, Driver, Refusal, Row};
+use super::sql::{self, Dialect, Placeholder, SchemaSql, Statement};
+use super::table::SqlStore;
+use super::types::Column;
+use super::{Coordination, Introspect, ScanPlan, Schema, SqlValue};
+use crate::config::{Database, DbUrl, Watch};
+use crate::error::{DbCause, DbErrorKind, Error, Result};
 
 /// SQLite's SQL: `"` quotes, numbered placeholders, `IS` for null-safe equality, times
-/// from `'now'` (UTC).
+/// from `'now'` (UTC), the schema from `PRAGMA table_info`.
 pub const DIALECT: Dialect = Dialect {
     quote: '"',
     placeholder: Placeholder::Numbered,
@@ -38,6 +38,13 @@ pub const DIALECT: Dialect = Dialect {
     enforces_types: false,
     epoch_of: None,
     text_literal: sqlite_literal,
+    clock: "SELECT strftime('%Y-%m-%d %H:%M:%S', 'now'), CAST(strftime('%s', 'now') AS INTEGER)",
+    schema: SchemaSql {
+        columns: table_info,
+        column: table_info_column,
+        indexes: None,
+        current_database: None,
+    },
 };
 
 /// A string literal as SQLite reads it: quotes doubled; SQLite has no escapes, so a
@@ -62,14 +69,42 @@ fn zone_modifier(secs: i64) -> SqlValue {
     SqlValue::Text(format!("{secs:+} seconds"))
 }
 
-pub struct SqliteStore {
-    conn: Connection,
-    path: PathBuf,
-    tz: Option<chrono_tz::Tz>,
+/// `PRAGMA table_info`: a row per column (cid, name, declared type, notnull, default, place
+/// in the primary key).
+fn table_info(w: &Watch) -> Statement {
+    let sql = match w.table.schema() {
+        Some(s) => format!("PRAGMA \"{s}\".table_info(\"{}\")", w.table.name()),
+        None => format!("PRAGMA table_info(\"{}\")", w.table.name()),
+    };
+    Statement {
+        sql,
+        params: Vec::new(),
+    }
 }
 
-impl SqliteStore {
-    pub fn open(path: &Path, tz: Option<chrono_tz::Tz>, read_only: bool) -> Result<Self> {
+/// A row of `PRAGMA table_info`: the column is what its declaration says.
+fn table_info_column(r: &mut dyn Row) -> (String, Column, u32) {
+    let _cid = r.cell();
+    let name = r.cell().value.to_string();
+    let declared = r.cell().value.into_text().unwrap_or_default();
+    let (_not_null, _default) = (r.cell(), r.cell());
+    let key = u32::try_from(r.cell().value.into_count()).unwrap_or(0);
+    (name, Column::declared(&declared), key)
+}
+
+/// How long a statement waits for another process's lock on the database.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection to one SQLite file.
+pub struct Sqlite {
+    conn: Connection,
+    path: PathBuf,
+    in_group: bool,
+}
+
+impl Sqlite {
+    /// Opens the file at `path`, which must exist.
+    pub fn open_file(path: &Path, read_only: bool) -> Result<Self> {
         let base = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let flags = if read_only {
             base | OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -103,38 +138,154 @@ impl SqliteStore {
         })?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| Error::database(context(), e))?;
-        Ok(SqliteStore {
+        Ok(Sqlite {
             conn,
             path: path.to_path_buf(),
-            tz,
+            in_group: false,
         })
     }
 
-    fn ctx(&self, what: &str) -> String {
+    /// Runs `st`, each row to `each`: the driver's failure as it is.
+    fn rows(
+        &mut self,
+        st: &Statement,
+        each: &mut dyn FnMut(&mut dyn Row) -> Result<()>,
+    ) -> std::result::Result<(), Failed> {
+        let mut stmt = self.conn.prepare(&st.sql).map_err(Failed::Driver)?;
+        let mut rows = stmt
+            .query(params_from_iter(st.params.iter().map(to_sql)))
+            .map_err(Failed::Driver)?;
+        while let Some(r) = rows.next().map_err(Failed::Driver)? {
+            each(&mut Cells { row: r, at: 0 }).map_err(Failed::Each)?;
+        }
+        Ok(())
+    }
+}
+
+/// A query that failed: in the driver, or in what was done with a row.
+enum Failed {
+    Driver(rusqlite::Error),
+    Each(Error),
+}
+
+impl Driver for Sqlite {
+    type Failure = rusqlite::Error;
+
+    fn open(db: &Database, read_only: bool) -> Result<Self> {
+        let DbUrl::Sqlite(path) = &db.url else {
+            return Err(Error::Usage("not a SQLite URL".into()));
+        };
+        Sqlite::open_file(path, read_only)
+    }
+
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
+    fn context(&self, what: &str) -> String {
         format!("{what} in sqlite://{}", self.path.display())
     }
 
-    /// `(name, declared type, position in the primary key or 0)` per column.
-    fn table_info(&self, w: &Watch) -> Result<Vec<(String, String, i64)>> {
-        let pragma = match w.table.schema() {
-            Some(s) => format!("PRAGMA \"{s}\".table_info(\"{}\")", w.table.name()),
-            None => format!("PRAGMA table_info(\"{}\")", w.table.name()),
-        };
-        let mut stmt = self
+    fn query(
+        &mut self,
+        st: &Statement,
+        what: &str,
+        each: &mut dyn FnMut(&mut dyn Row) -> Result<()>,
+    ) -> Result<()> {
+        match self.rows(st, each) {
+            Ok(()) => Ok(()),
+            Err(Failed::Each(e)) => Err(e),
+            Err(Failed::Driver(e)) => Err(self.failure(what, e)),
+        }
+    }
+
+    fn execute(&mut self, st: &Statement, _w: &Watch) -> std::result::Result<u64, Refusal> {
+        match self
             .conn
-            .prepare(&pragma)
-            .map_err(|e| Error::database(self.ctx("reading the schema"), e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, i64>(5)?,
-                ))
-            })
-            .map_err(|e| Error::database(self.ctx("reading the schema"), e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| Error::database(self.ctx("reading the schema"), e))
+            .execute(&st.sql, params_from_iter(st.params.iter().map(to_sql)))
+        {
+            Ok(n) => Ok(n as u64),
+            // Another process kept the database past the busy timeout, or a constraint
+            // refused the value: this write failed.
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(
+                        rusqlite::ErrorCode::DatabaseBusy
+                            | rusqlite::ErrorCode::DatabaseLocked
+                            | rusqlite::ErrorCode::ConstraintViolation
+                    )
+                ) && matches!(e, rusqlite::Error::SqliteFailure(..)) =>
+            {
+                Err(Refusal::Statement(e.to_string()))
+            }
+            Err(e) => Err(Refusal::Run(self.failure("writing", e))),
+        }
+    }
+
+    fn begin_writes(&mut self) -> Result<bool> {
+        // Takes the write lock now, waiting up to the busy timeout like any write; busy
+        // after that: each compare-and-set tries on its own, as without a group.
+        match self.conn.execute_batch("BEGIN IMMEDIATE") {
+            Ok(()) => {
+                self.in_group = true;
+                Ok(true)
+            }
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(self.failure("beginning the writes", e)),
+        }
+    }
+
+    fn in_writes(&self) -> bool {
+        self.in_group
+    }
+
+    fn undo_writes(&mut self) -> Result<()> {
+        self.conn
+            .execute_batch("ROLLBACK; BEGIN IMMEDIATE")
+            .map_err(|e| self.failure("writing", e))
+    }
+
+    fn commit_writes(&mut self) -> Result<()> {
+        self.in_group = false;
+        self.conn.execute_batch("COMMIT").map_err(|e| {
+            // Whatever SQLite left open is rolled back, so that nothing half-done stays.
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.failure("committing the writes", e)
+        })
+    }
+}
+
+/// A result row, cell by cell.
+struct Cells<'r, 's> {
+    row: &'r rusqlite::Row<'s>,
+    at: usize,
+}
+
+impl Row for Cells<'_, '_> {
+    fn cell(&mut self) -> Cell {
+        let value = self.row.get_ref(self.at).map_or(SqlValue::Null, from_sql);
+        self.at += 1;
+        Cell { value, ty: None }
+    }
+
+    fn columns(&self) -> usize {
+        self.row.as_ref().column_count()
+    }
+
+    fn name(&self, i: usize) -> String {
+        self.row
+            .as_ref()
+            .column_name(i)
+            .map(str::to_string)
+            .unwrap_or_default()
     }
 }
 
@@ -185,9 +336,6 @@ impl DbCause for rusqlite::Error {
         Box::new(Failure(self))
     }
 }
-
-/// How long a statement waits for another process's lock on the database.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A SQLite failure in selfheal's words: a wait for another process's lock that ran out
 /// says so, with its limit; the rest is SQLite's own message. (The driver's error stays
@@ -257,273 +405,7 @@ fn plan_of(details: &[String]) -> ScanPlan {
     }
 }
 
-impl JobTable for SqliteStore {
-    fn clock(&mut self) -> Result<DbClock> {
-        let (naive, epoch): (String, i64) = self
-            .conn
-            .query_row(
-                "SELECT strftime('%Y-%m-%d %H:%M:%S', 'now'), CAST(strftime('%s', 'now') AS INTEGER)",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(|e| Error::database(self.ctx("reading the clock"), e))?;
-        let now_naive = chrono::NaiveDateTime::parse_from_str(&naive, "%Y-%m-%d %H:%M:%S")
-            .map_err(|e| {
-                Error::database_kind(self.ctx("reading the clock"), DbErrorKind::Other, e)
-            })?;
-        Ok(DbClock {
-            now_naive,
-            now_epoch: epoch,
-        })
-    }
-
-    fn each_row(
-        &mut self,
-        w: &Watch,
-        sel: Select<'_>,
-        each: &mut dyn FnMut(StoredRow) -> Result<()>,
-    ) -> Result<()> {
-        let st = sql::rows_sql(&DIALECT, w, sel);
-        let tz = self.tz;
-        let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
-        let what = sel.what();
-        let ctx = || self.ctx(&format!("reading {what} of {}", w.table));
-        let mut stmt = self
-            .conn
-            .prepare(&st.sql)
-            .map_err(|e| Error::database(ctx(), e))?;
-        let mut rows = stmt
-            .query(params_from_iter(st.params.iter().map(to_sql)))
-            .map_err(|e| Error::database(ctx(), e))?;
-        while let Some(r) = rows.next().map_err(|e| Error::database(ctx(), e))? {
-            let mut i = 0;
-            let mut next = || {
-                let v = r.get_ref(i).map(from_sql);
-                i += 1;
-                v
-            };
-            let id = next().map_err(|e| Error::database(ctx(), e))?;
-            let started = tz_time(next().map_err(|e| Error::database(ctx(), e))?);
-            let heartbeat = match w.heartbeat_column {
-                Some(_) => Some(tz_time(next().map_err(|e| Error::database(ctx(), e))?)),
-                None => None,
-            };
-            let owner_raw = match w.owner_column {
-                Some(_) => next().map_err(|e| Error::database(ctx(), e))?,
-                None => SqlValue::Null,
-            };
-            let owner = owner_raw.clone().into_text();
-            let attempts = match w.retry {
-                Some(_) => Some(next().map_err(|e| Error::database(ctx(), e))?.into_count()),
-                None => None,
-            };
-            let status = if sql::rows_have_status(sel) {
-                next().map_err(|e| Error::database(ctx(), e))?
-            } else {
-                SqlValue::Text(w.running_value.clone())
-            };
-            each(StoredRow {
-                status,
-                row: RunningRow {
-                    id,
-                    started,
-                    heartbeat,
-                    owner,
-                    owner_raw,
-                    attempts,
-                },
-            })?;
-        }
-        Ok(())
-    }
-
-    fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>> {
-        let st = sql::columns_sql(&DIALECT, w, id);
-        let ctx = || self.ctx(&format!("reading a row of {}", w.table));
-        let mut stmt = self
-            .conn
-            .prepare(&st.sql)
-            .map_err(|e| Error::database(ctx(), e))?;
-        let names: Vec<String> = stmt.column_names().map(str::to_string).collect();
-        let mut rows = stmt
-            .query(params_from_iter(st.params.iter().map(to_sql)))
-            .map_err(|e| Error::database(ctx(), e))?;
-        let Some(r) = rows.next().map_err(|e| Error::database(ctx(), e))? else {
-            return Ok(None);
-        };
-        let mut out = Vec::with_capacity(names.len());
-        for (i, name) in names.into_iter().enumerate() {
-            let v = r
-                .get_ref(i)
-                .map(from_sql)
-                .map_err(|e| Error::database(ctx(), e))?;
-            out.push((name, v));
-        }
-        Ok(Some(out))
-    }
-
-    fn compare_and_set(
-        &mut self,
-        w: &Watch,
-        schema: &Schema,
-        c: &Change<'_>,
-    ) -> Result<CasOutcome> {
-        let st = sql::cas_sql(&DIALECT, w, schema, c);
-        match self
-            .conn
-            .execute(&st.sql, params_from_iter(st.params.iter().map(to_sql)))
-        {
-            Ok(1) => Ok(CasOutcome::Applied),
-            Ok(0) => Ok(CasOutcome::LostRace),
-            Ok(n) => Ok(CasOutcome::Failed(format!(
-                "the update matched {n} rows; {} is not unique",
-                w.id_column
-            ))),
-            Err(e @ rusqlite::Error::SqliteFailure(..)) => {
-                let code = e.sqlite_error_code();
-                match code {
-                    Some(
-                        rusqlite::ErrorCode::DatabaseBusy
-                        | rusqlite::ErrorCode::DatabaseLocked
-                        | rusqlite::ErrorCode::ConstraintViolation,
-                    ) => Ok(CasOutcome::Failed(e.to_string())),
-                    _ => Err(Error::database(self.ctx("writing"), e)),
-                }
-            }
-            Err(e) => Err(Error::database(self.ctx("writing"), e)),
-        }
-    }
-
-    fn finished_rows(
-        &mut self,
-        w: &Watch,
-        scope: History,
-        each: &mut dyn FnMut(FinishedRow) -> Result<()>,
-    ) -> Result<()> {
-        let st = sql::finished_sql(&DIALECT, w, scope)?;
-        let tz = self.tz;
-        let tz_time = |raw| types::time_value(raw, None, tz, types::NaiveClock::Utc);
-        let ctx = self.ctx(&format!("reading finished rows of {}", w.table));
-        let mut stmt = self
-            .conn
-            .prepare(&st.sql)
-            .map_err(|e| Error::database(&ctx, e))?;
-        let mut rows = stmt
-            .query(params_from_iter(st.params.iter().map(to_sql)))
-            .map_err(|e| Error::database(&ctx, e))?;
-        while let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? {
-            let get = |i| {
-                r.get_ref(i)
-                    .map(from_sql)
-                    .map_err(|e| Error::database(&ctx, e))
-            };
-            let row = FinishedRow {
-                id: get(0)?,
-                started: tz_time(get(1)?),
-                ended: tz_time(get(2)?),
-                status: get(3)?.to_string(),
-                marked: get(4)?.into_text(),
-                matched: !sql::finished_has_match_cell(w, scope) || get(5)?.into_count() == 1,
-            };
-            if super::is_finished(w, &row) {
-                each(row)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn begin_writes(&mut self) -> Result<bool> {
-        // Takes the write lock now, waiting up to the busy timeout like any write; busy
-        // after that: each compare-and-set tries on its own, as without a group.
-        match self.conn.execute_batch("BEGIN IMMEDIATE") {
-            Ok(()) => Ok(true),
-            Err(e)
-                if matches!(
-                    e.sqlite_error_code(),
-                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(Error::database(self.ctx("beginning the writes"), e)),
-        }
-    }
-
-    fn commit_writes(&mut self) -> Result<()> {
-        self.conn.execute_batch("COMMIT").map_err(|e| {
-            // Whatever SQLite left open is rolled back, so that nothing half-done stays.
-            let _ = self.conn.execute_batch("ROLLBACK");
-            Error::database(self.ctx("committing the writes"), e)
-        })
-    }
-
-    fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64> {
-        let st = sql::parked_count_sql(&DIALECT, w, manual);
-        let n: i64 = self
-            .conn
-            .query_row(
-                &st.sql,
-                params_from_iter(st.params.iter().map(to_sql)),
-                |r| r.get(0),
-            )
-            .map_err(|e| {
-                Error::database(self.ctx(&format!("counting parked rows of {}", w.table)), e)
-            })?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    fn parked_rows(&mut self, w: &Watch, manual: &str, limit: u32) -> Result<Vec<ParkedRow>> {
-        let st = sql::parked_sql(&DIALECT, w, manual, limit);
-        let tz = self.tz;
-        let ctx = self.ctx(&format!("reading parked rows of {}", w.table));
-        let mut stmt = self
-            .conn
-            .prepare(&st.sql)
-            .map_err(|e| Error::database(&ctx, e))?;
-        let rows = stmt
-            .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
-                Ok(ParkedRow {
-                    id: from_sql(r.get_ref(0)?),
-                    started: types::time_value(
-                        from_sql(r.get_ref(1)?),
-                        None,
-                        tz,
-                        types::NaiveClock::Utc,
-                    ),
-                })
-            })
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| Error::database(&ctx, e))?;
-        Ok(rows)
-    }
-
-    fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>> {
-        let st = sql::current_sql(&DIALECT, w, id);
-        let ctx = self.ctx(&format!("reading a row of {}", w.table));
-        let mut stmt = self
-            .conn
-            .prepare(&st.sql)
-            .map_err(|e| Error::database(&ctx, e))?;
-        let mut rows = stmt
-            .query(params_from_iter(st.params.iter().map(to_sql)))
-            .map_err(|e| Error::database(&ctx, e))?;
-        let Some(r) = rows.next().map_err(|e| Error::database(&ctx, e))? else {
-            return Ok(None);
-        };
-        let get = |i| {
-            r.get_ref(i)
-                .map(from_sql)
-                .map_err(|e| Error::database(&ctx, e))
-        };
-        Ok(Some(CurrentRow {
-            status: get(0)?,
-            started: get(1)?,
-            message: w.message_column.as_ref().map(|_| get(2)).transpose()?,
-        }))
-    }
-}
-
-impl Introspect for SqliteStore {
+impl Introspect for SqlStore<Sqlite> {
     fn dialect(&self) -> &'static Dialect {
         &DIALECT
     }
@@ -533,61 +415,45 @@ impl Introspect for SqliteStore {
     }
 
     fn connection(&self) -> String {
-        format!("sqlite://{}", self.path.display())
+        format!("sqlite://{}", self.driver.path.display())
     }
 
     fn schema(&mut self, w: &Watch) -> Result<Schema> {
-        let info = self.table_info(w)?;
-        if info.is_empty() {
-            return Err(Error::Schema {
-                watch: w.name.clone(),
-                problem: SchemaProblem::NoTable {
-                    table: w.table.to_string(),
-                    place: self.path.display().to_string(),
-                },
-            });
-        }
-        let primary: Vec<&String> = info
-            .iter()
-            .filter(|(_, _, pk)| *pk > 0)
-            .map(|(n, _, _)| n)
-            .collect();
-        let id_is_primary =
-            primary.len() == 1 && primary[0].eq_ignore_ascii_case(w.id_column.name());
-        let columns = info
-            .iter()
-            .map(|(n, t, _)| (n.to_ascii_lowercase(), Column::declared(t)))
-            .collect();
-        types::schema(w, &DIALECT, self.tz, columns, id_is_primary)
+        self.read_schema(w)
     }
 
     fn explain_running(&mut self, w: &Watch) -> Result<ScanPlan> {
         let st = sql::running_sql(&DIALECT, w);
-        let ctx = || self.ctx("EXPLAIN QUERY PLAN of the running-rows query");
-        let mut stmt = self
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", st.sql))
-            .map_err(|e| Error::database(ctx(), e))?;
-        let details: Vec<String> = stmt
-            .query_map(params_from_iter(st.params.iter().map(to_sql)), |r| {
-                r.get::<_, String>(3)
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(|e| Error::database(ctx(), e))?;
+        let explain = Statement {
+            sql: format!("EXPLAIN QUERY PLAN {}", st.sql),
+            params: st.params,
+        };
+        let mut details: Vec<String> = Vec::new();
+        self.driver.query(
+            &explain,
+            "EXPLAIN QUERY PLAN of the running-rows query",
+            &mut |r| {
+                let (_id, _parent, _unused) = (r.cell(), r.cell(), r.cell());
+                details.push(r.cell().value.to_string());
+                Ok(())
+            },
+        )?;
         let mut plan = plan_of(&details);
         // A scan reads every row: about as many as the largest rowid (one look at the end
         // of the table's b-tree; none for a table WITHOUT ROWID), so doctor can word the
         // cost by the table's size.
         if plan.index.is_none() {
+            let st = Statement {
+                sql: format!("SELECT MAX(rowid) FROM {}", w.table.quoted('"')),
+                params: Vec::new(),
+            };
             plan.rows = self
-                .conn
-                .query_row(
-                    &format!("SELECT MAX(rowid) FROM {}", w.table.quoted('"')),
-                    [],
-                    |r| r.get::<_, Option<i64>>(0),
-                )
+                .first_row(&st, "reading the table's size")
                 .ok()
-                .map(|n| u64::try_from(n.unwrap_or(0)).unwrap_or(0));
+                .map(|cells| {
+                    let n = cells.and_then(|c| c.into_iter().next());
+                    u64::try_from(n.map_or(0, SqlValue::into_count)).unwrap_or(0)
+                });
         }
         Ok(plan)
     }
@@ -597,7 +463,7 @@ impl Introspect for SqliteStore {
     }
 }
 
-impl Coordination for SqliteStore {
+impl Coordination for SqlStore<Sqlite> {
     fn try_watch_lock(&mut self, _w: &Watch, _host: Option<&str>) -> Result<bool> {
         // A SQLite database lives on one host; selfheal's run lock already serialises runs.
         Ok(true)
@@ -607,6 +473,8 @@ impl Coordination for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::SchemaProblem;
+    use crate::store::JobTable;
 
     #[test]
     fn query_plans() {
@@ -645,7 +513,8 @@ mod tests {
             &[],
         )
         .expect("config");
-        let mut store = SqliteStore::open(&db, None, true).expect("open");
+        let database = cfg.database.as_ref().expect("a database");
+        let mut store = SqlStore::<Sqlite>::open(database, true).expect("open");
         let e = store
             .running_rows(&cfg.watches[0])
             .expect_err("no such table");
@@ -679,7 +548,7 @@ mod tests {
         assert_eq!(kind("SELECT * FROM nosuch"), DbErrorKind::UnknownObject);
         assert_eq!(kind("SELECT nosuch FROM t"), DbErrorKind::UnknownObject);
         assert_eq!(kind("SELEKT 1"), DbErrorKind::Other);
-        let missing = SqliteStore::open(&dir.path().join("missing.db"), None, true)
+        let missing = Sqlite::open_file(&dir.path().join("missing.db"), true)
             .err()
             .and_then(|e| e.db_kind());
         assert_eq!(missing, Some(DbErrorKind::Unreachable));

@@ -4,11 +4,11 @@
 //! [`check_values`]: `check` refuses to start, `doctor` shows the `ALTER TABLE`), how the
 //! end time is written into it ([`ended_for`]), how a value read from a start, heartbeat
 //! or end column is understood ([`time_value`]: DECIMAL unix seconds too), and the checks
-//! every adapter runs on a watch's columns once it has read them ([`schema`]).
+//! every database's columns go through once they are read ([`schema`]).
 //!
-//! Adapters only read what their database says about a column (MySQL's
-//! `information_schema`, SQLite's declarations) and hand it to [`Column::mysql`] or
-//! [`Column::declared`]. Pure: no I/O.
+//! A dialect's schema statements only read what their database says about a column
+//! (MySQL's `information_schema`, SQLite's declarations) and hand it to [`Column::mysql`]
+//! or [`Column::declared`]. Pure: no I/O.
 
 use std::collections::HashMap;
 
@@ -174,21 +174,21 @@ impl Column {
     /// Whether the database can store `value` in this column as it is: a member of an
     /// ENUM, no longer than the column's length, a whole number in an integer column.
     /// Always, where the database does not enforce types (SQLite).
-    pub fn holds(&self, value: &str) -> Result<(), Misfit> {
+    pub fn holds(&self, value: &str) -> Result<(), CannotStore> {
         if !self.enforced {
             return Ok(());
         }
         match (&self.ty, self.length) {
             (ColumnType::Enum { members }, _) if !members.iter().any(|m| m == value) => {
-                Err(Misfit::NotMember {
+                Err(CannotStore::NotMember {
                     members: members.clone(),
                 })
             }
             (ColumnType::Enum { .. }, _) => Ok(()),
             (ColumnType::Integer, _) if value.trim().parse::<i64>().is_err() => {
-                Err(Misfit::NotANumber)
+                Err(CannotStore::NotANumber)
             }
-            (_, Some(n)) if value.chars().count() > n => Err(Misfit::TooLong {
+            (_, Some(n)) if value.chars().count() > n => Err(CannotStore::TooLong {
                 length: n,
                 chars: value.chars().count(),
             }),
@@ -323,7 +323,7 @@ fn enum_type<'a>(members: impl Iterator<Item = &'a str>) -> String {
 
 /// Why a status selfheal would write cannot be stored in the status column.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Misfit {
+pub enum CannotStore {
     /// Not one of the ENUM's members.
     NotMember { members: Vec<String> },
     /// Longer than the column holds, in characters.
@@ -332,19 +332,19 @@ pub enum Misfit {
     NotANumber,
 }
 
-impl std::fmt::Display for Misfit {
+impl std::fmt::Display for CannotStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Misfit::NotMember { members } => write!(
+            CannotStore::NotMember { members } => write!(
                 f,
                 "it is not one of the column's values ({})",
                 members.join(", ")
             ),
-            Misfit::TooLong { length, chars } => write!(
+            CannotStore::TooLong { length, chars } => write!(
                 f,
                 "it is {chars} characters long and the column holds {length}"
             ),
-            Misfit::NotANumber => f.write_str("the column holds whole numbers only"),
+            CannotStore::NotANumber => f.write_str("the column holds whole numbers only"),
         }
     }
 }
@@ -367,7 +367,7 @@ pub fn written_values(w: &Watch) -> Vec<(&'static str, &str)> {
 
 /// Every status the watch can write that its status column cannot hold, with the key
 /// that sets it and why.
-pub fn misfits<'w>(w: &'w Watch, schema: &Schema) -> Vec<(&'static str, &'w str, Misfit)> {
+pub fn misfits<'w>(w: &'w Watch, schema: &Schema) -> Vec<(&'static str, &'w str, CannotStore)> {
     let Some(col) = schema
         .columns
         .get(&w.status_column.name().to_ascii_lowercase())
@@ -471,7 +471,7 @@ pub fn ended_for(ty: &ColumnType, tz: Option<chrono_tz::Tz>, enforces_types: boo
     }
 }
 
-/// How an adapter places a naive date-time that no `timezone` is configured for.
+/// How a database places a naive date-time that no `timezone` is configured for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NaiveClock {
     /// UTC: SQLite, whose `datetime('now')` writes UTC.
@@ -540,7 +540,7 @@ fn decimal_seconds(s: &str) -> Result<Stamp, String> {
     }
 }
 
-/// The checks every adapter runs once it has found the table and read its `columns`
+/// The checks every database's schema goes through once the table's `columns` are read
 /// (lowercase name → column): every column the watch names exists; the message column
 /// holds text where the database enforces types, and its length; how the end time is
 /// written.
@@ -640,7 +640,7 @@ mod tests {
         assert_eq!(e.holds("done"), Ok(()));
         assert_eq!(
             e.holds("error"),
-            Err(Misfit::NotMember {
+            Err(CannotStore::NotMember {
                 members: vec!["running".into(), "done".into(), "failed".into()]
             })
         );
@@ -653,7 +653,7 @@ mod tests {
         assert_eq!(v.holds("wait_man"), Ok(()));
         assert_eq!(
             v.holds("wait_manual"),
-            Err(Misfit::TooLong {
+            Err(CannotStore::TooLong {
                 length: 8,
                 chars: 11
             })
@@ -663,13 +663,13 @@ mod tests {
         assert_eq!(v.widened(&["wait_manual"]).as_deref(), Some("varchar(32)"));
         let n = Column::mysql("tinyint", "tinyint(4)", None, "");
         assert_eq!(n.holds("3"), Ok(()));
-        assert_eq!(n.holds("error"), Err(Misfit::NotANumber));
+        assert_eq!(n.holds("error"), Err(CannotStore::NotANumber));
         assert_eq!(n.widened(&["error"]), None);
         // SQLite stores anything anywhere.
         let s = Column::declared("VARCHAR(4)");
         assert_eq!(s.holds("wait_manual"), Ok(()));
         assert_eq!(
-            Misfit::NotMember {
+            CannotStore::NotMember {
                 members: vec!["a".into(), "b".into()]
             }
             .to_string(),
