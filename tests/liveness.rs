@@ -382,7 +382,8 @@ fn a_worker_killed_with_sigkill_is_reclaimed_once_its_heartbeat_is_stale_and_its
 
 /// A killed worker whose pid is gone is reclaimed once its heartbeat is stale: while the
 /// row's own heartbeat is fresh the death waits (held as `contradicted`, quietly); the
-/// first run that finds it stale acts at once.
+/// first run that finds it stale acts at once. (With `stale_after = "2s"`: a gone pid
+/// proves something only once the row is that old.)
 #[test]
 fn a_worker_killed_with_sigkill_is_reclaimed_once_its_pid_is_gone_and_its_heartbeat_stale() {
     let host = hostname();
@@ -400,7 +401,11 @@ fn a_worker_killed_with_sigkill_is_reclaimed_once_its_pid_is_gone_and_its_heartb
         };
         set_owner(&db, 2, &owner);
         sb.heartbeat(2, secs(1));
-        let cfg = sb.config(&db.url(), &sb.watch("owner_column = \"worker\"\n"));
+        let cfg = sb.config(
+            &db.url(),
+            &sb.watch("owner_column = \"worker\"\n")
+                .replace("stale_after = \"5m\"", "stale_after = \"2s\""),
+        );
         let o = check(&cfg, &["--format", "json"]);
         assert_exit(&o, 0);
         let (rows, _) = json(&o);
@@ -422,7 +427,9 @@ fn a_worker_killed_with_sigkill_is_reclaimed_once_its_pid_is_gone_and_its_heartb
                 })
             });
         }
-        // A young row with a fresh heartbeat: the pid gone waits for the heartbeat.
+        // The row stale_after old, its own heartbeat fresh: the pid gone waits for it.
+        std::thread::sleep(Duration::from_millis(2_200));
+        sb.heartbeat(2, secs(0));
         let o = check(&cfg, &["--format", "json"]);
         assert_exit(&o, 0);
         let (rows, _) = json(&o);
@@ -433,7 +440,7 @@ fn a_worker_killed_with_sigkill_is_reclaimed_once_its_pid_is_gone_and_its_heartb
         assert_eq!(r["applied"], false, "{ctx}");
         assert_eq!(db.status(2), "running", "{ctx}");
         // Stale: only the pid says it is dead, and that acts at once.
-        sb.heartbeat(2, secs(5 * MIN + 30));
+        sb.heartbeat(2, secs(30));
         let o = check(&cfg, &["--format", "json"]);
         assert_exit(&o, 0);
         let (rows, _) = json(&o);

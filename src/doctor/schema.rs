@@ -210,7 +210,7 @@ pub(super) fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) 
     }
     for (key, _, m) in &misfits {
         fixes.push(match m {
-            store::types::Misfit::NotMember { members } => {
+            store::types::CannotStore::NotMember { members } => {
                 let others: Vec<&str> = members
                     .iter()
                     .map(String::as_str)
@@ -223,11 +223,11 @@ pub(super) fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) 
                     others.join(", ")
                 )
             }
-            store::types::Misfit::TooLong { length, .. } => format!(
+            store::types::CannotStore::TooLong { length, .. } => format!(
                 "set {key} in watch '{}' to a value of at most {length} characters",
                 w.name
             ),
-            store::types::Misfit::NotANumber => format!(
+            store::types::CannotStore::NotANumber => format!(
                 "set {key} in watch '{}' to the number the application uses for that state",
                 w.name
             ),

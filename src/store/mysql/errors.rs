@@ -130,7 +130,7 @@ pub(super) fn connect_fix(creds: &Credentials, url: &str, e: &mysql::Error) -> O
     use mysql::DriverError as D;
     use std::io::ErrorKind as K;
     let user = creds.user.as_ref().map_or("", |u| u.value.as_str());
-    let me = crate::fix::Me::current();
+    let me = crate::fix::RunningUser::current();
     let account_host = if creds.socket.is_some() {
         "localhost"
     } else {
@@ -201,9 +201,10 @@ pub(super) fn connect_fix(creds: &Credentials, url: &str, e: &mysql::Error) -> O
                     "{addr} is there but no server listens on it: the server is stopped or \
                      crashed (systemctl status mariadb)"
                 )),
-                (K::PermissionDenied, Some(_)) => {
-                    crate::fix::access_fix(std::path::Path::new(addr), crate::fix::Need::ReadWrite)
-                }
+                (K::PermissionDenied, Some(_)) => crate::fix::access_fix(
+                    std::path::Path::new(addr),
+                    crate::fix::Permission::ReadWrite,
+                ),
                 (K::ConnectionRefused, None) => Some(format!(
                     "nothing listens on {addr}: is the server running, and does it listen \
                      there (port, bind-address)?"
