@@ -2,9 +2,7 @@
 //! the file, the key and what is expected — before anything is touched; `--help` and the
 //! demo work on a fresh machine.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// A valid configuration over a real SQLite file with one dead row, with `edit` applied.
 fn bad_config(edit: impl Fn(&str) -> String) -> (Sandbox, SqliteDb, std::path::PathBuf) {

@@ -3,11 +3,9 @@
 //! `!include`, quoting and comments; `~/.my.cnf`; root over the socket with no password,
 //! as cron runs it.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 
-use common::*;
+use crate::common::*;
 
 /// Holds `#`, both quotes, a space and `;`: everything an option file must quote.
 const PW: &str = "Se#cr\"e t'9;x";

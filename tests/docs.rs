@@ -6,12 +6,10 @@
 //! flag, and the example configuration, uncommented, is valid; the README names every
 //! subcommand and the man page; completions cover every subcommand.
 
-mod common;
-
 use std::path::Path;
 
+use crate::common::*;
 use clap::CommandFactory;
-use common::*;
 
 const MAN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/man/selfheal.1");
 const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");

@@ -4,12 +4,10 @@
 //! runs the table shows are each one ✗ line with its fix (exit 1); a bad configuration is
 //! exit 2 and an unreachable database exit 3.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 fn doctor(cfg: &Path) -> std::process::Output {
     selfheal()

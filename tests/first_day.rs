@@ -6,12 +6,10 @@
 //! `nobody` reads as sentences with a fix for such a user (14); `--dry-run` says which rows
 //! wait for their next confirmation (16).
 
-mod common;
-
 use std::path::Path;
 use std::process::Output;
 
-use common::*;
+use crate::common::*;
 
 /// `selfheal check ARGS --config CFG`.
 fn check_with(cfg: &Path, args: &[&str]) -> Output {

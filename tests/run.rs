@@ -12,15 +12,13 @@
 //!
 //! Nothing asserts a duration: waits are polls with generous timeouts as safety nets.
 
-mod common;
-
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use selfheal::run::holder::{HolderLine, parse_line};

@@ -18,15 +18,13 @@
 //! `cargo insta review`, or `INSTA_UPDATE=always cargo test --test snapshots` and read the
 //! diff before committing.
 
-mod common;
-
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 use selfheal::holder_line::format_line;
 
 const MIN: u64 = 60;

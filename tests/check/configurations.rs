@@ -7,12 +7,10 @@
 //! The real binary runs in a private mount namespace whose `/var/lib` is overlaid by an
 //! empty layer (root only): the defaults are the real paths, and the host never sees them.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 /// A configuration with no `[run]` table: every path is the default. `confirm = 1`: these

@@ -4,14 +4,12 @@
 //! legacy lock recreated while selfheal looked away — and the whole-watch holds, each
 //! through the real binary with real processes, real locks and real files.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const MIN: u64 = 60;
 

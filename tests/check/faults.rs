@@ -11,15 +11,13 @@
 //! on a row lock through the server's process list, and a race is two real processes
 //! whose every possible interleaving satisfies the assertions.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 const MIN: u64 = 60;

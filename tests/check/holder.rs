@@ -10,13 +10,11 @@
 //!
 //! Nothing asserts a duration: waits are polls with generous timeouts as safety nets.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use selfheal::run::holder::{HolderLine, parse_line};

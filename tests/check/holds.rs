@@ -3,12 +3,10 @@
 //! deaths go through; a host clock three hours off (the real binary under libfaketime,
 //! against MariaDB's correct clock) holds heartbeat-only deaths; `--force` acts on both.
 
-mod common;
-
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const HOUR: u64 = 3600;
 

@@ -11,13 +11,11 @@
 //! after round, with no change lost or made twice (counted from both hosts' journals and
 //! from the table). A watch pair split by `match` acts differently on rows of the same age.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 const MIN: u64 = 60;

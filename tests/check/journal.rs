@@ -3,12 +3,10 @@
 //! surviving the worker's re-claims; every change journaled with its evidence; a journal
 //! that cannot be written stops the run; dry runs leave no trace.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 const MIN: u64 = 60;

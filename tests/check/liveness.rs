@@ -4,13 +4,11 @@
 //! with `release_lock = "if_free"`, and a tight `flock -n` loop beside the probe.
 //! Real SQLite files and the real binary.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const MIN: u64 = 60;
 

@@ -1,12 +1,10 @@
 //! `selfheal check` end to end against a real MariaDB/MySQL server: each test creates its
 //! own database and drops it. Skipped outside CI when no server answers; fails in CI.
 
-mod common;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 const MIN: u64 = 60;

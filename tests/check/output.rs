@@ -4,13 +4,11 @@
 //! over `/dev/log` and `/run/systemd/journal/socket`, so what selfheal sends is read back
 //! exactly, and no host log is touched.
 
-mod common;
-
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// A row that dies (2) and a row that needs a person (5: its heartbeat stalled while its
 /// lock is held — hung, and no manual_value).

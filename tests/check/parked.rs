@@ -16,13 +16,11 @@
 //! Deaths that must be written at once rest on conclusive evidence (a free lock, an owner
 //! pid that exited), which no confirmation holds back.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 const MIN: u64 = 60;

@@ -9,12 +9,10 @@
 //!   2 × stale_after, naming the holder's connection id, user and host, then per
 //!   remind_every; the `selfheal_watch_busy` gauge counts the runs every run (4).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 /// The standard watch with owners: a row whose worker is gone is dead on conclusive

@@ -2,8 +2,6 @@
 //! (SPEC §5 last bullet, §7, §8), and rows that finish while a run pages through them.
 //! Not timed: speed and memory figures are `scripts/bench --only scale`'s.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -11,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 /// The address space `check` gets for 200,000 rows: the build before paging (955544b)

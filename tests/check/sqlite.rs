@@ -1,11 +1,9 @@
 //! `selfheal check` end to end on real SQLite files, real heartbeat files with set mtimes,
 //! and the real binary. Named after the incidents they prevent where there is one.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const MIN: u64 = 60;
 

@@ -573,15 +573,15 @@ impl Drop for MysqlDb {
 }
 
 /// Skips (outside CI) or fails (in CI) when there is no server.
-#[macro_export]
 macro_rules! mysql_or_skip {
     () => {
-        match common::MysqlDb::new() {
+        match $crate::common::MysqlDb::new() {
             Some(db) => db,
             None => return,
         }
     };
 }
+pub(crate) use mysql_or_skip;
 
 // ---------------------------------------------------------------------------------------
 // A private MariaDB server, for tests that stop it
@@ -875,6 +875,39 @@ pub fn lock_holders(path: &Path) -> Vec<i64> {
     pids.sort_unstable();
     pids.dedup();
     pids
+}
+
+/// Runs the calling test again, alone, in a test process of its own (this test binary,
+/// `--exact NAME --test-threads=1`), and returns true in that process: the test's body runs
+/// there. In the calling process it returns false once the copy passed (and fails the test
+/// with its output otherwise). `module` is the caller's `module_path!()`, `name` its
+/// function's name.
+///
+/// For a test that must be alone in its process. One such: a child's `ru_maxrss` counts
+/// the peak resident memory of the process that spawned it (Linux records the old address
+/// space's high-water mark at `exec`, and a spawned child's old address space is its
+/// parent's), so a child's peak measured from a test process that runs every other test
+/// beside it would measure those tests too.
+pub fn in_a_process_of_its_own(module: &str, name: &str) -> bool {
+    const ALONE: &str = "SELFHEAL_TEST_ALONE";
+    // The test's path as the harness names it: the module path without the crate's name.
+    let test = match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    };
+    if std::env::var_os(ALONE).is_some_and(|v| v == test.as_str()) {
+        return true;
+    }
+    let o = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", &test, "--test-threads=1", "--nocapture"])
+        .env(ALONE, &test)
+        .output()
+        .expect("run the test in a process of its own");
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    print!("{text}");
+    assert!(o.status.success(), "{test}, alone in its process:\n{text}");
+    assert!(text.contains("1 passed"), "{test} ran alone: {text}");
+    false
 }
 
 /// Polls `f` until it holds; panics with `what` after `timeout`.

@@ -10,8 +10,6 @@
 //! out); each collects every transcript and fails once, listing every problem found.
 //! Runs as `nobody` and in a private mount namespace need root (CI is root).
 
-mod common;
-
 use std::borrow::BorrowMut;
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -20,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 /// What no line a person reads may contain: the debug forms of the errors of std, the

@@ -10,15 +10,13 @@
 //! Skipped outside CI when php (or, for the database test, pdo_mysql and a MariaDB
 //! server) is missing; fails in CI.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdout, Command, Output};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use selfheal::run::holder::{HolderLine, parse_line};
 
 fn secs(s: u64) -> Duration {

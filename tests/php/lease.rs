@@ -21,16 +21,13 @@
 //! Skipped outside CI when php, its PDO driver, PHP-Parser or a MariaDB server is missing;
 //! fails in CI.
 
-mod common;
-mod lease_common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
-use lease_common::*;
+use crate::common::*;
+use crate::php::lease_harness::*;
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------

@@ -16,16 +16,13 @@
 //!
 //! Skipped outside CI when php, its PDO driver or a MariaDB server is missing; fails in CI.
 
-mod common;
-mod lease_common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use common::*;
-use lease_common::*;
+use crate::common::*;
+use crate::php::lease_harness::*;
 use serde_json::{Value, json};
 
 /// The watch over `sync_log` as the lease loop uses it: judged by the heartbeat column the

@@ -18,13 +18,10 @@
 //!
 //! Skipped outside CI when php, its PDO driver or a MariaDB server is missing; fails in CI.
 
-mod common;
-mod lease_common;
-
 use std::path::PathBuf;
 
-use common::*;
-use lease_common::*;
+use crate::common::*;
+use crate::php::lease_harness::*;
 use serde_json::{Value, json};
 
 /// A watch over `sync_log` that acts at once (confirm = 1), stale after `stale_after`,

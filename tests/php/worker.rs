@@ -7,14 +7,12 @@
 //!
 //! Skipped outside CI when php or a MariaDB server is missing; fails in CI.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdout, Command};
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)

@@ -6,14 +6,12 @@
 //! others can write beside a hung worker, a person's decision on a row that beats, and a
 //! person's `--as running` that the next run must not undo.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 
 const MIN: u64 = 60;
 const HOUR: u64 = 3_600;

@@ -6,13 +6,11 @@
 //! real databases (a private MariaDB whose session clock is faked through `init_connect`,
 //! SQLite under libfaketime).
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const MIN: u64 = 60;
 const HOUR: u64 = 3600;

@@ -10,15 +10,13 @@
 //!
 //! Root only (switching users); skipped elsewhere, failed in CI when not root.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 
 const WWW: u32 = 33;
 

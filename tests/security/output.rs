@@ -9,12 +9,10 @@
 //!   a URL in the configuration file): `doctor` warns, `check` warns once in a run that
 //!   prints anyway and stays silent otherwise; group-readable 640 is fine.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 fn chmod(p: &Path, mode: u32) {

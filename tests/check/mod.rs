@@ -1,0 +1,18 @@
+//! `selfheal check` end to end: what each piece of evidence proves, the verdicts and what
+//! holds them back, the compare-and-set writes and the journal, several hosts on one
+//! table, backlogs, faults injected mid-run, and what cron and the logs are told.
+
+mod configurations;
+mod evidence;
+mod faults;
+mod holder;
+mod holds;
+mod hosts;
+mod journal;
+mod liveness;
+mod mysql;
+mod output;
+mod parked;
+mod run_level;
+mod scale;
+mod sqlite;
