@@ -5,17 +5,8 @@
 //! exit 2 and an unreachable database exit 3.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 
 use crate::common::*;
-
-fn doctor(cfg: &Path) -> std::process::Output {
-    selfheal()
-        .args(["doctor", "--config"])
-        .arg(cfg)
-        .output()
-        .expect("run selfheal")
-}
 
 /// The report's lines, each checked to be one mark, a subject and a detail.
 fn lines(o: &std::process::Output) -> Vec<String> {

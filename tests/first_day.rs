@@ -155,14 +155,6 @@ fn a_number_without_a_unit_gets_a_fix_whose_value_the_rules_accept() {
 // ---------------------------------------------------------------------------------------
 // 9. doctor on a healthy single-host setup
 
-fn doctor(cfg: &Path) -> Output {
-    selfheal()
-        .args(["doctor", "--config"])
-        .arg(cfg)
-        .output()
-        .expect("run selfheal doctor")
-}
-
 /// The doctor line about `subject`.
 fn finding(o: &Output, subject: &str) -> String {
     let out = stdout(o);

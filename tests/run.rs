@@ -23,10 +23,6 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use selfheal::run::holder::{HolderLine, parse_line};
 
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 /// `selfheal run ARGS`.
 fn run(args: &[&str]) -> Command {
     let mut c = selfheal();
@@ -358,10 +354,6 @@ fn www_data_dir() -> Option<(Sandbox, std::path::PathBuf)> {
     std::fs::create_dir(&www).expect("dir");
     nix::unistd::chown(&www, Some(33.into()), Some(33.into())).expect("chown");
     Some((sb, www))
-}
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("chmod");
 }
 
 /// A file's bytes, identity, mtime and mode.

@@ -27,14 +27,6 @@ use std::time::{Duration, SystemTime};
 use crate::common::*;
 use selfheal::holder_line::format_line;
 
-const MIN: u64 = 60;
-const HOUR: u64 = 3600;
-
-/// An instant `secs` before the frozen clock's now.
-fn ago(secs: u64) -> SystemTime {
-    frozen_now() - Duration::from_secs(secs)
-}
-
 // ---------------------------------------------------------------------------------------
 // Running the binary, redacting, snapshotting
 

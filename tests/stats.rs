@@ -5,15 +5,8 @@
 
 use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
 use crate::common::*;
-
-const MIN: u64 = 60;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
 
 fn stats(cfg: &Path, args: &[&str]) -> Output {
     selfheal()

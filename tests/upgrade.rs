@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-const MIN: u64 = 60;
-
 /// Ten minutes after the fixture's frozen clock ([`FROZEN_AT`], 2035-03-14 15:09:26).
 const NOW: &str = "2035-03-14 15:19:26";
 

@@ -4,27 +4,10 @@
 //! legacy lock recreated while selfheal looked away — and the whole-watch holds, each
 //! through the real binary with real processes, real locks and real files.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use crate::common::*;
-
-const MIN: u64 = 60;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn set_owner(db: &SqliteDb, id: i64, owner: &str) {
-    db.conn()
-        .execute(
-            "UPDATE sync_log SET worker = ?1 WHERE id = ?2",
-            rusqlite::params![owner, id],
-        )
-        .expect("owner");
-}
 
 fn json_check(cfg: &Path, args: &[&str]) -> (Output, Vec<serde_json::Value>, serde_json::Value) {
     let mut all = vec!["--format", "json"];
@@ -38,10 +21,6 @@ fn json_check(cfg: &Path, args: &[&str]) -> (Output, Vec<serde_json::Value>, ser
 /// for the whole test, however loaded the machine.
 fn beat_now(sb: &Sandbox, id: i64) {
     sb.heartbeat_at(id, std::time::SystemTime::now() + secs(30));
-}
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 // ---------------------------------------------------------------------------------------

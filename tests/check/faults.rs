@@ -20,12 +20,6 @@ use std::time::Duration;
 use crate::common::*;
 use mysql::prelude::Queryable;
 
-const MIN: u64 = 60;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 /// `selfheal check --config CFG ARGS`, not yet waited for.
 fn spawn_check(cfg: &Path, args: &[&str]) -> std::process::Child {
     selfheal()

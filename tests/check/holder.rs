@@ -19,10 +19,6 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use selfheal::run::holder::{HolderLine, parse_line};
 
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 /// The holder line in a lock file, once there is one.
 fn wait_for_line(lock: &Path) -> HolderLine {
     let mut line = None;

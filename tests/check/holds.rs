@@ -4,22 +4,8 @@
 //! against MariaDB's correct clock) holds heartbeat-only deaths; `--force` acts on both.
 
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use crate::common::*;
-
-const HOUR: u64 = 3600;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn dead_pid() -> u32 {
-    let mut c = Command::new("true").spawn().expect("true");
-    let pid = c.id();
-    c.wait().expect("wait");
-    pid
-}
 
 /// The watch with an owner column and per-row lock files. `confirm = 1`: the breaker and
 /// the clock hold are about what a run does once it judges a row, not about when.
@@ -41,7 +27,7 @@ fn mass_death(sb: &Sandbox, db: &SqliteDb) {
     db.conn()
         .execute(
             "UPDATE sync_log SET worker = ?1 WHERE id = 5",
-            [format!("{}:{}", hostname(), dead_pid())],
+            [format!("{}:{}", hostname(), exited_pid())],
         )
         .expect("owner");
     std::fs::write(sb.lock_path(6), "").expect("lock file");
@@ -215,7 +201,7 @@ fn a_host_clock_hours_off_holds_heartbeat_only_deaths_but_not_conclusive_ones() 
     db.exec(&format!(
         "UPDATE sync_log SET worker = '{}:{}' WHERE id = 3",
         hostname(),
-        dead_pid()
+        exited_pid()
     ));
     std::fs::write(sb.lock_path(2), "").expect("lock file");
     let cfg = sb.config(&db.url, &watch(&sb));

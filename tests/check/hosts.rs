@@ -18,9 +18,6 @@ use std::time::Duration;
 use crate::common::*;
 use mysql::prelude::Queryable;
 
-const MIN: u64 = 60;
-const HOUR: u64 = 3600;
-
 /// `selfheal ARGS` as host `name`, with `own` bind-mounted on `at` (when given), in private
 /// UTS and mount namespaces; the environment scrubbed as [`selfheal`] does.
 fn as_host(name: &str, mount: Option<(&Path, &Path)>, args: &[&str]) -> Command {

@@ -9,12 +9,6 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use mysql::prelude::Queryable;
 
-const MIN: u64 = 60;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 /// The retry budget; `confirm = 1`: these tests are about what happens once a row is
 /// judged dead, not about when.
 const RETRY: &str =

@@ -10,21 +10,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-const MIN: u64 = 60;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn set_owner(db: &SqliteDb, id: i64, owner: &str) {
-    db.conn()
-        .execute(
-            "UPDATE sync_log SET worker = ?1 WHERE id = ?2",
-            rusqlite::params![owner, id],
-        )
-        .expect("owner");
-}
-
 /// The standard watch with the job's lock file, and `extra` keys.
 fn watch_with_lock(sb: &Sandbox, extra: &str) -> String {
     sb.watch(&format!("lock_file = \"{}\"\n{extra}", sb.lock_template()))
@@ -546,13 +531,6 @@ fn legacy_lock(sb: &Sandbox, id: i64, pid: u32) -> std::path::PathBuf {
     p
 }
 
-fn dead_pid() -> u32 {
-    let mut c = Command::new("true").spawn().expect("true");
-    let pid = c.id();
-    c.wait().expect("wait");
-    pid
-}
-
 #[test]
 fn seed_incident_a_live_legacy_job_keeps_its_existence_lock_and_its_row() {
     // The two-hour run of the seed, locking by the file's existence: no kernel lock is its
@@ -589,7 +567,7 @@ fn a_dead_legacy_job_s_lock_file_is_removed_after_its_row_was_marked() {
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 50 * MIN);
     sb.heartbeat(2, secs(47 * MIN));
-    let gone = dead_pid();
+    let gone = exited_pid();
     let lock = legacy_lock(&sb, 2, gone);
     let cfg = sb.config(
         &db.url(),
@@ -729,10 +707,10 @@ fn with_release_lock_never_or_for_hung_and_overtime_rows_the_lock_file_stays() {
     // overtime: beating, 5 h in.
     db.insert(4, "running", 5 * 3600);
     sb.heartbeat(4, secs(10));
-    let lock4 = legacy_lock(&sb, 4, dead_pid());
+    let lock4 = legacy_lock(&sb, 4, exited_pid());
     // hung: a live owner whose heartbeat stalled.
     let _worker = stalled_live_worker(&sb, &db, 5);
-    let lock5 = legacy_lock(&sb, 5, dead_pid());
+    let lock5 = legacy_lock(&sb, 5, exited_pid());
     let states = [file_state(&lock4), file_state(&lock5)];
     let cfg = sb.config(
         &db.url(),
@@ -764,7 +742,7 @@ fn with_release_lock_never_or_for_hung_and_overtime_rows_the_lock_file_stays() {
     let db = SqliteDb::new(&sb);
     db.insert(2, "running", 50 * MIN);
     sb.heartbeat(2, secs(47 * MIN));
-    let lock = legacy_lock(&sb, 2, dead_pid());
+    let lock = legacy_lock(&sb, 2, exited_pid());
     let before = file_state(&lock);
     let cfg = sb.config(&db.url(), &watch_with_lock(&sb, "confirm = 1\n"));
     let o = check(&cfg, &["--format", "json"]);

@@ -2,16 +2,9 @@
 //! own database and drops it. Skipped outside CI when no server answers; fails in CI.
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use crate::common::*;
 use mysql::prelude::Queryable;
-
-const MIN: u64 = 60;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
 
 #[test]
 fn seed_incident_a_two_hour_run_is_never_touched_run_after_run() {

@@ -18,22 +18,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, SystemTime};
 
 use crate::common::*;
 use mysql::prelude::Queryable;
-
-const MIN: u64 = 60;
-const HOUR: u64 = 3600;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-/// An instant `secs` before the frozen clock's now.
-fn ago(secs: u64) -> SystemTime {
-    frozen_now() - Duration::from_secs(secs)
-}
 
 /// The binary under a frozen clock showing `at` (`None`: [`FROZEN_AT`]); `None` when the
 /// test should return (no faketime outside CI).
@@ -58,14 +45,6 @@ fn run_at(cfg: &Path, args: &[&str], at: Option<&str>) -> Option<Output> {
             .output()
             .expect("run selfheal"),
     )
-}
-
-fn doctor(cfg: &Path) -> Output {
-    selfheal()
-        .args(["doctor", "--config"])
-        .arg(cfg)
-        .output()
-        .expect("run selfheal doctor")
 }
 
 /// The `fix:` of the doctor line that starts with `prefix`, cut at `until` when given.

@@ -5,12 +5,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-const MIN: u64 = 60;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 #[test]
 fn seed_incident_a_two_hour_run_is_never_touched_run_after_run() {
     let sb = Sandbox::new();

@@ -41,6 +41,33 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Seconds in a minute and in an hour, for ages written as `50 * MIN`.
+pub const MIN: u64 = 60;
+pub const HOUR: u64 = 3600;
+
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// An instant `secs` before the frozen clock's now (see [`frozen_now`]).
+pub fn ago(secs: u64) -> SystemTime {
+    frozen_now() - Duration::from_secs(secs)
+}
+
+pub fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Runs `selfheal doctor --config CFG`.
+pub fn doctor(cfg: &Path) -> Output {
+    selfheal()
+        .args(["doctor", "--config"])
+        .arg(cfg)
+        .output()
+        .expect("run selfheal doctor")
+}
+
 /// Runs the binary as `nobody` (root only: CI runs as root; elsewhere it is skipped, and in
 /// CI a non-root run fails instead of passing silently).
 pub fn as_nobody() -> Option<Command> {
@@ -253,6 +280,16 @@ impl Sandbox {
             Err(_) => Vec::new(),
         }
     }
+}
+
+/// Sets row `id`'s owner column (`worker`) to `owner`.
+pub fn set_owner(db: &SqliteDb, id: i64, owner: &str) {
+    db.conn()
+        .execute(
+            "UPDATE sync_log SET worker = ?1 WHERE id = ?2",
+            rusqlite::params![owner, id],
+        )
+        .expect("owner");
 }
 
 /// Runs `selfheal check --config CFG` plus `args`.

@@ -6,15 +6,10 @@
 //! directory is `dpkg-reconfigure selfheal` — and applying those fixes makes `doctor` pass.
 //! Runs as other users and in a private mount namespace need root (CI is root).
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
 use crate::common::*;
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
 
 fn chown(p: &Path, user: &str) {
     let o = std::process::Command::new("chown")

@@ -13,7 +13,6 @@
 use std::borrow::BorrowMut;
 use std::ffi::OsStr;
 use std::fmt::Write as _;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -215,10 +214,6 @@ fn give_nobody_its_run_files(sb: &Sandbox) {
     for p in [sb.state_dir(), sb.run_lock()] {
         std::os::unix::fs::chown(&p, Some(65534), Some(65534)).expect("chown");
     }
-}
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 /// `selfheal ARGS` as nobody (`None`: not root, skipped outside CI).

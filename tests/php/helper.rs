@@ -19,10 +19,6 @@ use std::time::Duration;
 use crate::common::*;
 use selfheal::run::holder::{HolderLine, parse_line};
 
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 fn have_php() -> bool {
     have_tool(
         "php",
@@ -474,10 +470,6 @@ fn www_data_dir() -> Option<(Sandbox, PathBuf)> {
     std::fs::create_dir(&www).expect("dir");
     nix::unistd::chown(&www, Some(33.into()), Some(33.into())).expect("chown");
     Some((sb, www))
-}
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("chmod");
 }
 
 /// A file's bytes, identity, mtime and mode.

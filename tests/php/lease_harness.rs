@@ -10,14 +10,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Duration;
 
 use crate::common::*;
 use serde_json::{Value, json};
-
-pub fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
 
 pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

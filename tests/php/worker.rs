@@ -14,10 +14,6 @@ use std::time::{Duration, SystemTime};
 
 use crate::common::*;
 
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 fn have_php() -> bool {
     have_tool(
         "php",

@@ -13,13 +13,6 @@ use std::time::{Duration, SystemTime};
 
 use crate::common::*;
 
-const MIN: u64 = 60;
-const HOUR: u64 = 3_600;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 fn set_owner(db: &SqliteDb, id: i64, pid: u32) {
     db.conn()
         .execute(

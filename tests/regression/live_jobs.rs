@@ -12,22 +12,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-const MIN: u64 = 60;
-const HOUR: u64 = 3600;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn set_owner(db: &SqliteDb, id: i64, owner: &str) {
-    db.conn()
-        .execute(
-            "UPDATE sync_log SET worker = ?1 WHERE id = ?2",
-            rusqlite::params![owner, id],
-        )
-        .expect("owner");
-}
-
 fn end_time(db: &SqliteDb, id: i64) -> Option<String> {
     db.conn()
         .query_row("SELECT end_time FROM sync_log WHERE id = ?1", [id], |r| {

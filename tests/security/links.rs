@@ -11,7 +11,7 @@
 //! Root only (switching users); skipped elsewhere, failed in CI when not root.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
@@ -19,10 +19,6 @@ use std::time::{Duration, SystemTime};
 use crate::common::*;
 
 const WWW: u32 = 33;
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
 
 fn chown(p: &Path, uid: u32) {
     std::os::unix::fs::chown(p, Some(uid), Some(uid)).expect("chown");

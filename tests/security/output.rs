@@ -9,15 +9,10 @@
 //!   a URL in the configuration file): `doctor` warns, `check` warns once in a run that
 //!   prints anyway and stays silent otherwise; group-readable 640 is fine.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::common::*;
 use mysql::prelude::Queryable;
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
 
 // ---------------------------------------------------------------------------------------
 // A multi-byte database name
