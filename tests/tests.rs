@@ -27,7 +27,6 @@ mod credentials;
 mod docs;
 mod doctor;
 mod errors;
-mod first_day;
 mod metrics;
 mod packaging;
 mod person;

@@ -731,3 +731,38 @@ fn held_rows_and_whole_watch_holds_are_counted_in_the_metrics() {
         assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// --dry-run says which rows wait for their next confirmation
+
+#[test]
+fn a_dry_run_says_which_rows_wait_for_their_next_confirmation() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    // Dead on heartbeat silence alone: an inferred verdict, confirm = 2 by default.
+    db.insert(1, "running", 3000);
+    sb.heartbeat(1, std::time::Duration::from_secs(2400));
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = check(&cfg, &["--dry-run"]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(
+            "full-sync id=1: waits for its next confirmation (dead: 1 of the 2 runs in a row \
+             it takes before a real run acts) — self-heal: dead: heartbeat stale"
+        ),
+        "{out}"
+    );
+    // The cron text, as ever, says nothing of it; a dry run a cron period after it would
+    // act.
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    next_cron_run(&sb);
+    let o = check(&cfg, &["--dry-run"]);
+    assert!(
+        stdout(&o).starts_with("full-sync id=1: would set status to 'error' (mark_dead)"),
+        "{}",
+        stdout(&o)
+    );
+}

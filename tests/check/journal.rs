@@ -14,12 +14,6 @@ use mysql::prelude::Queryable;
 const RETRY: &str =
     "retry_value = \"pending\"\nattempts_column = \"attempts\"\nmax_attempts = 2\nconfirm = 1\n";
 
-fn last_run(sb: &Sandbox) -> serde_json::Value {
-    let p = sb.state_dir().join("last-run.json");
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).expect("last-run.json is JSON")
-}
-
 fn sqlite_row(db: &SqliteDb, id: i64) -> (String, i64, String) {
     db.conn()
         .query_row(
@@ -459,7 +453,7 @@ fn a_journal_write_that_fails_after_the_change_stops_the_run_with_exit_3_and_the
         "{}",
         stderr(&o)
     );
-    let last = last_run(&sb);
+    let last = sb.last_run();
     assert_eq!(last["exit_status"], 3);
     assert_eq!(last["changed"], 2);
     assert!(
@@ -547,7 +541,7 @@ fn every_real_run_leaves_a_last_run_report() {
     let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
-    let last = last_run(&sb);
+    let last = sb.last_run();
     assert_eq!(last["exit_status"], 0);
     assert_eq!(
         (last["rows"].as_u64(), last["changed"].as_u64()),
@@ -579,7 +573,7 @@ fn every_real_run_leaves_a_last_run_report() {
     // A run that changes nothing replaces it too: monitoring sees every run.
     std::thread::sleep(Duration::from_millis(1100));
     cron_check_is_silent(&cfg);
-    let last = last_run(&sb);
+    let last = sb.last_run();
     assert_eq!(last["changed"], 0);
     assert_ne!(last["time"], first);
     let names: Vec<String> = std::fs::read_dir(sb.state_dir())
@@ -605,7 +599,7 @@ fn every_real_run_leaves_a_last_run_report() {
     );
     let o = check(&cfg, &[]);
     assert_exit(&o, 2);
-    let last = last_run(&sb);
+    let last = sb.last_run();
     assert_eq!(last["exit_status"], 2);
     assert!(
         last["error"]

@@ -10,11 +10,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-/// The standard watch with the job's lock file, and `extra` keys.
-fn watch_with_lock(sb: &Sandbox, extra: &str) -> String {
-    sb.watch(&format!("lock_file = \"{}\"\n{extra}", sb.lock_template()))
-}
-
 fn json(o: &std::process::Output) -> (Vec<serde_json::Value>, serde_json::Value) {
     json_lines(o)
 }
@@ -776,4 +771,50 @@ fn a_dead_legacy_job_whose_lock_file_is_already_gone_is_simply_marked() {
     let o = check(&cfg, &[]);
     assert_exit(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
+}
+
+// ---------------------------------------------------------------------------------------
+// lock_file in JSON and the journal is the path the lock probe looked at
+
+#[test]
+fn lock_file_in_json_and_the_journal_is_the_probed_path() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    // 1 alive, its lock held; 2 dead: the lock file exists and nobody holds it, its
+    // heartbeat stale (conclusive, written at once); 3 alive, no lock file at all.
+    db.insert(1, "running", 40 * MIN);
+    sb.heartbeat(1, secs(5));
+    let _holder = flock1_holder(&sb.lock_path(1), false);
+    db.insert(2, "running", 20 * MIN);
+    sb.heartbeat(2, secs(6 * MIN));
+    std::fs::write(sb.lock_path(2), "").expect("lock file");
+    db.insert(3, "running", 10 * MIN);
+    sb.heartbeat(3, secs(5));
+    let cfg = sb.config(&db.url(), &watch_with_lock(&sb, ""));
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    let (rows, _) = json_lines(&o);
+    assert_eq!(row(&rows, 1)["lock"], "held");
+    for id in 1..=3 {
+        assert_eq!(
+            row(&rows, id)["lock_file"],
+            sb.lock_path(id).display().to_string(),
+            "{}",
+            row(&rows, id)
+        );
+    }
+    assert_eq!(row(&rows, 2)["lock"], "free");
+    assert_eq!(row(&rows, 2)["applied"], true);
+    let journal = sb.journal();
+    assert_eq!(journal.len(), 1);
+    assert_eq!(journal[0]["id"], 2);
+    assert_eq!(
+        journal[0]["lock_file"],
+        sb.lock_path(2).display().to_string()
+    );
+    assert_eq!(journal[0]["lock_release"], serde_json::Value::Null);
+    assert!(
+        sb.lock_path(2).exists(),
+        "the job's lock file is never deleted"
+    );
 }

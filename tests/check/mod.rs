@@ -2,6 +2,7 @@
 //! holds them back, the compare-and-set writes and the journal, several hosts on one
 //! table, backlogs, faults injected mid-run, and what cron and the logs are told.
 
+mod columns;
 mod configurations;
 mod evidence;
 mod faults;
@@ -13,6 +14,7 @@ mod liveness;
 mod mysql;
 mod output;
 mod parked;
+pub(crate) mod reminders;
 mod run_level;
 mod scale;
 mod sqlite;

@@ -2,10 +2,12 @@
 //! `--log journald` send one line per change (and per row that needs a person) to the real
 //! sockets' paths. The log sockets are this test's own, bound in a private mount namespace
 //! over `/dev/log` and `/run/systemd/journal/socket`, so what selfheal sends is read back
-//! exactly, and no host log is touched.
+//! exactly, and no host log is touched. A log that is not there is said once even with
+//! `--quiet`, and in the metrics and by `doctor` every time.
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
+use std::process::Output;
 use std::time::Duration;
 
 use crate::common::*;
@@ -288,4 +290,110 @@ fn log_lines_escape_values_from_the_database() {
         lines[0]
     );
     assert!(!lines[0].contains('\n') && !lines[0].contains('\u{1b}'));
+}
+
+// ---------------------------------------------------------------------------------------
+// --quiet --log syslog on a host without /dev/log
+
+/// `selfheal ARGS` in a private mount namespace with an empty `/dev` (no `/dev/log`) or,
+/// with `socket`, with that socket at `/dev/log`. `None`: skipped (not root; in CI a
+/// failure).
+fn without_dev_log(socket: Option<&Path>, args: &[&str]) -> Option<Output> {
+    if !root_or_skip("a private mount namespace without /dev/log") {
+        return None;
+    }
+    let script = "set -e; mount -t tmpfs selfheal-test /dev; \
+                  if [ -n \"$SOCK\" ]; then touch /dev/log; mount --bind \"$SOCK\" /dev/log; fi; \
+                  exec \"$@\"";
+    Some(
+        std::process::Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(bin())
+            .args(args)
+            .env("SOCK", socket.map(Path::as_os_str).unwrap_or_default())
+            .env_remove("SELFHEAL_CONFIG")
+            .env("LC_ALL", "C")
+            .output()
+            .expect("unshare"),
+    )
+}
+
+#[test]
+fn quiet_with_a_log_that_is_not_there_says_so_once_and_the_metrics_and_doctor_every_time() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let metrics = sb.path("selfheal.prom");
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        &format!("metrics_file = \"{}\"", metrics.display()),
+        &sb.watch(""),
+    );
+    let cfg_arg = cfg.to_str().expect("utf-8");
+    let cron = ["check", "--quiet", "--log", "syslog", "--config", cfg_arg];
+    let Some(o) = without_dev_log(None, &cron) else {
+        return;
+    };
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let said = stderr(&o);
+    assert!(
+        said.starts_with(
+            "selfheal: warning: --log syslog: cannot send there: /dev/log: No such file or \
+             directory (os error 2); nothing is logged there until it is back"
+        ) && said.contains("; fix: start the log daemon")
+            && said.lines().count() == 1,
+        "{said}"
+    );
+    // Quiet means quiet: the next runs say nothing.
+    for _ in 0..2 {
+        let o = without_dev_log(None, &cron).expect("root");
+        assert_exit(&o, 0);
+        assert_eq!((stdout(&o).as_str(), stderr(&o).as_str()), ("", ""));
+    }
+    // But the metrics, last-run.json and doctor say it every time.
+    let text = std::fs::read_to_string(&metrics).expect("metrics");
+    assert!(
+        text.contains("selfheal_log_up{target=\"syslog\"} 0\n"),
+        "{text}"
+    );
+    let last: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.state_dir().join("last-run.json")).expect("last-run"),
+    )
+    .expect("json");
+    assert_eq!(last["log"]["target"], "syslog", "{last}");
+    assert!(
+        last["log"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("/dev/log")),
+        "{last}"
+    );
+    let o = doctor(&cfg);
+    let log = finding(&o, "log");
+    assert!(
+        log.starts_with("! log: check --log syslog has not reached its target since ")
+            && log.contains("/dev/log: No such file or directory")
+            && log.contains("; fix: start the syslog daemon"),
+        "{log}"
+    );
+    // The log is back: the metrics say so, and doctor no longer warns.
+    let sock_path = sb.path("log.sock");
+    let _sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("bind");
+    let o = without_dev_log(Some(&sock_path), &cron).expect("root");
+    assert_exit(&o, 0);
+    assert_eq!((stdout(&o).as_str(), stderr(&o).as_str()), ("", ""));
+    let text = std::fs::read_to_string(&metrics).expect("metrics");
+    assert!(
+        text.contains("selfheal_log_up{target=\"syslog\"} 1\n"),
+        "{text}"
+    );
+    let o = doctor(&cfg);
+    assert!(!stdout(&o).contains("! log: "), "{}", stdout(&o));
 }

@@ -31,12 +31,6 @@ fn check_now(cfg: &Path, args: &[&str]) -> Output {
     check(cfg, args)
 }
 
-fn last_run(sb: &Sandbox) -> serde_json::Value {
-    let text =
-        std::fs::read_to_string(sb.state_dir().join("last-run.json")).expect("last-run.json");
-    serde_json::from_str(&text).expect("json")
-}
-
 /// The URL of `db` for `user`, without a password.
 fn url_for(db_url: &str, user: &str) -> String {
     let (scheme, rest) = db_url.split_once("://").expect("scheme");
@@ -69,7 +63,7 @@ fn assert_one_run_level_error(o: &Output, sb: &Sandbox, cause: &str) {
     assert_eq!(errors.len(), 1, "{err}");
     assert!(errors[0].contains(cause), "{err}");
     assert!(err.contains("\nselfheal: fix: "), "{err}");
-    let last = last_run(sb);
+    let last = sb.last_run();
     assert_eq!(last["exit_status"], 3, "{last}");
     assert!(
         last["error"].as_str().is_some_and(|e| e.contains(cause)),
@@ -275,7 +269,7 @@ fn a_squatted_advisory_lock_is_said_once_it_outlasts_twice_stale_after_naming_it
     let o = check_later(&cfg, "+30m", &[]).expect("faketime");
     assert_exit(&o, 75);
     assert_eq!((stdout(&o).as_str(), stderr(&o).as_str()), ("", ""));
-    let last = last_run(&sb);
+    let last = sb.last_run();
     assert!(
         last["warnings"]
             .to_string()

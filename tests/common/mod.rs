@@ -68,6 +68,33 @@ pub fn doctor(cfg: &Path) -> Output {
         .expect("run selfheal doctor")
 }
 
+/// The doctor line about `subject` (`✗ SUBJECT: …`, whatever its mark).
+pub fn finding(o: &Output, subject: &str) -> String {
+    let out = stdout(o);
+    out.lines()
+        .find(|l| {
+            l.split_once(' ')
+                .is_some_and(|(_, r)| r.starts_with(&format!("{subject}: ")))
+        })
+        .unwrap_or_else(|| panic!("no {subject:?} line in:\n{out}{}", stderr(o)))
+        .to_string()
+}
+
+/// The `fix:` of the doctor line that starts with `prefix`, cut at `until` when given.
+pub fn fix_of(out: &str, prefix: &str, until: Option<&str>) -> String {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line {prefix:?} in\n{out}"));
+    let fix = line
+        .split_once("; fix: ")
+        .map_or_else(|| panic!("no fix in {line}"), |(_, f)| f);
+    match until.and_then(|u| fix.split_once(u)) {
+        Some((head, _)) => head.to_string(),
+        None => fix.to_string(),
+    }
+}
+
 /// Runs the binary as `nobody` (root only: CI runs as root; elsewhere it is skipped, and in
 /// CI a non-root run fails instead of passing silently).
 pub fn as_nobody() -> Option<Command> {
@@ -271,6 +298,13 @@ impl Sandbox {
         (private, cfg)
     }
 
+    /// `state_dir/last-run.json`, the last real run's report.
+    pub fn last_run(&self) -> serde_json::Value {
+        let p = self.state_dir().join("last-run.json");
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        serde_json::from_str(&text).expect("last-run.json is JSON")
+    }
+
     pub fn journal(&self) -> Vec<serde_json::Value> {
         match std::fs::read_to_string(self.state_dir().join("journal.jsonl")) {
             Ok(t) => t
@@ -290,6 +324,11 @@ pub fn set_owner(db: &SqliteDb, id: i64, owner: &str) {
             rusqlite::params![owner, id],
         )
         .expect("owner");
+}
+
+/// The standard watch with per-row lock files in the sandbox, plus `extra`.
+pub fn watch_with_lock(sb: &Sandbox, extra: &str) -> String {
+    sb.watch(&format!("lock_file = \"{}\"\n{extra}", sb.lock_template()))
 }
 
 /// Runs `selfheal check --config CFG` plus `args`.
@@ -1201,6 +1240,31 @@ pub fn frozen_clock(cmd: &mut Command) -> bool {
     };
     cmd.envs(vars).env_remove("FAKETIME_SHARED");
     true
+}
+
+/// The binary under a frozen clock showing `at` (`None`: [`FROZEN_AT`]); `None` when the
+/// test should return (no faketime outside CI).
+pub fn frozen_at(at: Option<&str>) -> Option<Command> {
+    let mut c = selfheal();
+    if !frozen_clock(&mut c) {
+        return None;
+    }
+    if let Some(at) = at {
+        c.env("FAKETIME", at);
+    }
+    Some(c)
+}
+
+/// `selfheal ARGS --config CFG` under a frozen clock showing `at`.
+pub fn run_at(cfg: &Path, args: &[&str], at: Option<&str>) -> Option<Output> {
+    let mut c = frozen_at(at)?;
+    Some(
+        c.args(args)
+            .arg("--config")
+            .arg(cfg)
+            .output()
+            .expect("run selfheal"),
+    )
 }
 
 /// [`as_nobody`] with the binary's clock frozen (see [`frozen_env`]). libfaketime is

@@ -20,18 +20,6 @@ fn chown(p: &Path, user: &str) {
     assert!(o.status.success(), "chown {user} {}: {o:?}", p.display());
 }
 
-/// The doctor line about `subject`.
-fn finding(o: &std::process::Output, subject: &str) -> String {
-    let out = stdout(o);
-    out.lines()
-        .find(|l| {
-            l.split_once(' ')
-                .is_some_and(|(_, r)| r.starts_with(&format!("{subject}: ")))
-        })
-        .unwrap_or_else(|| panic!("no {subject:?} line in:\n{out}{}", stderr(o)))
-        .to_string()
-}
-
 #[test]
 fn an_unreadable_defaults_file_is_a_file_to_let_the_user_read_not_a_server_to_start() {
     let Some(_) = as_www_data() else { return };

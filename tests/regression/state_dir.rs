@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::check::reminders::LATER;
 use crate::common::*;
 
 const STARTED: &str = "2026-11-30 10:00:00";
@@ -483,4 +484,43 @@ fn the_journal_rotates_and_a_stopped_runs_record_is_found_by_change_id() {
         summary["journal"]["entries"].as_u64().unwrap_or(0) > 100_000,
         "{summary}"
     );
+}
+
+/// Issue 20, item 7: a run under a wrong clock (here 2035) stored its reminders in the
+/// future. Read with the right clock, `now - told` is negative, which is "less than
+/// remind_every" forever: the problem was never mailed again. A reminder from the future
+/// is no reminder: the problem is told again, and remembered at the right time.
+#[test]
+fn a_reminder_stored_in_the_future_never_silences_a_problem() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 30 * MIN);
+    std::os::unix::fs::symlink("hb-1", sb.path("hb-1")).expect("symlink loop");
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let Some(o) = run_at(&cfg, &["check"], Some(LATER)) else {
+        return;
+    };
+    assert_exit(&o, 1);
+    assert!(
+        stdout(&o).contains("needs a person (unknown)"),
+        "{}",
+        stdout(&o)
+    );
+    let reminders = std::fs::read_to_string(sb.state_dir().join("reminders.json")).expect("told");
+    assert!(
+        reminders.contains("\"told\": 20"),
+        "told in 2035: {reminders}"
+    );
+
+    // The clock is right again: the problem is news, and told at the right time.
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 1);
+    assert!(
+        stdout(&o).contains("full-sync id=1: needs a person (unknown)"),
+        "a reminder from the future silenced it: {}",
+        stdout(&o)
+    );
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 1);
+    assert_eq!(stdout(&o), "", "told now: quiet until remind_every");
 }
