@@ -342,28 +342,6 @@ fn the_lock_file_is_never_deleted_or_replaced() {
 // Files that are not a lock's own, and locks that are not a run's, as root over a directory
 // another user owns (SPEC §12)
 
-/// A sandbox others can enter, with `www`: a directory www-data (uid 33) owns, as a PHP
-/// application's runtime directory is. `None` when not root (skipped; CI fails).
-fn www_data_dir() -> Option<(Sandbox, std::path::PathBuf)> {
-    if !root_or_skip("a directory another user owns") {
-        return None;
-    }
-    let sb = Sandbox::new();
-    chmod(sb.dir.path(), 0o755);
-    let www = sb.path("www");
-    std::fs::create_dir(&www).expect("dir");
-    nix::unistd::chown(&www, Some(33.into()), Some(33.into())).expect("chown");
-    Some((sb, www))
-}
-
-/// A file's bytes, identity, mtime and mode.
-fn bytes_and_mode(p: &Path) -> ((u64, u64, SystemTime, Vec<u8>), u32) {
-    (
-        file_state(p),
-        std::fs::metadata(p).expect("file").mode() & 0o7777,
-    )
-}
-
 /// `selfheal run --lock job.sh -- ./job.sh`, the `flock FILE cmd` idiom, and `--lock` on a
 /// data file: the file is locked (a second run is refused, 75, naming the wrapper) and its
 /// bytes and mode are left alone — also a file of another user's (root locks it read-only,

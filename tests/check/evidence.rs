@@ -5,23 +5,9 @@
 //! through the real binary with real processes, real locks and real files.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use crate::common::*;
-
-fn json_check(cfg: &Path, args: &[&str]) -> (Output, Vec<serde_json::Value>, serde_json::Value) {
-    let mut all = vec!["--format", "json"];
-    all.extend_from_slice(args);
-    let o = check(cfg, &all);
-    let (rows, summary) = json_lines(&o);
-    (o, rows, summary)
-}
-
-/// A heartbeat stamped a little ahead reads as "just now" (within the clock tolerance)
-/// for the whole test, however loaded the machine.
-fn beat_now(sb: &Sandbox, id: i64) {
-    sb.heartbeat_at(id, std::time::SystemTime::now() + secs(30));
-}
 
 // ---------------------------------------------------------------------------------------
 // 1. The owner column names a process that is gone, while the row's own lock is held

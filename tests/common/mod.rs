@@ -342,6 +342,25 @@ pub fn check(cfg: &Path, args: &[&str]) -> Output {
         .expect("run selfheal")
 }
 
+/// Runs `selfheal check --format json --config CFG` plus `args`: the run, its row objects
+/// and its summary.
+pub fn json_check(
+    cfg: &Path,
+    args: &[&str],
+) -> (Output, Vec<serde_json::Value>, serde_json::Value) {
+    let mut all = vec!["--format", "json"];
+    all.extend_from_slice(args);
+    let o = check(cfg, &all);
+    let (rows, summary) = json_lines(&o);
+    (o, rows, summary)
+}
+
+/// A heartbeat stamped a little ahead reads as "just now" (within the clock tolerance)
+/// for the whole test, however loaded the machine.
+pub fn beat_now(sb: &Sandbox, id: i64) {
+    sb.heartbeat_at(id, SystemTime::now() + secs(30));
+}
+
 /// Runs the cron form (`selfheal check --config CFG`, no flags) and asserts that it exits
 /// 0 and prints nothing.
 #[track_caller]
@@ -994,6 +1013,29 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
         assert!(std::time::Instant::now() < deadline, "timed out: {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A sandbox others can enter, with `www`: a directory www-data (uid 33) owns, as a PHP
+/// application's runtime directory is. `None` when not root (skipped; CI fails).
+pub fn www_data_dir() -> Option<(Sandbox, PathBuf)> {
+    if !root_or_skip("a directory another user owns") {
+        return None;
+    }
+    let sb = Sandbox::new();
+    chmod(sb.dir.path(), 0o755);
+    let www = sb.path("www");
+    std::fs::create_dir(&www).expect("dir");
+    nix::unistd::chown(&www, Some(33.into()), Some(33.into())).expect("chown");
+    Some((sb, www))
+}
+
+/// A file's bytes, identity, mtime and mode.
+pub fn bytes_and_mode(p: &Path) -> ((u64, u64, SystemTime, Vec<u8>), u32) {
+    use std::os::unix::fs::MetadataExt;
+    (
+        file_state(p),
+        std::fs::metadata(p).expect("file").mode() & 0o7777,
+    )
 }
 
 /// Identity and content of a file: `(dev, inode, mtime, bytes)`.

@@ -461,23 +461,10 @@ fn the_helper_loads_through_a_classmap_autoloader_in_either_order() {
 /// A sandbox others can enter, with `www`: a directory www-data (uid 33) owns. `None`
 /// when not root or without php (skipped; CI fails).
 fn www_data_dir() -> Option<(Sandbox, PathBuf)> {
-    if !have_php() || !root_or_skip("a directory another user owns") {
+    if !have_php() {
         return None;
     }
-    let sb = Sandbox::new();
-    chmod(sb.dir.path(), 0o755);
-    let www = sb.path("www");
-    std::fs::create_dir(&www).expect("dir");
-    nix::unistd::chown(&www, Some(33.into()), Some(33.into())).expect("chown");
-    Some((sb, www))
-}
-
-/// A file's bytes, identity, mtime and mode.
-fn bytes_and_mode(p: &Path) -> ((u64, u64, std::time::SystemTime, Vec<u8>), u32) {
-    (
-        file_state(p),
-        std::fs::metadata(p).expect("file").mode() & 0o7777,
-    )
+    crate::common::www_data_dir()
 }
 
 /// www-data, over and over: plants the link LINK -> TARGET and removes it, pausing a

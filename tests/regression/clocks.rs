@@ -22,19 +22,6 @@ fn set_owner(db: &SqliteDb, id: i64, pid: u32) {
         .expect("owner");
 }
 
-fn json_check(cfg: &Path, args: &[&str]) -> (Output, Vec<serde_json::Value>, serde_json::Value) {
-    let mut all = vec!["--format", "json"];
-    all.extend_from_slice(args);
-    let o = check(cfg, &all);
-    let (rows, summary) = json_lines(&o);
-    (o, rows, summary)
-}
-
-/// A heartbeat stamped a little ahead reads as "just now" for the whole test.
-fn beat_now(sb: &Sandbox, id: i64) {
-    sb.heartbeat_at(id, SystemTime::now() + secs(30));
-}
-
 /// A row inserted `ahead` seconds in the future, as an application whose session time zone
 /// is east of the database's writes `NOW()` into a DATETIME column.
 fn insert_ahead(db: &SqliteDb, id: i64, ahead: u64) {

@@ -20,12 +20,6 @@ fn end_time(db: &SqliteDb, id: i64) -> Option<String> {
         .expect("end_time")
 }
 
-fn json_check(cfg: &Path) -> (Output, Vec<serde_json::Value>, serde_json::Value) {
-    let o = check(cfg, &["--format", "json"]);
-    let (rows, summary) = json_lines(&o);
-    (o, rows, summary)
-}
-
 // ---------------------------------------------------------------------------------------
 // 1. Evidence selfheal cannot see
 
@@ -76,7 +70,7 @@ fn a_worker_that_holds_its_lock_is_never_marked_from_another_pid_namespace() {
     let args = ["check", "--config", cfg_s, "--format", "json"];
 
     // On the host itself: the holder and the owner are plain to see.
-    let (o, rows, _) = json_check(&cfg);
+    let (o, rows, _) = json_check(&cfg, &[]);
     assert_exit(&o, 0);
     let r = row(&rows, 1);
     assert_eq!(
@@ -179,7 +173,7 @@ fn a_heartbeat_older_than_its_row_is_an_earlier_rows_and_teaches_stats_nothing()
         &db.url(),
         &sb.watch(&format!("lock_file = \"{}\"\n", sb.lock_template())),
     );
-    let (o, rows, _) = json_check(&cfg);
+    let (o, rows, _) = json_check(&cfg, &[]);
     assert_exit(&o, 0);
     for id in [12, 13] {
         let r = row(&rows, id);
@@ -197,7 +191,7 @@ fn a_heartbeat_older_than_its_row_is_an_earlier_rows_and_teaches_stats_nothing()
     // The next run confirms row 14's death; its message says "no heartbeat", not two
     // hours.
     next_cron_run(&sb);
-    let (o, rows, _) = json_check(&cfg);
+    let (o, rows, _) = json_check(&cfg, &[]);
     assert_exit(&o, 0);
     assert_eq!(row(&rows, 14)["applied"], true);
     let (_, status, _, msg) = db.dump().into_iter().find(|r| r.0 == 14).expect("row 14");
@@ -490,7 +484,7 @@ fn a_start_of_zero_is_unknown_and_impossible_history_stays_out_of_stats() {
         sb.heartbeat(id, secs(5));
     }
     let cfg = sb.config(&db.url(), &sb.watch(""));
-    let (o, rows, summary) = json_check(&cfg);
+    let (o, rows, summary) = json_check(&cfg, &[]);
     assert_exit(&o, 1);
     for id in 1..=3 {
         let r = row(&rows, id);
@@ -600,7 +594,7 @@ fn past_max_age_a_worker_that_holds_its_lock_goes_to_a_person_never_to_dead_valu
                 }
             )),
         );
-        let (o, rows, _) = json_check(&cfg);
+        let (o, rows, _) = json_check(&cfg, &[]);
         assert_exit(&o, 1);
         let r = row(&rows, 1);
         assert_eq!(r["verdict"], "overtime", "{r}");
@@ -622,7 +616,7 @@ fn past_max_age_a_worker_that_holds_its_lock_goes_to_a_person_never_to_dead_valu
         assert_eq!(db.status(2), "error");
         if !manual {
             // Reported again by the next run, never marked.
-            let (o, _, _) = json_check(&cfg);
+            let (o, _, _) = json_check(&cfg, &[]);
             assert_exit(&o, 1);
             assert_eq!(db.status(1), "running");
         }
@@ -681,7 +675,7 @@ fn a_stall_shorter_than_a_cron_period_never_parks_or_kills_a_job() {
     // Stalled again: the first run in a row again, not the second.
     stall(&sb);
     next_cron_run(&sb);
-    let (o, rows, _) = json_check(&cfg);
+    let (o, rows, _) = json_check(&cfg, &[]);
     assert_exit(&o, 0);
     for id in [1, 2] {
         let r = row(&rows, id);
@@ -701,7 +695,7 @@ fn a_stall_shorter_than_a_cron_period_never_parks_or_kills_a_job() {
 
     // But a run right after the last one neither counts nor resets: an operator's run a
     // second after cron's confirms nothing.
-    let (o, rows, _) = json_check(&cfg);
+    let (o, rows, _) = json_check(&cfg, &[]);
     assert_exit(&o, 0);
     for id in [1, 2] {
         assert_eq!(row(&rows, id)["held"], "confirming", "{}", row(&rows, id));
