@@ -253,7 +253,7 @@ fn root_over_the_socket_needs_no_password_as_from_cron() {
     }
 }
 
-/// Issue 15, item 6: the man page's example — a database account of selfheal's own,
+/// The man page's example — a database account of selfheal's own,
 /// allowed SELECT and UPDATE on the job table only, its password in an option file mode
 /// 640 root:www-data, `url = "mysql:///DB"` with `defaults_file` — works as written, for
 /// doctor and a real check run as www-data; and the example no longer logs in as the

@@ -278,7 +278,7 @@ fn the_readme_names_every_subcommand_and_the_man_page() {
     );
 }
 
-/// Issue 15, item 7: what a newcomer needs before the first command — the Rust version
+/// What a newcomer needs before the first command — the Rust version
 /// Cargo.toml asks for (and how to get it where the distribution's is older), every
 /// package `scripts/test` may install, and `runuser` wherever `sudo -u` is shown (minimal
 /// images often have no sudo).

@@ -454,7 +454,7 @@ fn the_database_fix_follows_the_servers_error_code() {
     assert_exit(&o, 2);
 }
 
-/// Issue 15, item 5: the packaged configuration has no watch; the cron job then runs and
+/// The packaged configuration has no watch; the cron job then runs and
 /// finds nothing, ever. doctor says so (exit 1) rather than passing everything.
 #[test]
 fn a_configuration_without_a_watch_is_a_warning_that_the_cron_job_does_nothing() {
@@ -492,7 +492,7 @@ fn cron_line(user: &str) -> String {
     )
 }
 
-/// Issue 15, item 5: root running check or doctor by hand while cron runs selfheal as
+/// Root running check or doctor by hand while cron runs selfheal as
 /// www-data is told so — what root creates in state_dir would be root's, and root sees
 /// files www-data may not — with the runuser line that runs it as www-data. Not when cron
 /// runs it as root too, nor for www-data itself.

@@ -1372,7 +1372,7 @@ fn configuration_errors() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The common mistakes, as check and doctor word them (issue 15): each error a sentence
+// The common mistakes, as check and doctor word them: each error a sentence
 // with the fix that fits the cause and the user
 
 /// One mistake: what it is, and the command it is seen through (`None` for a run as

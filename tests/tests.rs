@@ -33,7 +33,7 @@ mod person;
 mod php;
 mod prometheus;
 mod regression;
-mod run;
+pub(crate) mod run;
 mod security;
 mod snapshots;
 mod stats;

@@ -1,9 +1,10 @@
-//! The upgrade: a state directory the release before "Life beats inference" (955544b)
-//! wrote — confirmation counts, reminders, the journal, and the intents of a run killed
-//! before its writes — is read by this release and carried on from where it was. The
-//! files in `tests/fixtures/state-counts-without-sightings/` were made by that release's binary
-//! (`make.sh` there says how); the test puts them in a sandbox of its own and runs the
-//! real binary under the same frozen clock, a cron period later.
+//! The upgrade: a state directory an earlier release wrote — confirmation counts without
+//! sightings (the layout before contradictions and confirmations spaced in time were kept),
+//! reminders, the journal, and the intents of a run killed before its writes — is read by
+//! this release and carried on from where it was. The files in
+//! `tests/fixtures/state-counts-without-sightings/` were made by that release's binary
+//! (`make.sh` there says which, and how); the test puts them in a sandbox of its own and
+//! runs the real binary under the same frozen clock, a cron period later.
 
 use std::path::Path;
 use std::time::Duration;

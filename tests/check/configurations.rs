@@ -1,8 +1,7 @@
-//! Several applications on one host, one configuration each (issue 15, item 12): with no
-//! `state_dir` or `lock_file` set, `selfheal.toml` keeps its journal and run lock in
-//! `/var/lib/selfheal` and `NAME.toml` in `/var/lib/selfheal/NAME`, so two configurations
-//! run at the same time never wait on each other (no exit 75) and their journals stay
-//! apart.
+//! Several applications on one host, one configuration each: with no `state_dir` or
+//! `lock_file` set, `selfheal.toml` keeps its journal and run lock in `/var/lib/selfheal`
+//! and `NAME.toml` in `/var/lib/selfheal/NAME`, so two configurations run at the same time
+//! never wait on each other (no exit 75) and their journals stay apart.
 //!
 //! The real binary runs in a private mount namespace whose `/var/lib` is overlaid by an
 //! empty layer (root only): the defaults are the real paths, and the host never sees them.

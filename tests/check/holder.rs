@@ -1,5 +1,5 @@
 //! `check` and `doctor` name the holder of a job's lock from the `HOST:PID START` line
-//! `selfheal run` (and the PHP helper, see tests/php_helper.rs) writes into the lock file,
+//! `selfheal run` (and the PHP helper, see `php::helper`) writes into the lock file,
 //! through the real binary: a real `selfheal run --lock F -- sleep 30` holds the lock, and
 //! `check --explain`, `--format json`, the cron text and the row's message column name its
 //! command's host, pid and start beside the wrapper's pid from `/proc/locks`; `doctor`

@@ -520,40 +520,10 @@ fn an_owner_on_another_host_is_never_guessed() {
 // release_lock = "if_free": legacy jobs whose lock is the file's mere existence
 
 /// A legacy job's lock file: created by the job, holding its pid, never kernel-locked.
-fn legacy_lock(sb: &Sandbox, id: i64, pid: u32) -> std::path::PathBuf {
+pub(crate) fn legacy_lock(sb: &Sandbox, id: i64, pid: u32) -> std::path::PathBuf {
     let p = sb.lock_path(id);
     std::fs::write(&p, format!("{pid}\n")).expect("legacy lock");
     p
-}
-
-#[test]
-fn seed_incident_a_live_legacy_job_keeps_its_existence_lock_and_its_row() {
-    // The two-hour run of the seed, locking by the file's existence: no kernel lock is its
-    // normal state, so that is no evidence of death — and its lock file is not removed.
-    let sb = Sandbox::new();
-    let db = SqliteDb::new(&sb);
-    db.insert(1, "running", 2 * 3600 + 10 * MIN);
-    let worker = sleeper();
-    let lock = legacy_lock(&sb, 1, worker.pid());
-    let before = file_state(&lock);
-    let cfg = sb.config(
-        &db.url(),
-        &watch_with_lock(&sb, "release_lock = \"if_free\"\n"),
-    );
-    for _ in 0..5 {
-        sb.heartbeat(1, secs(20));
-        cron_check_is_silent(&cfg);
-        assert_eq!(file_state(&lock), before);
-        assert_eq!(db.status(1), "running");
-    }
-    let o = check(&cfg, &["--explain"]);
-    assert_exit(&o, 0);
-    let out = stdout(&o);
-    assert!(
-        out.lines()
-            .any(|l| l.contains("id=1") && l.contains(" alive ") && l.contains("lock present")),
-        "{out}"
-    );
 }
 
 #[test]

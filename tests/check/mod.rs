@@ -4,14 +4,14 @@
 
 mod columns;
 mod configurations;
-mod evidence;
+pub(crate) mod evidence;
 mod faults;
 mod holder;
 mod holds;
-mod hosts;
-mod journal;
-mod liveness;
-mod mysql;
+pub(crate) mod hosts;
+pub(crate) mod journal;
+pub(crate) mod liveness;
+pub(crate) mod mysql;
 mod output;
 mod parked;
 pub(crate) mod reminders;

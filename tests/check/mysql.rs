@@ -7,21 +7,6 @@ use crate::common::*;
 use mysql::prelude::Queryable;
 
 #[test]
-fn seed_incident_a_two_hour_run_is_never_touched_run_after_run() {
-    let mut db = mysql_or_skip!();
-    db.create_sync_log("DATETIME");
-    db.insert(1, "running", 2 * 3600 + 10 * MIN);
-    let sb = Sandbox::new();
-    let cfg = sb.config(&db.url, &sb.watch(""));
-    let before = db.dump();
-    for _ in 0..5 {
-        sb.heartbeat(1, secs(20));
-        cron_check_is_silent(&cfg);
-        assert_eq!(db.dump(), before);
-    }
-}
-
-#[test]
 fn a_dead_row_is_marked_with_status_database_end_time_and_reason() {
     let mut db = mysql_or_skip!();
     db.create_sync_log("DATETIME");
@@ -220,7 +205,7 @@ fn wait_for_lock_wait(db: &mut MysqlDb) -> bool {
 /// Holds row 2 with `SELECT … FOR UPDATE`, starts a real check that decides the row is
 /// dead and blocks in its UPDATE, applies `change` in the holding transaction, commits,
 /// and returns the check's output.
-fn race(db: &mut MysqlDb, cfg: &std::path::Path, change: &str) -> std::process::Output {
+pub(crate) fn race(db: &mut MysqlDb, cfg: &std::path::Path, change: &str) -> std::process::Output {
     let mut holder = db.conn();
     holder.query_drop("BEGIN").expect("begin");
     holder
@@ -245,29 +230,6 @@ fn race(db: &mut MysqlDb, cfg: &std::path::Path, change: &str) -> std::process::
     holder.query_drop(change).expect("change");
     holder.query_drop("COMMIT").expect("commit");
     child.wait_with_output().expect("wait")
-}
-
-#[test]
-fn a_row_finished_while_the_update_waits_is_not_overwritten() {
-    let mut db = mysql_or_skip!();
-    db.create_sync_log("DATETIME");
-    db.insert(2, "running", 50 * MIN);
-    let sb = Sandbox::new();
-    sb.heartbeat(2, secs(47 * MIN));
-    let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
-    let o = race(
-        &mut db,
-        &cfg,
-        "UPDATE sync_log SET status = 'done', end_time = NOW(), error_msg = '' WHERE id = 2",
-    );
-    assert_exit(&o, 0);
-    let (rows, summary) = json_lines(&o);
-    assert_eq!(row(&rows, 2)["verdict"], "dead");
-    assert_eq!(row(&rows, 2)["action"], "lost_race");
-    assert_eq!(row(&rows, 2)["applied"], false);
-    assert_eq!(summary["changed"], 0);
-    assert_eq!(db.row(2), ("done".to_string(), true, String::new()));
-    assert!(sb.journal().is_empty(), "a lost race is not a change");
 }
 
 #[test]

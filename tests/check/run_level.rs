@@ -1,13 +1,12 @@
-//! What concerns a whole run, said once and said every time, against a real MariaDB
-//! (issue 20):
-//! - a failure that hits every write of a run the same way — a revoked grant (on the
-//!   shared server, an account of the test's own), a server set read-only (on a private
-//!   server: `SET GLOBAL read_only` never touches the shared one) — is one run-level error,
-//!   exit 3, on every run and in `last-run.json`, not one "write failed" line per row (6);
+//! What concerns a whole run, said once and said every time, against a real MariaDB:
+//! - a failure that hits every write of a run the same way — a revoked grant (on the shared
+//!   server, an account of the test's own), a server set read-only (on a private server:
+//!   `SET GLOBAL read_only` never touches the shared one) — is one run-level error, exit 3,
+//!   on every run and in `last-run.json`, not one "write failed" line per row;
 //! - a watch whose advisory lock another connection holds (`GET_LOCK` squatting, here a
-//!   second connection of the test's own): said once it has been skipped for longer than
-//!   2 × stale_after, naming the holder's connection id, user and host, then per
-//!   remind_every; the `selfheal_watch_busy` gauge counts the runs every run (4).
+//!   second connection of the test's own): said once it has been skipped for longer than 2
+//!   × stale_after, naming the holder's connection id, user and host, then per
+//!   remind_every; the `selfheal_watch_busy` gauge counts the runs every run.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -12,8 +12,9 @@ use std::time::Duration;
 use crate::common::*;
 use mysql::prelude::Queryable;
 
-/// The address space `check` gets for 200,000 rows: the build before paging (955544b)
-/// needs more than 128 MiB of it for these rows and aborts; a paged run needs under 48.
+/// The address space `check` gets for 200,000 rows: a build that reads every running row
+/// at once (before paging) needs more than 128 MiB of it for these rows and aborts; a
+/// paged run needs under 48.
 const ADDRESS_SPACE_KIB: u64 = 96 * 1024;
 
 /// `selfheal check --config CFG` with at most `kib` KiB of address space (`ulimit -v`).

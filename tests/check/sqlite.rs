@@ -1,27 +1,9 @@
 //! `selfheal check` end to end on real SQLite files, real heartbeat files with set mtimes,
-//! and the real binary. Named after the incidents they prevent where there is one.
+//! and the real binary (the seed incidents' tests are in `regression::seed_incidents`).
 
 use std::time::Duration;
 
 use crate::common::*;
-
-#[test]
-fn seed_incident_a_two_hour_run_is_never_touched_run_after_run() {
-    let sb = Sandbox::new();
-    let db = SqliteDb::new(&sb);
-    db.insert(1, "running", 2 * 3600 + 10 * MIN);
-    let cfg = sb.config(&db.url(), &sb.watch(""));
-    let before = db.dump();
-    for _ in 0..5 {
-        sb.heartbeat(1, secs(20));
-        let o = check(&cfg, &[]);
-        assert_exit(&o, 0);
-        assert_eq!(stdout(&o), "", "cron mails whatever is printed");
-        assert_eq!(stderr(&o), "");
-        assert_eq!(db.dump(), before);
-    }
-    assert!(sb.journal().is_empty());
-}
 
 #[test]
 fn a_dead_row_is_marked_with_status_end_time_and_a_reason_carrying_the_ages() {

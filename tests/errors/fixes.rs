@@ -1,10 +1,10 @@
-//! Fixes that fit the actual cause and the actual user (issue 15, item 3), through the
-//! real binary: an unreadable `defaults_file` is a file to let the user read, not a server
-//! to start; a heartbeat directory of the user's own with mode 000 is `chmod u+x`, never
-//! "run selfheal as" that same user; as the package's `selfheal` user, a directory the
-//! application's group may enter is `adduser selfheal www-data` and the package's state
-//! directory is `dpkg-reconfigure selfheal` — and applying those fixes makes `doctor` pass.
-//! Runs as other users and in a private mount namespace need root (CI is root).
+//! Fixes that fit the actual cause and the actual user, through the real binary: an
+//! unreadable `defaults_file` is a file to let the user read, not a server to start; a
+//! heartbeat directory of the user's own with mode 000 is `chmod u+x`, never "run selfheal
+//! as" that same user; as the package's `selfheal` user, a directory the application's
+//! group may enter is `adduser selfheal www-data` and the package's state directory is
+//! `dpkg-reconfigure selfheal` — and applying those fixes makes `doctor` pass. Runs as
+//! other users and in a private mount namespace need root (CI is root).
 
 use std::path::Path;
 use std::time::Duration;
@@ -75,8 +75,7 @@ fn an_unreadable_defaults_file_is_a_file_to_let_the_user_read_not_a_server_to_st
             cnf.display()
         )
     );
-    // nobody is given nothing (issue 20, item 14): not group nogroup's read, but whom to
-    // run as. (The run lock and state directory www-data made are not nobody's.)
+    // nobody is given nothing: not group nogroup's read, but whom to run as. (The run lock and state directory www-data made are not nobody's.)
     let _ = std::fs::remove_file(sb.run_lock());
     let _ = std::fs::remove_dir_all(sb.state_dir());
     let o = as_nobody()

@@ -1,14 +1,14 @@
-//! Every error a person reads is a sentence (issue 15, item 2): the real binary is driven
-//! into every error it can be provoked into — bad configurations of every kind, bad
-//! flags, a missing, refusing, frozen (SIGSTOP) or locked database, access denied, an
-//! unknown database, table or column, unreadable files of every kind, a bad state
-//! directory, a held run lock — and each `check`, `doctor` and `stats` run must exit with
-//! its documented status, and print no library debug form (`{ `, `Error {`,
-//! `MySqlError`, …) and no repeated segment (`database: database:`, `…: X: X`).
+//! Every error a person reads is a sentence: the real binary is driven into every error it
+//! can be provoked into — bad configurations of every kind, bad flags, a missing, refusing,
+//! frozen (SIGSTOP) or locked database, access denied, an unknown database, table or
+//! column, unreadable files of every kind, a bad state directory, a held run lock — and
+//! each `check`, `doctor` and `stats` run must exit with its documented status, and print
+//! no library debug form (`{ `, `Error {`, `MySqlError`, …) and no repeated segment
+//! (`database: database:`, `…: X: X`).
 //!
-//! One test per backend and one for the frozen server (it waits the 60 s read timeout
-//! out); each collects every transcript and fails once, listing every problem found.
-//! Runs as `nobody` and in a private mount namespace need root (CI is root).
+//! One test per backend and one for the frozen server (it waits the 60 s read timeout out);
+//! each collects every transcript and fails once, listing every problem found. Runs as
+//! `nobody` and in a private mount namespace need root (CI is root).
 
 use std::borrow::BorrowMut;
 use std::ffi::OsStr;
@@ -647,7 +647,7 @@ fn the_default_configuration_missing_or_unreadable_is_a_sentence_naming_no_flag(
             "{all}"
         );
         assert!(!all.contains("--config:"), "no --config was given: {all}");
-        // nobody is given nothing (issue 20, item 14): whom to run as instead.
+        // nobody is given nothing: whom to run as instead.
         assert!(
             all.contains(&format!(
                 "-- selfheal {cmd}; nobody stands for no user and is given nothing"

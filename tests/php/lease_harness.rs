@@ -1,8 +1,8 @@
 //! The harness of the tests that run `Selfheal\Lease` (`php/Selfheal/Lease.php`) with
-//! php-cli on real databases (tests/php_lease.rs, tests/lease_loop.rs): a `sync_log` job
-//! table on MariaDB or in a SQLite file ([`Env`]), selfheal's configuration for it, and
-//! `tests/php/lease_driver.php` workers in their own process groups ([`Php`]) answering
-//! one JSON command a line.
+//! php-cli on real databases (`php::lease`, `php::lease_loop`, `php::lease_times`): a
+//! `sync_log` job table on MariaDB or in a SQLite file ([`Env`]), selfheal's configuration
+//! for it, and `tests/php/lease_driver.php` workers in their own process groups ([`Php`])
+//! answering one JSON command a line.
 
 #![allow(dead_code)]
 

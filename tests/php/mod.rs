@@ -2,7 +2,7 @@
 //! `Selfheal\Lease` and its loop with `check` and a person, and a real PHP worker. The
 //! PHP scripts these tests run live beside them in `tests/php/`.
 
-mod helper;
+pub(crate) mod helper;
 mod lease;
 mod lease_harness;
 mod lease_loop;

@@ -1,10 +1,10 @@
-//! Proof means proof (SPEC §5): only a fact about now — the owner pid does not exist, the
-//! job's lock is free — is conclusive. Each way a comparison of two clocks was taken as
-//! proof, through the real binary with real processes, real locks and real files: a worker
-//! a dispatcher starts seconds after inserting its row, a row whose times an application's
-//! session time zone wrote hours off (or into the future), a lock swapped in a directory
-//! others can write beside a hung worker, a person's decision on a row that beats, and a
-//! person's `--as running` that the next run must not undo.
+//! Live jobs marked dead, parked or retried because a comparison of two clocks was taken as
+//! proof: only a fact about now — the owner pid does not exist, the job's lock is free — is
+//! conclusive. A worker a dispatcher starts seconds after inserting its row, a row an
+//! application's session time zone wrote hours off (or into the future), a lock swapped in a
+//! directory others can write beside a hung worker, a person's decision on a row that beats,
+//! and a person's `--as running` the next run undid. Through the real binary with real
+//! processes, real locks and real files.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -48,8 +48,10 @@ fn resolve(cfg: &Path, args: &[&str]) -> Output {
 // ---------------------------------------------------------------------------------------
 // A dispatcher: the row first, the worker seconds later
 
-/// The app inserts the `running` row, then (under load) starts the worker, which writes
-/// its own `HOST:PID` into the row: the process started seconds after its row, well within
+/// A worker started seconds after its row (a dispatcher under load) was taken as reused.
+///
+/// The app inserts the `running` row, then (under load) starts the worker, which writes its
+/// own `HOST:PID` into the row: the process started seconds after its row, well within
 /// `stale_after`. It is the row's worker, never a "reused" pid.
 #[test]
 fn a_worker_dispatched_seconds_after_its_row_is_its_worker() {
@@ -77,10 +79,12 @@ fn a_worker_dispatched_seconds_after_its_row_is_its_worker() {
     assert_eq!(db.status(1), "running");
 }
 
-/// Past `stale_after`, a pid that started after its row is only an inference: with
-/// nothing of the row's own for it, `dead` — held until confirmed, and counted by the
-/// breaker; with the row's own fresh heartbeat beside it, the pid is the worker and the
-/// row's times are wrong: `unknown`, never marked.
+/// A pid started after its row was proof of reuse, even beside the row's own fresh beat.
+///
+/// Past `stale_after`, a pid that started after its row is only an inference: with nothing
+/// of the row's own for it, `dead` — held until confirmed, and counted by the breaker; with
+/// the row's own fresh heartbeat beside it, the pid is the worker and the row's times are
+/// wrong: `unknown`, never marked.
 #[test]
 fn a_pid_that_started_after_its_row_is_an_inference_that_the_rows_own_life_beats() {
     let sb = Sandbox::new();
@@ -130,10 +134,12 @@ fn a_pid_that_started_after_its_row_is_an_inference_that_the_rows_own_life_beats
 // ---------------------------------------------------------------------------------------
 // Times an application's session time zone wrote
 
+/// A worker whose session time zone wrote its row five hours off was judged overtime.
+///
 /// A worker whose connection ran `SET time_zone = '-05:00'` wrote its row's start five
 /// hours "earlier" than selfheal reads it; its process then looks started five hours after
-/// the row, and the row far past `max_age`. Its own heartbeat file beats: it is the
-/// worker, the row's times are wrong — `unknown` with the offset, never `overtime`.
+/// the row, and the row far past `max_age`. Its own heartbeat file beats: it is the worker,
+/// the row's times are wrong — `unknown` with the offset, never `overtime`.
 #[test]
 fn a_worker_whose_session_time_zone_wrote_its_row_hours_off_is_never_overtime() {
     let sb = Sandbox::new();
@@ -172,6 +178,8 @@ fn a_worker_whose_session_time_zone_wrote_its_row_hours_off_is_never_overtime() 
     assert!(text.contains("session time_zone"), "{text}");
 }
 
+/// A hung worker whose row looked older than its process was marked dead as a reused pid.
+///
 /// A hung worker of such a row (alive, its heartbeat stale) is the row's worker too: its
 /// own heartbeat file was touched after its process started, which a recycled pid never
 /// does. `unknown`, never dead.
@@ -202,9 +210,11 @@ fn a_hung_worker_whose_row_looks_older_than_it_is_never_dead() {
     assert_eq!(db.status(1), "running");
 }
 
+/// A row a session time zone wrote hours ahead was judged by those times, not by now.
+///
 /// A row written eight hours into the future (a `+08:00` session) is judged by the facts
-/// about now alone: a live worker's row is `unknown` with the offset (never overtime,
-/// never dead); a killed worker's row is reclaimed once selfheal itself has seen it for
+/// about now alone: a live worker's row is `unknown` with the offset (never overtime, never
+/// dead); a killed worker's row is reclaimed once selfheal itself has seen it for
 /// `stale_after` — not left `unknown` forever.
 #[test]
 fn a_row_whose_times_lie_in_the_future_is_judged_by_the_facts_about_now() {
@@ -255,10 +265,12 @@ fn a_row_whose_times_lie_in_the_future_is_judged_by_the_facts_about_now() {
 // ---------------------------------------------------------------------------------------
 // A swapped lock beside a hung worker
 
+/// A lock swapped in a 0777 directory turned a hung job into a retry: a second copy ran.
+///
 /// A hung worker holds its lock in a 0777 directory, its heartbeat 20 minutes old; another
-/// user moves the locked file aside and touches a new one. The new file is free, but a
-/// free lock there proves nothing — and a stale heartbeat alone cannot tell `hung` from
-/// `dead`: `unknown`, never a retry that starts a second copy beside the first.
+/// user moves the locked file aside and touches a new one. The new file is free, but a free
+/// lock there proves nothing — and a stale heartbeat alone cannot tell `hung` from `dead`:
+/// `unknown`, never a retry that starts a second copy beside the first.
 #[test]
 fn a_swapped_lock_never_turns_a_hung_job_into_a_retry() {
     if !root_or_skip("another user swapping the lock file") {
@@ -319,6 +331,8 @@ fn a_swapped_lock_never_turns_a_hung_job_into_a_retry() {
 // ---------------------------------------------------------------------------------------
 // A person's side
 
+/// `resolve --as dead` sent a row whose own heartbeat column still beat to be retried.
+///
 /// `resolve --as dead` on a row whose own heartbeat column beats (no lock, no owner) is
 /// refused: a typo'd id must not retry a beating job. `--force` overrides.
 #[test]
@@ -344,6 +358,8 @@ fn resolve_refuses_to_mark_a_row_that_beats() {
     assert_eq!(db.status(1), "error");
 }
 
+/// `show --format json` offered a hand-run UPDATE for a beating row resolve would refuse.
+///
 /// `show --format json` offers the statement a person would run by hand only where
 /// `resolve` itself would act without `--force`: not for a row that beats.
 #[test]
@@ -374,9 +390,11 @@ fn show_offers_sql_only_where_resolve_would_act() {
     );
 }
 
+/// The next run parked again an overtime row a person had just resolved `--as running`.
+///
 /// A person's `--as running` on a row parked for `overtime` sticks: the next runs do not
-/// park it again for that reason while its heartbeat beats; once the heartbeat is stale,
-/// it is judged again (and parked again).
+/// park it again for that reason while its heartbeat beats; once the heartbeat is stale, it
+/// is judged again (and parked again).
 #[test]
 fn a_persons_running_sticks_until_the_evidence_changes() {
     let sb = Sandbox::new();

@@ -1,15 +1,15 @@
-//! Never kill the living, end to end: one test per way a live job used to be marked dead
-//! (or parked) — evidence selfheal cannot see from another pid namespace, a heartbeat
-//! older than its row, daylight saving time, sub-second durations, a start of 0, a parked
-//! row given an end time, a provably running worker past `max_age`, and a stall shorter
-//! than a cron period — each through the real binary with real processes, real files and
-//! real databases (a private MariaDB whose session clock is faked through `init_connect`,
+//! Live jobs marked dead (or parked) by evidence selfheal could not see or read wrongly: a
+//! lock and an owner in another pid namespace, a heartbeat older than its row, daylight saving
+//! time, a sub-second duration, a start of 0, a parked row given an end time, a provably
+//! running worker past `max_age`, a stall shorter than a cron period, a job on another host
+//! whose name shares a prefix. Each through the real binary with real processes, real files
+//! and real databases (a private MariaDB whose session clock is faked through `init_connect`,
 //! SQLite under libfaketime).
 
-use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use crate::check::hosts::{as_host, run};
 use crate::common::*;
 
 fn end_time(db: &SqliteDb, id: i64) -> Option<String> {
@@ -21,7 +21,7 @@ fn end_time(db: &SqliteDb, id: i64) -> Option<String> {
 }
 
 // ---------------------------------------------------------------------------------------
-// 1. Evidence selfheal cannot see
+// Evidence selfheal cannot see
 
 /// The real binary in a pid namespace of its own with its own `/proc`, as in a container:
 /// `/proc/locks` lists none of the host's lock holders there, and `kill(pid, 0)` finds
@@ -39,6 +39,7 @@ fn in_pid_namespace(args: &[&str]) -> Output {
         .expect("unshare")
 }
 
+/// From another pid namespace a held lock read as free, a live owner as gone: marked dead.
 #[test]
 fn a_worker_that_holds_its_lock_is_never_marked_from_another_pid_namespace() {
     if !root_or_skip("unshare --pid") {
@@ -150,8 +151,9 @@ fn a_worker_that_holds_its_lock_is_never_marked_from_another_pid_namespace() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 3. A heartbeat older than the row
+// A heartbeat older than the row
 
+/// An earlier row's heartbeat file (ids reused) made a new row look hours silent: dead.
 #[test]
 fn a_heartbeat_older_than_its_row_is_an_earlier_rows_and_teaches_stats_nothing() {
     let sb = Sandbox::new();
@@ -223,7 +225,7 @@ fn a_heartbeat_older_than_its_row_is_an_earlier_rows_and_teaches_stats_nothing()
 }
 
 // ---------------------------------------------------------------------------------------
-// 4. Time done right
+// Time done right
 
 /// `YYYY-MM-DD HH:MM:SS` UTC as unix seconds.
 fn epoch_of(utc: &str) -> i64 {
@@ -233,6 +235,7 @@ fn epoch_of(utc: &str) -> i64 {
         .timestamp()
 }
 
+/// Ages on a server in Europe/Berlin were wall-clock differences, an hour off across DST.
 #[test]
 fn a_server_in_europe_berlin_is_read_in_instants_across_both_daylight_saving_changes() {
     let Some(mut server) = PrivateMariadb::start() else {
@@ -373,6 +376,7 @@ fn berlin_sqlite(now: &'static str, start: &str, beat: &str) -> Option<Output> {
     )
 }
 
+/// Naive times in a configured zone went an hour wrong at both daylight saving changes.
 #[test]
 fn naive_times_in_a_configured_zone_follow_its_rules_across_both_daylight_saving_changes() {
     // (case, now in UTC, start and beat as Berlin wall clock, total age, heartbeat age)
@@ -421,8 +425,9 @@ fn naive_times_in_a_configured_zone_follow_its_rules_across_both_daylight_saving
 }
 
 // ---------------------------------------------------------------------------------------
-// 5. Sub-second durations
+// Sub-second durations
 
+/// `stale_after = "300ms"` became 0 s: every heartbeat stale, live jobs marked dead.
 #[test]
 fn a_duration_below_one_second_is_refused_naming_its_key() {
     let sb = Sandbox::new();
@@ -469,8 +474,9 @@ fn a_duration_below_one_second_is_refused_naming_its_key() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 6. Starts that are not starts, and history that cannot be a run
+// Starts that are not starts, and history that cannot be a run
 
+/// A start of 0 (an unset column) made a beating row decades old: overtime, marked dead.
 #[test]
 fn a_start_of_zero_is_unknown_and_impossible_history_stays_out_of_stats() {
     let sb = Sandbox::new();
@@ -533,8 +539,9 @@ fn a_start_of_zero_is_unknown_and_impossible_history_stays_out_of_stats() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 7. A row parked for a person keeps no end time
+// A row parked for a person keeps no end time
 
+/// A hung row parked for a person was given an end time, so it looked finished.
 #[test]
 fn a_hung_row_parked_for_a_person_is_not_given_an_end_time() {
     let sb = Sandbox::new();
@@ -568,8 +575,9 @@ fn a_hung_row_parked_for_a_person_is_not_given_an_end_time() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 8. Past max_age, a worker that provably runs
+// Past max_age, a worker that provably runs
 
+/// A row past max_age whose worker held its lock was marked dead while the worker ran.
 #[test]
 fn past_max_age_a_worker_that_holds_its_lock_goes_to_a_person_never_to_dead_value() {
     for manual in [true, false] {
@@ -625,8 +633,9 @@ fn past_max_age_a_worker_that_holds_its_lock_goes_to_a_person_never_to_dead_valu
 }
 
 // ---------------------------------------------------------------------------------------
-// 9. Confirmation
+// Confirmation
 
+/// One run's look at a stall shorter than a cron period parked or killed a live job.
 #[test]
 fn a_stall_shorter_than_a_cron_period_never_parks_or_kills_a_job() {
     let sb = Sandbox::new();
@@ -734,102 +743,76 @@ fn a_stall_shorter_than_a_cron_period_never_parks_or_kills_a_job() {
     );
 }
 
-#[test]
-fn confirming_rows_neither_trip_the_breaker_nor_mail_anyone() {
-    let sb = Sandbox::new();
-    let db = SqliteDb::new(&sb);
-    // A mass "death": four rows whose heartbeats all read 2 h old.
-    for id in 1..=4 {
-        db.insert(id, "running", 3 * HOUR);
-        sb.heartbeat(id, secs(2 * HOUR));
-    }
-    let cfg = sb.config(&db.url(), &sb.watch(""));
-    let o = cron_check_is_silent(&cfg);
-    assert_eq!(stderr(&o), "", "no breaker yet: nothing would be marked");
-    // Confirmed by the next run: now the breaker holds them all.
-    next_cron_run(&sb);
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 1);
-    assert!(stderr(&o).contains("breaker: 4 of 4"), "{}", stderr(&o));
-    assert!(db.dump().iter().all(|r| r.1 == "running"));
-}
+// ---------------------------------------------------------------------------------------
+// A job on another host
 
-/// `script` as root in a private mount namespace, with `SELFHEAL` and the named paths in
-/// its environment.
-fn in_mount_namespace(script: &str, env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new("unshare");
-    c.args(["--mount", "--propagation", "private", "sh", "-c", script])
-        .env("SELFHEAL", bin())
-        .env_remove("SELFHEAL_CONFIG")
-        .env("LC_ALL", "C");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("unshare --mount")
-}
-
+/// On host `vm`, owner `vm.dc2.example.com:4242` was taken as local: pid 4242 gone, dead.
+///
+/// It is another machine's job: a short host name never matches a qualified name of another
+/// domain.
 #[test]
-fn counts_that_cannot_be_kept_fail_the_run_and_an_explain_that_cannot_read_them_says_so() {
-    if !root_or_skip("a read-only state_dir in a mount namespace") {
+fn a_short_host_name_never_matches_a_qualified_name_of_another_domain() {
+    if !root_or_skip("running as another host") {
         return;
     }
     let sb = Sandbox::new();
     let db = SqliteDb::new(&sb);
-    db.insert(1, "running", 50 * MIN);
-    sb.heartbeat(1, secs(47 * MIN));
-    let cfg = sb.config(&db.url(), &sb.watch(""));
-    std::fs::create_dir(sb.state_dir()).expect("state_dir");
-    // A state_dir that cannot be written: the run cannot count, so it fails (exit 3)
-    // rather than hold the row for ever without a word.
-    let o = in_mount_namespace(
-        r#"set -e
-           mount -t tmpfs -o mode=0750 selfheal-state "$STATE"
-           mount -o remount,ro "$STATE"
-           set +e
-           "$SELFHEAL" check --config "$CFG""#,
-        &[("STATE", &sb.state_dir()), ("CFG", &cfg)],
+    let gone = exited_pid();
+    let rows = [
+        (1, format!("vm.dc2.example.com:{gone}")),
+        (2, format!("VM:{gone}")),
+        (3, format!("vm.dc1.example.com:{gone}")),
+        (4, format!("vm2:{gone}")),
+    ];
+    for (id, owner) in &rows {
+        db.insert(*id, "running", 50 * MIN);
+        db.conn()
+            .execute(
+                "UPDATE sync_log SET worker = ?1 WHERE id = ?2",
+                rusqlite::params![owner, id],
+            )
+            .expect("owner");
+        // Stale: the owner pid gone beside the row's own fresh heartbeat would wait for it.
+        sb.heartbeat(*id, Duration::from_secs(10 * MIN));
+    }
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        "host_names = [\"{hostname}.dc1.example.com\"]",
+        &sb.watch("owner_column = \"worker\"\n"),
     );
-    assert_exit(&o, 3);
-    assert!(
-        stderr(&o).contains("confirmations.json") && stderr(&o).contains("confirmation counts"),
-        "{}",
-        stderr(&o)
-    );
-    assert_eq!(db.status(1), "running");
-
-    // A real run counts once; --explain as root sees the count (a cron period later), as
-    // nobody (who cannot read root's state_dir) it says so and shows what a first run
-    // would do.
-    cron_check_is_silent(&cfg);
-    next_cron_run(&sb);
-    let o = check(&cfg, &["--explain"]);
-    assert!(
-        stdout(&o).contains("a real run would set status to 'error' (mark_dead)"),
-        "{}",
-        stdout(&o)
-    );
-    let set = |p: &Path, mode| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
-    };
-    set(sb.dir.path(), 0o755);
-    set(&db.path, 0o644);
-    set(&cfg, 0o644);
-    set(&sb.state_dir(), 0o700);
-    let Some(mut c) = as_nobody() else {
-        return;
-    };
-    let o = c
-        .args(["check", "--explain", "--config"])
-        .arg(&cfg)
-        .output()
-        .expect("selfheal as nobody");
+    let cfg = cfg.to_str().expect("utf-8");
+    let o = run(&mut as_host(
+        "vm",
+        None,
+        &["check", "--config", cfg, "--format", "json"],
+    ));
     assert_exit(&o, 0);
-    assert!(
-        stderr(&o).contains("cannot read the confirmation counts")
-            && stderr(&o).contains("showing what a first run would do"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(stdout(&o).contains("confirming (1 of 2"), "{}", stdout(&o));
+    let (json, summary) = json_lines(&o);
+    assert_eq!(summary["host"], "vm");
+    let verdict = |id| row(&json, id)["verdict"].as_str().map(str::to_string);
+    // Another domain's `vm`, and `vm2`: other machines, never judged by local pids.
+    for (id, owner_host) in [(1, "vm.dc2.example.com"), (4, "vm2")] {
+        assert_eq!(verdict(id).as_deref(), Some("remote"), "{id}");
+        assert_eq!(row(&json, id)["owner"], "remote");
+        assert_eq!(row(&json, id)["owner_host"], owner_host);
+        assert_eq!(row(&json, id)["host"], "vm");
+        assert_eq!(db.status(id), "running");
+    }
+    // This host, by its own name in any case, or by [run] host_names with {hostname}.
+    for id in [2, 3] {
+        assert_eq!(verdict(id).as_deref(), Some("dead"), "{id}");
+        assert_eq!(row(&json, id)["owner"], "dead");
+        assert_eq!(db.status(id), "error");
+    }
+    assert_eq!(row(&json, 3)["owner_host"], "vm.dc1.example.com");
+
+    // The same rows seen from `vm.dc2.example.com`, which row 1 names: its own.
+    let o = run(&mut as_host(
+        "vm.dc2.example.com",
+        None,
+        &["check", "--config", cfg, "--format", "json", "--dry-run"],
+    ));
+    assert_exit(&o, 0);
+    let (json, _) = json_lines(&o);
+    assert_eq!(row(&json, 1)["verdict"], "dead");
 }

@@ -4,5 +4,11 @@
 //! its scenario.
 
 mod clocks;
+mod inferred_deaths;
 mod live_jobs;
+mod php_helper;
+mod planted_files;
+mod printed_values;
+mod run;
+mod seed_incidents;
 mod state_dir;

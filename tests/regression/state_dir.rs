@@ -1,136 +1,18 @@
-//! The journal and the intents file under damage, `--watch`, a second configuration and
-//! rotation (issue 14, cases 4, 6 and 9), through the real binary over real SQLite files:
-//! - `check --watch a` leaves the intents a stopped run left for watch `b` (no "no longer
-//!   configured"), and a second configuration sharing the state directory leaves the
-//!   first one's intents as they are;
-//! - a byte that is not UTF-8 in `pending.jsonl` is a warning, not exit 3 on every run;
-//!   damaged journal lines are skipped and counted, and `stats` over a large damaged
-//!   journal stays small;
-//! - every journal entry names its database, and `stats` of another database sharing the
-//!   journal does not count a row of the same id as its own;
-//! - the journal rotates, and a stopped run's record is found by change id in the rotated
-//!   generation.
+//! The state directory shared and damaged: intents a stopped run left for another watch or
+//! another configuration settled by the wrong run, a byte that is not UTF-8 in the intents,
+//! `stats` of a database counting another's row, a reminder stored in the future. Through
+//! the real binary over real SQLite files (the helpers are [`crate::check::journal`]'s).
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::check::journal::{
+    changed_row, changes, config, database, exec, intent, journal_lines, old_header, pending_path,
+    write_pending,
+};
 use crate::check::reminders::LATER;
 use crate::common::*;
 
-const STARTED: &str = "2026-11-30 10:00:00";
-const MESSAGE: &str = "self-heal: dead: the heartbeat is stale";
-
-/// A configuration file `name` over `db` with the state directory shared in the sandbox,
-/// and the given watches (`name`, `table`) in the standard form.
-fn config(sb: &Sandbox, name: &str, db: &Path, watches: &[(&str, &str)]) -> PathBuf {
-    let mut text = format!(
-        "[database]\nurl = \"sqlite://{}\"\n\n[run]\nlock_file = \"{}\"\nstate_dir = \"{}\"\n",
-        db.display(),
-        sb.run_lock().display(),
-        sb.state_dir().display()
-    );
-    for (watch, table) in watches {
-        let body = sb
-            .watch("confirm = 1\n")
-            .replace("name = \"full-sync\"", &format!("name = \"{watch}\""))
-            .replace("table = \"sync_log\"", &format!("table = \"{table}\""));
-        text.push_str("\n[[watch]]\n");
-        text.push_str(&body);
-    }
-    let p = sb.path(name);
-    std::fs::write(&p, text).expect("write config");
-    p
-}
-
-/// A SQLite file `name` with `sync_log` and `other_log`, both of the standard schema.
-fn database(sb: &Sandbox, name: &str) -> PathBuf {
-    let path = sb.path(name);
-    let c = rusqlite::Connection::open(&path).expect("sqlite");
-    c.execute_batch(SQLITE_SCHEMA).expect("schema");
-    c.execute_batch(&SQLITE_SCHEMA.replace("sync_log", "other_log"))
-        .expect("schema");
-    path
-}
-
-fn exec(db: &Path, sql: &str) {
-    rusqlite::Connection::open(db)
-        .expect("sqlite")
-        .execute_batch(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-/// Row `id` of `table` as a stopped run left it: already given `error` with selfheal's
-/// message, its change not journaled.
-fn changed_row(db: &Path, table: &str, id: i64) {
-    exec(
-        db,
-        &format!(
-            "INSERT INTO {table} (id, status, start_time, end_time, error_msg) \
-             VALUES ({id}, 'error', '{STARTED}', '{STARTED}', '{MESSAGE}')"
-        ),
-    );
-}
-
-/// The intent of that change, as a run writes it.
-fn intent(change: &str, watch: &str, table: &str, id: i64) -> String {
-    serde_json::json!({
-        "action": "mark_dead", "applied": true, "basis": "the heartbeat is stale",
-        "change": change, "from": "running", "host": "web1", "id": id,
-        "reason": MESSAGE, "started": STARTED, "table": table, "time": "2026-11-30T10:50:00Z",
-        "to": "error", "verdict": "dead", "watch": watch,
-    })
-    .to_string()
-}
-
-/// A header as the release before this one wrote it (no configuration, no database).
-fn old_header(run: &str) -> String {
-    format!(
-        "{{\"journal_offset\":0,\"run\":\"{run}\",\"session\":null,\"time\":\"2026-11-30T10:50:00Z\"}}"
-    )
-}
-
-fn pending_path(sb: &Sandbox) -> PathBuf {
-    sb.state_dir().join("pending.jsonl")
-}
-
-fn write_pending(sb: &Sandbox, bytes: &[u8]) {
-    std::fs::create_dir_all(sb.state_dir()).expect("state dir");
-    std::fs::write(pending_path(sb), bytes).expect("pending");
-}
-
-/// Every journal line of every generation, oldest first.
-fn journal_lines(sb: &Sandbox) -> Vec<serde_json::Value> {
-    let mut out = Vec::new();
-    for name in [
-        "journal.jsonl.3",
-        "journal.jsonl.2",
-        "journal.jsonl.1",
-        "journal.jsonl",
-    ] {
-        let Ok(bytes) = std::fs::read(sb.state_dir().join(name)) else {
-            continue;
-        };
-        for line in bytes.split(|b| *b == b'\n') {
-            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
-                out.push(v);
-            }
-        }
-    }
-    out
-}
-
-fn changes(sb: &Sandbox) -> Vec<(String, bool)> {
-    journal_lines(sb)
-        .iter()
-        .filter_map(|v| {
-            Some((
-                v["change"].as_str()?.to_string(),
-                v["recovered"].as_bool().unwrap_or(false),
-            ))
-        })
-        .collect()
-}
-
+/// `check --watch a` settled watch b's intents, left by a stopped run, as unconfigured.
 #[test]
 fn check_watch_a_leaves_the_intents_a_stopped_run_left_for_watch_b() {
     let sb = Sandbox::new();
@@ -176,6 +58,7 @@ fn check_watch_a_leaves_the_intents_a_stopped_run_left_for_watch_b() {
     cron_check_is_silent(&cfg);
 }
 
+/// A second configuration sharing the state directory settled the first one's intents.
 #[test]
 fn a_second_configuration_sharing_the_state_directory_leaves_the_first_ones_intents() {
     let sb = Sandbox::new();
@@ -224,6 +107,7 @@ fn a_second_configuration_sharing_the_state_directory_leaves_the_first_ones_inte
     assert_eq!(entry["database"]["path"], shop.display().to_string());
 }
 
+/// A byte that is not UTF-8 in `pending.jsonl` made every run exit 3.
 #[test]
 fn a_byte_that_is_not_utf8_in_the_intents_is_a_warning_not_exit_3_forever() {
     let sb = Sandbox::new();
@@ -252,104 +136,7 @@ fn a_byte_that_is_not_utf8_in_the_intents_is_a_warning_not_exit_3_forever() {
     cron_check_is_silent(&cfg);
 }
 
-/// Runs `selfheal ARGS`, returning its output and its peak resident memory in KiB (the
-/// child's own `ru_maxrss`, from `wait4`, which also reaps it).
-#[allow(clippy::zombie_processes)]
-fn run_measured(args: &[&str]) -> (std::process::Output, i64) {
-    let mut child = selfheal()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut stderr, &mut v).expect("stderr");
-        v
-    });
-    let mut out = Vec::new();
-    std::io::Read::read_to_end(&mut stdout, &mut out).expect("stdout");
-    let pid = libc::pid_t::try_from(child.id()).expect("pid");
-    let mut status = 0;
-    // SAFETY: a plain wait4 on our own child, with pointers to live locals.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &raw mut status, 0, &raw mut usage) };
-    assert_eq!(r, pid, "wait4");
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    let output = std::process::Output {
-        status: std::os::unix::process::ExitStatusExt::from_raw(code << 8),
-        stdout: out,
-        stderr: err.join().expect("stderr thread"),
-    };
-    (output, usage.ru_maxrss)
-}
-
-#[test]
-fn damaged_journal_lines_are_skipped_and_counted_and_stats_stays_small() {
-    // stats's peak memory is read from its `ru_maxrss`, which counts this process's peak.
-    if !in_a_process_of_its_own(
-        module_path!(),
-        "damaged_journal_lines_are_skipped_and_counted_and_stats_stays_small",
-    ) {
-        return;
-    }
-    let sb = Sandbox::new();
-    let db = SqliteDb::new(&sb);
-    let cfg = sb.config(&db.url(), &sb.watch("confirm = 1\n"));
-    db.insert(1, "running", 50 * 60);
-    sb.heartbeat(1, Duration::from_secs(47 * 60));
-    // A journal damaged in every way: bytes that are not UTF-8, a line cut short, a 2 MiB
-    // line, then 3,000,000 short lines of garbage (33 MB).
-    std::fs::create_dir_all(sb.state_dir()).expect("state");
-    let mut bytes = Vec::with_capacity(36 << 20);
-    bytes.extend_from_slice(b"{\"watch\": \"full-sync\", \"id\": \"caf\xe9\"}\n{\"watch\": \"fu\n");
-    bytes.extend(std::iter::repeat_n(b'x', 2 << 20));
-    bytes.push(b'\n');
-    for _ in 0..3_000_000 {
-        bytes.extend_from_slice(b"{\"id\":\xff}\n");
-    }
-    let journal = sb.state_dir().join("journal.jsonl");
-    std::fs::write(&journal, &bytes).expect("journal");
-    drop(bytes);
-
-    let cfg_arg = cfg.display().to_string();
-    let (o, kib) = run_measured(&["stats", "--config", &cfg_arg, "--format", "json"]);
-    assert_exit(&o, 0);
-    let (_, summary) = json_lines(&o);
-    assert!(
-        summary["journal"]["damaged_lines"].as_u64().unwrap_or(0) > 1_000_000,
-        "{summary}"
-    );
-    let warnings = summary["warnings"].as_array().expect("warnings");
-    assert_eq!(warnings.len(), 1, "one warning for the file: {warnings:?}");
-    let w = warnings[0].as_str().unwrap_or_default();
-    assert!(
-        w.starts_with(&format!("{}: skipped ", journal.display())),
-        "{w}"
-    );
-    assert!(
-        kib < 64 * 1024,
-        "stats held {kib} KiB over a 33 MB damaged journal"
-    );
-
-    // The journal stays usable: the next change is appended and read back.
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert_eq!(db.status(1), "error");
-    let o = selfheal()
-        .args(["stats", "--config", &cfg_arg, "--format", "json"])
-        .output()
-        .expect("stats");
-    let (_, summary) = json_lines(&o);
-    assert_eq!(summary["journal"]["entries"], 1, "{summary}");
-}
-
+/// `stats` counted another database's row of the same id, in a shared journal, as a retry.
 #[test]
 fn stats_of_another_database_sharing_the_journal_does_not_count_its_row_as_a_retry() {
     let sb = Sandbox::new();
@@ -410,86 +197,12 @@ fn stats_of_another_database_sharing_the_journal_does_not_count_its_row_as_a_ret
     );
 }
 
-#[test]
-fn the_journal_rotates_and_a_stopped_runs_record_is_found_by_change_id() {
-    let sb = Sandbox::new();
-    let db = database(&sb, "app.db");
-    let cfg = config(&sb, "selfheal.toml", &db, &[("a", "sync_log")]);
-    changed_row(&db, "sync_log", 1);
-    changed_row(&db, "sync_log", 2);
-    // An 8 MiB journal whose last line is the stopped run's first change; its second
-    // change was applied and not journaled.
-    std::fs::create_dir_all(sb.state_dir()).expect("state");
-    let mut bytes = Vec::new();
-    let filler = serde_json::json!({"watch": "a", "id": 99, "change": "older/1"}).to_string();
-    while bytes.len() < 8 << 20 {
-        bytes.extend_from_slice(filler.as_bytes());
-        bytes.push(b'\n');
-    }
-    let offset = bytes.len();
-    bytes.extend_from_slice(intent("web1:1:1/1", "a", "sync_log", 1).as_bytes());
-    bytes.push(b'\n');
-    std::fs::write(sb.state_dir().join("journal.jsonl"), &bytes).expect("journal");
-    let left = format!(
-        "{}\n{}\n{}\n",
-        old_header("web1:1:1").replace(
-            "\"journal_offset\":0",
-            &format!("\"journal_offset\":{offset}")
-        ),
-        intent("web1:1:1/1", "a", "sync_log", 1),
-        intent("web1:1:1/2", "a", "sync_log", 2)
-    );
-    write_pending(&sb, left.as_bytes());
-
-    let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
-    assert!(
-        sb.state_dir().join("journal.jsonl.1").exists(),
-        "the journal was rotated"
-    );
-    assert!(
-        std::fs::metadata(sb.state_dir().join("journal.jsonl"))
-            .expect("meta")
-            .len()
-            < 4096
-    );
-    let ours: Vec<(String, bool)> = changes(&sb)
-        .into_iter()
-        .filter(|(c, _)| c.starts_with("web1:"))
-        .collect();
-    assert_eq!(
-        ours,
-        [
-            ("web1:1:1/1".to_string(), false),
-            ("web1:1:1/2".to_string(), true)
-        ],
-        "each change once: the first found in the rotated journal, the second journaled now"
-    );
-    assert!(
-        stderr(&o).contains("journaled 1 change(s)"),
-        "{}",
-        stderr(&o)
-    );
-
-    // stats reads every generation.
-    let o = selfheal()
-        .args(["stats", "--config"])
-        .arg(&cfg)
-        .args(["--format", "json"])
-        .output()
-        .expect("stats");
-    let (_, summary) = json_lines(&o);
-    assert_eq!(summary["journal"]["files"], 2, "{summary}");
-    assert!(
-        summary["journal"]["entries"].as_u64().unwrap_or(0) > 100_000,
-        "{summary}"
-    );
-}
-
-/// Issue 20, item 7: a run under a wrong clock (here 2035) stored its reminders in the
-/// future. Read with the right clock, `now - told` is negative, which is "less than
-/// remind_every" forever: the problem was never mailed again. A reminder from the future
-/// is no reminder: the problem is told again, and remembered at the right time.
+/// A reminder stored under a wrong clock lay in the future and silenced its problem.
+///
+/// A run under a wrong clock (here 2035) stored its reminders in the future. Read with the
+/// right clock, `now - told` is negative, which is "less than remind_every" forever: the
+/// problem was never mailed again. A reminder from the future is no reminder: the problem
+/// is told again, and remembered at the right time.
 #[test]
 fn a_reminder_stored_in_the_future_never_silences_a_problem() {
     let sb = Sandbox::new();

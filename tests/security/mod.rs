@@ -2,5 +2,5 @@
 //! writes ([`links`]), and values from a row or a host that must print as themselves,
 //! secrets that must not ([`output`]).
 
-mod links;
-mod output;
+pub(crate) mod links;
+pub(crate) mod output;
