@@ -15,7 +15,7 @@
 //!
 //! A snapshot that is missing or differs fails the test (in CI, with `CI` set, nothing is
 //! written; elsewhere insta writes `*.snap.new` beside it for review). Review and accept:
-//! `cargo insta review`, or `INSTA_UPDATE=always cargo test --test snapshots` and read the
+//! `cargo insta review`, or `INSTA_UPDATE=always cargo test --test tests snapshots::` and read the
 //! diff before committing.
 
 use std::fmt::Write as _;
