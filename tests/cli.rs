@@ -1,10 +1,12 @@
 //! The command line as an operator meets it: bad input gets exit 2 and a message naming
-//! the file, the key and what is expected — before anything is touched; `--help` and the
-//! demo work on a fresh machine.
+//! the file, the key and what is expected — before anything is touched, a misspelt key the
+//! key it meant, a number without a unit a fix whose value every rule accepts; `--help` and
+//! the demo work on a fresh machine.
 
-mod common;
+use std::path::Path;
+use std::process::Output;
 
-use common::*;
+use crate::common::*;
 
 /// A valid configuration over a real SQLite file with one dead row, with `edit` applied.
 fn bad_config(edit: impl Fn(&str) -> String) -> (Sandbox, SqliteDb, std::path::PathBuf) {
@@ -272,6 +274,148 @@ fn watch_flags_keep_their_shapes() {
     assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("'--table <TABLE>' cannot be used multiple times"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Hints that are right: a misspelt key names the key it meant, a number without a unit
+// gets a fix whose value every rule accepts
+
+/// `selfheal check ARGS --config CFG`.
+fn check_with(cfg: &Path, args: &[&str]) -> Output {
+    selfheal()
+        .arg("check")
+        .args(args)
+        .arg("--config")
+        .arg(cfg)
+        .output()
+        .expect("run selfheal check")
+}
+
+/// The text of the `selfheal: fix: ` line of a run.
+fn fix_line(o: &Output) -> String {
+    let err = stderr(o);
+    err.lines()
+        .find_map(|l| l.strip_prefix("selfheal: fix: "))
+        .unwrap_or_else(|| panic!("no fix line in:\n{err}"))
+        .to_string()
+}
+
+/// The first `"…"` in `text`.
+fn first_quoted(text: &str) -> String {
+    text.split('"').nth(1).expect("a quoted value").to_string()
+}
+
+#[test]
+fn a_misspelt_key_names_the_key_it_meant_and_the_fix_works() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let typo = sb.watch("").replace("stale_after", "stale_afer");
+    let cfg = sb.config(&db.url(), &typo);
+    let o = check_with(&cfg, &[]);
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(
+        err.contains("unknown key `stale_afer`; did you mean `stale_after`?"),
+        "{err}"
+    );
+    let fix = fix_line(&o);
+    assert!(
+        fix.starts_with("rename stale_afer to stale_after (line "),
+        "{fix}"
+    );
+    // So in [run] too.
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        "remind_evry = \"1h\"",
+        &sb.watch(""),
+    );
+    let o = check_with(&cfg, &[]);
+    assert_exit(&o, 2);
+    assert!(
+        fix_line(&o).starts_with("rename remind_evry to remind_every"),
+        "{}",
+        stderr(&o)
+    );
+    // Applying the fix is all it takes.
+    let cfg = sb.config(&db.url(), &typo.replace("stale_afer", "stale_after"));
+    assert_exit(&check_with(&cfg, &[]), 0);
+}
+
+#[test]
+fn a_number_without_a_unit_gets_a_fix_whose_value_the_rules_accept() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let good = sb.watch("");
+    // (what is written, the value the fix must offer first)
+    let cases = [
+        // 90 s and 90 ms are below stale_after (5m): never offered.
+        (good.replace("max_age = \"4h\"", "max_age = \"90\""), "90m"),
+        (
+            good.replace("stale_after = \"5m\"", "stale_after = \"3\""),
+            "3s",
+        ),
+        // stale_after 1h: of 2 s, 2 min and 2 h, only 2 h is above it.
+        (
+            good.replace("stale_after = \"5m\"", "stale_after = \"1h\"")
+                .replace("max_age = \"4h\"", "max_age = \"2\""),
+            "2h",
+        ),
+    ];
+    for (watch, offered) in cases {
+        let cfg = sb.config(&db.url(), &watch);
+        let o = check_with(&cfg, &[]);
+        assert_exit(&o, 2);
+        let err = stderr(&o);
+        assert!(err.contains("has no unit"), "{err}");
+        assert!(!err.contains("ms"), "a value the rules reject: {err}");
+        let fix = fix_line(&o);
+        let value = first_quoted(&fix);
+        assert_eq!(value, offered, "{fix}");
+        // The fix, applied: accepted.
+        let fixed = watch
+            .lines()
+            .map(|l| match l.split_once(" = ") {
+                Some((k, v)) if first_quoted(v).bytes().all(|b| b.is_ascii_digit()) => {
+                    format!("{k} = \"{value}\"")
+                }
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let cfg = sb.config(&db.url(), &format!("{fixed}\n"));
+        let o = check_with(&cfg, &["--dry-run"]);
+        assert_exit(&o, 0);
+    }
+    // A number no unit can save gets the rule instead of a value.
+    let watch = good
+        .replace("stale_after = \"5m\"", "stale_after = \"3h\"")
+        .replace("max_age = \"4h\"", "max_age = \"2\"");
+    let o = check_with(&sb.config(&db.url(), &watch), &[]);
+    assert_exit(&o, 2);
+    assert_eq!(
+        fix_line(&o),
+        "give max_age a unit (s, m, h or d) and a value above stale_after (3h)"
+    );
+    // On the command line, and in [run].
+    let cfg = sb.config(&db.url(), &good);
+    let o = check_with(&cfg, &["--max-age", "90"]);
+    assert_exit(&o, 2);
+    assert_eq!(
+        fix_line(&o),
+        "write --max-age 90m (or 90h), whichever you meant: a number needs its unit"
+    );
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        "remind_every = \"24\"",
+        &good,
+    );
+    let o = check_with(&cfg, &[]);
+    assert_exit(&o, 2);
+    assert!(
+        fix_line(&o).starts_with("write remind_every = \"24s\""),
         "{}",
         stderr(&o)
     );

@@ -6,12 +6,10 @@
 //! flag, and the example configuration, uncommented, is valid; the README names every
 //! subcommand and the man page; completions cover every subcommand.
 
-mod common;
-
 use std::path::Path;
 
+use crate::common::*;
 use clap::CommandFactory;
-use common::*;
 
 const MAN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/man/selfheal.1");
 const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
@@ -280,7 +278,7 @@ fn the_readme_names_every_subcommand_and_the_man_page() {
     );
 }
 
-/// Issue 15, item 7: what a newcomer needs before the first command — the Rust version
+/// What a newcomer needs before the first command — the Rust version
 /// Cargo.toml asks for (and how to get it where the distribution's is older), every
 /// package `scripts/test` may install, and `runuser` wherever `sudo -u` is shown (minimal
 /// images often have no sudo).

@@ -2,22 +2,14 @@
 //! table with no status index, a missing column, an unreadable heartbeat directory (as an
 //! unprivileged user), a heartbeat column written in the future and a `max_age` below the
 //! runs the table shows are each one ✗ line with its fix (exit 1); a bad configuration is
-//! exit 2 and an unreachable database exit 3.
-
-mod common;
+//! exit 2 and an unreachable database exit 3. A healthy single-host setup passes with the
+//! hosts advice (exit 0), a missing index is worded by the table's size, and a run as
+//! `nobody` reads as sentences and hands nobody a fix.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::*;
-
-fn doctor(cfg: &Path) -> std::process::Output {
-    selfheal()
-        .args(["doctor", "--config"])
-        .arg(cfg)
-        .output()
-        .expect("run selfheal")
-}
+use crate::common::*;
 
 /// The report's lines, each checked to be one mark, a subject and a detail.
 fn lines(o: &std::process::Output) -> Vec<String> {
@@ -462,7 +454,7 @@ fn the_database_fix_follows_the_servers_error_code() {
     assert_exit(&o, 2);
 }
 
-/// Issue 15, item 5: the packaged configuration has no watch; the cron job then runs and
+/// The packaged configuration has no watch; the cron job then runs and
 /// finds nothing, ever. doctor says so (exit 1) rather than passing everything.
 #[test]
 fn a_configuration_without_a_watch_is_a_warning_that_the_cron_job_does_nothing() {
@@ -500,7 +492,7 @@ fn cron_line(user: &str) -> String {
     )
 }
 
-/// Issue 15, item 5: root running check or doctor by hand while cron runs selfheal as
+/// Root running check or doctor by hand while cron runs selfheal as
 /// www-data is told so — what root creates in state_dir would be root's, and root sees
 /// files www-data may not — with the runuser line that runs it as www-data. Not when cron
 /// runs it as root too, nor for www-data itself.
@@ -581,4 +573,174 @@ fn root_is_warned_when_cron_runs_selfheal_as_another_user() {
     let o = run("www-data", Some("www-data"), &["check", "--explain"]).expect("root");
     assert_exit(&o, 0);
     assert!(!stderr(&o).contains("running as root"), "{}", stderr(&o));
+}
+
+// ---------------------------------------------------------------------------------------
+// A healthy single-host setup passes; a missing index is worded by the table's size; a
+// run as nobody reads as sentences
+
+#[test]
+fn doctor_passes_a_healthy_single_host_setup_with_the_hosts_advice_and_exit_0() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 120);
+    sb.heartbeat(1, std::time::Duration::from_secs(10));
+    // Heartbeat files, no owner_column, no host: right on one host.
+    let cfg = sb.config(&db.url(), &sb.watch(""));
+    let o = doctor(&cfg);
+    let hosts = finding(&o, "watch full-sync: hosts");
+    assert!(
+        hosts.starts_with("i watch full-sync: hosts: heartbeat_file names files on this host"),
+        "{hosts}"
+    );
+    assert!(
+        hosts.contains("; advice: pin the watch to its one host (host = \""),
+        "{hosts}"
+    );
+    assert!(
+        stdout(&o)
+            .lines()
+            .all(|l| l.starts_with("✓ ") || l.starts_with("i ")),
+        "{}",
+        stdout(&o)
+    );
+    assert_exit(&o, 0);
+}
+
+#[test]
+fn a_missing_index_is_worded_by_the_size_of_the_table() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.exec("DROP INDEX sync_log_status");
+    for id in 1..=8 {
+        db.insert(id, "done", 7200);
+    }
+    let cfg = sb.config(&db.url(), &sb.watch("owner_column = \"worker\"\n"));
+    let o = doctor(&cfg);
+    let index = finding(&o, "watch full-sync: index");
+    assert!(
+        index.starts_with(
+            "! watch full-sync: index: no index covers status: every run reads the whole \
+             table — ~8 rows now, which costs nothing yet"
+        ),
+        "{index}"
+    );
+    assert!(!index.contains("outage"), "{index}");
+    assert!(
+        index.ends_with("; fix: CREATE INDEX idx_sync_log_status ON sync_log (status)"),
+        "{index}"
+    );
+    assert_exit(&o, 1);
+
+    // A table of a few hundred thousand rows: it costs now.
+    db.exec(
+        "WITH RECURSIVE n(i) AS (SELECT 9 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) \
+         INSERT INTO sync_log (id, status, start_time) SELECT i, 'done', '2026-01-01 00:00:00' FROM n",
+    );
+    let o = doctor(&cfg);
+    let index = finding(&o, "watch full-sync: index");
+    assert!(
+        index.starts_with(
+            "✗ watch full-sync: index: no index covers status: every run reads the whole \
+             table, ~200000 rows now, on every run"
+        ),
+        "{index}"
+    );
+}
+
+#[test]
+fn doctor_as_nobody_reads_as_sentences_and_never_hands_nobody_anything() {
+    use std::os::unix::fs::PermissionsExt;
+    let chmod = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    chmod(sb.dir.path(), 0o755);
+    chmod(&db.path, 0o644);
+    // The package's setup: the state directory (and the run lock in it) www-data's, the
+    // configuration readable by www-data's group only.
+    let state = sb.state_dir();
+    std::fs::create_dir(&state).expect("state dir");
+    std::fs::write(state.join("run.lock"), "").expect("run lock");
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        "",
+        &sb.watch(&format!("host = \"{}\"\n", hostname())),
+    );
+    // state_dir holds the run lock: the default place.
+    let text = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(
+        &cfg,
+        text.replace(
+            &format!("lock_file = \"{}\"\n", sb.run_lock().display()),
+            "",
+        ),
+    )
+    .expect("config");
+    let setup = format!(
+        "set -e
+        mkdir -p /etc/cron.d
+        echo '*/10 * * * * www-data /usr/bin/selfheal check' >/etc/cron.d/selfheal
+        chown -R www-data:www-data {state}
+        chmod 750 {state}
+        chown root:www-data {cfg}",
+        state = state.display(),
+        cfg = cfg.display()
+    );
+    let script = r#"
+        doctor() { setpriv --reuid=65534 --regid=65534 --clear-groups "$SELFHEAL" doctor --config "$CFG"; }
+        chmod 640 "$CFG"; doctor; echo "exit $?"
+        echo ----
+        chmod 644 "$CFG"; doctor; echo "exit $?"
+    "#;
+    let Some(mut c) = on_own_host(
+        &["/etc"],
+        &setup,
+        &["sh".as_ref(), "-c".as_ref(), script.as_ref()],
+    ) else {
+        return;
+    };
+    let o = c.env("CFG", &cfg).output().expect("run");
+    let out = stdout(&o);
+    let (unreadable, readable) = out
+        .split_once("----\n")
+        .unwrap_or_else(|| panic!("{out}{}", stderr(&o)));
+    let run_as = "fix: run selfheal as www-data, the user /etc/cron.d/selfheal runs it as: \
+                  runuser -u www-data -- selfheal doctor; nobody stands for no user and is \
+                  given nothing";
+    // The configuration nobody may not read: exit 2, and whom to run as.
+    assert!(unreadable.ends_with("exit 2\n"), "{unreadable}");
+    let line = unreadable.lines().next().expect("a line");
+    assert!(
+        line.starts_with("✗ configuration: cannot read the configuration ")
+            && line.contains("as nobody (uid 65534): Permission denied")
+            && line.contains(run_as),
+        "{line}"
+    );
+    // Readable: the run lock in www-data's directory is a sentence, with the same fix.
+    let lock = readable
+        .lines()
+        .find(|l| l.starts_with("✗ run lock: "))
+        .unwrap_or_else(|| panic!("{readable}"));
+    assert!(
+        lock.contains(&format!(
+            "nobody (uid 65534) cannot open {}: it may not look inside {} (www-data:www-data, \
+             mode 750); {run_as}",
+            state.join("run.lock").display(),
+            state.display()
+        )),
+        "{lock}"
+    );
+    for text in [unreadable, readable] {
+        assert!(!text.contains("reading the status of:"), "{text}");
+        for handed in [
+            "adduser nobody",
+            "chown -R nobody",
+            "-o nobody",
+            "setfacl -m u:nobody",
+        ] {
+            assert!(!text.contains(handed), "{handed}: {text}");
+        }
+    }
 }

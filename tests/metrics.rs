@@ -3,14 +3,12 @@
 //! partial file while many runs rewrite it, and that node_exporter's own textfile
 //! collector reads it without error.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 fn setup() -> (Sandbox, SqliteDb, PathBuf, PathBuf) {
     let sb = Sandbox::new();

@@ -8,13 +8,11 @@
 //! `systemd-analyze` comes with Debian's `systemd` package; without it the verification
 //! fails when `CI` is set and is skipped (with a `SKIPPED` line) elsewhere.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Sandbox, root_or_skip};
+use crate::common::{Sandbox, root_or_skip};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -353,7 +351,8 @@ fn a_run_under_protect_system_strict_writes_only_where_the_readme_drop_in_lets_i
         }
         let db = sb.path("db/app.db");
         let conn = rusqlite::Connection::open(&db).expect("sqlite");
-        conn.execute_batch(common::SQLITE_SCHEMA).expect("schema");
+        conn.execute_batch(crate::common::SQLITE_SCHEMA)
+            .expect("schema");
         conn.execute(
             "INSERT INTO sync_log (id, status, start_time) VALUES (2, 'running', datetime('now', '-3000 seconds'))",
             [],
@@ -422,7 +421,7 @@ fn a_run_under_protect_system_strict_writes_only_where_the_readme_drop_in_lets_i
                 script,
                 "sh",
             ])
-            .arg(common::bin())
+            .arg(crate::common::bin())
             .arg(&cfg)
             .args(&dirs)
             .env_remove("SELFHEAL_CONFIG")

@@ -9,13 +9,11 @@
 //! one parked for spent retries); a reclaim's `retry_at` follows the backoff on both
 //! databases, for date-time and integer columns.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 use mysql::prelude::Queryable;
 
 // ---------------------------------------------------------------------------------------

@@ -7,14 +7,12 @@
 //! `promtool` comes with Debian's `prometheus` package (`scripts/test` installs it). Without
 //! it these tests fail when `CI` is set and are skipped (with a `SKIPPED` line) elsewhere.
 
-mod common;
-
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 fn rules_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/prometheus")

@@ -15,10 +15,8 @@
 //!
 //! A snapshot that is missing or differs fails the test (in CI, with `CI` set, nothing is
 //! written; elsewhere insta writes `*.snap.new` beside it for review). Review and accept:
-//! `cargo insta review`, or `INSTA_UPDATE=always cargo test --test snapshots` and read the
+//! `cargo insta review`, or `INSTA_UPDATE=always cargo test --test tests snapshots::` and read the
 //! diff before committing.
-
-mod common;
 
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
@@ -26,16 +24,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 use selfheal::holder_line::format_line;
-
-const MIN: u64 = 60;
-const HOUR: u64 = 3600;
-
-/// An instant `secs` before the frozen clock's now.
-fn ago(secs: u64) -> SystemTime {
-    frozen_now() - Duration::from_secs(secs)
-}
 
 // ---------------------------------------------------------------------------------------
 // Running the binary, redacting, snapshotting
@@ -1382,7 +1372,7 @@ fn configuration_errors() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The common mistakes, as check and doctor word them (issue 15): each error a sentence
+// The common mistakes, as check and doctor word them: each error a sentence
 // with the fix that fits the cause and the user
 
 /// One mistake: what it is, and the command it is seen through (`None` for a run as

@@ -3,19 +3,10 @@
 //! selfheal's own false positives found through its message and through its journal, and the
 //! configuration of the seed incident (a 30-minute cap over 2-hour runs) called out.
 
-mod common;
-
 use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
-use common::*;
-
-const MIN: u64 = 60;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
+use crate::common::*;
 
 fn stats(cfg: &Path, args: &[&str]) -> Output {
     selfheal()

@@ -1,25 +1,22 @@
-//! The upgrade: a state directory the release before "Life beats inference" (955544b)
-//! wrote — confirmation counts, reminders, the journal, and the intents of a run killed
-//! before its writes — is read by this release and carried on from where it was. The
-//! files in `tests/fixtures/state-955544b/` were made by that release's binary
-//! (`make.sh` there says how); the test puts them in a sandbox of its own and runs the
-//! real binary under the same frozen clock, a cron period later.
-
-mod common;
+//! The upgrade: a state directory an earlier release wrote — confirmation counts without
+//! sightings (the layout before contradictions and confirmations spaced in time were kept),
+//! reminders, the journal, and the intents of a run killed before its writes — is read by
+//! this release and carried on from where it was. The files in
+//! `tests/fixtures/state-counts-without-sightings/` were made by that release's binary
+//! (`make.sh` there says which, and how); the test puts them in a sandbox of its own and
+//! runs the real binary under the same frozen clock, a cron period later.
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
-
-const MIN: u64 = 60;
+use crate::common::*;
 
 /// Ten minutes after the fixture's frozen clock ([`FROZEN_AT`], 2035-03-14 15:09:26).
 const NOW: &str = "2035-03-14 15:19:26";
 
 fn fixture(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/state-955544b")
+        .join("tests/fixtures/state-counts-without-sightings")
         .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }

@@ -41,6 +41,60 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Seconds in a minute and in an hour, for ages written as `50 * MIN`.
+pub const MIN: u64 = 60;
+pub const HOUR: u64 = 3600;
+
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// An instant `secs` before the frozen clock's now (see [`frozen_now`]).
+pub fn ago(secs: u64) -> SystemTime {
+    frozen_now() - Duration::from_secs(secs)
+}
+
+pub fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Runs `selfheal doctor --config CFG`.
+pub fn doctor(cfg: &Path) -> Output {
+    selfheal()
+        .args(["doctor", "--config"])
+        .arg(cfg)
+        .output()
+        .expect("run selfheal doctor")
+}
+
+/// The doctor line about `subject` (`✗ SUBJECT: …`, whatever its mark).
+pub fn finding(o: &Output, subject: &str) -> String {
+    let out = stdout(o);
+    out.lines()
+        .find(|l| {
+            l.split_once(' ')
+                .is_some_and(|(_, r)| r.starts_with(&format!("{subject}: ")))
+        })
+        .unwrap_or_else(|| panic!("no {subject:?} line in:\n{out}{}", stderr(o)))
+        .to_string()
+}
+
+/// The `fix:` of the doctor line that starts with `prefix`, cut at `until` when given.
+pub fn fix_of(out: &str, prefix: &str, until: Option<&str>) -> String {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line {prefix:?} in\n{out}"));
+    let fix = line
+        .split_once("; fix: ")
+        .map_or_else(|| panic!("no fix in {line}"), |(_, f)| f);
+    match until.and_then(|u| fix.split_once(u)) {
+        Some((head, _)) => head.to_string(),
+        None => fix.to_string(),
+    }
+}
+
 /// Runs the binary as `nobody` (root only: CI runs as root; elsewhere it is skipped, and in
 /// CI a non-root run fails instead of passing silently).
 pub fn as_nobody() -> Option<Command> {
@@ -244,6 +298,13 @@ impl Sandbox {
         (private, cfg)
     }
 
+    /// `state_dir/last-run.json`, the last real run's report.
+    pub fn last_run(&self) -> serde_json::Value {
+        let p = self.state_dir().join("last-run.json");
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        serde_json::from_str(&text).expect("last-run.json is JSON")
+    }
+
     pub fn journal(&self) -> Vec<serde_json::Value> {
         match std::fs::read_to_string(self.state_dir().join("journal.jsonl")) {
             Ok(t) => t
@@ -255,6 +316,21 @@ impl Sandbox {
     }
 }
 
+/// Sets row `id`'s owner column (`worker`) to `owner`.
+pub fn set_owner(db: &SqliteDb, id: i64, owner: &str) {
+    db.conn()
+        .execute(
+            "UPDATE sync_log SET worker = ?1 WHERE id = ?2",
+            rusqlite::params![owner, id],
+        )
+        .expect("owner");
+}
+
+/// The standard watch with per-row lock files in the sandbox, plus `extra`.
+pub fn watch_with_lock(sb: &Sandbox, extra: &str) -> String {
+    sb.watch(&format!("lock_file = \"{}\"\n{extra}", sb.lock_template()))
+}
+
 /// Runs `selfheal check --config CFG` plus `args`.
 pub fn check(cfg: &Path, args: &[&str]) -> Output {
     selfheal()
@@ -264,6 +340,25 @@ pub fn check(cfg: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run selfheal")
+}
+
+/// Runs `selfheal check --format json --config CFG` plus `args`: the run, its row objects
+/// and its summary.
+pub fn json_check(
+    cfg: &Path,
+    args: &[&str],
+) -> (Output, Vec<serde_json::Value>, serde_json::Value) {
+    let mut all = vec!["--format", "json"];
+    all.extend_from_slice(args);
+    let o = check(cfg, &all);
+    let (rows, summary) = json_lines(&o);
+    (o, rows, summary)
+}
+
+/// A heartbeat stamped a little ahead reads as "just now" (within the clock tolerance)
+/// for the whole test, however loaded the machine.
+pub fn beat_now(sb: &Sandbox, id: i64) {
+    sb.heartbeat_at(id, SystemTime::now() + secs(30));
 }
 
 /// Runs the cron form (`selfheal check --config CFG`, no flags) and asserts that it exits
@@ -573,15 +668,15 @@ impl Drop for MysqlDb {
 }
 
 /// Skips (outside CI) or fails (in CI) when there is no server.
-#[macro_export]
 macro_rules! mysql_or_skip {
     () => {
-        match common::MysqlDb::new() {
+        match $crate::common::MysqlDb::new() {
             Some(db) => db,
             None => return,
         }
     };
 }
+pub(crate) use mysql_or_skip;
 
 // ---------------------------------------------------------------------------------------
 // A private MariaDB server, for tests that stop it
@@ -877,6 +972,39 @@ pub fn lock_holders(path: &Path) -> Vec<i64> {
     pids
 }
 
+/// Runs the calling test again, alone, in a test process of its own (this test binary,
+/// `--exact NAME --test-threads=1`), and returns true in that process: the test's body runs
+/// there. In the calling process it returns false once the copy passed (and fails the test
+/// with its output otherwise). `module` is the caller's `module_path!()`, `name` its
+/// function's name.
+///
+/// For a test that must be alone in its process. One such: a child's `ru_maxrss` counts
+/// the peak resident memory of the process that spawned it (Linux records the old address
+/// space's high-water mark at `exec`, and a spawned child's old address space is its
+/// parent's), so a child's peak measured from a test process that runs every other test
+/// beside it would measure those tests too.
+pub fn in_a_process_of_its_own(module: &str, name: &str) -> bool {
+    const ALONE: &str = "SELFHEAL_TEST_ALONE";
+    // The test's path as the harness names it: the module path without the crate's name.
+    let test = match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    };
+    if std::env::var_os(ALONE).is_some_and(|v| v == test.as_str()) {
+        return true;
+    }
+    let o = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", &test, "--test-threads=1", "--nocapture"])
+        .env(ALONE, &test)
+        .output()
+        .expect("run the test in a process of its own");
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    print!("{text}");
+    assert!(o.status.success(), "{test}, alone in its process:\n{text}");
+    assert!(text.contains("1 passed"), "{test} ran alone: {text}");
+    false
+}
+
 /// Polls `f` until it holds; panics with `what` after `timeout`.
 #[track_caller]
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
@@ -885,6 +1013,29 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
         assert!(std::time::Instant::now() < deadline, "timed out: {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A sandbox others can enter, with `www`: a directory www-data (uid 33) owns, as a PHP
+/// application's runtime directory is. `None` when not root (skipped; CI fails).
+pub fn www_data_dir() -> Option<(Sandbox, PathBuf)> {
+    if !root_or_skip("a directory another user owns") {
+        return None;
+    }
+    let sb = Sandbox::new();
+    chmod(sb.dir.path(), 0o755);
+    let www = sb.path("www");
+    std::fs::create_dir(&www).expect("dir");
+    nix::unistd::chown(&www, Some(33.into()), Some(33.into())).expect("chown");
+    Some((sb, www))
+}
+
+/// A file's bytes, identity, mtime and mode.
+pub fn bytes_and_mode(p: &Path) -> ((u64, u64, SystemTime, Vec<u8>), u32) {
+    use std::os::unix::fs::MetadataExt;
+    (
+        file_state(p),
+        std::fs::metadata(p).expect("file").mode() & 0o7777,
+    )
 }
 
 /// Identity and content of a file: `(dev, inode, mtime, bytes)`.
@@ -1131,6 +1282,31 @@ pub fn frozen_clock(cmd: &mut Command) -> bool {
     };
     cmd.envs(vars).env_remove("FAKETIME_SHARED");
     true
+}
+
+/// The binary under a frozen clock showing `at` (`None`: [`FROZEN_AT`]); `None` when the
+/// test should return (no faketime outside CI).
+pub fn frozen_at(at: Option<&str>) -> Option<Command> {
+    let mut c = selfheal();
+    if !frozen_clock(&mut c) {
+        return None;
+    }
+    if let Some(at) = at {
+        c.env("FAKETIME", at);
+    }
+    Some(c)
+}
+
+/// `selfheal ARGS --config CFG` under a frozen clock showing `at`.
+pub fn run_at(cfg: &Path, args: &[&str], at: Option<&str>) -> Option<Output> {
+    let mut c = frozen_at(at)?;
+    Some(
+        c.args(args)
+            .arg("--config")
+            .arg(cfg)
+            .output()
+            .expect("run selfheal"),
+    )
 }
 
 /// [`as_nobody`] with the binary's clock frozen (see [`frozen_env`]). libfaketime is

@@ -1,6 +1,6 @@
 <?php
 // Finds syntax and library calls newer than PHP 7.0 in the given files, for
-// tests/php_lease.rs (selfheal's PHP helpers promise PHP 7.0+ and CI has a newer php-cli).
+// tests/php/lease.rs (selfheal's PHP helpers promise PHP 7.0+ and CI has a newer php-cli).
 //
 //   php compat70.php FILE...
 //

@@ -1,6 +1,6 @@
 <?php
 // A job that uses selfheal's PHP helper (php/Selfheal/Job.php), for the end-to-end tests
-// in tests/php_helper.rs:
+// in tests/php/helper.rs:
 //
 //   php helper_job.php --lock PATH [--wait S] [--heartbeat PATH] [--every S]
 //                      [--dsn DSN --user USER] [--work S] [--gate PATH] [--out PATH]

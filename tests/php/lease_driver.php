@@ -1,6 +1,6 @@
 <?php
 // Workers that use selfheal's Selfheal\Lease (php/Selfheal/Lease.php), for the end-to-end
-// tests in tests/php_lease.rs. The password, if any, comes from $DB_PASSWORD.
+// tests in tests/php/lease.rs. The password, if any, comes from $DB_PASSWORD.
 //
 //   php lease_driver.php --mode repl --dsn DSN [--user U] --spec JSON [--errmode silent]
 //       One command per line on stdin (JSON), one JSON answer per line on stdout:

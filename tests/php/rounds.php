@@ -1,5 +1,5 @@
 <?php
-// A job under attack, for tests/php_helper.rs: calls Selfheal\Job::start() ROUNDS times
+// A job under attack, for tests/php/helper.rs: calls Selfheal\Job::start() ROUNDS times
 // with one option on PATH, as many jobs starting one after another would:
 //
 //   php rounds.php lock|heartbeat PATH ROUNDS

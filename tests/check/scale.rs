@@ -1,0 +1,417 @@
+//! Backlogs: hundreds of thousands of running rows judged in bounded memory and output
+//! (SPEC §5 last bullet, §7, §8), and rows that finish while a run pages through them.
+//! Not timed: speed and memory figures are `scripts/bench --only scale`'s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::common::*;
+use mysql::prelude::Queryable;
+
+/// The address space `check` gets for 200,000 rows: a build that reads every running row
+/// at once (before paging) needs more than 128 MiB of it for these rows and aborts; a
+/// paged run needs under 48.
+const ADDRESS_SPACE_KIB: u64 = 96 * 1024;
+
+/// `selfheal check --config CFG` with at most `kib` KiB of address space (`ulimit -v`).
+fn check_within(cfg: &Path, kib: u64) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {kib} && exec \"$0\" check --config \"$1\""
+        ))
+        .arg(bin())
+        .arg(cfg)
+        .output()
+        .expect("run selfheal under ulimit")
+}
+
+/// The watch of these tests: the heartbeat and owner columns, no files (a backlog of rows,
+/// not of files), an end time and a message.
+fn watch() -> String {
+    "name = \"backlog\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+     heartbeat_column = \"heartbeat_at\"\nowner_column = \"worker\"\n\
+     ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n\
+     stale_after = \"5m\"\nmax_age = \"6h\"\n"
+        .to_string()
+}
+
+/// Ids (applied changes) the journal has, each with how many times.
+fn journaled(sb: &Sandbox) -> BTreeMap<i64, usize> {
+    let mut ids = BTreeMap::new();
+    for e in sb.journal() {
+        if e["applied"] == true {
+            *ids.entry(e["id"].as_i64().expect("id")).or_default() += 1;
+        }
+    }
+    ids
+}
+
+#[test]
+fn two_hundred_thousand_running_rows_are_judged_in_a_small_address_space() {
+    const ROWS: i64 = 200_000;
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    // Every 100th row's worker is gone (its pid, on this host) and its heartbeat 15 minutes
+    // old: dead, conclusively, acted on at once. Every 4,000th (not a 100th) beat 15
+    // minutes ago with no other sign: inferred, it waits for its confirmation. The rest
+    // beat 10 seconds ago.
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+         INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker)
+         SELECT i, 'running', datetime('now', '-20 minutes'),
+                CASE WHEN i % 100 = 0 OR i % 4000 = 50 THEN datetime('now', '-15 minutes')
+                     ELSE datetime('now', '-10 seconds') END,
+                CASE WHEN i % 100 = 0 THEN '{gone}' END
+         FROM n"
+    ));
+    let cfg = sb.config(&db.url(), &watch());
+    let o = check_within(&cfg, ADDRESS_SPACE_KIB);
+    assert_exit(&o, 0);
+    let marked: BTreeSet<i64> = db
+        .conn()
+        .prepare("SELECT id FROM sync_log WHERE status = 'error'")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .map(|r| r.expect("id"))
+        .collect();
+    let dead: BTreeSet<i64> = (1..=ROWS).filter(|i| i % 100 == 0).collect();
+    assert_eq!(marked, dead, "exactly the rows whose worker is gone");
+    let running: i64 = db
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM sync_log WHERE status = 'running'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(running, ROWS - 2_000);
+    let once: BTreeMap<i64, usize> = dead.iter().map(|i| (*i, 1)).collect();
+    assert_eq!(journaled(&sb), once, "each dead row journaled once");
+    // The cron text: 50 rows, then one line for the rest.
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 51, "{out}");
+    assert!(
+        lines[50]
+            .starts_with("… and 1950 more rows not listed here (1950 changed, 0 need a person)"),
+        "{}",
+        lines[50]
+    );
+    // A cron period later, the same bound: the 50 inferred deaths confirmed and marked;
+    // nothing marked twice.
+    next_cron_run(&sb);
+    let o = check_within(&cfg, ADDRESS_SPACE_KIB);
+    assert_exit(&o, 0);
+    let later: BTreeSet<i64> = (1..=ROWS).filter(|i| i % 4000 == 50).collect();
+    let mut all = dead.clone();
+    all.extend(&later);
+    let twice: BTreeMap<i64, usize> = all.iter().map(|i| (*i, 1)).collect();
+    assert_eq!(journaled(&sb), twice);
+    assert_eq!(stdout(&o).lines().count(), 50, "{}", stdout(&o));
+}
+
+/// A worker finishing its rows while `check` pages through them, from the highest id down
+/// (`check` goes up): each finish a compare-and-set of its own. Returns the ids it
+/// finished; `stop` ends it.
+fn finisher(
+    dead: Vec<i64>,
+    stop: Arc<AtomicBool>,
+    mut finish: impl FnMut(i64) -> bool + Send + 'static,
+) -> std::thread::JoinHandle<BTreeSet<i64>> {
+    std::thread::spawn(move || {
+        let mut won = BTreeSet::new();
+        for id in dead.into_iter().rev() {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            if finish(id) {
+                won.insert(id);
+            }
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        won
+    })
+}
+
+/// What both databases check after the race: every row the worker finished is still
+/// finished, as it wrote it; every row `check` marked is one the worker did not finish;
+/// between them, every dead row; the living untouched.
+fn after_the_race(
+    won: &BTreeSet<i64>,
+    rows: &BTreeMap<i64, (String, String)>,
+    sb: &Sandbox,
+    dead: &BTreeSet<i64>,
+) {
+    let marked: BTreeSet<i64> = journaled(sb).into_keys().collect();
+    let lost = sb
+        .journal()
+        .iter()
+        .filter(|e| e["action"] == "lost_race")
+        .count();
+    eprintln!(
+        "the worker finished {}, check marked {}, and lost {} races",
+        won.len(),
+        marked.len(),
+        lost
+    );
+    assert!(
+        !won.is_empty() && !marked.is_empty(),
+        "the worker finished {} rows and check marked {}: no race took place",
+        won.len(),
+        marked.len()
+    );
+    for id in won {
+        assert_eq!(
+            rows[id],
+            ("done".to_string(), "finished".to_string()),
+            "row {id}, finished by its worker, was overwritten"
+        );
+    }
+    for id in &marked {
+        assert!(!won.contains(id), "row {id}: finished, then marked");
+        assert_eq!(rows[id].0, "error", "row {id}");
+    }
+    let both: BTreeSet<i64> = won.union(&marked).copied().collect();
+    assert_eq!(&both, dead, "each dead row finished or marked");
+    for (id, (status, _)) in rows {
+        if !dead.contains(id) {
+            assert_eq!(status, "running", "row {id} lives");
+        }
+    }
+}
+
+const RACE_ROWS: i64 = 30_000;
+
+#[test]
+fn rows_that_finish_while_check_pages_through_them_are_never_overwritten_sqlite() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {RACE_ROWS})
+         INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker)
+         SELECT i, 'running', datetime('now', '-20 minutes'),
+                CASE WHEN i % 10 = 0 THEN datetime('now', '-15 minutes')
+                     ELSE datetime('now', '-10 seconds') END,
+                CASE WHEN i % 10 = 0 THEN '{gone}' END
+         FROM n"
+    ));
+    let dead: BTreeSet<i64> = (1..=RACE_ROWS).filter(|i| i % 10 == 0).collect();
+    let cfg = sb.config(&db.url(), &watch());
+    let stop = Arc::new(AtomicBool::new(false));
+    let path = db.path.clone();
+    let worker = finisher(dead.iter().copied().collect(), stop.clone(), move |id| {
+        let c = rusqlite::Connection::open(&path).expect("open");
+        c.busy_timeout(Duration::from_secs(30)).expect("busy");
+        c.execute(
+            "UPDATE sync_log SET status = 'done', error_msg = 'finished', \
+             end_time = datetime('now') WHERE id = ?1 AND status = 'running'",
+            [id],
+        )
+        .expect("finish")
+            == 1
+    });
+    let o = check(&cfg, &[]);
+    stop.store(true, Ordering::SeqCst);
+    let won = worker.join().expect("worker");
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "{o:?}"
+    );
+    let rows: BTreeMap<i64, (String, String)> = db
+        .conn()
+        .prepare("SELECT id, status, error_msg FROM sync_log")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    after_the_race(&won, &rows, &sb, &dead);
+}
+
+#[test]
+fn rows_that_finish_while_check_pages_through_them_are_never_overwritten_mariadb() {
+    let Some(mut db) = MysqlDb::new() else { return };
+    db.create_sync_log("DATETIME");
+    db.exec("SET SESSION max_recursive_iterations = 100000");
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    db.exec(&format!(
+        "INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker)
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {RACE_ROWS})
+         SELECT i, 'running', NOW() - INTERVAL 20 MINUTE,
+                IF(i % 10 = 0, NOW() - INTERVAL 15 MINUTE, NOW() - INTERVAL 10 SECOND),
+                IF(i % 10 = 0, '{gone}', NULL)
+         FROM n"
+    ));
+    let dead: BTreeSet<i64> = (1..=RACE_ROWS).filter(|i| i % 10 == 0).collect();
+    let sb = Sandbox::new();
+    let cfg = sb.config(&db.url, &watch());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut conn = db.conn();
+    let worker = finisher(dead.iter().copied().collect(), stop.clone(), move |id| {
+        conn.exec_drop(
+            "UPDATE sync_log SET status = 'done', error_msg = 'finished', end_time = NOW() \
+             WHERE id = ? AND status = 'running'",
+            (id,),
+        )
+        .expect("finish");
+        conn.affected_rows() == 1
+    });
+    let o = check(&cfg, &[]);
+    stop.store(true, Ordering::SeqCst);
+    let won = worker.join().expect("worker");
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "{o:?}"
+    );
+    let rows: BTreeMap<i64, (String, String)> = db
+        .query::<(i64, String, String)>("SELECT id, status, error_msg FROM sync_log")
+        .into_iter()
+        .map(|(id, s, m)| (id, (s, m)))
+        .collect();
+    after_the_race(&won, &rows, &sb, &dead);
+}
+
+/// A watch of 12,000 running rows spans three pages but fits what the first pass keeps:
+/// each heartbeat file is probed once, and once more just before its row's write; every
+/// dead row is marked and journaled once.
+#[test]
+fn a_watch_of_a_few_pages_is_probed_once() {
+    const ROWS: i64 = 12_000;
+    if !have_tool("strace", &["-V"], "counting the probes of heartbeat files") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+         INSERT INTO sync_log (id, status, start_time)
+         SELECT i, 'running', datetime('now', '-20 minutes') FROM n"
+    ));
+    let now = std::time::SystemTime::now();
+    for id in 1..=ROWS {
+        let age = if id % 100 == 0 { 15 * 60 } else { 10 };
+        sb.heartbeat_at(id, now - Duration::from_secs(age));
+    }
+    // The dead rows' lock files are free: conclusive, acted on at once.
+    for id in (100..=ROWS).step_by(100) {
+        std::fs::write(sb.lock_path(id), "").expect("lock file");
+    }
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!("lock_file = \"{}\"\n", sb.lock_template())),
+    );
+    let trace = sb.path("stat.trace");
+    let o = Command::new("strace")
+        .args(["-f", "-e", "trace=stat,lstat,newfstatat,statx", "-o"])
+        .arg(&trace)
+        .arg(bin())
+        .args(["check", "--config"])
+        .arg(&cfg)
+        .env_remove("SELFHEAL_CONFIG")
+        .output()
+        .expect("strace");
+    assert_exit(&o, 0);
+    let probes = std::fs::read_to_string(&trace)
+        .expect("trace")
+        .lines()
+        .filter(|l| l.contains("/hb-"))
+        .count();
+    assert_eq!(probes, 12_000 + 120, "one probe a row, one more a write");
+    let once: BTreeMap<i64, usize> = (100..=ROWS).step_by(100).map(|i| (i, 1)).collect();
+    assert_eq!(journaled(&sb), once);
+}
+
+/// A run that changes more rows than the journal's generations hold (some 15,000 changes a
+/// generation, 3 generations kept) rotates the journal several times as it goes: none of its
+/// own changes is rotated away before it ends, so `show` finds the history of a row it
+/// changed first; the next run that rotates brings the journal back to its bound and says
+/// that older history was cut.
+#[test]
+fn a_run_of_seventy_thousand_changes_keeps_every_one_of_them_in_the_journal() {
+    const ROWS: i64 = 70_000;
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+         INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker)
+         SELECT i, 'running', datetime('now', '-20 minutes'), datetime('now', '-15 minutes'),
+                '{gone}'
+         FROM n"
+    ));
+    let cfg = sb.config(&db.url(), &watch());
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    let generations = (1..)
+        .take_while(|n| sb.state_dir().join(format!("journal.jsonl.{n}")).exists())
+        .count();
+    assert!(generations > 3, "the run rotated {generations} times");
+    // Every generation's lines, ids of applied changes with how many times.
+    let mut ids: BTreeMap<i64, usize> = BTreeMap::new();
+    for n in 0..=generations {
+        let name = if n == 0 {
+            "journal.jsonl".to_string()
+        } else {
+            format!("journal.jsonl.{n}")
+        };
+        let text = std::fs::read_to_string(sb.state_dir().join(name)).expect("generation");
+        for line in text.lines() {
+            let e: serde_json::Value = serde_json::from_str(line).expect("journal line");
+            if e["applied"] == true {
+                *ids.entry(e["id"].as_i64().expect("id")).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(
+        ids.len(),
+        usize::try_from(ROWS).expect("rows"),
+        "every change kept"
+    );
+    assert!(ids.values().all(|n| *n == 1));
+    let shown = selfheal()
+        .args(["show", "backlog", "1", "--format", "json", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("show");
+    let v: serde_json::Value = serde_json::from_str(stdout(&shown).trim()).expect("json");
+    let history = v["history"].as_array().expect("history");
+    assert!(
+        history.iter().any(|e| e["action"] == "mark_dead"),
+        "the first row's change is in its history: {v}"
+    );
+    assert_eq!(v["history_cut"], serde_json::Value::Null, "nothing cut yet");
+    // The next run that opens the journal at its bound trims it back, and says so.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(sb.state_dir().join("journal.jsonl"))
+        .and_then(|f| f.set_len(8 << 20))
+        .expect("the journal at its bound");
+    db.exec("UPDATE sync_log SET status = 'running', end_time = NULL WHERE id = 2");
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert!(
+        !sb.state_dir().join("journal.jsonl.4").exists(),
+        "back to 3 generations"
+    );
+    let shown = selfheal()
+        .args(["show", "backlog", "1", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("show");
+    let text = stdout(&shown);
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "  history       none in the journal: the journal \
+                                            holds entries since "
+        ) && l.contains("older ones were rotated away")),
+        "{text}"
+    );
+}

@@ -1,0 +1,6 @@
+//! What another local user can do to selfheal: links and files planted where selfheal
+//! writes ([`links`]), and values from a row or a host that must print as themselves,
+//! secrets that must not ([`output`]).
+
+pub(crate) mod links;
+pub(crate) mod output;
