@@ -272,11 +272,24 @@ pub(super) fn rows_findings(
         ));
     }
     let subject = format!("watch {}: running rows", w.name);
+    // Rows a real run would mark or leave for a person are a finding, not a tick: a census
+    // of "7 dead, 1 overtime" is exactly what someone running doctor wants to look at.
+    let acted_on = counts.iter().any(|(v, _)| {
+        matches!(
+            v,
+            Verdict::Dead | Verdict::Hung | Verdict::Overtime | Verdict::Unknown
+        )
+    });
     match unknown {
         Some(u) if future.is_empty() => out.push(Finding::warn(
             subject,
             format!("{census}; {u}"),
             "selfheal check --explain shows each row's evidence",
+        )),
+        _ if acted_on && future.is_empty() => out.push(Finding::warn(
+            subject,
+            format!("{census}: rows a real run marks or leaves for a person"),
+            "selfheal check --explain shows each row's evidence and what a real run would do",
         )),
         _ => out.push(Finding::pass(subject, census)),
     }

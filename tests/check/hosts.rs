@@ -561,9 +561,13 @@ fn a_watch_pair_split_by_match_acts_differently_on_rows_of_the_same_age() {
         .output()
         .expect("doctor");
     let out = stdout(&o);
-    assert_exit(&o, 0);
+    // The overtime row is a finding (a real run marks it): exit 1.
+    assert_exit(&o, 1);
     assert!(
-        out.contains("✓ watch quick: running rows: 1 overtime"),
+        out.contains(
+            "! watch quick: running rows: 1 overtime: rows a real run marks or leaves for a \
+             person"
+        ),
         "{out}"
     );
     assert!(out.contains("✓ watch long: running rows: 1 alive"), "{out}");
