@@ -586,9 +586,10 @@ fn resolve_retry_of_a_parked_row(mut db: Db) {
     db.insert(3, "wait_manual", 3 * 3600, "full-sync");
     db.exec("UPDATE sync_log SET attempts = 2 WHERE id = 3");
     let cfg = config(&sb, &db, &with_retry(&sb, "retry_at", ""));
-    // A real check first: the metrics file has its lines, which resolve keeps.
+    // A real check first: the metrics file has its lines, which resolve keeps (exit 1: a
+    // row is parked).
     let o = run(&cfg, &["check"]);
-    assert_exit(&o, 0);
+    assert_exit(&o, 1);
     assert!(metrics(&sb).contains("selfheal_parked_rows{watch=\"full-sync\"} 1"));
     let o = run_as(
         &cfg,
@@ -1122,7 +1123,8 @@ fn retry_at_follows_the_backoff(mut db: Db, col: &str) {
         ),
     );
     let o = run(&cfg, &["check"]);
-    assert_exit(&o, 0);
+    // Row 4 stays parked: exit 1.
+    assert_exit(&o, 1);
     let end = db.epoch_of("end_time");
     let at = if col.ends_with("_s") {
         col.to_string()

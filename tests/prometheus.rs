@@ -180,7 +180,8 @@ fn a_real_runs_metrics_file_passes_promtool_and_has_what_the_rules_read() {
         &sb.watch("confirm = 1\nmanual_value = \"wait_manual\"\n"),
     );
     let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
+    // Row 3 is parked: exit 1.
+    assert_exit(&o, 1);
     assert_eq!(db.status(2), "error", "the run marked the dead row");
     let file = std::fs::read_to_string(&prom).expect("metrics file");
     assert!(

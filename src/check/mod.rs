@@ -76,9 +76,11 @@ pub struct CheckOptions {
     pub remind: bool,
 }
 
-/// The exit status for a finished run (SPEC §7).
+/// The exit status for a finished run (SPEC §7): 1 while any row needs a person — also
+/// rows parked in `manual_value` earlier (the cron text tells of them only per
+/// `remind_every`, but a systemd unit shows failed and monitoring sees it every run).
 pub fn exit_code(s: &Summary) -> u8 {
-    if s.totals().attention > 0 {
+    if s.totals().attention > 0 || s.parked() > 0 {
         exit::ATTENTION
     } else if !s.busy_watches.is_empty() {
         exit::BUSY

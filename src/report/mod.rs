@@ -144,8 +144,8 @@ pub struct WatchRun {
     pub held: Vec<(Hold, usize)>,
     pub duration: std::time::Duration,
     /// Rows parked in `manual_value` after this run (`None`: the watch has none, or was
-    /// not checked): a backlog a person owes, counted every run, never a reason to exit 1
-    /// again.
+    /// not checked): a backlog a person owes, counted every run; the run exits 1 while
+    /// there is one.
     pub parked: Option<u64>,
     /// Consecutive real runs, this one included, that skipped the watch because its
     /// advisory lock was held elsewhere; 0 when it was checked.

@@ -1199,7 +1199,8 @@ fn a_park_a_stopped_run_cannot_tell_as_its_own_is_never_undone() {
     // watchdog): the row shows what selfheal was about to write.
     db.exec("UPDATE sync_log SET status = 'wait_manual' WHERE id = 7");
     let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
+    // Parked, it needs a person: exit 1.
+    assert_exit(&o, 1);
     assert!(
         warnings(&o)
             .iter()

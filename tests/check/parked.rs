@@ -58,8 +58,9 @@ fn a_parked_row_is_counted_every_run_listed_by_doctor_and_released_by_its_statem
     );
     assert_eq!(db.status(1), "wait_manual");
 
-    // The person was told; later runs say nothing and exit 0, but count the row.
-    cron_check_is_silent(&cfg);
+    // The person was told; later runs say nothing, but count the row and exit 1 while it
+    // waits for them.
+    cron_check_is_quiet_while_parked(&cfg);
     let gauge = "selfheal_parked_rows{watch=\"full-sync\"}";
     assert_eq!(metric(&metrics, gauge), Some(1.0));
     assert_eq!(
@@ -69,10 +70,10 @@ fn a_parked_row_is_counted_every_run_listed_by_doctor_and_released_by_its_statem
     let last = sb.last_run();
     assert_eq!(
         (last["parked"].as_u64(), last["exit_status"].as_u64()),
-        (Some(1), Some(0))
+        (Some(1), Some(1))
     );
     let o = check(&cfg, &["--format", "json", "--dry-run"]);
-    assert_exit(&o, 0);
+    assert_exit(&o, 1);
     let (_, summary) = json_lines(&o);
     assert_eq!(summary["parked"], 1, "{summary}");
     assert_eq!(summary["per_watch"][0]["parked"], 1, "{summary}");

@@ -361,6 +361,16 @@ pub fn beat_now(sb: &Sandbox, id: i64) {
     sb.heartbeat_at(id, SystemTime::now() + secs(30));
 }
 
+/// Runs the cron form (`selfheal check --config CFG`, no flags) with rows parked for a
+/// person: it prints nothing (they were told of) and exits 1 (they still need one).
+#[track_caller]
+pub fn cron_check_is_quiet_while_parked(cfg: &Path) -> Output {
+    let o = check(cfg, &[]);
+    assert_exit(&o, 1);
+    assert_eq!(stdout(&o), "", "the cron form says nothing");
+    o
+}
+
 /// Runs the cron form (`selfheal check --config CFG`, no flags) and asserts that it exits
 /// 0 and prints nothing.
 #[track_caller]

@@ -75,7 +75,8 @@ fn a_row_id_holding_a_newline_cannot_forge_a_line_of_explain_or_of_cron_mail() {
     let (db, cfg) = text_id_rows(&sb);
 
     let o = check(&cfg, &["--explain"]);
-    assert_exit(&o, 0);
+    // A row is parked: exit 1.
+    assert_exit(&o, 1);
     let out = stdout(&o);
     every_line_starts_with(
         &out,
@@ -101,7 +102,7 @@ fn a_row_id_holding_a_newline_cannot_forge_a_line_of_explain_or_of_cron_mail() {
 
     // The cron text: one line per change, whatever the id holds.
     let o = check(&cfg, &[]);
-    assert_exit(&o, 0);
+    assert_exit(&o, 1);
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
