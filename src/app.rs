@@ -17,7 +17,13 @@ use crate::report::{
 
 /// Runs the command and returns the process exit status.
 pub fn run(cli: Cli) -> u8 {
-    let command = command_name(&cli.command);
+    // The fix lines repeat the command as it was run, arguments and --config included.
+    let line = crate::person::this_command();
+    let command = if line.is_empty() {
+        command_name(&cli.command)
+    } else {
+        line.as_str()
+    };
     let result = match cli.command {
         Command::Check(args) => run_check(&args),
         Command::Doctor(args) => Ok(crate::doctor::run(

@@ -455,8 +455,11 @@ fn refused_fix(e: &crate::fsafe::Error, action: &str, command: &str) -> Option<S
             let cron = crate::cron::users();
             Some(if owner.uid == me.uid {
                 format!("chmod go-w {p}: nobody but {me} may change what is in it")
-            } else if me.uid != 0 && cron.contains(&me.arg()) && !cron.contains(&owner.arg()) {
-                // Cron runs selfheal as this user: the directory is to be given to it.
+            } else if me.uid != 0
+                && (owner.uid == 0 || (cron.contains(&me.arg()) && !cron.contains(&owner.arg())))
+            {
+                // Cron runs selfheal as this user, or root owns the directory (selfheal is
+                // not to run as root): the directory is to be given to this user.
                 format!("{}{tighten}", state_dir_fix(path, command))
             } else {
                 format!(

@@ -30,6 +30,52 @@ pub fn shell_word(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// The command line this process was started with, after the program's name, as a person
+/// pastes it into a `fix:` line (`check --config /etc/selfheal/shop.toml`): each word quoted
+/// for a POSIX shell where it needs it, and a password written into a `--db` URL left out
+/// (such a line goes to cron mail). Empty when there were no arguments.
+pub fn this_command() -> String {
+    command_line(std::env::args().skip(1))
+}
+
+/// [`this_command`] for these arguments.
+pub fn command_line(args: impl Iterator<Item = String>) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut url_next = false;
+    for a in args {
+        let a = if url_next {
+            without_password(&a)
+        } else if let Some(u) = a.strip_prefix("--db=") {
+            format!("--db={}", without_password(u))
+        } else {
+            a
+        };
+        url_next = a == "--db";
+        let plain = !a.is_empty()
+            && a.chars().all(|c| {
+                c.is_ascii_alphanumeric()
+                    || matches!(c, '_' | '-' | '.' | ':' | '/' | '+' | ',' | '@' | '%' | '=')
+            });
+        out.push(if plain {
+            a
+        } else {
+            format!("'{}'", a.replace('\'', "'\\''"))
+        });
+    }
+    out.join(" ")
+}
+
+/// A URL without any password in it (secrets come from `password_file` and the like).
+fn without_password(u: &str) -> String {
+    match url::Url::parse(u) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        _ => u.to_string(),
+    }
+}
+
 /// The decisions `selfheal resolve --as` can make for a row of `w`: `dead` always,
 /// `retry` where the watch has `retry_value`, `running` only for a parked row (and only
 /// where the watch has `manual_value`).
@@ -79,6 +125,44 @@ pub fn actor() -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A fix repeats the command as it was run, pasteable: words quoted where a shell needs
+    /// it, a `--db` URL's password left out.
+    #[test]
+    fn the_command_line_as_a_fix_repeats_it() {
+        let line = |a: &[&str]| command_line(a.iter().map(|s| (*s).to_string()));
+        assert_eq!(
+            line(&[
+                "check",
+                "--config",
+                "/etc/selfheal/shop.toml",
+                "--watch",
+                "a b"
+            ]),
+            "check --config /etc/selfheal/shop.toml --watch 'a b'"
+        );
+        assert_eq!(
+            line(&[
+                "resolve",
+                "sync",
+                "7",
+                "--as",
+                "dead",
+                "--note",
+                "it's gone"
+            ]),
+            "resolve sync 7 --as dead --note 'it'\\''s gone'"
+        );
+        assert_eq!(
+            line(&["check", "--db", "mysql://app:secret@db1/app"]),
+            "check --db mysql://app@db1/app"
+        );
+        assert_eq!(
+            line(&["check", "--db=mysql://app:secret@db1/app"]),
+            "check --db=mysql://app@db1/app"
+        );
+        assert!(!line(&["check", "--db", "mysql://app:secret@db1/app"]).contains("secret"));
+    }
+
     use super::*;
 
     #[test]

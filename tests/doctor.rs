@@ -534,7 +534,9 @@ fn root_is_warned_when_cron_runs_selfheal_as_another_user() {
     );
     assert!(
         u.contains("would be root's")
-            && u.ends_with("fix: run it as www-data: runuser -u www-data -- selfheal doctor"),
+            && u.contains(
+                "fix: run it as www-data: runuser -u www-data -- selfheal doctor --config "
+            ),
         "{u}"
     );
 
@@ -706,16 +708,20 @@ fn doctor_as_nobody_reads_as_sentences_and_never_hands_nobody_anything() {
     let (unreadable, readable) = out
         .split_once("----\n")
         .unwrap_or_else(|| panic!("{out}{}", stderr(&o)));
-    let run_as = "fix: run selfheal as www-data, the user /etc/cron.d/selfheal runs it as: \
-                  runuser -u www-data -- selfheal doctor; nobody stands for no user and is \
-                  given nothing";
+    // The command as it was run, --config included: pasted, it runs the same doctor.
+    let run_as = format!(
+        "fix: run selfheal as www-data, the user /etc/cron.d/selfheal runs it as: runuser -u \
+         www-data -- selfheal doctor --config {}; nobody stands for no user and is given \
+         nothing",
+        cfg.display()
+    );
     // The configuration nobody may not read: exit 2, and whom to run as.
     assert!(unreadable.ends_with("exit 2\n"), "{unreadable}");
     let line = unreadable.lines().next().expect("a line");
     assert!(
         line.starts_with("✗ configuration: cannot read the configuration ")
             && line.contains("as nobody (uid 65534): Permission denied")
-            && line.contains(run_as),
+            && line.contains(&run_as),
         "{line}"
     );
     // Readable: the run lock in www-data's directory is a sentence, with the same fix.

@@ -44,6 +44,6 @@ pub(super) fn no_watch_finding(cfg: &Config) -> Option<Finding> {
 
 /// Run as root while cron runs selfheal as another user: what passes here may fail there.
 pub(super) fn cron_user_finding() -> Option<Finding> {
-    let (what, fix) = crate::cron::root_warning("doctor")?;
+    let (what, fix) = crate::cron::root_warning(super::again())?;
     Some(Finding::warn("user", what, fix))
 }

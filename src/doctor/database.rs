@@ -41,7 +41,7 @@ pub(super) fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -
             // The fix the failure itself calls for: the store words it from the driver's
             // error code and the settings it used; an unreadable option file gets the
             // command that lets this user read it.
-            let fix = crate::fix::for_error(&e, "doctor")
+            let fix = crate::fix::for_error(&e, super::again())
                 .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
             rep.add(Finding::fail("database", e.to_string(), fix));
             return Err(doctor_status(&e));
@@ -53,7 +53,7 @@ pub(super) fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -
             format!("{v} at {}", store.connection()),
         )),
         Err(e) => {
-            let fix = crate::fix::for_error(&e, "doctor")
+            let fix = crate::fix::for_error(&e, super::again())
                 .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
             rep.add(Finding::fail("database", e.to_string(), fix));
             return Err(doctor_status(&e));
@@ -73,7 +73,7 @@ pub(super) fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -
             tolerance_s: cfg.run.clock_tolerance.as_secs(),
         },
         Err(e) => {
-            let fix = crate::fix::for_error(&e, "doctor")
+            let fix = crate::fix::for_error(&e, super::again())
                 .unwrap_or_else(|| fallback_fix(&e, Some(&db.url)));
             rep.add(Finding::fail("clock", e.to_string(), fix));
             return Err(doctor_status(&e));
@@ -214,7 +214,7 @@ fn watch_database_checks(
                 ),
                 other => (
                     other.to_string(),
-                    crate::fix::for_error(other, "doctor").unwrap_or_else(|| {
+                    crate::fix::for_error(other, super::again()).unwrap_or_else(|| {
                         fallback_fix(other, cfg.database.as_ref().map(|d| &d.url))
                     }),
                 ),

@@ -71,13 +71,15 @@ pub(super) fn template_dir(t: &PathTemplate) -> (PathBuf, Option<PathBuf>) {
 /// The command that lets this user look inside `dir` (or the directory above it that
 /// shuts it out), for the owner, group and mode found there.
 fn denied_fix(dir: &Path) -> String {
-    crate::fix::access_fix_in(dir, crate::fix::Permission::Search, "doctor").unwrap_or_else(|| {
-        format!(
-            "give {} search (x) permission on {} and every directory above it",
-            crate::fix::RunningUser::current().name,
-            dir.display()
-        )
-    })
+    crate::fix::access_fix_in(dir, crate::fix::Permission::Search, super::again()).unwrap_or_else(
+        || {
+            format!(
+                "give {} search (x) permission on {} and every directory above it",
+                crate::fix::RunningUser::current().name,
+                dir.display()
+            )
+        },
+    )
 }
 
 pub(super) fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {

@@ -147,7 +147,24 @@ impl Report<'_> {
 
 /// Runs every check; returns the exit status: 0 all pass (advice included), 1 any warning
 /// or failure, 2 the configuration is bad, 3 the database cannot be reached.
+/// How a fix tells a person to run doctor again: with the `--config` it was given.
+static AGAIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// This doctor's command line, as a fix repeats it (`doctor --config /etc/selfheal/x.toml`).
+pub(crate) fn again() -> &'static str {
+    AGAIN.get().map_or("doctor", String::as_str)
+}
+
 pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
+    let _ = AGAIN.set(match config_flag {
+        Some(p) => crate::person::command_line(
+            ["doctor", "--config"]
+                .into_iter()
+                .map(str::to_string)
+                .chain(std::iter::once(p.display().to_string())),
+        ),
+        None => "doctor".to_string(),
+    });
     let mut rep = Report {
         out,
         findings: Vec::new(),
@@ -160,7 +177,7 @@ pub fn run(config_flag: Option<&Path>, out: &mut dyn Write) -> u8 {
                 Error::Usage(Usage::NoConfig { .. }) => {
                     "give --config FILE or set SELFHEAL_CONFIG".to_string()
                 }
-                _ => crate::fix::for_error(&e, "doctor")
+                _ => crate::fix::for_error(&e, again())
                     .unwrap_or_else(|| "correct it, then run selfheal doctor again".to_string()),
             };
             rep.add(Finding::fail("configuration", e.to_string(), fix));

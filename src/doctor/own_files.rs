@@ -109,7 +109,7 @@ fn lock_fix(path: &Path, state_dir: &Path) -> String {
         );
     }
     if path.starts_with(state_dir) {
-        return crate::fix::state_dir_fix(state_dir, "doctor");
+        return crate::fix::state_dir_fix(state_dir, super::again());
     }
     format!(
         "remove run.lock_file from the configuration: the lock then lives in state_dir \
@@ -122,7 +122,7 @@ fn lock_fix(path: &Path, state_dir: &Path) -> String {
 /// its fix.
 fn refused_finding(subject: &str, e: crate::fsafe::Error, action: &'static str) -> Finding {
     let e = Error::fsafe(e, action);
-    let fix = crate::fix::for_error(&e, "doctor").unwrap_or_default();
+    let fix = crate::fix::for_error(&e, super::again()).unwrap_or_default();
     Finding::fail(
         subject,
         format!("{}: check refuses it (exit 3)", e.full_message()),
@@ -159,7 +159,7 @@ pub(super) fn state_dir_finding(dir: &Path) -> Finding {
                     me(),
                     dir.display()
                 ),
-                crate::fix::state_dir_fix(dir, "doctor"),
+                crate::fix::state_dir_fix(dir, super::again()),
             )
         };
     }
@@ -186,7 +186,7 @@ pub(super) fn state_dir_finding(dir: &Path) -> Finding {
                 dir.display(),
                 me()
             ),
-            crate::fix::state_dir_fix(dir, "doctor"),
+            crate::fix::state_dir_fix(dir, super::again()),
         ),
     }
 }

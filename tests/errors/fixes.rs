@@ -88,7 +88,10 @@ fn an_unreadable_defaults_file_is_a_file_to_let_the_user_read_not_a_server_to_st
     let err = stderr(&o);
     assert!(!err.contains("nogroup") && !err.contains("chmod"), "{err}");
     assert!(
-        err.contains("-- selfheal check; nobody stands for no user and is given nothing"),
+        err.contains(&format!(
+            "-- selfheal check --config {}; nobody stands for no user and is given nothing",
+            cfg.display()
+        )),
         "{err}"
     );
 }
