@@ -496,10 +496,10 @@ fn sigterm_sigint_and_sighup_to_the_wrapper_reach_the_command() {
         let ready = sb.path("ready");
         // A command that handles the signal: its own exit status comes through.
         let mut p = Proc::spawn(
-            run_with(
+            with_default_signals(&mut run_with(
                 &[("--lock", &lock), ("--report", &rep)],
                 &["--", "sh", "-c"],
-            )
+            ))
             .arg(format!(
                 "trap 'echo {} > \"$1\"; exit 7' {}; : > \"$2\"; \
                  while :; do sleep 0.05; done",
@@ -513,7 +513,7 @@ fn sigterm_sigint_and_sighup_to_the_wrapper_reach_the_command() {
         wait_until("the command is ready", secs(30), || ready.exists());
         kill(Pid::from_raw(i32::try_from(p.pid()).expect("a pid")), sig)
             .expect("signal the wrapper");
-        let status = p.child.wait().expect("wait");
+        let status = wait_at_most(&mut p.child, secs(30), "the wrapper ends on the signal");
         p.reap();
         assert_eq!(status.code(), Some(7), "{sig}");
         assert_eq!(
@@ -526,14 +526,14 @@ fn sigterm_sigint_and_sighup_to_the_wrapper_reach_the_command() {
 
         // A command that does not: it ends by the signal, 128+N.
         let before = wait_for_line(&lock, None).pid;
-        let mut p = Proc::spawn(&mut run_with(
+        let mut p = Proc::spawn(with_default_signals(&mut run_with(
             &[("--lock", &lock), ("--report", &rep)],
             &["--", "sleep", "600"],
-        ));
+        )));
         let line = wait_for_line(&lock, Some(before));
         kill(Pid::from_raw(i32::try_from(p.pid()).expect("a pid")), sig)
             .expect("signal the wrapper");
-        let status = p.child.wait().expect("wait");
+        let status = wait_at_most(&mut p.child, secs(30), "the command ends by the signal");
         p.reap();
         assert_eq!(status.code(), Some(128 + sig as i32), "{sig}");
         assert!(status.signal().is_none());

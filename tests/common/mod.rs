@@ -1017,6 +1017,52 @@ pub fn in_a_process_of_its_own(module: &str, name: &str) -> bool {
 
 /// Polls `f` until it holds; panics with `what` after `timeout`.
 #[track_caller]
+/// Starts `cmd` with the signals a test sends at their default dispositions and none
+/// blocked: a test run under `nohup` (SIGHUP ignored) or started with `&` from a script
+/// (SIGINT and SIGQUIT ignored) passes those on to its children, and a child that
+/// ignores the signal it is sent never ends.
+pub fn with_default_signals(cmd: &mut Command) -> &mut Command {
+    use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, signal, sigprocmask};
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only async-signal-safe calls: signal(2) and
+    // sigprocmask(2), on a child that runs no other code.
+    unsafe {
+        cmd.pre_exec(|| {
+            for s in [
+                Signal::SIGHUP,
+                Signal::SIGINT,
+                Signal::SIGQUIT,
+                Signal::SIGTERM,
+            ] {
+                signal(s, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+            }
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+                .map_err(std::io::Error::from)
+        })
+    }
+}
+
+/// Waits for `child` to end, for at most `timeout`: a test that waits on a process that
+/// never ends fails, it never hangs.
+pub fn wait_at_most(
+    child: &mut std::process::Child,
+    timeout: Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("timed out after {} s: {what}", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + timeout;
     while !f() {
