@@ -210,7 +210,15 @@ pub fn friendly_ceil(secs: u64) -> u64 {
         21_601..=86_400 => 1_800,
         _ => 3_600,
     };
-    secs.max(1).div_ceil(step) * step
+    // Saturating: a value within a step of u64::MAX rounds to u64::MAX, never wraps to a
+    // small one (a suggestion below the longest run is the incident this tool prevents).
+    secs.max(1).div_ceil(step).saturating_mul(step)
+}
+
+/// `n × num / den`, rounded up, without overflow: saturates at `u64::MAX`.
+pub fn scaled_ceil(n: u64, num: u64, den: u64) -> u64 {
+    let v = (u128::from(n) * u128::from(num)).div_ceil(u128::from(den.max(1)));
+    u64::try_from(v).unwrap_or(u64::MAX)
 }
 
 /// The rule of SPEC §9: a cap below 1.5× the longest run that ended well kills legitimate
@@ -221,11 +229,24 @@ pub fn max_age_too_low(max_age_s: u64, longest_s: u64) -> bool {
 
 /// The smallest `max_age` the rule accepts for this longest run, rounded up.
 pub fn max_age_floor(longest_s: u64) -> u64 {
-    friendly_ceil((longest_s.saturating_mul(3)).div_ceil(2))
+    friendly_ceil(scaled_ceil(longest_s, 3, 2))
 }
 
 #[cfg(test)]
 mod tests {
+    /// Figures near the top of u64 saturate: never a wrapped, small suggestion or floor.
+    #[test]
+    fn huge_durations_saturate_never_wrap() {
+        for secs in [u64::MAX, u64::MAX - 1, u64::MAX - 3_599, u64::MAX / 2 + 1] {
+            assert!(friendly_ceil(secs) >= secs, "{secs}");
+            assert!(max_age_floor(secs) >= secs, "{secs}");
+            assert!(!max_age_too_low(max_age_floor(secs), secs) || secs > u64::MAX / 3 * 2);
+        }
+        assert_eq!(scaled_ceil(u64::MAX, 3, 2), u64::MAX);
+        assert_eq!(scaled_ceil(3, 3, 2), 5);
+        assert_eq!(friendly_ceil(61), 120);
+    }
+
     use super::*;
 
     #[test]

@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::histogram::Histogram;
 use crate::clock::human;
 use crate::config::fmt_duration;
-use crate::history::{BadRuntime, friendly_ceil, id_key, max_age_too_low};
+use crate::history::{BadRuntime, friendly_ceil, id_key, max_age_too_low, scaled_ceil};
 use crate::journal::JournalEntry;
 use crate::message;
 
@@ -334,7 +334,7 @@ const FEW_RUNS: u64 = 20;
 pub fn suggest_max_age(h: &Histogram, current_s: u64) -> Option<Suggestion> {
     let max = h.max()?;
     let p99 = h.percentile(990)?;
-    let by_max = max.saturating_mul(3).div_ceil(2);
+    let by_max = scaled_ceil(max, 3, 2);
     let by_p99 = p99.saturating_mul(2);
     let secs = friendly_ceil(by_max.max(by_p99));
     let mut reason = format!(
