@@ -340,8 +340,7 @@ impl<D: Driver> SqlStore<D> {
         database: Option<&str>,
         limit: u32,
     ) -> Result<Tables> {
-        let mut out = Tables::default();
-        out.database = match (database, s.database) {
+        let name = match (database, s.database) {
             (Some(db), _) => Some(db.to_string()),
             (None, Some(sql)) => {
                 let st = Statement {
@@ -353,6 +352,10 @@ impl<D: Driver> SqlStore<D> {
                     .and_then(SqlValue::into_text)
             }
             (None, None) => None,
+        };
+        let mut out = Tables {
+            database: name,
+            tables: Vec::new(),
         };
         let tables = &mut out.tables;
         self.driver.query(
