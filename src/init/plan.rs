@@ -209,7 +209,10 @@ fn choose(like: &[&str], seen: &Seen, column: &Column) -> Option<(String, String
     let statuses = seen.statuses();
     for want in like {
         if let Some((s, n)) = statuses.iter().find(|(s, _)| s.eq_ignore_ascii_case(want)) {
-            return Some((s.clone(), format!("from the statuses: {}", rows(*n, s))));
+            return Some((
+                s.clone(),
+                format!("from the table's statuses: {}", rows(*n, s)),
+            ));
         }
     }
     if let ColumnType::Enum { members } = &column.ty {
@@ -265,10 +268,16 @@ pub fn plan(m: &Mapping, seen: &Seen, ctx: &Ctx<'_>) -> Result<Vec<WatchPlan>, N
             let mut names: Vec<String> = Vec::new();
             kinds
                 .iter()
-                .map(|(k, n)| {
+                .enumerate()
+                .map(|(i, (k, n))| {
                     let name = unique_name(&watch_name(k), &names);
                     names.push(name.clone());
-                    base.watch(&name, Some((kind, k, *n, kinds.len())))
+                    let mut w = base.watch(&name, Some((kind, k, *n, kinds.len())));
+                    // Why there is a watch per kind is said once, above the first.
+                    if i > 0 {
+                        w.intro.remove(0);
+                    }
+                    w
                 })
                 .collect()
         }
@@ -327,7 +336,7 @@ fn running_value(m: &Mapping, seen: &Seen) -> Result<(String, String), NoWatch> 
     };
     if let Some((v, from)) = choose(RUNNING_LIKE, seen, &m.status_type) {
         let from = match seen.rows_with(&v) {
-            Some(n) => format!("from the statuses: {v} ({} now)", count(n, "row")),
+            Some(n) => format!("from the table's statuses: {v} ({} now)", count(n, "row")),
             None => from,
         };
         return Ok((v, from));
@@ -728,7 +737,7 @@ impl Base<'_> {
                     None => s.clone(),
                 })
                 .collect();
-            format!("from the statuses: {}", seen.join(", "))
+            format!("from the table's statuses: {}", seen.join(", "))
         };
         Some(Entry::new("success_values", Val::List(found), from))
     }

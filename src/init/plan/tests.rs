@@ -229,7 +229,7 @@ fn the_seeds_sync_log_gets_a_placeholder_heartbeat_that_judges_nothing_until_set
         w.entry("dead_value").map(|e| (&e.value, e.from.as_str())),
         Some((
             &Val::Text("failed".into()),
-            "from the statuses: failed (2 rows)"
+            "from the table's statuses: failed (2 rows)"
         )),
         "the table's own word for a failed run"
     );
