@@ -1,4 +1,9 @@
+use std::path::{Path, PathBuf};
+
+use super::source::url_text;
+use super::write::{write_file, write_target};
 use super::*;
+use crate::config::DbUrl;
 
 #[test]
 fn a_url_is_written_without_its_password() {
