@@ -31,6 +31,7 @@ pub fn run(cli: Cli) -> u8 {
             &mut std::io::stdout().lock(),
         )),
         Command::Demo(args) => crate::demo::run(args.keep.as_deref(), &mut std::io::stdout()),
+        Command::Init(args) => crate::init::run(&init_options(args), &mut std::io::stdout().lock()),
         Command::Stats(args) => crate::stats::run_command(&stats_options(args)),
         Command::Run(args) => Ok(crate::run::main(&run_options(args))),
         Command::Show(args) => crate::show::run(&show_options(args), &mut std::io::stdout().lock()),
@@ -54,6 +55,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Check(_) => "check",
         Command::Doctor(_) => "doctor",
         Command::Demo(_) => "demo",
+        Command::Init(_) => "init",
         Command::Stats(_) => "stats",
         Command::Completions(_) => "completions",
         Command::Run(_) => "run",
@@ -79,6 +81,18 @@ pub fn overrides(flags: &WatchFlags) -> Overrides {
         db_url: flags.db.clone(),
         timezone: flags.timezone.clone(),
         watch: flags.keys.0.clone(),
+    }
+}
+
+/// `selfheal init`'s options, from its command line.
+fn init_options(args: crate::cli::InitArgs) -> crate::init::InitOptions {
+    crate::init::InitOptions {
+        url: args.url,
+        table: args.table,
+        write: args.write,
+        config: args.config,
+        defaults_file: args.defaults_file,
+        password_file: args.password_file,
     }
 }
 

@@ -50,6 +50,22 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Build a throw-away SQLite sandbox and run the real check against it
     Demo(DemoArgs),
+    /// Read a job table and propose a configuration for it, each value with where it came
+    /// from; then show what check --explain says about its running rows under it
+    #[command(
+        after_help = "Recognises Magento 2's and Magento 1's cron_schedule (with \
+                      Aoe_Scheduler's host and pid), the field reports' sync_log and a \
+                      Selfheal\\Lease queue; for any other table it proposes the columns \
+                      by their names and types. The statuses are counted bounded: a small \
+                      table whole, else through an index on the status, else its latest \
+                      rows. What it prints is the configuration, and comments.\nExit \
+                      status: 0 proposed (and written with --write); 2 bad command line, no \
+                      such table (the job tables there are named), a table that cannot be \
+                      watched, or a --write file that exists already; 3 the database cannot \
+                      be read or the file cannot be written.\nSee selfheal(1), section \
+                      COMMANDS."
+    )]
+    Init(InitArgs),
     /// Runtimes of finished rows (a histogram), selfheal's false positives, suggested
     /// stale_after and max_age
     Stats(StatsArgs),
@@ -336,6 +352,37 @@ pub struct ResolveArgs {
     /// Do not ask before resolving more than 10 rows (required without a terminal)
     #[arg(long)]
     pub yes: bool,
+}
+
+/// `selfheal init`: a first configuration from a table's shape (SPEC §17).
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Database URL: sqlite:///path.db or mysql://user@host/db?socket=PATH (no password
+    /// here) [default: [database] of --config]
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+
+    /// The job table (table or database.table) [default: the one table that looks like a
+    /// job table]
+    #[arg(long, value_name = "TABLE")]
+    pub table: Option<String>,
+
+    /// Also write the configuration to FILE, which must not exist
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+
+    /// Take [database] from this configuration [default: $SELFHEAL_CONFIG, then
+    /// /etc/selfheal/selfheal.toml, when no --url is given]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// A MySQL option file whose [client] gives user, password, host and socket
+    #[arg(long, value_name = "FILE")]
+    pub defaults_file: Option<PathBuf>,
+
+    /// A file whose first line is the database password ($SELFHEAL_DB_PASSWORD works too)
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -556,6 +556,34 @@ impl Dir {
         self.sync()
     }
 
+    /// Creates `name` with exactly `mode` and the contents `write` produces, unless
+    /// something is at `name` already (`Ok(false)`: nothing changed, whatever is there —
+    /// a file, a link — is neither followed nor replaced): written to a new temporary file
+    /// and flushed, then linked to `name` (`linkat` never replaces anything), the directory
+    /// flushed. A reader sees no file or the whole file, never a part.
+    pub fn write_new(
+        &self,
+        name: &OsStr,
+        mode: u32,
+        write: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> Result<bool> {
+        plain_name(&self.path, name)?;
+        let mut tmp = self.create_temp(name, mode)?;
+        let tmp_name = tmp.name().to_os_string();
+        write(tmp.file_mut())
+            .and_then(|()| tmp.file_mut().sync_all())
+            .map_err(|e| self.err(&tmp_name, "writing", e))?;
+        match rustix::fs::linkat(&self.fd, &tmp_name, &self.fd, name, AtFlags::empty()) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Ok(false),
+            Err(e) => return Err(self.err(name, "creating", e)),
+        }
+        // The temporary name goes; the file stays under `name`.
+        drop(tmp);
+        self.sync()?;
+        Ok(true)
+    }
+
     /// `renameat` within this directory. Neither name is followed: a link at `to` is
     /// replaced, not written through.
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> Result<()> {

@@ -86,6 +86,7 @@ pub mod fsafe;
 pub mod history;
 pub mod holder_line;
 pub mod host;
+pub mod init;
 pub mod journal;
 pub mod message;
 pub mod metrics;

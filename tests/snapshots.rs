@@ -1263,6 +1263,7 @@ fn help() {
         ("help_doctor", &["doctor", "--help"]),
         ("help_stats", &["stats", "--help"]),
         ("help_demo", &["demo", "--help"]),
+        ("help_init", &["init", "--help"]),
         ("help_run", &["run", "--help"]),
         ("help_show", &["show", "--help"]),
         ("help_resolve", &["resolve", "--help"]),
@@ -1279,6 +1280,60 @@ fn help() {
             &transcript(args, &o, &Redact(Vec::new())),
         );
     }
+}
+
+#[test]
+fn init_proposes_a_watch_for_the_seeds_sync_log() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::with_schema(
+        &sb,
+        "CREATE TABLE sync_log (
+            id INTEGER PRIMARY KEY,
+            job VARCHAR(32) NOT NULL,
+            status VARCHAR(16) NOT NULL,
+            start_time TEXT,
+            end_time TEXT,
+            error_msg VARCHAR(255) NOT NULL DEFAULT ''
+        );
+        CREATE INDEX sync_log_status ON sync_log (status);",
+    );
+    let row = |id: i64, job: &str, status: &str, start: u64, end: Option<u64>| {
+        db.exec(&format!(
+            "INSERT INTO sync_log (id, job, status, start_time, end_time) \
+             VALUES ({id}, '{job}', '{status}', '{}', {})",
+            sql_datetime(ago(start)),
+            end.map_or("NULL".into(), |e| format!("'{}'", sql_datetime(ago(e))))
+        ));
+    };
+    row(1, "full-sync", "done", 30 * HOUR, Some(27 * HOUR));
+    row(2, "full-sync", "error", 6 * HOUR, Some(5 * HOUR));
+    row(3, "incremental", "done", 2 * HOUR, Some(110 * MIN));
+    row(4, "full-sync", "running", 50 * MIN, None);
+    row(5, "incremental", "running", 2 * MIN, None);
+    let Some(mut c) = frozen_selfheal() else {
+        return;
+    };
+    let file = sb.path("app.toml");
+    let args = [
+        "init",
+        "--url",
+        &db.url(),
+        "--table",
+        "sync_log",
+        "--write",
+        file.to_str().expect("utf-8"),
+    ];
+    let o = c.args(args).output().expect("run selfheal");
+    let r = Redact::new(&sb);
+    let shown: Vec<String> = args.iter().map(|a| r.apply(a)).collect();
+    let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
+    snapshot(
+        "init_sync_log",
+        "selfheal init on a SQLite sync_log with two job kinds (full-sync: a run of 3h that \
+         ended well, one that failed, one running for 50m; incremental: a 10m run, one running \
+         for 2m): one watch per job kind, each waiting for its heartbeat file.",
+        &transcript(&shown, &o, &r),
+    );
 }
 
 #[test]

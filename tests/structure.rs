@@ -350,7 +350,7 @@ struct Layer {
 /// type — beside their reading of the clock and of a lock file; the core uses only those.)
 const IO: &[&str] = &[
     "app", "apply", "check", "cli", "cron", "demo", "doctor", "eventlog", "evidence", "fix",
-    "fsafe", "history", "host", "journal", "metrics", "person", "probe", "resolve", "run",
+    "fsafe", "history", "host", "init", "journal", "metrics", "person", "probe", "resolve", "run",
     "runlock", "show", "state", "stats", "store",
 ];
 
@@ -430,6 +430,14 @@ const LAYERS: &[Layer] = &[
         modules: &["doctor", "stats"],
         but: &[],
         must_not_use: &["apply", "resolve"],
+        except: &[],
+    },
+    Layer {
+        rule: "init writes no row and keeps no record: it judges through check's dry run and \
+               names neither apply, resolve, journal nor state",
+        modules: &["init"],
+        but: &[],
+        must_not_use: &["apply", "resolve", "journal", "state"],
         except: &[],
     },
     Layer {

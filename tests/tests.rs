@@ -7,6 +7,7 @@
 //! - [`run`]: `selfheal run`, the wrapper that makes a job leave that evidence;
 //! - [`php`]: the PHP helper, the lease and real PHP workers;
 //! - [`person`]: `selfheal show` and `selfheal resolve`;
+//! - [`init`]: `selfheal init`, a first configuration from a table's shape;
 //! - [`doctor`], [`stats`], [`metrics`], [`prometheus`], [`credentials`], [`cli`],
 //!   [`errors`]: the other commands and what every command says;
 //! - [`security`]: what another local user can plant, and what a value can print;
@@ -27,6 +28,7 @@ mod credentials;
 mod docs;
 mod doctor;
 mod errors;
+mod init;
 mod metrics;
 mod packaging;
 mod person;

@@ -773,6 +773,43 @@ fn replace_writes_exactly_the_mode_asked_and_leaves_no_temporary_file() {
     );
 }
 
+#[test]
+fn write_new_never_replaces_what_is_there_and_leaves_no_temporary_file() {
+    if !root_or_skip() {
+        return;
+    }
+    let s = Scene::new();
+    let d = Dir::create(&s.p("etc/selfheal"), 0o755).expect("create");
+    let wrote = d
+        .write_new(os("app.toml"), 0o644, |f| writeln!(f, "[database]"))
+        .expect("write");
+    assert!(wrote);
+    let p = s.p("etc/selfheal/app.toml");
+    assert_eq!(std::fs::read_to_string(&p).expect("read"), "[database]\n");
+    assert_eq!(mode_of(&p), 0o644);
+    // A file there stays as it is, and so does a link (never followed).
+    let again = d
+        .write_new(os("app.toml"), 0o644, |f| writeln!(f, "[run]"))
+        .expect("write");
+    assert!(!again);
+    assert_eq!(std::fs::read_to_string(&p).expect("read"), "[database]\n");
+    symlink(s.p("elsewhere"), s.p("etc/selfheal/link.toml")).expect("symlink");
+    assert!(
+        !d.write_new(os("link.toml"), 0o644, |f| writeln!(f, "x"))
+            .expect("write")
+    );
+    assert!(!s.p("elsewhere").exists());
+    let mut names: Vec<_> = std::fs::read_dir(s.p("etc/selfheal"))
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [OsString::from("app.toml"), OsString::from("link.toml")]
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Opening for append / read-write
 

@@ -51,6 +51,7 @@ pub mod mycnf;
 pub mod mysql;
 pub mod sql;
 pub mod sqlite;
+pub mod survey;
 pub mod table;
 pub mod types;
 
@@ -520,6 +521,11 @@ pub trait Introspect {
     /// is node-local), or `None` when it does or there is none to speak of (for `doctor`).
     fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
         Ok(None)
+    }
+    /// What `selfheal init` reads of a table no watch names yet ([`survey`]); `None` where
+    /// the database has no [`survey::SurveySql`] yet.
+    fn survey(&mut self) -> Option<&mut dyn survey::Survey> {
+        None
     }
 }
 

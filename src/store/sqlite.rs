@@ -461,6 +461,10 @@ impl Introspect for SqlStore<Sqlite> {
     fn session_time_zone(&mut self) -> Result<String> {
         Ok("UTC (SQLite's 'now')".into())
     }
+
+    fn survey(&mut self) -> Option<&mut dyn super::survey::Survey> {
+        Some(self)
+    }
 }
 
 impl Coordination for SqlStore<Sqlite> {

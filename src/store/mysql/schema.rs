@@ -214,6 +214,10 @@ impl Introspect for SqlStore<Mysql> {
         Ok((equal.map(SqlValue::into_count) == Some(1)).then_some(collation))
     }
 
+    fn survey(&mut self) -> Option<&mut dyn crate::store::survey::Survey> {
+        Some(self)
+    }
+
     fn advisory_lock_gap(&mut self) -> Result<Option<String>> {
         match self.driver.first("SELECT @@GLOBAL.wsrep_on", None) {
             Ok(cells) => Ok(wsrep_gap(cells.and_then(|c| c.into_iter().next()).as_ref())),
