@@ -27,7 +27,7 @@ use crate::clock::{
 };
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{
-    Ahead, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Signal, Thresholds, Verdict,
+    Ahead, Basis, Decision, Evidence, Heartbeat, Lock, Owner, Sign, Signal, Thresholds, Verdict,
 };
 use crate::holder_line::HolderLine;
 use crate::host::Host;
@@ -766,6 +766,24 @@ fn lock_words(l: &Lock) -> Option<String> {
     })
 }
 
+/// A sign of life ([`crate::decide::Life`]) in the row message's words: `lock held by pid
+/// 4242`, `owner pid 4242 alive`.
+pub fn sign_words(s: &Sign<'_>) -> String {
+    let words = match *s {
+        Sign::Lock(l) => lock_words(&Lock::Held { pid: l.pid }),
+        Sign::Owner(o) => owner_words(&match o.later_s {
+            None => Owner::Alive { pid: o.pid },
+            Some(after_s) => Owner::Reused {
+                pid: o.pid,
+                after_s,
+                beat_since_start: false,
+            },
+        }),
+        Sign::OwnBeat(_) => Some("own heartbeat fresh".into()),
+    };
+    words.unwrap_or_default()
+}
+
 /// At most this many characters of the host a lock file names go into a row message (a
 /// message column is often 255 characters; `--explain` and JSON show more).
 const HOLDER_HOST_IN_MESSAGE: usize = 32;
@@ -959,16 +977,10 @@ mod tests {
     };
 
     fn ev(total: Result<u64, String>, heartbeat: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
-        Evidence {
-            total_age: total,
-            ahead: None,
-            heartbeat,
-            heartbeat_own: true,
-            lock,
-            lock_own: false,
-            lock_holder: None,
-            owner,
-        }
+        Evidence::new(total)
+            .with_heartbeat(heartbeat)
+            .with_lock(lock)
+            .with_owner(owner)
     }
 
     #[test]
@@ -1066,10 +1078,7 @@ mod tests {
             let r = render(&e);
             assert!(r.explain().contains(want), "{}", r.explain());
             let d = crate::decide::decide(&e, T);
-            let without = Evidence {
-                lock_holder: None,
-                ..e.clone()
-            };
+            let without = e.clone().with_lock_holder(None);
             assert_eq!(d, crate::decide::decide(&without, T), "naming only");
             assert_eq!(d.basis, Basis::StaleButLockHeld);
             let m = row_message(&d, &e, T);
@@ -1232,11 +1241,9 @@ mod tests {
             for hb in &beats {
                 for lock in &locks {
                     for (owner, own) in owners.iter().flat_map(|o| [(o, false), (o, true)]) {
-                        let e = Evidence {
-                            heartbeat_own: own,
-                            lock_own: own,
-                            ..ev(total.clone(), hb.clone(), lock.clone(), owner.clone())
-                        };
+                        let e = ev(total.clone(), hb.clone(), lock.clone(), owner.clone())
+                            .with_heartbeat_own(own)
+                            .with_lock_own(own);
                         let d = crate::decide::decide(&e, T);
                         let m = row_message(&d, &e, T);
                         let p = message::parse(&m).expect("prefix");

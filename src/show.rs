@@ -473,7 +473,7 @@ fn parked_needs(
         // evidence now, as `resolve` reads it.
         let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
         let ev = gather(w, &r, &Scene::of_one_row(clocks, host, locks.as_ref()));
-        let sql = crate::resolve::would_refuse(w, host, &r, &ev)
+        let sql = crate::resolve::would_refuse(w, host, &ev)
             .is_none()
             .then(|| by_hand(store, w, &schema, &r, &manual));
         out.push(Need {
@@ -538,9 +538,7 @@ fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
                 ),
                 // Only where `resolve` itself would act without --force (SPEC §13).
                 sql: row
-                    .filter(|s| {
-                        crate::resolve::would_refuse(w, &host, &s.row, &r.evidence).is_none()
-                    })
+                    .filter(|_| crate::resolve::would_refuse(w, &host, &r.evidence).is_none())
                     .map(|s| by_hand(store.as_ref(), w, &schema, &s.row, &w.running_value)),
             });
         }
@@ -805,9 +803,8 @@ fn one_row(
     let resolve = (parked || running)
         .then(|| person::resolve_command(w, &id, parked, decision.verdict == Verdict::Remote));
     // Only where `resolve` itself would act without --force (SPEC §13).
-    let sql = ((parked || running)
-        && crate::resolve::would_refuse(w, &host, &stored.row, &evidence).is_none())
-    .then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
+    let sql = ((parked || running) && crate::resolve::would_refuse(w, &host, &evidence).is_none())
+        .then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
     let rec = RowRecord {
         w: w.clone(),
         id,

@@ -30,9 +30,9 @@ use super::{Out, Run};
 use crate::apply;
 use crate::clock::epoch;
 use crate::config::Watch;
-use crate::decide::{self, Action, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
+use crate::decide::{self, Action, Decision, Evidence, Heartbeat, Verdict};
 use crate::error::Result;
-use crate::evidence::{Scene, gather, thresholds};
+use crate::evidence::{Scene, gather, sign_words, thresholds};
 use crate::journal::{DatabaseId, RowId, Writer};
 use crate::message::{self, Beat};
 use crate::probe::LockTable;
@@ -55,28 +55,25 @@ struct Park {
 /// Why a parked row's own evidence says its worker lives and beats, in words for its
 /// message (`heartbeat fresh again after the park, lock held`); `None` when it does not:
 /// the verdict now must be `alive` (heartbeat fresh, within `max_age`, no death signal),
-/// the heartbeat the row's own (a heartbeat file with `{id}`, or the heartbeat column
-/// alone: a file other rows share may beat for one of them), and the worker provably alive
-/// — the row's own lock held (a `lock_file` with `{id}`, or one whose holder is the row's
-/// owner pid) or its owner pid alive. Pure.
+/// and the row's evidence must say so by [`crate::decide::Life::back_to_running`] — its own
+/// beat fresh (a heartbeat file with `{id}`, or the heartbeat column alone: a file other
+/// rows share may beat for one of them), and its worker provably alive: the row's own lock
+/// held (a `lock_file` with `{id}`, or one whose holder is the row's owner pid) or its
+/// owner pid alive. Pure.
 pub fn lives_and_beats(w: &Watch, ev: &Evidence, d: &Decision) -> Option<String> {
-    if d.verdict != Verdict::Alive || !matches!(ev.heartbeat, Heartbeat::Age(_)) {
+    if d.verdict != Verdict::Alive {
         return None;
     }
-    // The row's own beat ([`Evidence::heartbeat_own`]); a file without `{id}` is never
-    // taken for one here, whatever the number of rows.
-    if !ev.heartbeat_own || w.heartbeat_file.as_ref().is_some_and(|t| !t.has_id()) {
+    // A file without `{id}` is never taken for the row's own beat here, whatever the
+    // number of rows.
+    if w.heartbeat_file.as_ref().is_some_and(|t| !t.has_id()) {
         return None;
     }
-    let life = match (&ev.lock, &ev.owner) {
-        (Lock::Held { pid }, _) if ev.lock_own => match pid {
-            Some(p) => format!("lock held by pid {p}"),
-            None => "lock held".to_string(),
-        },
-        (_, Owner::Alive { pid }) => format!("owner pid {pid} alive"),
-        _ => return None,
-    };
-    Some(format!("heartbeat fresh again after the park, {life}"))
+    let sign = ev.life(thresholds(w)).back_to_running()?;
+    Some(format!(
+        "heartbeat fresh again after the park, {}",
+        sign_words(&sign)
+    ))
 }
 
 /// The heartbeat's age, where it is one.
@@ -291,7 +288,7 @@ pub(super) fn step(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::{Basis, Thresholds};
+    use crate::decide::{Basis, Lock, Owner, Thresholds};
     use crate::store::{SqlValue, TimeValue};
 
     fn watch(extra: &str) -> Watch {
@@ -326,16 +323,11 @@ mod tests {
 
     /// Evidence as `gather` makes it for a per-row lock: a held lock is the row's own.
     fn ev(heartbeat: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
-        Evidence {
-            total_age: Ok(1800),
-            ahead: None,
-            heartbeat,
-            heartbeat_own: true,
-            lock_own: matches!(lock, Lock::Held { .. }),
-            lock,
-            lock_holder: None,
-            owner,
-        }
+        Evidence::aged(1800)
+            .with_heartbeat(heartbeat)
+            .with_lock_own(matches!(lock, Lock::Held { .. }))
+            .with_lock(lock)
+            .with_owner(owner)
     }
 
     const T: Thresholds = Thresholds {
