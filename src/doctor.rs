@@ -41,7 +41,6 @@ use crate::escape::printable;
 use crate::evidence;
 use crate::history::{self, Recent};
 use crate::host::Host;
-use crate::probe::LockTable;
 use crate::probe::owner::{INITIAL_PID_NS, PidNamespace};
 use crate::store::{self, Introspect, ScanPlan, Schema, Store};
 
@@ -1077,7 +1076,7 @@ fn rows_findings(
     }
     let t = evidence::thresholds(w);
     let host_now = SystemTime::now();
-    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+    let snapshot = evidence::Snapshot::read(w);
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
     // Rows whose owner pid is provably their worker though it started long after them: the
@@ -1088,7 +1087,7 @@ fn rows_findings(
         clocks,
         host,
         host_now,
-        locks: locks.as_ref(),
+        snapshot: &snapshot,
         local_rows: rows
             .iter()
             .filter(|r| !evidence::is_remote(w, r, host))

@@ -43,12 +43,11 @@ use crate::config::{self, Config, ConfigPath, Overrides, Watch};
 use crate::decide::{self, Action, Evidence, Owner};
 use crate::error::{Error, Result, Usage, exit};
 use crate::escape::printable;
-use crate::evidence::{Scene, confirm_lock, gather, thresholds};
+use crate::evidence::{Scene, Snapshot, gather, thresholds};
 use crate::host::Host;
 use crate::journal::{Origin, RunId, Writer};
 use crate::message;
 use crate::person;
-use crate::probe::LockTable;
 use crate::store::{self, CasOutcome, Change, ColumnType, Schema, SqlValue, Store, StoredRow};
 
 /// More rows than this ask for confirmation (`--yes` without a terminal).
@@ -218,16 +217,16 @@ impl Ctx<'_> {
         {
             return Ok(Outcome::Refused(why));
         }
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let snapshot = Snapshot::read(w);
         let mut ev = gather(
             w,
             row,
-            &Scene::of_one_row(self.clocks, self.host, locks.as_ref()),
+            &Scene::of_one_row(self.clocks, self.host, &snapshot),
         );
         let judging_life = opts.decision != Decision::Running && !opts.force;
         if judging_life {
             // About to write on the strength of a free lock: try it, as `check` does.
-            ev = confirm_lock(w, row, self.host, ev);
+            ev = crate::probe::lock::confirm(w, row, self.host, ev);
         }
         let d = decide::decide(&ev, thresholds(w));
         if let Owner::NotLocal { host } = &ev.owner

@@ -40,11 +40,10 @@ use crate::config::{self, Config, ConfigPath, Overrides, Watch, fmt_duration};
 use crate::decide::{self, Action, Decision, Evidence, Heartbeat, Owner, Verdict};
 use crate::error::{Error, Result, Usage, exit};
 use crate::escape::printable;
-use crate::evidence::{self, Scene, gather, thresholds};
+use crate::evidence::{self, Scene, Snapshot, gather, thresholds};
 use crate::host::Host;
 use crate::journal::{self, DatabaseId, JournalEntry, Outcome, RowId};
 use crate::person;
-use crate::probe::LockTable;
 use crate::report::{Format, Parked, Reporter, RowReport, Summary, Unparked, WatchInfo};
 use crate::resolve::{load_watch, parse_id};
 use crate::store::{self, RunningRow, Schema, Select, SqlValue, Store};
@@ -471,8 +470,8 @@ fn parked_needs(
         }
         // Only where `resolve` itself would act without --force (SPEC §13): the row's
         // evidence now, as `resolve` reads it.
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-        let ev = gather(w, &r, &Scene::of_one_row(clocks, host, locks.as_ref()));
+        let snapshot = Snapshot::read(w);
+        let ev = gather(w, &r, &Scene::of_one_row(clocks, host, &snapshot));
         let sql = crate::resolve::would_refuse(w, host, &ev)
             .is_none()
             .then(|| by_hand(store, w, &schema, &r, &manual));
@@ -737,11 +736,11 @@ fn one_row(
     let (evidence, decision) = match &report {
         Some(r) => (r.evidence.clone(), r.decision.clone()),
         None => {
-            let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+            let snapshot = Snapshot::read(w);
             let ev = gather(
                 w,
                 &stored.row,
-                &Scene::of_one_row(&clocks, &host, locks.as_ref()),
+                &Scene::of_one_row(&clocks, &host, &snapshot),
             );
             let d = decide::decide(&ev, thresholds(w));
             (ev, d)

@@ -712,11 +712,7 @@ impl Pass2<'_> {
         out: &mut Out<'_>,
         counts: &mut WatchRun,
     ) -> Result<bool> {
-        let locks = self
-            .w
-            .lock_file
-            .as_ref()
-            .and_then(|_| crate::probe::LockTable::read());
+        let snapshot = crate::evidence::Snapshot::read(self.w);
         // A batch (its intents written and flushed once, its journal lines flushed once)
         // of up to BATCH changes, or a page of rows; of one write group when each dead row
         // holds its legacy lock file open until it is written.
@@ -736,7 +732,7 @@ impl Pass2<'_> {
                 clocks: self.ctx.clocks,
                 host: self.ctx.host,
                 host_now: SystemTime::now(),
-                locks: locks.as_ref(),
+                snapshot: &snapshot,
                 local_rows: self.local_rows,
             };
             let (j, s) = sweep::judge_group(

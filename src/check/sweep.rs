@@ -22,13 +22,10 @@ use crate::clock::{Clocks, epoch};
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{self, ActionPolicy, Confirmation, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
-use crate::evidence::{
-    Scene, confirm_lock, gather, is_remote, owner_host, row_message, thresholds,
-};
+use crate::evidence::{Scene, Snapshot, gather, is_remote, owner_host, row_message, thresholds};
 use crate::host::Host;
 use crate::journal::RowId;
 use crate::message::cut;
-use crate::probe::LockTable;
 use crate::report::RowReport;
 use crate::store::{RunningRow, Schema, Store};
 
@@ -78,7 +75,7 @@ pub(super) fn judge(
         let d = decide::decide(&hypothesis, t);
         let p = decide::plan(&d, row.attempts, &action_policy(w));
         if decide::hold_contradiction(p, &d).writes() {
-            let evidence = confirm_lock(w, row, host, evidence);
+            let evidence = crate::probe::lock::confirm(w, row, host, evidence);
             let decision = decide::decide(&evidence, t);
             return (evidence, decision);
         }
@@ -245,12 +242,12 @@ pub(super) fn census(
     pages(w, store, |_, page| {
         let host_now = SystemTime::now();
         let now = epoch(host_now);
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let snapshot = Snapshot::read(w);
         let scene = Scene {
             clocks: ctx.clocks,
             host: ctx.host,
             host_now,
-            locks: locks.as_ref(),
+            snapshot: &snapshot,
             local_rows,
         };
         if let Some(kept) = &mut c.kept {

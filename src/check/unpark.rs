@@ -32,10 +32,9 @@ use crate::clock::epoch;
 use crate::config::Watch;
 use crate::decide::{self, Action, Decision, Evidence, Heartbeat, Verdict};
 use crate::error::Result;
-use crate::evidence::{Scene, gather, sign_words, thresholds};
+use crate::evidence::{Scene, Snapshot, gather, read_again, sign_words, thresholds};
 use crate::journal::{DatabaseId, RowId, Writer};
 use crate::message::{self, Beat};
-use crate::probe::LockTable;
 use crate::report::{Unparked, WatchRun};
 use crate::store::{CasOutcome, Change, RunningRow, Schema, Select, Store};
 
@@ -134,17 +133,16 @@ pub(super) fn step(
         return Ok(());
     }
     let t = thresholds(w);
-    let judge = |row: &RunningRow, run: &Run<'_>, locks: Option<&LockTable>| {
-        let ev = gather(w, row, &Scene::of_one_row(&run.clocks, &run.host, locks));
-        let d = decide::decide(&ev, t);
-        (ev, d)
-    };
-    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-    let mut candidates: Vec<RunningRow> = Vec::new();
+    let snapshot = Snapshot::read(w);
+    let mut candidates: Vec<(RunningRow, Evidence)> = Vec::new();
     store.each_row(w, Select::Status(&manual, LOOKED_AT), &mut |r| {
-        let (ev, d) = judge(&r.row, run, locks.as_ref());
-        if lives_and_beats(w, &ev, &d).is_some() {
-            candidates.push(r.row);
+        let ev = gather(
+            w,
+            &r.row,
+            &Scene::of_one_row(&run.clocks, &run.host, &snapshot),
+        );
+        if lives_and_beats(w, &ev, &decide::decide(&ev, t)).is_some() {
+            candidates.push((r.row, ev));
         }
         Ok(())
     })?;
@@ -152,7 +150,7 @@ pub(super) fn step(
         return Ok(());
     }
     let key = |row: &RunningRow| (RowId::from(&row.id).key(), row.started.raw.to_string());
-    let wanted: HashSet<(String, String)> = candidates.iter().map(key).collect();
+    let wanted: HashSet<(String, String)> = candidates.iter().map(|(row, _)| key(row)).collect();
     let parks = match parks(
         &run.cfg.run.state_dir,
         &DatabaseId::of(db),
@@ -171,16 +169,18 @@ pub(super) fn step(
             return Ok(());
         }
     };
-    for row in candidates {
+    for (row, judged) in candidates {
         let Some(Some(park)) = parks
             .get(&key(&row))
             .filter(|p| p.as_ref().is_some_and(|p| p.hung))
         else {
             continue;
         };
-        // Just before the write: the evidence again.
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-        let (ev, d) = judge(&row, run, locks.as_ref());
+        // Just before the write: what can have changed, read again.
+        let snapshot = Snapshot::read(w);
+        let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
+        let ev = read_again(w, &row, &scene, &judged);
+        let d = decide::decide(&ev, t);
         let Some(words) = lives_and_beats(w, &ev, &d) else {
             continue;
         };

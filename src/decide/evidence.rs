@@ -121,6 +121,10 @@ pub struct Evidence {
     /// alone (SPEC §5, "Proof means proof").
     pub ahead: Option<Ahead>,
     pub heartbeat: Heartbeat,
+    /// What the heartbeat column alone says (`None`: the watch has none), as read with the
+    /// row: a re-read just before a write weighs a file's new beat against it without
+    /// reading the row again. The decision reads [`Evidence::heartbeat`].
+    pub heartbeat_column: Option<Heartbeat>,
     /// The heartbeat is the row's own: its heartbeat column, or a file no other running
     /// row shares. Only the row's own beat can contradict a death signal.
     pub heartbeat_own: bool,
@@ -172,6 +176,7 @@ impl Evidence {
             total_age,
             ahead: None,
             heartbeat: Heartbeat::Missing,
+            heartbeat_column: None,
             heartbeat_own: true,
             lock: Lock::NotConfigured,
             lock_own: false,
