@@ -1,27 +1,17 @@
-//! The un-park step of `check` (SPEC §13): a row parked in `manual_value` as `hung`
-//! whose own heartbeat is fresh again after it was parked, while its worker provably lives
-//! (its own lock held, or its owner pid alive) and it is still within `max_age`, goes back
-//! to `running_value` — the stall that parked it is over, and the worker would otherwise
-//! finish into a row a person is about to act on. Rows parked for `overtime` or for
-//! exhausted retries are never un-parked: their heartbeat was fresh, or their worker gone,
-//! when they were parked, so a fresh heartbeat says nothing new about them.
+//! The un-park step of `check` (SPEC §13): a row parked in `manual_value` as `hung` whose
+//! own heartbeat is fresh again after the park, while its worker provably lives and it is
+//! within `max_age`, goes back to `running_value` — the stall that parked it is over
+//! ([`lives_and_beats`]). Rows parked for `overtime` or for spent retries never are: a
+//! fresh beat says nothing new about them. Under a clock-skew hold nothing is un-parked.
 //!
-//! Order, cheapest first: the watch's parked rows (at most [`LOOKED_AT`], by id) are
-//! judged by their evidence as a running row would be ([`crate::evidence::gather`],
-//! [`crate::decide::decide`]); only for the few whose evidence says the worker lives and
-//! beats is the journal read, for the park itself (the last change of that row and start:
-//! applied and made — never an intent a later run could not tell as selfheal's —, to
-//! `manual_value`, verdict `hung`, by selfheal) and its time, which the last beat must
-//! follow. Just before the write the evidence is read again. The write is one
-//! compare-and-set from `manual_value` and the observed start and owner (not the
-//! heartbeat column, which moves on by design), made through [`crate::apply`] (intent,
-//! compare-and-set, journal line `action: "recovered"`), and said once in the cron text (a
-//! change is printed when it happens). A dry run says what a real run would do and writes
-//! nothing. Under a clock-skew hold nothing is un-parked: the beat and the park are then
-//! not comparable.
+//! The parked rows (at most [`LOOKED_AT`]) are judged as running rows are; only for those
+//! that qualify is the journal read, for the park (applied, by selfheal, as `hung`), which
+//! the last beat must follow. Just before the write what can have changed is read again;
+//! the write is one compare-and-set from `manual_value` and the observed start and owner
+//! through [`crate::apply`]. A dry run writes nothing.
 //!
-//! I/O: the parked rows from the store, `/proc/locks` once, the probes of each parked row,
-//! the journal's generations (only when a row qualifies), and the writes above.
+//! I/O: the parked rows, `/proc/locks`, each parked row's probes, the journal (only when a
+//! row qualifies), and the writes above.
 
 use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
