@@ -56,9 +56,9 @@ pub const CONFIRM_ABOVE: usize = 10;
 /// How long `resolve` waits for a `check` run to let go of the run lock.
 pub const RUN_LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// A person's decision.
+/// A person's decision on a row (selfheal's own is [`crate::decide::Decision`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub enum Resolution {
     /// The worker is gone and the job is not to run again: `dead_value`.
     Dead,
     /// The worker is gone; run the job again now: `retry_value`.
@@ -67,20 +67,20 @@ pub enum Decision {
     Running,
 }
 
-impl Decision {
+impl Resolution {
     pub fn as_str(self) -> &'static str {
         match self {
-            Decision::Dead => "dead",
-            Decision::Retry => "retry",
-            Decision::Running => "running",
+            Resolution::Dead => "dead",
+            Resolution::Retry => "retry",
+            Resolution::Running => "running",
         }
     }
 
     fn action(self) -> Action {
         match self {
-            Decision::Dead => Action::MarkDead,
-            Decision::Retry => Action::MarkRetry,
-            Decision::Running => Action::Unpark,
+            Resolution::Dead => Action::MarkDead,
+            Resolution::Retry => Action::MarkRetry,
+            Resolution::Running => Action::Unpark,
         }
     }
 }
@@ -91,7 +91,7 @@ pub struct ResolveOptions {
     pub config: Option<PathBuf>,
     pub watch: String,
     pub ids: Vec<String>,
-    pub decision: Decision,
+    pub resolution: Resolution,
     pub note: Option<String>,
     pub dry_run: bool,
     pub force: bool,
@@ -206,7 +206,7 @@ impl Ctx<'_> {
                     .map_or("parked".to_string(), |m| format!("'{m}'"))
             )));
         }
-        if opts.decision == Decision::Running && !parked {
+        if opts.resolution == Resolution::Running && !parked {
             return Ok(Outcome::Refused(format!(
                 "--as running puts a row parked in '{}' back to running; this one is '{status}'",
                 w.manual_value.as_deref().unwrap_or_default()
@@ -223,7 +223,7 @@ impl Ctx<'_> {
             row,
             &Scene::of_one_row(self.clocks, self.host, &snapshot),
         );
-        let judging_life = opts.decision != Decision::Running && !opts.force;
+        let judging_life = opts.resolution != Resolution::Running && !opts.force;
         if judging_life {
             // About to write on the strength of a free lock: try it, as `check` does.
             ev = crate::probe::lock::confirm(w, row, self.host, ev);
@@ -239,21 +239,21 @@ impl Ctx<'_> {
                 "the worker provably lives: {}; a live worker is not marked {}: look at it \
                  first (selfheal show {} {}), or --force (the lock is never touched)",
                 sign.describe(),
-                opts.decision.as_str(),
+                opts.resolution.as_str(),
                 w.name,
                 person::shell_word(&row.id.to_string())
             )));
         }
-        let (to, set_ended) = match opts.decision {
-            Decision::Dead => (w.dead_value.clone(), true),
-            Decision::Retry => match &w.retry {
+        let (to, set_ended) = match opts.resolution {
+            Resolution::Dead => (w.dead_value.clone(), true),
+            Resolution::Retry => match &w.retry {
                 Some(r) => (r.value.clone(), true),
                 None => return Err(no_retry(w)),
             },
-            Decision::Running => (w.running_value.clone(), false),
+            Resolution::Running => (w.running_value.clone(), false),
         };
         let reason = message::cut(
-            &message::resolved(opts.decision.as_str(), &self.who, opts.note.as_deref()),
+            &message::resolved(opts.resolution.as_str(), &self.who, opts.note.as_deref()),
             self.schema.message_max,
         );
         let change = Change {
@@ -261,10 +261,10 @@ impl Ctx<'_> {
             from_status: &status,
             new_status: &to,
             message: w.message_column.as_ref().map(|_| reason.clone()),
-            bump_attempts: opts.decision == Decision::Retry,
+            bump_attempts: opts.resolution == Resolution::Retry,
             set_ended,
             // A person's retry does not wait.
-            retry_at: (opts.decision == Decision::Retry).then_some(0),
+            retry_at: (opts.resolution == Resolution::Retry).then_some(0),
             match_heartbeat: true,
         };
         if opts.dry_run {
@@ -277,7 +277,7 @@ impl Ctx<'_> {
             });
         }
         let mut entry = apply::entry(w, self.host, &self.origin, row, &ev, &d, &status, &to);
-        entry.action = opts.decision.action();
+        entry.action = opts.resolution.action();
         entry.reason = reason;
         entry.actor = Some(self.who.clone());
         entry.decision_note = opts
@@ -352,13 +352,13 @@ fn no_retry(w: &Watch) -> Error {
 }
 
 /// Asks once at a terminal whether to go on with `n` rows; true for yes.
-fn confirmed(n: usize, w: &Watch, decision: Decision) -> bool {
+fn confirmed(n: usize, w: &Watch, resolution: Resolution) -> bool {
     let mut err = std::io::stderr();
     let _ = write!(
         err,
         "selfheal: resolve {n} rows of watch {} as {}? [y/N] ",
         w.name,
-        decision.as_str()
+        resolution.as_str()
     );
     let _ = err.flush();
     let mut answer = String::new();
@@ -381,9 +381,9 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
     let Some(db) = cfg.database.as_ref() else {
         return Err(Error::Usage("no [database] configured".into()));
     };
-    match opts.decision {
-        Decision::Retry if w.retry.is_none() => return Err(no_retry(w)),
-        Decision::Running if w.manual_value.is_none() => {
+    match opts.resolution {
+        Resolution::Retry if w.retry.is_none() => return Err(no_retry(w)),
+        Resolution::Running if w.manual_value.is_none() => {
             return Err(Error::Usage(Usage::Other(format!(
                 "--as running: watch {} has no manual_value, so none of its rows is ever \
                  parked; --as running puts a parked row back to running",
@@ -406,7 +406,7 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
                 ids.len()
             ))));
         }
-        if !confirmed(ids.len(), w, opts.decision) {
+        if !confirmed(ids.len(), w, opts.resolution) {
             let _ = writeln!(out, "nothing resolved: not confirmed");
             return Ok(exit::ATTENTION);
         }
@@ -492,7 +492,7 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
     if made > 0
         && let Some(path) = &cfg.run.metrics_file
         && let Err(e) =
-            crate::metrics::count_resolution(path, &w.name, opts.decision.as_str(), made)
+            crate::metrics::count_resolution(path, &w.name, opts.resolution.as_str(), made)
         && failure.is_none()
     {
         failure = Some(e);
@@ -510,7 +510,7 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
 /// The line said for one row.
 fn line(w: &Watch, id: &SqlValue, who: &str, opts: &ResolveOptions, o: &Outcome) -> String {
     let head = format!("{} id={}", w.name, id);
-    let d = opts.decision.as_str();
+    let d = opts.resolution.as_str();
     match o {
         Outcome::Resolved { from, to } => {
             format!("{head}: set status to '{to}' (was '{from}'): resolved as {d} by {who}")
