@@ -1,6 +1,8 @@
 //! The decision core: evidence about one running row plus the watch's policy in, a verdict
 //! and the action a real run takes out. Pure — no I/O, no clock, no logging — so the whole
-//! of selfheal's judgement is tested as a table (see the tests at the bottom).
+//! of selfheal's judgement is tested as a table (`decide/tests.rs`). The evidence is one
+//! state per source ([`Evidence`], `decide/evidence.rs`); what of it says the worker lives
+//! is asked of [`Evidence::life`] here as everywhere else.
 //!
 //! Precedence (SPEC §5), first match wins. Only a fact about *now* is proof — the owner
 //! pid does not exist, the job's lock is free; anything that compares two clocks or two
