@@ -104,7 +104,7 @@ impl Verdict {
 }
 
 /// A death signal: host evidence that the worker is gone (SPEC §5, precedence 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
     OwnerDead,
@@ -141,7 +141,7 @@ impl Signal {
 }
 
 /// What proves that an owner pid which started after its row is the row's worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerProof {
     /// The row's own lock is held by that very pid.
@@ -166,7 +166,7 @@ impl WorkerProof {
 }
 
 /// Which evidence decided the verdict (shown by `--explain` and in JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Basis {
     /// Some evidence could not be read or is implausible; the text says which.
@@ -244,26 +244,14 @@ impl Basis {
         }
     }
 
-    /// The words of a basis the journal kept as a code ([`Basis::code`]); a basis an
-    /// earlier release kept in words is returned as it is.
+    /// The words of a basis the journal kept as a code ([`Basis::code`]): a variant that
+    /// carries nothing reads back from its code; any other code (one that names what its
+    /// variant carries, or a basis an earlier release kept in words) is returned as it is.
     pub fn words_of(kept: &str) -> String {
-        const UNIT: [Basis; 12] = [
-            Basis::OwnerDead,
-            Basis::OwnerReused,
-            Basis::LockFree,
-            Basis::MaxAge,
-            Basis::MaxAgeWorkerLives,
-            Basis::NoHeartbeatYet,
-            Basis::HeartbeatFresh,
-            Basis::StaleButLockHeld,
-            Basis::StaleButOwnerAlive,
-            Basis::HeartbeatStale,
-            Basis::HeartbeatMissing,
-            Basis::StaleLockUntrusted,
-        ];
-        UNIT.iter()
-            .find(|b| b.code() == kept)
-            .map_or_else(|| kept.to_string(), Basis::describe)
+        match serde_json::from_value::<Basis>(serde_json::Value::String(kept.to_string())) {
+            Ok(b) => b.describe(),
+            Err(_) => kept.to_string(),
+        }
     }
 
     /// One line for humans.

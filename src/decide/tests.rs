@@ -1628,3 +1628,33 @@ fn proof_means_proof() {
         assert_eq!((d.verdict, &d.basis), (verdict, &basis), "{name}");
     }
 }
+
+/// The journal keeps a basis as its code; a code of a variant that carries nothing reads
+/// back in its words, any other code as it is.
+#[test]
+fn a_kept_code_reads_back_in_words() {
+    for b in [
+        Basis::OwnerDead,
+        Basis::OwnerReused,
+        Basis::LockFree,
+        Basis::StaleLockUntrusted,
+        Basis::MaxAge,
+        Basis::MaxAgeWorkerLives,
+        Basis::NoHeartbeatYet,
+        Basis::HeartbeatFresh,
+        Basis::StaleButLockHeld,
+        Basis::StaleButOwnerAlive,
+        Basis::HeartbeatStale,
+        Basis::HeartbeatMissing,
+    ] {
+        assert_eq!(Basis::words_of(&b.code()), b.describe(), "{b:?}");
+    }
+    for kept in [
+        Basis::TimesAhead { by_s: 60 }.code(),
+        Basis::Contradicted(Signal::OwnerDead).code(),
+        Basis::Unreadable("x".into()).code(),
+        "the heartbeat is stale, but the job's lock is held".to_string(),
+    ] {
+        assert_eq!(Basis::words_of(&kept), kept);
+    }
+}
