@@ -128,11 +128,12 @@ fn decision_words(d: &Decision, e: &Evidence) -> String {
         // Never the words of a conclusive death first: the row is not proven dead.
         Basis::Contradicted(sig) | Basis::ContradictionPersists(sig) => format!(
             "own heartbeat fresh, but {}",
-            match (sig, owner_pid) {
-                (Signal::OwnerDead, Some(p)) => message::owner_gone(p),
-                (Signal::OwnerReused, Some(p)) => message::owner_reused(p, reused_after),
-                (Signal::LockFree, _) => message::LOCK_FREE.into(),
-                _ => "owner gone".into(),
+            match sig {
+                Signal::OwnerDead => owner_pid.map_or("owner gone".into(), message::owner_gone),
+                Signal::OwnerReused => owner_pid.map_or("owner gone".into(), |p| {
+                    message::owner_reused(p, reused_after)
+                }),
+                Signal::LockFree => message::LOCK_FREE.into(),
             }
         ),
         Basis::HeartbeatUnusable(_) => "heartbeat file unusable".into(),
