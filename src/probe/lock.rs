@@ -1,4 +1,6 @@
-//! The job's own lock: does any process hold a kernel lock on the lock file's inode?
+//! The job's own lock: does any process hold a kernel lock on the lock file's inode? As a
+//! source of evidence ([`LockSource`]): held, free, or neither proven, whose it is, and
+//! who its file names.
 //!
 //! Primary method, non-intrusive: read `/proc/locks` once and match the file's device and
 //! inode (flock, POSIX and OFD locks; the holder's pid when the kernel gives one). The

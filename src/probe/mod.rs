@@ -12,29 +12,38 @@
 //!
 //! # A new kind of evidence
 //!
-//! Say, a pid file whose pid lives. Touch, in this order:
-//! 1. `config/keys.rs` (its entry in `WATCH_KEYS`) and `config/watch.rs` (its field of
-//!    `Watch`, and the line that reads it) for the watch key that names it.
+//! Say, a pid file whose pid lives. The compiler points at the places marked (c) once the
+//! first steps are made; the others are this list's to remember.
+//! 1. The watch key that names it: its entry in `config/keys.rs` (`WATCH_KEYS`: name, kind,
+//!    flag, help), its field of `Watch` and the line that reads it (`config/watch.rs`), a
+//!    sample in `config/tests.rs` (`samples`); in `man/selfheal.1` (CONFIGURATION
+//!    `[[watch]]`, where `tests/docs.rs` looks for it, and its JSON fields under OPTIONS,
+//!    `check`'s `--format json`) and `packaging/selfheal.toml` (a commented line, checked
+//!    too).
 //! 2. `decide/evidence.rs`: its state (an enum with `NotConfigured`, and `Unreadable` where
-//!    reading can fail), its field of `Evidence` with its line in `Evidence::new` and a
-//!    `with_*` step; where it can say the worker lives, its sign in `Life` (in
-//!    `Evidence::life`, and in the rules that weigh the signs: `proven`, `for_a_person`,
-//!    `back_to_running`, `Sign::describe`).
-//! 3. `decide.rs`: what it proves, in `decide()`'s numbered steps (unknown when
-//!    unreadable; a death signal: `Signal` and `death_signal`; life through `Life`), and
-//!    the `Basis` variants that name it (`describe`; `conclusive` for a proof of death).
-//!    The table tests in `decide/tests.rs` get its cases and its values in the sweep.
-//! 4. `probe/NAME.rs`: its probe, and its [`Source`]: `read_row` (columns of the row
+//!    reading can fail), its field of `Evidence`, set in `Evidence::new` (c), and a `with_*`
+//!    step. If it can say the worker lives: its field of `Life`, set in `Evidence::life`, and
+//!    its place in each rule that weighs the signs — `Life::proven` (the verdicts),
+//!    `for_a_person` (`resolve`'s refusal), `back_to_running` (the un-park) — with its
+//!    `Sign` (c: `Sign::describe`; `evidence::sign_words`).
+//! 3. `decide.rs`: what it proves, in `decide()`'s numbered steps: unknown when unreadable
+//!    (step 1); a death signal (`Signal` (c: `describe`, `setting`, `basis`) and
+//!    `death_signal`); `hung` rather than `dead` where it says the worker lives
+//!    (`judge_by_age_and_heartbeat`). The `Basis` variants that name it (c: `describe`),
+//!    and `Decision::conclusive` for a proof of death. `decide/tests.rs`: its named cases,
+//!    and its states in the exhaustive sweep.
+//! 4. `probe/NAME.rs`: its probe and its [`Source`] — `read_row` (columns of the row
 //!    query) or `read_now` (a fact about now: read again just before a write), `render`
-//!    (its [`Item`] and its fields of [`Record`], in `probe/shown.rs`), `words`, `deciding`
-//!    and `widest`.
-//! 5. here: it in [`READ`] (after the sources it reads from) and in [`SHOWN`]; a table read
-//!    once for many rows (as `/proc/locks` is) in [`Snapshot`].
-//! 6. `evidence.rs`: the words of its `Basis` variants in `decision_words`.
+//!    (c: required; its [`Item`], and its fields of [`Record`] in `probe/shown.rs`),
+//!    `words`, `deciding` and `widest`.
+//! 5. Here: `pub mod NAME`, and the source in [`READ`] (after the sources it reads from)
+//!    and in [`SHOWN`]; a table read once for many rows (as `/proc/locks` is) in
+//!    [`Snapshot`].
+//! 6. `evidence.rs`: the words of its `Basis` variants (c: `decision_words`).
 //!
-//! A column of the row query adds, besides: its field of `store::RunningRow`, the column in
-//! the row query and its decoders (`store/`), and, where its change must stop a write, its
-//! match in the compare-and-set.
+//! Evidence from a column of the row query adds its field of `store::RunningRow`, the
+//! column in the row query and in its decoders (`store/`), and, where its change must stop
+//! a write, its match in the compare-and-set.
 
 use std::cell::OnceCell;
 use std::time::SystemTime;

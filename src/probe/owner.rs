@@ -1,4 +1,5 @@
-//! The worker named in a row's owner column (`HOST:PID` or `PID`).
+//! The worker named in a row's owner column (`HOST:PID` or `PID`) ([`OwnerSource`]):
+//! whose row it is, and whether its pid lives.
 //!
 //! Checked only when the host is this host by [`Host::is_me`] — whole names, never a short
 //! name's guess (a bare `PID` is taken as local): `kill(pid, 0)`
