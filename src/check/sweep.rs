@@ -626,8 +626,6 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
     let t = thresholds(w);
     let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
-    // The file the lock probe looked at, whether or not it is to be released (none for
-    // another host's row: its lock is that host's, never probed here).
     // What a person runs for a row that needs one (SPEC §13).
     let resolve = j.plan.attention.then(|| {
         crate::person::resolve_command(
@@ -637,12 +635,8 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
             j.decision.verdict == Verdict::Remote,
         )
     });
-    let lock_file = w
-        .lock_file
-        .as_ref()
-        .filter(|_| j.evidence.lock != decide::Lock::NotConfigured)
-        .and_then(|t| t.render(&j.row.id.to_string()).ok())
-        .map(|p| p.display().to_string());
+    // The file the lock probe looked at, whether or not it is to be released.
+    let lock_file = crate::probe::lock::file_looked_at(w, &j.row, &j.evidence);
     RowReport {
         watch: w.name.clone(),
         id: j.row.id,
