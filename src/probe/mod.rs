@@ -15,17 +15,21 @@
 //! Say, a pid file whose pid lives. The compiler points at the places marked (c) once the
 //! first steps are made; the others are this list's to remember.
 //! 1. The watch key that names it: its entry in `config/keys.rs` (`WATCH_KEYS`: name, kind,
-//!    flag, help), its field of `Watch` and the line that reads it (`config/watch.rs`), a
-//!    sample in `config/tests.rs` (`samples`); in `man/selfheal.1` (CONFIGURATION
-//!    `[[watch]]`, where `tests/docs.rs` looks for it, and its JSON fields under OPTIONS,
-//!    `check`'s `--format json`) and `packaging/selfheal.toml` (a commented line, checked
-//!    too).
+//!    need, flag, help), its field of `Watch` and the line that reads it
+//!    (`config/watch.rs`), a sample in `config/tests.rs` (`samples`); in `man/selfheal.1`
+//!    (CONFIGURATION `[[watch]]`, where `tests/docs.rs` looks for it, and its JSON fields
+//!    under OPTIONS, `check`'s `--format json`) and `packaging/selfheal.toml` (a commented
+//!    line, checked too).
 //! 2. `decide/evidence.rs`: its state (an enum with `NotConfigured`, and `Unreadable` where
 //!    reading can fail), its field of `Evidence`, set in `Evidence::new` (c), and a `with_*`
 //!    step. If it can say the worker lives: its field of `Life`, set in `Evidence::life`, and
 //!    its place in each rule that weighs the signs — `Life::proven` (the verdicts),
 //!    `for_a_person` (`resolve`'s refusal), `back_to_running` (the un-park) — with its
-//!    `Sign` (c: `Sign::describe`; `evidence::sign_words`).
+//!    `Sign` (c: `Sign::describe`; `evidence::sign_words`). If it can prove that an owner
+//!    pid started long after the row is the row's worker: a `WorkerProof` in `decide.rs`
+//!    (c: `describe`), set on `Owner::Reused`'s `proof` by its `read_now` (placed in
+//!    [`READ`] after the proofs it outranks, as the lock's comes after the heartbeat's), and
+//!    its words in the owner's `--explain` aside (c: `OwnerSource::render`).
 //! 3. `decide.rs`: what it proves, in `decide()`'s numbered steps: unknown when unreadable
 //!    (step 1); a death signal (`Signal` (c: `describe`, `setting`, `basis`) and
 //!    `death_signal`); `hung` rather than `dead` where it says the worker lives
@@ -40,10 +44,17 @@
 //!    and in [`SHOWN`]; a table read once for many rows (as `/proc/locks` is) in
 //!    [`Snapshot`].
 //! 6. `evidence.rs`: the words of its `Basis` variants (c: `decision_words`).
+//! 7. `tests/check/`: what it proves end to end, with the real binary and real processes
+//!    and files (`liveness.rs`, `evidence.rs`).
 //!
-//! Evidence from a column of the row query adds its field of `store::RunningRow`, the
-//! column in the row query and in its decoders (`store/`), and, where its change must stop
-//! a write, its match in the compare-and-set.
+//! Evidence from a file on this host adds doctor's look at it: its directory as the user
+//! selfheal runs as (`doctor/files.rs`, called per watch from `doctor/mod.rs`), and its key
+//! among the host's files of a watch that says neither `owner_column` nor `host`
+//! (`doctor/hosts.rs`, `host_local_finding`). Evidence from a column of the row query adds
+//! its field of `store::RunningRow` (`store/mod.rs`), the column in the row query
+//! (`store/sql.rs`, `rows_sql`) and its decoding, written once for every driver
+//! (`store/table.rs`, `each_row`), and, where its change must stop a write, its match in
+//! the compare-and-set (`store/sql.rs`, `cas_sql`).
 
 use std::cell::OnceCell;
 use std::time::SystemTime;
