@@ -412,8 +412,9 @@ fn cas_row(
 /// What of the row's evidence can have changed — its files, its lock, its owner pid — read
 /// again just before its write ([`evidence::read_again`]: what the row itself holds, as
 /// judged; `snapshot`: `/proc/locks` read for it, or for its group): true when it is still
-/// to be written as planned; otherwise its report says why it is left alone. Where a release is planned, the lock file judged with
-/// the row (held open since) is checked to be still at its name, and kept for the release.
+/// to be written as planned; otherwise its report says why it is left alone. Where a
+/// release is planned, the lock file judged with the row (held open since) is checked to
+/// be still at its name, and kept for the release.
 fn ready(
     ctx: &Ctx<'_>,
     row: &RunningRow,
