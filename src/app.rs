@@ -346,16 +346,15 @@ fn show_options(args: crate::cli::ShowArgs) -> crate::show::ShowOptions {
 
 /// `selfheal resolve`'s arguments, as the library takes them.
 fn resolve_options(args: crate::cli::ResolveArgs) -> crate::resolve::ResolveOptions {
-    use crate::cli::Resolution;
-    use crate::resolve::Decision;
+    use crate::resolve::Resolution;
     crate::resolve::ResolveOptions {
         config: args.config,
         watch: args.watch,
         ids: args.ids,
-        decision: match args.decision {
-            Resolution::Dead => Decision::Dead,
-            Resolution::Retry => Decision::Retry,
-            Resolution::Running => Decision::Running,
+        resolution: match args.decision {
+            crate::cli::Resolution::Dead => Resolution::Dead,
+            crate::cli::Resolution::Retry => Resolution::Retry,
+            crate::cli::Resolution::Running => Resolution::Running,
         },
         note: args.note,
         dry_run: args.dry_run,

@@ -38,15 +38,8 @@ pub fn entry(
     to: &str,
 ) -> JournalEntry {
     let t = thresholds(w);
-    // The file the lock probe looked at (none for another host's row).
-    let lock_file = w
-        .lock_file
-        .as_ref()
-        .filter(|_| evidence.lock != crate::decide::Lock::NotConfigured)
-        .and_then(|t| t.render(&row.id.to_string()).ok())
-        .map(|p| p.display().to_string());
     JournalEntry {
-        lock_file,
+        lock_file: crate::probe::lock::file_looked_at(w, row, evidence),
         time: now_rfc3339(),
         host: host.name.clone(),
         owner_host: owner_host(row, evidence, host),

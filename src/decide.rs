@@ -1,6 +1,8 @@
 //! The decision core: evidence about one running row plus the watch's policy in, a verdict
 //! and the action a real run takes out. Pure — no I/O, no clock, no logging — so the whole
-//! of selfheal's judgement is tested as a table (see the tests at the bottom).
+//! of selfheal's judgement is tested as a table (`decide/tests.rs`). The evidence is one
+//! state per source ([`Evidence`], `decide/evidence.rs`); what of it says the worker lives
+//! is asked of [`Evidence::life`] here as everywhere else.
 //!
 //! Precedence (SPEC §5), first match wins. Only a fact about *now* is proof — the owner
 //! pid does not exist, the job's lock is free; anything that compares two clocks or two
@@ -63,150 +65,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::holder_line::HolderLine;
-
 use crate::config::Overtime;
 
-/// Heartbeat evidence: the freshest of the file mtime (host clock) and the column (database
-/// clock).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Heartbeat {
-    /// Seconds since the last beat.
-    Age(u64),
-    /// No beat at all (no file, or the column is NULL).
-    Missing,
-    /// The last beat (seconds ago) is older than the row's own start, beyond the clock
-    /// tolerance: an earlier row's with the same id (ids reused after a `TRUNCATE` or an
-    /// auto-increment reset). Counts as [`Heartbeat::Missing`].
-    BeforeRow(u64),
-    /// The file's directory does not exist or cannot be searched by the running user (the
-    /// path, and why): unusable evidence, like an absent lock file — neutral, never
-    /// "missing" (a typo in `heartbeat_file` must never reclaim live jobs).
-    Unusable(String),
-    /// Could not be read; never taken as `Missing` (EACCES on the file is not ENOENT).
-    Unreadable(String),
-}
-
-impl Heartbeat {
-    /// A beat of this row was seen (fresh or stale): anything but missing, an earlier
-    /// row's, unusable or unreadable.
-    pub fn beats(&self) -> bool {
-        matches!(self, Heartbeat::Age(_))
-    }
-}
-
-/// The job's own kernel lock on its lock file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Lock {
-    /// The watch names no lock file.
-    NotConfigured,
-    /// Some process holds a lock on the file's inode (`pid: None`: a try-lock failed, the
-    /// holder is not visible from here).
-    Held {
-        pid: Option<u32>,
-    },
-    /// The file exists and `/proc/locks` shows no holder, but that proves nothing yet: it
-    /// lists only the holders of this pid namespace, and none over NFS. Neutral until a
-    /// try-lock confirms it ([`Lock::Free`]) or fails ([`Lock::Held`]).
-    Unconfirmed,
-    /// The file exists and nobody holds a lock on it: a non-blocking try-lock got it (and
-    /// released it at once).
-    Free,
-    /// The file exists and nobody holds a kernel lock on it, but the job locks by the
-    /// file's mere existence (`release_lock = "if_free"`): for such a job "no kernel lock"
-    /// is its normal state and proves nothing, so this is neutral, never conclusive.
-    Present,
-    /// The file exists and nobody was seen holding it, but it lies in a directory that
-    /// users other than root, the running user and the file's owner can write, without the
-    /// sticky bit: anyone there could have replaced the inode the job holds with a new,
-    /// unlocked file (who can write it, in words). Neutral, never conclusive (SPEC §5).
-    Untrusted(String),
-    /// The file does not exist (neutral: proves nothing either way).
-    Absent,
-    Unreadable(String),
-}
-
-/// The worker named in the row's owner column, checked on this host only.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Owner {
-    /// The watch names no owner column.
-    NotConfigured,
-    /// The column is NULL or empty (not claimed yet, or never written).
-    Empty,
-    /// The pid runs and started no later than the row.
-    Alive {
-        pid: u32,
-    },
-    /// No such process.
-    Dead {
-        pid: u32,
-    },
-    /// The pid runs, but its process started `after_s` seconds after the row, more than
-    /// `stale_after` later: a recycled pid, or a worker whose row's times are wrong (a
-    /// clock, a session time zone). Comparing the database's time with the host's process
-    /// start is an inference, never proof (SPEC §5, "Proof means proof").
-    Reused {
-        pid: u32,
-        after_s: u64,
-        /// What the host shows of this process being the row's worker, found where the
-        /// row was judged: the row's own lock held by one of its descendants (a shell
-        /// worker's `flock` child), or the row's own heartbeat file touched after it
-        /// started (both on the host clock: a recycled pid never touches the row's file).
-        proof: Option<WorkerProof>,
-    },
-    /// The worker runs on another host (whole names compared, never guessed): the row is
-    /// that host's (verdict `remote`), shown as `remote:HOST`.
-    NotLocal {
-        host: String,
-    },
-    /// selfheal does not run in the host's initial pid namespace (a container, `unshare
-    /// --pid`): `kill(pid, 0)` and `/proc` answer for another set of pids. Neutral.
-    NotVisible {
-        pid: u32,
-    },
-    /// The value is not `HOST:PID` or `PID`.
-    Invalid(String),
-    Unreadable(String),
-}
-
-/// Everything known about one running row at one moment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Evidence {
-    /// Seconds since the row started, on the database clock; `Err` when unreadable or
-    /// implausible (and when its times lie in the future: [`Evidence::ahead`]).
-    pub total_age: Result<u64, String>,
-    /// The row's start, or its heartbeat column, lies in the future beyond the clock
-    /// tolerance: its times cannot be trusted, and it is judged by the facts about now
-    /// alone (SPEC §5, "Proof means proof").
-    pub ahead: Option<Ahead>,
-    pub heartbeat: Heartbeat,
-    /// The heartbeat is the row's own: its heartbeat column, or a file no other running
-    /// row shares. Only the row's own beat can contradict a death signal.
-    pub heartbeat_own: bool,
-    pub lock: Lock,
-    /// A held lock is the row's own: its `lock_file` template has `{id}`, or the holder
-    /// (the pid `/proc/locks` gives, or the `HOST:PID` of the file's holder line) is the
-    /// row's owner. A per-kind lock held by the next run of the same job proves nothing
-    /// about an older row.
-    pub lock_own: bool,
-    /// Who the lock file names as its holder, when the lock is held and its first line is
-    /// a `HOST:PID START` holder line (as `selfheal run` and the PHP helper write). It names
-    /// the holder for a person; whether it is the row's owner is [`Evidence::lock_own`].
-    pub lock_holder: Option<HolderLine>,
-    pub owner: Owner,
-}
-
-/// A row whose times lie in the future (a clock, or an application's session time zone
-/// writing DATETIME values): how far, and how long selfheal itself has seen it running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ahead {
-    /// Seconds beyond the database's now of the row's start (or its heartbeat column).
-    pub by_s: u64,
-    /// Seconds since selfheal first saw this row (id and start value) running, by the host
-    /// clock: what stands in for the row's age in "older than `stale_after`" (0 the first
-    /// time, and where no state is kept).
-    pub seen_s: u64,
-}
+mod evidence;
+pub use evidence::{Ahead, Evidence, Heartbeat, HeldLock, Life, Lock, Owner, Running, Sign};
 
 /// The thresholds of one watch, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,7 +105,7 @@ impl Verdict {
 }
 
 /// A death signal: host evidence that the worker is gone (SPEC §5, precedence 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
     OwnerDead,
@@ -280,7 +142,7 @@ impl Signal {
 }
 
 /// What proves that an owner pid which started after its row is the row's worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerProof {
     /// The row's own lock is held by that very pid (or a process it started).
@@ -305,7 +167,7 @@ impl WorkerProof {
 }
 
 /// Which evidence decided the verdict (shown by `--explain` and in JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Basis {
     /// Some evidence could not be read or is implausible; the text says which.
@@ -383,26 +245,14 @@ impl Basis {
         }
     }
 
-    /// The words of a basis the journal kept as a code ([`Basis::code`]); a basis an
-    /// earlier release kept in words is returned as it is.
+    /// The words of a basis the journal kept as a code ([`Basis::code`]): a variant that
+    /// carries nothing reads back from its code; any other code (one that names what its
+    /// variant carries, or a basis an earlier release kept in words) is returned as it is.
     pub fn words_of(kept: &str) -> String {
-        const UNIT: [Basis; 12] = [
-            Basis::OwnerDead,
-            Basis::OwnerReused,
-            Basis::LockFree,
-            Basis::MaxAge,
-            Basis::MaxAgeWorkerLives,
-            Basis::NoHeartbeatYet,
-            Basis::HeartbeatFresh,
-            Basis::StaleButLockHeld,
-            Basis::StaleButOwnerAlive,
-            Basis::HeartbeatStale,
-            Basis::HeartbeatMissing,
-            Basis::StaleLockUntrusted,
-        ];
-        UNIT.iter()
-            .find(|b| b.code() == kept)
-            .map_or_else(|| kept.to_string(), Basis::describe)
+        match serde_json::from_value::<Basis>(serde_json::Value::String(kept.to_string())) {
+            Ok(b) => b.describe(),
+            Err(_) => kept.to_string(),
+        }
     }
 
     /// One line for humans.
@@ -572,9 +422,9 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         return by_facts_about_now(ev, t, ev.ahead.map_or(0, |a| a.seen_s));
     };
     let young = total < t.stale_after;
-    let owner_alive = matches!(ev.owner, Owner::Alive { .. });
-    let lock_held = matches!(ev.lock, Lock::Held { .. });
-    let own_fresh_beat = own_fresh_beat(ev, t);
+    let life = ev.life(t);
+    let own_lock_held = life.own_lock().is_some();
+    let own_fresh_beat = life.own_beat.is_some();
 
     // 4. an owner pid that started after its row: the worker (and the row's times are
     //    wrong) when the row's own evidence says so, else an inference
@@ -585,7 +435,7 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         proof: found,
     } = ev.owner
     {
-        let proof = if lock_held && ev.lock_own && held_by(ev, pid) {
+        let proof = if own_lock_held && life.lock_held_by(pid) {
             Some(WorkerProof::OwnLock)
         } else if own_fresh_beat {
             Some(WorkerProof::OwnHeartbeat)
@@ -595,7 +445,7 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         if let Some(proof) = proof {
             return decision(Verdict::Unknown, Basis::TimesWrong { after_s, proof });
         }
-        if lock_held && ev.lock_own {
+        if own_lock_held {
             // The row's own lock, held by another pid, is its worker: the owner column
             // names something else. Judged by its heartbeat.
             overruled = Some(Signal::OwnerReused);
@@ -610,7 +460,7 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     }
 
     // 5. conclusive death, unless the row's own evidence of life contradicts it
-    if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && owner_alive {
+    if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && life.owner_alive() {
         // The worker provably lives (in this very pid namespace) but nobody holds its
         // lock: the configuration or the job is not what selfheal was told. A person must
         // look; never mark.
@@ -619,7 +469,7 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     match death_signal(ev, young) {
         // The row's own lock, held, is its worker: the owner column names something else
         // (a launcher that exited, a pid of another namespace). Judged by its heartbeat.
-        Some(sig @ Signal::OwnerDead) if lock_held && ev.lock_own => {
+        Some(sig @ Signal::OwnerDead) if own_lock_held => {
             overruled = Some(sig);
         }
         // The cap is not a death signal: past it, a contradiction is an overtime.
@@ -630,20 +480,8 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
         Some(sig) => return decision(Verdict::Dead, sig.basis()),
         None => {}
     }
-    let d = judge_by_age_and_heartbeat(ev, t, total, young, lock_held, owner_alive);
+    let d = judge_by_age_and_heartbeat(ev, t, total, young, &life);
     Decision { overruled, ..d }
-}
-
-/// The row's own heartbeat is fresh.
-fn own_fresh_beat(ev: &Evidence, t: Thresholds) -> bool {
-    ev.heartbeat_own && matches!(ev.heartbeat, Heartbeat::Age(a) if a <= t.stale_after)
-}
-
-/// The held lock's holder is `pid`: the pid `/proc/locks` gives, or the one its holder
-/// line names.
-fn held_by(ev: &Evidence, pid: u32) -> bool {
-    matches!(ev.lock, Lock::Held { pid: Some(p) } if p == pid)
-        || ev.lock_holder.as_ref().is_some_and(|h| h.pid == pid)
 }
 
 /// A fact about now that says the worker is gone, once the row is at least `stale_after`
@@ -675,17 +513,18 @@ fn lock_free_owner_alive() -> Basis {
 fn by_facts_about_now(ev: &Evidence, t: Thresholds, seen_s: u64) -> Decision {
     let by_s = ev.ahead.map_or(0, |a| a.by_s);
     let young = seen_s < t.stale_after;
-    let owner_alive = matches!(ev.owner, Owner::Alive { .. } | Owner::Reused { .. });
-    if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && owner_alive {
+    let life = ev.life(t);
+    // With no trustworthy times, a pid that started after the row runs all the same.
+    let owner_runs = life.owner.is_some();
+    if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && owner_runs {
         return decision(Verdict::Unknown, lock_free_owner_alive());
     }
-    let lock_held = matches!(ev.lock, Lock::Held { .. });
     match death_signal(ev, young) {
-        Some(sig) if lock_held && ev.lock_own => Decision {
+        Some(sig) if life.own_lock().is_some() => Decision {
             overruled: Some(sig),
             ..decision(Verdict::Unknown, Basis::TimesAhead { by_s })
         },
-        Some(sig) if !young && own_fresh_beat(ev, t) => {
+        Some(sig) if !young && life.own_beat.is_some() => {
             decision(Verdict::Dead, Basis::Contradicted(sig))
         }
         Some(sig) if !young => decision(Verdict::Dead, sig.basis()),
@@ -700,12 +539,11 @@ fn judge_by_age_and_heartbeat(
     t: Thresholds,
     total: u64,
     young: bool,
-    lock_held: bool,
-    owner_alive: bool,
+    life: &Life<'_>,
 ) -> Decision {
     // 6. overtime
     if total > t.max_age {
-        if lock_held || owner_alive {
+        if life.proven() {
             return decision(Verdict::Overtime, Basis::MaxAgeWorkerLives);
         }
         return decision(Verdict::Overtime, Basis::MaxAge);
@@ -726,9 +564,9 @@ fn judge_by_age_and_heartbeat(
         Heartbeat::Missing | Heartbeat::BeforeRow(_) => Basis::HeartbeatMissing,
         Heartbeat::Age(_) | Heartbeat::Unreadable(_) => Basis::HeartbeatStale,
     };
-    if lock_held {
+    if life.lock.is_some() {
         decision(Verdict::Hung, Basis::StaleButLockHeld)
-    } else if owner_alive {
+    } else if life.owner_alive() {
         decision(Verdict::Hung, Basis::StaleButOwnerAlive)
     } else if matches!(ev.lock, Lock::Untrusted(_)) {
         // The job is expected to hold this lock, and a free one here proves nothing: the
@@ -757,10 +595,7 @@ pub fn persisting(d: Decision, for_s: u64, t: Thresholds) -> Decision {
 /// [`Lock::Free`]). The caller tries the lock only when this evidence would have the row
 /// written, so that jobs in normal operation are never disturbed.
 pub fn as_if_confirmed(ev: &Evidence) -> Option<Evidence> {
-    (ev.lock == Lock::Unconfirmed).then(|| Evidence {
-        lock: Lock::Free,
-        ..ev.clone()
-    })
+    (ev.lock == Lock::Unconfirmed).then(|| ev.clone().with_lock(Lock::Free))
 }
 
 /// Another host's row: left to that host, and reported for a person only when the owning

@@ -6,9 +6,9 @@
 //!    library's options ([`check::CheckOptions`], [`stats::StatsOptions`],
 //!    [`eventlog::LogTarget`]) and picks the reporter; no clap type goes further.
 //! 2. configuration: [`config`], validated before anything is touched.
-//! 3. evidence: [`evidence::gather`] asks the probes ([`probe`]: heartbeat file, the job's
-//!    lock, the owner pid on this [`host`]) and takes the row's times from the database
-//!    ([`store`]) on the database's clock ([`clock`]).
+//! 3. evidence: [`evidence::gather`] reads each source of [`probe`] — the row's times and
+//!    heartbeat column from the database ([`store`]) on the database's clock ([`clock`]), a
+//!    heartbeat file, the job's lock and the owner pid on this [`host`].
 //! 4. verdict: [`decide`], pure; per watch, the confirmation of inferred verdicts across
 //!    runs ([`check::confirmations`]), the breaker and the holds ([`check`]'s sweep).
 //! 5. writes: [`check`]'s batch — intents and journal ([`journal`]), one compare-and-set per
@@ -41,9 +41,7 @@
 //! pieces and write nothing. No module uses one that uses it back.
 //!
 //! Where new things go:
-//! - a new evidence source: a new file in `probe/`, plus its field in
-//!   [`decide::Evidence`], a line in [`evidence::gather`] and its entry in the one rendering
-//!   ([`evidence::render`]); the row message, `--explain`, JSON and the journal follow;
+//! - a new kind of evidence: a new [`probe::Source`], as [`probe`] says step by step;
 //! - a new database backend: a driver file in `store/` (its dialect, its
 //!   [`store::driver::Driver`]), plus its URL scheme (in [`config`]), its dispatch in
 //!   [`store::open`] and its dependency (see [`store`]);

@@ -40,15 +40,14 @@ use std::time::{Duration, Instant};
 use crate::apply;
 use crate::clock::Clocks;
 use crate::config::{self, Config, ConfigPath, Overrides, Watch};
-use crate::decide::{self, Action, Evidence, Heartbeat, Lock, Owner};
+use crate::decide::{self, Action, Evidence, Owner};
 use crate::error::{Error, Result, Usage, exit};
 use crate::escape::printable;
-use crate::evidence::{Scene, confirm_lock, gather, thresholds};
+use crate::evidence::{Scene, Snapshot, gather, thresholds};
 use crate::host::Host;
 use crate::journal::{Origin, RunId, Writer};
 use crate::message;
 use crate::person;
-use crate::probe::LockTable;
 use crate::store::{self, CasOutcome, Change, ColumnType, Schema, SqlValue, Store, StoredRow};
 
 /// More rows than this ask for confirmation (`--yes` without a terminal).
@@ -57,9 +56,9 @@ pub const CONFIRM_ABOVE: usize = 10;
 /// How long `resolve` waits for a `check` run to let go of the run lock.
 pub const RUN_LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// A person's decision.
+/// A person's decision on a row (selfheal's own is [`crate::decide::Decision`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub enum Resolution {
     /// The worker is gone and the job is not to run again: `dead_value`.
     Dead,
     /// The worker is gone; run the job again now: `retry_value`.
@@ -68,20 +67,20 @@ pub enum Decision {
     Running,
 }
 
-impl Decision {
+impl Resolution {
     pub fn as_str(self) -> &'static str {
         match self {
-            Decision::Dead => "dead",
-            Decision::Retry => "retry",
-            Decision::Running => "running",
+            Resolution::Dead => "dead",
+            Resolution::Retry => "retry",
+            Resolution::Running => "running",
         }
     }
 
     fn action(self) -> Action {
         match self {
-            Decision::Dead => Action::MarkDead,
-            Decision::Retry => Action::MarkRetry,
-            Decision::Running => Action::Unpark,
+            Resolution::Dead => Action::MarkDead,
+            Resolution::Retry => Action::MarkRetry,
+            Resolution::Running => Action::Unpark,
         }
     }
 }
@@ -92,7 +91,7 @@ pub struct ResolveOptions {
     pub config: Option<PathBuf>,
     pub watch: String,
     pub ids: Vec<String>,
-    pub decision: Decision,
+    pub resolution: Resolution,
     pub note: Option<String>,
     pub dry_run: bool,
     pub force: bool,
@@ -175,57 +174,6 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// Whether any evidence of the row's own says its worker lives, in words (`the job's lock
-/// is held by pid 4242 (web1:4242 since …)`, `its owner pid 4242 is alive`, `its own
-/// heartbeat is fresh (5s ago)`): its owner pid exists (also one that started after the
-/// row: that it is another process is an inference), its own heartbeat is fresh, or its
-/// lock is held — unless the row's owner column names another pid than the lock's holder
-/// (a later run of the same job holding a per-kind lock).
-pub fn provably_alive(
-    row: &crate::store::RunningRow,
-    ev: &Evidence,
-    t: crate::decide::Thresholds,
-) -> Option<String> {
-    match ev.owner {
-        Owner::Alive { pid } => return Some(format!("its owner pid {pid} is alive")),
-        Owner::Reused { pid, after_s, .. } => {
-            return Some(format!(
-                "its owner pid {pid} is alive (it started {} after the row, which may be the \
-                 row's times being wrong rather than another process)",
-                crate::clock::human(after_s)
-            ));
-        }
-        _ => {}
-    }
-    if let Heartbeat::Age(a) = ev.heartbeat
-        && ev.heartbeat_own
-        && a <= t.stale_after
-    {
-        return Some(format!(
-            "its own heartbeat is fresh ({} ago)",
-            crate::clock::human(a)
-        ));
-    }
-    if let Lock::Held { pid } = ev.lock {
-        let owner_pid = row
-            .owner
-            .as_deref()
-            .and_then(crate::probe::owner::parse_owner)
-            .map(|(_, p)| p);
-        let holder_pid = ev.lock_holder.as_ref().map(|h| h.pid);
-        let others = owner_pid.is_some_and(|o| pid != Some(o) && holder_pid != Some(o));
-        if !others {
-            let by = match (pid, &ev.lock_holder) {
-                (_, Some(h)) => format!(" ({} since {})", h.named(), h.since_text()),
-                (Some(p), None) => format!(" by pid {p}"),
-                (None, None) => " (a try-lock failed; the holder is not visible from here)".into(),
-            };
-            return Some(format!("the job's lock is held{by}"));
-        }
-    }
-    None
-}
-
 /// What one `resolve` works with.
 struct Ctx<'a> {
     cfg: &'a Config,
@@ -258,7 +206,7 @@ impl Ctx<'_> {
                     .map_or("parked".to_string(), |m| format!("'{m}'"))
             )));
         }
-        if opts.decision == Decision::Running && !parked {
+        if opts.resolution == Resolution::Running && !parked {
             return Ok(Outcome::Refused(format!(
                 "--as running puts a row parked in '{}' back to running; this one is '{status}'",
                 w.manual_value.as_deref().unwrap_or_default()
@@ -269,16 +217,16 @@ impl Ctx<'_> {
         {
             return Ok(Outcome::Refused(why));
         }
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let snapshot = Snapshot::read(w);
         let mut ev = gather(
             w,
             row,
-            &Scene::of_one_row(self.clocks, self.host, locks.as_ref()),
+            &Scene::of_one_row(self.clocks, self.host, &snapshot),
         );
-        let judging_life = opts.decision != Decision::Running && !opts.force;
+        let judging_life = opts.resolution != Resolution::Running && !opts.force;
         if judging_life {
             // About to write on the strength of a free lock: try it, as `check` does.
-            ev = confirm_lock(w, row, self.host, ev);
+            ev = crate::probe::lock::confirm(w, row, self.host, ev);
         }
         let d = decide::decide(&ev, thresholds(w));
         if let Owner::NotLocal { host } = &ev.owner
@@ -286,25 +234,26 @@ impl Ctx<'_> {
         {
             return Ok(Outcome::Refused(remote_owner(host)));
         }
-        if judging_life && let Some(why) = provably_alive(row, &ev, thresholds(w)) {
+        if judging_life && let Some(sign) = ev.life(thresholds(w)).for_a_person() {
             return Ok(Outcome::Refused(format!(
-                "the worker provably lives: {why}; a live worker is not marked {}: look at it \
+                "the worker provably lives: {}; a live worker is not marked {}: look at it \
                  first (selfheal show {} {}), or --force (the lock is never touched)",
-                opts.decision.as_str(),
+                sign.describe(),
+                opts.resolution.as_str(),
                 w.name,
                 person::shell_word(&row.id.to_string())
             )));
         }
-        let (to, set_ended) = match opts.decision {
-            Decision::Dead => (w.dead_value.clone(), true),
-            Decision::Retry => match &w.retry {
+        let (to, set_ended) = match opts.resolution {
+            Resolution::Dead => (w.dead_value.clone(), true),
+            Resolution::Retry => match &w.retry {
                 Some(r) => (r.value.clone(), true),
                 None => return Err(no_retry(w)),
             },
-            Decision::Running => (w.running_value.clone(), false),
+            Resolution::Running => (w.running_value.clone(), false),
         };
         let reason = message::cut(
-            &message::resolved(opts.decision.as_str(), &self.who, opts.note.as_deref()),
+            &message::resolved(opts.resolution.as_str(), &self.who, opts.note.as_deref()),
             self.schema.message_max,
         );
         let change = Change {
@@ -312,10 +261,10 @@ impl Ctx<'_> {
             from_status: &status,
             new_status: &to,
             message: w.message_column.as_ref().map(|_| reason.clone()),
-            bump_attempts: opts.decision == Decision::Retry,
+            bump_attempts: opts.resolution == Resolution::Retry,
             set_ended,
             // A person's retry does not wait.
-            retry_at: (opts.decision == Decision::Retry).then_some(0),
+            retry_at: (opts.resolution == Resolution::Retry).then_some(0),
             match_heartbeat: true,
         };
         if opts.dry_run {
@@ -328,7 +277,7 @@ impl Ctx<'_> {
             });
         }
         let mut entry = apply::entry(w, self.host, &self.origin, row, &ev, &d, &status, &to);
-        entry.action = opts.decision.action();
+        entry.action = opts.resolution.action();
         entry.reason = reason;
         entry.actor = Some(self.who.clone());
         entry.decision_note = opts
@@ -382,19 +331,16 @@ fn remote_owner(host: &str) -> String {
 /// watch is pinned to another host, another host owns the row, or evidence of the row's
 /// own says its worker lives. `show` offers a hand-written statement only where this is
 /// `None` (SPEC §13).
-pub fn would_refuse(
-    w: &Watch,
-    host: &Host,
-    row: &crate::store::RunningRow,
-    ev: &Evidence,
-) -> Option<String> {
+pub fn would_refuse(w: &Watch, host: &Host, ev: &Evidence) -> Option<String> {
     if let Some(why) = other_host(w, host) {
         return Some(why);
     }
     if let Owner::NotLocal { host } = &ev.owner {
         return Some(remote_owner(host));
     }
-    provably_alive(row, ev, thresholds(w)).map(|why| format!("the worker provably lives: {why}"))
+    ev.life(thresholds(w))
+        .for_a_person()
+        .map(|sign| format!("the worker provably lives: {}", sign.describe()))
 }
 
 fn no_retry(w: &Watch) -> Error {
@@ -406,13 +352,13 @@ fn no_retry(w: &Watch) -> Error {
 }
 
 /// Asks once at a terminal whether to go on with `n` rows; true for yes.
-fn confirmed(n: usize, w: &Watch, decision: Decision) -> bool {
+fn confirmed(n: usize, w: &Watch, resolution: Resolution) -> bool {
     let mut err = std::io::stderr();
     let _ = write!(
         err,
         "selfheal: resolve {n} rows of watch {} as {}? [y/N] ",
         w.name,
-        decision.as_str()
+        resolution.as_str()
     );
     let _ = err.flush();
     let mut answer = String::new();
@@ -435,9 +381,9 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
     let Some(db) = cfg.database.as_ref() else {
         return Err(Error::Usage("no [database] configured".into()));
     };
-    match opts.decision {
-        Decision::Retry if w.retry.is_none() => return Err(no_retry(w)),
-        Decision::Running if w.manual_value.is_none() => {
+    match opts.resolution {
+        Resolution::Retry if w.retry.is_none() => return Err(no_retry(w)),
+        Resolution::Running if w.manual_value.is_none() => {
             return Err(Error::Usage(Usage::Other(format!(
                 "--as running: watch {} has no manual_value, so none of its rows is ever \
                  parked; --as running puts a parked row back to running",
@@ -460,7 +406,7 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
                 ids.len()
             ))));
         }
-        if !confirmed(ids.len(), w, opts.decision) {
+        if !confirmed(ids.len(), w, opts.resolution) {
             let _ = writeln!(out, "nothing resolved: not confirmed");
             return Ok(exit::ATTENTION);
         }
@@ -546,7 +492,7 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
     if made > 0
         && let Some(path) = &cfg.run.metrics_file
         && let Err(e) =
-            crate::metrics::count_resolution(path, &w.name, opts.decision.as_str(), made)
+            crate::metrics::count_resolution(path, &w.name, opts.resolution.as_str(), made)
         && failure.is_none()
     {
         failure = Some(e);
@@ -564,7 +510,7 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
 /// The line said for one row.
 fn line(w: &Watch, id: &SqlValue, who: &str, opts: &ResolveOptions, o: &Outcome) -> String {
     let head = format!("{} id={}", w.name, id);
-    let d = opts.decision.as_str();
+    let d = opts.resolution.as_str();
     match o {
         Outcome::Resolved { from, to } => {
             format!("{head}: set status to '{to}' (was '{from}'): resolved as {d} by {who}")
@@ -588,88 +534,54 @@ fn line(w: &Watch, id: &SqlValue, who: &str, opts: &ResolveOptions, o: &Outcome)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::Heartbeat;
+    use crate::decide::{Heartbeat, Lock};
     use crate::holder_line::HolderLine;
-    use crate::store::{RunningRow, TimeValue};
-
-    fn row(owner: Option<&str>) -> RunningRow {
-        RunningRow {
-            id: SqlValue::Int(7),
-            started: TimeValue {
-                raw: SqlValue::Null,
-                stamp: Ok(None),
-            },
-            heartbeat: None,
-            owner: owner.map(str::to_string),
-            owner_raw: SqlValue::Null,
-            attempts: None,
-        }
-    }
 
     const T: decide::Thresholds = decide::Thresholds {
         stale_after: 300,
         max_age: 14_400,
     };
 
-    fn lives(row: &RunningRow, ev: &Evidence) -> Option<String> {
-        provably_alive(row, ev, T)
+    /// Why a person's `dead` or `retry` is refused, if it is.
+    fn lives(ev: &Evidence) -> Option<String> {
+        ev.life(T).for_a_person().map(|s| s.describe())
     }
 
     fn ev(lock: Lock, owner: Owner) -> Evidence {
-        Evidence {
-            total_age: Ok(600),
-            ahead: None,
-            heartbeat: Heartbeat::Age(900),
-            heartbeat_own: true,
-            lock_own: false,
-            lock,
-            lock_holder: None,
-            owner,
-        }
+        Evidence::aged(600)
+            .with_heartbeat(Heartbeat::Age(900))
+            .with_lock(lock)
+            .with_owner(owner)
     }
 
     #[test]
     fn a_worker_provably_lives_by_its_pid_or_its_lock() {
         assert_eq!(
-            lives(
-                &row(Some("42")),
-                &ev(Lock::Absent, Owner::Alive { pid: 42 })
-            )
-            .as_deref(),
+            lives(&ev(Lock::Absent, Owner::Alive { pid: 42 })).as_deref(),
             Some("its owner pid 42 is alive")
         );
         assert_eq!(
-            lives(
-                &row(None),
-                &ev(Lock::Held { pid: Some(9) }, Owner::NotConfigured)
-            )
-            .as_deref(),
+            lives(&ev(Lock::Held { pid: Some(9) }, Owner::NotConfigured)).as_deref(),
             Some("the job's lock is held by pid 9")
         );
         assert!(
-            lives(
-                &row(None),
-                &ev(Lock::Held { pid: None }, Owner::NotConfigured)
-            )
-            .is_some_and(|w| w.contains("not visible from here"))
+            lives(&ev(Lock::Held { pid: None }, Owner::NotConfigured))
+                .is_some_and(|w| w.contains("not visible from here"))
         );
-        let mut named = ev(Lock::Held { pid: Some(9) }, Owner::Dead { pid: 42 });
-        named.lock_holder = Some(HolderLine {
-            host: "web1".into(),
-            pid: 42,
-            since: 1_800_000_000,
-        });
+        let named = ev(Lock::Held { pid: Some(9) }, Owner::Dead { pid: 42 }).with_lock_holder(
+            Some(HolderLine {
+                host: "web1".into(),
+                pid: 42,
+                since: 1_800_000_000,
+            }),
+        );
         assert!(
-            lives(&row(Some("web1:42")), &named)
-                .is_some_and(|w| w.starts_with("the job's lock is held (web1:42 since ")),
+            lives(&named).is_some_and(|w| w.starts_with("the job's lock is held (web1:42 since ")),
             "the holder line names the row's owner"
         );
         // A per-kind lock held by another run of the job says nothing of this row's worker.
         assert_eq!(
-            lives(
-                &row(Some("web1:42")),
-                &ev(Lock::Held { pid: Some(99) }, Owner::Dead { pid: 42 })
-            ),
+            lives(&ev(Lock::Held { pid: Some(99) }, Owner::Dead { pid: 42 })),
             None
         );
         for nothing in [
@@ -678,7 +590,7 @@ mod tests {
             Lock::Unconfirmed,
             Lock::NotConfigured,
         ] {
-            assert_eq!(lives(&row(None), &ev(nothing, Owner::NotConfigured)), None);
+            assert_eq!(lives(&ev(nothing, Owner::NotConfigured)), None);
         }
     }
 
@@ -687,24 +599,15 @@ mod tests {
     /// after the row (that it is another process is only an inference).
     #[test]
     fn its_own_fresh_heartbeat_or_a_pid_that_looks_reused_refuses() {
-        let fresh = Evidence {
-            heartbeat: Heartbeat::Age(0),
-            ..ev(Lock::NotConfigured, Owner::NotConfigured)
-        };
+        let fresh = ev(Lock::NotConfigured, Owner::NotConfigured).with_heartbeat(Heartbeat::Age(0));
         assert_eq!(
-            lives(&row(None), &fresh).as_deref(),
+            lives(&fresh).as_deref(),
             Some("its own heartbeat is fresh (0s ago)")
         );
-        let shared = Evidence {
-            heartbeat_own: false,
-            ..fresh.clone()
-        };
-        assert_eq!(lives(&row(None), &shared), None, "another row's beat");
-        let stale = Evidence {
-            heartbeat: Heartbeat::Age(301),
-            ..fresh
-        };
-        assert_eq!(lives(&row(None), &stale), None);
+        let shared = fresh.clone().with_heartbeat_own(false);
+        assert_eq!(lives(&shared), None, "another row's beat");
+        let stale = fresh.with_heartbeat(Heartbeat::Age(301));
+        assert_eq!(lives(&stale), None);
         let later = ev(
             Lock::NotConfigured,
             Owner::Reused {
@@ -714,7 +617,7 @@ mod tests {
             },
         );
         assert!(
-            lives(&row(Some("42")), &later)
+            lives(&later)
                 .is_some_and(|w| w.starts_with("its owner pid 42 is alive (it started 5h0m"))
         );
     }

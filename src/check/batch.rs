@@ -31,10 +31,9 @@ use crate::clock::{Clocks, now_rfc3339};
 use crate::config::Watch;
 use crate::decide::{Action, Confirmation, Hold};
 use crate::error::{Error, Result};
-use crate::evidence::{self, gather};
+use crate::evidence::{self, Snapshot};
 use crate::host::Host;
 use crate::journal::{JournalEntry, Origin, RunId, Writer};
-use crate::probe::LockTable;
 use crate::report::RowReport;
 use crate::store::{CasOutcome, Change, RunningRow, Schema, SqlValue, Store};
 
@@ -246,19 +245,12 @@ impl Pass<'_, '_> {
         let w = self.ctx.w;
         let end = self.intents.len().min(self.k + WRITE_GROUP);
         let group: Vec<usize> = self.intents[self.k..end].iter().map(|(i, _)| *i).collect();
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let snapshot = Snapshot::read(w);
         let mut to_write = Vec::with_capacity(group.len());
         for &i in &group {
             let seen = self.lock_seen.get_mut(i).and_then(Option::take);
             let (row, report) = &mut self.rows[i];
-            if ready(
-                self.ctx,
-                row,
-                report,
-                seen,
-                &mut self.held[i],
-                locks.as_ref(),
-            ) {
+            if ready(self.ctx, row, report, seen, &mut self.held[i], &snapshot) {
                 to_write.push(i);
             }
         }
@@ -397,8 +389,9 @@ impl Pass<'_, '_> {
     }
 }
 
-/// Re-reads the row's file evidence, then applies its compare-and-set. `Ok(false)`: in a
-/// group of writes, the row is locked by another transaction; nothing was done.
+/// Reads again what of the row's evidence can have changed, then applies its
+/// compare-and-set. `Ok(false)`: in a group of writes, the row is locked by another
+/// transaction; nothing was done.
 fn cas_row(
     ctx: &Ctx<'_>,
     row: &RunningRow,
@@ -407,8 +400,7 @@ fn cas_row(
     held: &mut Option<Result<Held, Release>>,
     store: &mut dyn Store,
 ) -> Result<bool> {
-    let locks = ctx.w.lock_file.as_ref().and_then(|_| LockTable::read());
-    if !ready(ctx, row, report, seen, held, locks.as_ref()) {
+    if !ready(ctx, row, report, seen, held, &Snapshot::read(ctx.w)) {
         return Ok(true);
     }
     let target = report.plan.target.clone().unwrap_or_default();
@@ -417,32 +409,31 @@ fn cas_row(
     Ok(apply(report, outcome))
 }
 
-/// The row's file evidence read again just before its write (`locks`: a `/proc/locks`
-/// snapshot taken for it): true when it is still to be written as planned; otherwise its
-/// report says why it is left alone. Where a release is planned, the lock file judged with
-/// the row (held open since) is checked to be still at its name, and kept for the release.
+/// What of the row's evidence can have changed — its files, its lock, its owner pid — read
+/// again just before its write ([`evidence::read_again`]: what the row itself holds, as
+/// judged; `snapshot`: `/proc/locks` read for it, or for its group): true when it is still
+/// to be written as planned; otherwise its report says why it is left alone. Where a
+/// release is planned, the lock file judged with the row (held open since) is checked to
+/// be still at its name, and kept for the release.
 fn ready(
     ctx: &Ctx<'_>,
     row: &RunningRow,
     report: &mut RowReport,
     seen: Option<Seen>,
     held: &mut Option<Result<Held, Release>>,
-    locks: Option<&LockTable>,
+    snapshot: &Snapshot,
 ) -> bool {
     let w = ctx.w;
-    // Just before the write: did the row beat, or the worker show up, in between?
+    // Just before the write: did the row beat, or the worker show up, in between? (Times
+    // in the future keep the sighting this run recorded: it is the row's, as judged.)
     let scene = evidence::Scene {
         clocks: ctx.clocks,
         host: ctx.host,
         host_now: SystemTime::now(),
-        locks,
+        snapshot,
         local_rows: ctx.local_rows,
     };
-    let mut again = gather(w, row, &scene);
-    // Times in the future: the sighting this run recorded stands (it is not file evidence).
-    if let (Some(a), Some(judged)) = (&mut again.ahead, report.evidence.ahead) {
-        a.seen_s = judged.seen_s;
-    }
+    let again = evidence::read_again(w, row, &scene, &report.evidence);
     let (_, d2) = judge(w, row, ctx.host, again);
     // The same inferred verdict keeps this run's count; another one would be its first.
     let c2 = match report.confirmation {

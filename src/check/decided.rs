@@ -104,19 +104,13 @@ pub fn holds(p: &Decided, d: &Decision, ev: &Evidence, now: i64, t: Thresholds) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::{Basis, Lock, Owner};
+    use crate::decide::{Basis, Lock};
 
     fn ev(hb: Heartbeat) -> Evidence {
-        Evidence {
-            total_age: Ok(20_000),
-            ahead: None,
-            heartbeat: hb,
-            heartbeat_own: true,
-            lock: Lock::Held { pid: Some(7) },
-            lock_own: true,
-            lock_holder: None,
-            owner: Owner::NotConfigured,
-        }
+        Evidence::aged(20_000)
+            .with_heartbeat(hb)
+            .with_lock(Lock::Held { pid: Some(7) })
+            .with_lock_own(true)
     }
 
     const T: Thresholds = Thresholds {

@@ -9,16 +9,17 @@
 //! changed is left alone. The job's lock file is never deleted here, except by
 //! `release_lock = "if_free"` after the row's compare-and-set applied (see [`crate::check::release`]).
 //!
-//! Four rooms: this module is the run (its options and exit status, the run lock, the
-//! clocks, settling a stopped run, each watch in turn, `last-run.json` and the metrics;
-//! [`run`] reads as the list of those steps); `sweep.rs` turns a watch's rows into judged
-//! rows (nothing written); `batch.rs` writes a watch's condemned rows (intents,
-//! compare-and-set, release, journal); `streak.rs` is what a real run remembers for the
-//! next about trouble that lasts (a watch busy run after run, a `--log` that cannot be
-//! reached); `unpark.rs` puts back to running the parked rows whose own heartbeat beats again
-//! after a park as `hung` (SPEC §13), one change at a time through [`crate::apply`]. A new
-//! per-row verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written
-//! goes through `batch.rs` and the journal.
+//! Its rooms. This module is the run: its options and exit status, the run lock, the
+//! clocks, each watch in turn, `last-run.json` and the metrics ([`run`] reads as the list
+//! of those steps). Per watch, `sweep.rs` judges the running rows (nothing written),
+//! `batch.rs` writes the condemned ones (intents, compare-and-set, release, journal), and
+//! [`unpark`] puts back to running the parked rows whose own heartbeat beats again after a
+//! park as `hung` (SPEC §13). Across runs: [`confirmations`] counts inferred verdicts,
+//! `decided.rs` reads a person's `--as running`, [`remind`] keeps what the cron text told,
+//! [`streak`] trouble that lasts, and [`recovery`] settles a stopped run's intents;
+//! [`release`] removes a legacy lock file. A new per-row verdict or hold belongs in
+//! `decide` and `sweep.rs`; anything new that is written goes through `batch.rs` and the
+//! journal.
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
 //! per watch and host when rows are owned, so hosts judge their own rows side by side —,
@@ -648,7 +649,7 @@ fn check_watch(
     }
     counts.holds.clone_from(&holds.tripped);
     // The second pass, a write group at a time: judged again, written, reported.
-    let pass = Pass2 {
+    let pass = SecondPass {
         w,
         schema: &schema,
         ctx: &ctx,
@@ -659,7 +660,7 @@ fn check_watch(
     let result = match census.take_kept() {
         Some(rows) => pass.rows(run, rows, store, out, &mut counts).map(|_| ()),
         None => sweep::pages(w, store, |store, page| {
-            let rows = page.into_iter().map(sweep::Either::Row).collect();
+            let rows = page.into_iter().map(sweep::SecondPassRow::Read).collect();
             pass.rows(run, rows, store, out, &mut counts)
         }),
     }
@@ -684,7 +685,7 @@ fn check_watch(
 }
 
 /// The second pass over a watch's rows.
-struct Pass2<'p> {
+struct SecondPass<'p> {
     w: &'p Watch,
     schema: &'p Schema,
     ctx: &'p SweepCtx<'p>,
@@ -698,7 +699,7 @@ struct Pass2<'p> {
 /// once, and its journal lines once.
 const BATCH: usize = 1_000;
 
-impl Pass2<'_> {
+impl SecondPass<'_> {
     /// Judges `rows` (one `/proc/locks` read for all of them), then writes and reports them
     /// in order, a batch at a time: the rows judged are held until [`BATCH`] of them are to
     /// be written (or a page of them is judged, or the rows end), so a batch carries up to
@@ -708,16 +709,12 @@ impl Pass2<'_> {
     fn rows(
         &self,
         run: &mut Run<'_>,
-        rows: Vec<sweep::Either>,
+        rows: Vec<sweep::SecondPassRow>,
         store: &mut dyn Store,
         out: &mut Out<'_>,
         counts: &mut WatchRun,
     ) -> Result<bool> {
-        let locks = self
-            .w
-            .lock_file
-            .as_ref()
-            .and_then(|_| crate::probe::LockTable::read());
+        let snapshot = crate::evidence::Snapshot::read(self.w);
         // A batch (its intents written and flushed once, its journal lines flushed once)
         // of up to BATCH changes, or a page of rows; of one write group when each dead row
         // holds its legacy lock file open until it is written.
@@ -732,12 +729,12 @@ impl Pass2<'_> {
         let mut rows = rows.into_iter().peekable();
         while rows.peek().is_some() {
             // A few rows at a time, each judged at the clock of its own moment.
-            let few: Vec<sweep::Either> = rows.by_ref().take(64).collect();
+            let few: Vec<sweep::SecondPassRow> = rows.by_ref().take(64).collect();
             let scene = crate::evidence::Scene {
                 clocks: self.ctx.clocks,
                 host: self.ctx.host,
                 host_now: SystemTime::now(),
-                locks: locks.as_ref(),
+                snapshot: &snapshot,
                 local_rows: self.local_rows,
             };
             let (j, s) = sweep::judge_group(
@@ -762,7 +759,7 @@ impl Pass2<'_> {
     }
 }
 
-impl Pass2<'_> {
+impl SecondPass<'_> {
     /// Holds the rows a person put back to running for the very reason they would be
     /// parked or reported for now ([`decided`]). The journal is read only when a row of
     /// the watch is `hung` or `overtime` and needs a person, and then once per watch.
@@ -957,7 +954,7 @@ fn max_age_check(
 /// row whose write failed the run, and the rows after it, are not reported.
 fn write_and_report(
     run: &mut Run<'_>,
-    pass: &Pass2<'_>,
+    pass: &SecondPass<'_>,
     rows: Vec<sweep::Judged>,
     mut lock_seen: Vec<Option<crate::check::release::Seen>>,
     store: &mut dyn Store,

@@ -1,18 +1,14 @@
-//! One watch's running rows in, judged rows out: each row's evidence gathered
-//! ([`crate::evidence::gather`]) and judged ([`crate::decide`]) — a lock `/proc/locks` shows
-//! free confirmed by a try-lock first when the row would be written on the strength of it
-//! ([`judge`]), a contradiction between a death signal and the row's own fresh heartbeat
-//! timed across runs, an inferred verdict counted across runs ([`crate::check::confirmations`]) and
-//! held until confirmed — then what concerns the watch as a whole, decided over every
-//! running row before any is written: the shared-heartbeat and untrusted-lock warnings,
-//! the breaker, the no-heartbeat hold, the mass-overtime hold, and the run's hold (clock
-//! skew). For `release_lock = "if_free"`, each dead row's lock file is opened as the row is
-//! judged ([`crate::check::release::observe`], before the probes look) and held open: only that
-//! inode may be released later. Nothing is written here.
+//! One watch's running rows in, judged rows out, in two passes: the first judges every row
+//! and keeps only what the watch as a whole comes to ([`census`], then [`holds`]: the
+//! breaker, the no-heartbeat and mass-overtime holds, their warnings), the second judges
+//! each row again and plans it under those holds ([`judge_group`]). A row is judged by
+//! [`judge`]; its contradiction is timed and its inferred verdict counted across runs
+//! ([`crate::check::confirmations`]). Nothing is written here.
 //!
-//! I/O: reads the watch's running rows from the store; reads `/proc/locks` once when the
-//! watch names a lock file; the probes of [`crate::evidence::gather`], and the try-lock of
-//! [`crate::evidence::confirm_lock`] for a row about to be written on a free lock.
+//! I/O: the watch's running rows from the store, `/proc/locks` once per page, the probes
+//! of [`crate::evidence::gather`], a try-lock for a row about to be written on a free lock
+//! ([`crate::probe::lock::confirm`]), and for `release_lock = "if_free"` each dead row's
+//! lock file, opened before the probes look and held open ([`crate::check::release::observe`]).
 
 use std::time::SystemTime;
 
@@ -23,12 +19,11 @@ use crate::config::{ReleaseLock, Watch};
 use crate::decide::{self, ActionPolicy, Confirmation, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
 use crate::evidence::{
-    Scene, confirm_lock, gather, is_remote, owner_host, row_message, thresholds,
+    Scene, Snapshot, gather, is_remote, owner_host, read_again, row_message, thresholds,
 };
 use crate::host::Host;
 use crate::journal::RowId;
 use crate::message::cut;
-use crate::probe::LockTable;
 use crate::report::RowReport;
 use crate::store::{RunningRow, Schema, Store};
 
@@ -78,7 +73,7 @@ pub(super) fn judge(
         let d = decide::decide(&hypothesis, t);
         let p = decide::plan(&d, row.attempts, &action_policy(w));
         if decide::hold_contradiction(p, &d).writes() {
-            let evidence = confirm_lock(w, row, host, evidence);
+            let evidence = crate::probe::lock::confirm(w, row, host, evidence);
             let decision = decide::decide(&evidence, t);
             return (evidence, decision);
         }
@@ -133,9 +128,9 @@ pub(super) struct SweepCtx<'a> {
     pub force: bool,
 }
 
-/// A row the first pass judged: its evidence and decision, before the tally (kept for the
-/// second pass when the watch has at most [`KEEP`] rows).
-pub(super) struct Seen1 {
+/// A row the first pass judged, kept for the second (a watch of at most [`KEEP`] rows):
+/// its evidence and decision, before the tally.
+pub(super) struct KeptRow {
     row: RunningRow,
     evidence: Evidence,
     decision: Decision,
@@ -162,7 +157,7 @@ pub(super) struct Census {
     untrusted: Option<Untrusted>,
     untrusted_more: usize,
     /// Every row, judged, when there are at most [`KEEP`].
-    kept: Option<Vec<Seen1>>,
+    kept: Option<Vec<KeptRow>>,
 }
 
 /// A row whose free lock lies in a directory others can write.
@@ -245,12 +240,12 @@ pub(super) fn census(
     pages(w, store, |_, page| {
         let host_now = SystemTime::now();
         let now = epoch(host_now);
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+        let snapshot = Snapshot::read(w);
         let scene = Scene {
             clocks: ctx.clocks,
             host: ctx.host,
             host_now,
-            locks: locks.as_ref(),
+            snapshot: &snapshot,
             local_rows,
         };
         if let Some(kept) = &mut c.kept {
@@ -267,7 +262,7 @@ pub(super) fn census(
             let plan = plan_row(w, &d, &row, confirmation, &[]);
             c.count(w, t, &row, &evidence, &d, &plan);
             if let Some(kept) = &mut c.kept {
-                kept.push(Seen1 {
+                kept.push(KeptRow {
                     row,
                     evidence,
                     decision,
@@ -521,7 +516,7 @@ pub(super) fn holds(
 /// lock file opened as the row is judged and held open (at most one group's files).
 pub(super) fn judge_group(
     w: &Watch,
-    rows: Vec<Either>,
+    rows: Vec<SecondPassRow>,
     ctx: &SweepCtx<'_>,
     scene: &Scene<'_>,
     mut tally: Option<&mut Tally>,
@@ -532,13 +527,23 @@ pub(super) fn judge_group(
     let mut lock_seen = Vec::with_capacity(rows.len());
     for r in rows {
         let (row, seen, evidence, decision) = match r {
-            Either::Judged(j) if w.release_lock != ReleaseLock::IfFree => {
+            SecondPassRow::Kept(k) if w.release_lock != ReleaseLock::IfFree => {
                 // Judged in the first pass on the sighting as it stood; recorded now.
-                let evidence = sighted(w, &j.row, j.evidence, now, None, tally.as_deref_mut());
-                (j.row, None, evidence, j.decision)
+                let evidence = sighted(w, &k.row, k.evidence, now, None, tally.as_deref_mut());
+                (k.row, None, evidence, k.decision)
             }
-            Either::Judged(j) => judged_again(w, j.row, ctx, scene, now, tally.as_deref_mut()),
-            Either::Row(row) => judged_again(w, row, ctx, scene, now, tally.as_deref_mut()),
+            SecondPassRow::Kept(k) => judged_again(
+                w,
+                k.row,
+                Some(&k.evidence),
+                ctx,
+                scene,
+                now,
+                tally.as_deref_mut(),
+            ),
+            SecondPassRow::Read(row) => {
+                judged_again(w, row, None, ctx, scene, now, tally.as_deref_mut())
+            }
         };
         let (decision, confirmation) = tallied(w, &row, decision, now, None, tally.as_deref_mut());
         let plan = plan_row(w, &decision, &row, confirmation, holds);
@@ -563,36 +568,44 @@ pub(super) fn judge_group(
 }
 
 /// A row judged in the second pass: its legacy lock file opened first (before the probes
-/// look: a file that appears after this is never the one judged), then its evidence.
+/// look: a file that appears after this is never the one judged), then its evidence —
+/// what can have changed since the first pass judged it (`kept`: the evidence it judged it
+/// by, [`read_again`]), or all of it for a row read again from the store.
 fn judged_again(
     w: &Watch,
     row: RunningRow,
+    kept: Option<&Evidence>,
     ctx: &SweepCtx<'_>,
     scene: &Scene<'_>,
     now: i64,
     tally: Option<&mut Tally>,
 ) -> (RunningRow, Option<Seen>, Evidence, Decision) {
     let seen = observed_lock(w, &row);
-    let evidence = sighted(w, &row, gather(w, &row, scene), now, None, tally);
+    let evidence = match kept {
+        Some(judged) => read_again(w, &row, scene, judged),
+        None => gather(w, &row, scene),
+    };
+    let evidence = sighted(w, &row, evidence, now, None, tally);
     let (e, d) = judge(w, &row, ctx.host, evidence);
     (row, seen, e, d)
 }
 
-/// A row for the second pass: as the first pass judged it, or to be judged.
+/// A row for the second pass: kept as the first pass judged it, or read again from the
+/// store (a watch of more than [`KEEP`] rows), to be judged.
 // Moved once per row, held in bulk for one page or at most KEEP rows: an allocation per row
 // to even the variants out would cost more than the bytes it saves.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Either {
-    Judged(Seen1),
-    Row(RunningRow),
+pub(super) enum SecondPassRow {
+    Kept(KeptRow),
+    Read(RunningRow),
 }
 
 impl Census {
     /// The rows the first pass kept (a watch of at most [`KEEP`] rows), for the second.
-    pub fn take_kept(&mut self) -> Option<Vec<Either>> {
+    pub fn take_kept(&mut self) -> Option<Vec<SecondPassRow>> {
         self.kept
             .take()
-            .map(|k| k.into_iter().map(Either::Judged).collect())
+            .map(|k| k.into_iter().map(SecondPassRow::Kept).collect())
     }
 }
 
@@ -613,8 +626,6 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
     let t = thresholds(w);
     let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
-    // The file the lock probe looked at, whether or not it is to be released (none for
-    // another host's row: its lock is that host's, never probed here).
     // What a person runs for a row that needs one (SPEC §13).
     let resolve = j.plan.attention.then(|| {
         crate::person::resolve_command(
@@ -624,12 +635,8 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
             j.decision.verdict == Verdict::Remote,
         )
     });
-    let lock_file = w
-        .lock_file
-        .as_ref()
-        .filter(|_| j.evidence.lock != decide::Lock::NotConfigured)
-        .and_then(|t| t.render(&j.row.id.to_string()).ok())
-        .map(|p| p.display().to_string());
+    // The file the lock probe looked at, whether or not it is to be released.
+    let lock_file = crate::probe::lock::file_looked_at(w, &j.row, &j.evidence);
     RowReport {
         watch: w.name.clone(),
         id: j.row.id,

@@ -1,27 +1,17 @@
-//! The un-park step of `check` (SPEC §13): a row parked in `manual_value` as `hung`
-//! whose own heartbeat is fresh again after it was parked, while its worker provably lives
-//! (its own lock held, or its owner pid alive) and it is still within `max_age`, goes back
-//! to `running_value` — the stall that parked it is over, and the worker would otherwise
-//! finish into a row a person is about to act on. Rows parked for `overtime` or for
-//! exhausted retries are never un-parked: their heartbeat was fresh, or their worker gone,
-//! when they were parked, so a fresh heartbeat says nothing new about them.
+//! The un-park step of `check` (SPEC §13): a row parked in `manual_value` as `hung` whose
+//! own heartbeat is fresh again after the park, while its worker provably lives and it is
+//! within `max_age`, goes back to `running_value` — the stall that parked it is over
+//! ([`lives_and_beats`]). Rows parked for `overtime` or for spent retries never are: a
+//! fresh beat says nothing new about them. Under a clock-skew hold nothing is un-parked.
 //!
-//! Order, cheapest first: the watch's parked rows (at most [`LOOKED_AT`], by id) are
-//! judged by their evidence as a running row would be ([`crate::evidence::gather`],
-//! [`crate::decide::decide`]); only for the few whose evidence says the worker lives and
-//! beats is the journal read, for the park itself (the last change of that row and start:
-//! applied and made — never an intent a later run could not tell as selfheal's —, to
-//! `manual_value`, verdict `hung`, by selfheal) and its time, which the last beat must
-//! follow. Just before the write the evidence is read again. The write is one
-//! compare-and-set from `manual_value` and the observed start and owner (not the
-//! heartbeat column, which moves on by design), made through [`crate::apply`] (intent,
-//! compare-and-set, journal line `action: "recovered"`), and said once in the cron text (a
-//! change is printed when it happens). A dry run says what a real run would do and writes
-//! nothing. Under a clock-skew hold nothing is un-parked: the beat and the park are then
-//! not comparable.
+//! The parked rows (at most [`LOOKED_AT`]) are judged as running rows are; only for those
+//! that qualify is the journal read, for the park (applied, by selfheal, as `hung`), which
+//! the last beat must follow. Just before the write what can have changed is read again;
+//! the write is one compare-and-set from `manual_value` and the observed start and owner
+//! through [`crate::apply`]. A dry run writes nothing.
 //!
-//! I/O: the parked rows from the store, `/proc/locks` once, the probes of each parked row,
-//! the journal's generations (only when a row qualifies), and the writes above.
+//! I/O: the parked rows, `/proc/locks`, each parked row's probes, the journal (only when a
+//! row qualifies), and the writes above.
 
 use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
@@ -30,12 +20,11 @@ use super::{Out, Run};
 use crate::apply;
 use crate::clock::epoch;
 use crate::config::Watch;
-use crate::decide::{self, Action, Decision, Evidence, Heartbeat, Lock, Owner, Verdict};
+use crate::decide::{self, Action, Decision, Evidence, Heartbeat, Verdict};
 use crate::error::Result;
-use crate::evidence::{Scene, gather, thresholds};
+use crate::evidence::{Scene, Snapshot, gather, read_again, sign_words, thresholds};
 use crate::journal::{DatabaseId, RowId, Writer};
 use crate::message::{self, Beat};
-use crate::probe::LockTable;
 use crate::report::{Unparked, WatchRun};
 use crate::store::{CasOutcome, Change, RunningRow, Schema, Select, Store};
 
@@ -55,28 +44,25 @@ struct Park {
 /// Why a parked row's own evidence says its worker lives and beats, in words for its
 /// message (`heartbeat fresh again after the park, lock held`); `None` when it does not:
 /// the verdict now must be `alive` (heartbeat fresh, within `max_age`, no death signal),
-/// the heartbeat the row's own (a heartbeat file with `{id}`, or the heartbeat column
-/// alone: a file other rows share may beat for one of them), and the worker provably alive
-/// — the row's own lock held (a `lock_file` with `{id}`, or one whose holder is the row's
-/// owner pid) or its owner pid alive. Pure.
+/// and the row's evidence must say so by [`crate::decide::Life::back_to_running`] — its own
+/// beat fresh (a heartbeat file with `{id}`, or the heartbeat column alone: a file other
+/// rows share may beat for one of them), and its worker provably alive: the row's own lock
+/// held (a `lock_file` with `{id}`, or one whose holder is the row's owner pid) or its
+/// owner pid alive. Pure.
 pub fn lives_and_beats(w: &Watch, ev: &Evidence, d: &Decision) -> Option<String> {
-    if d.verdict != Verdict::Alive || !matches!(ev.heartbeat, Heartbeat::Age(_)) {
+    if d.verdict != Verdict::Alive {
         return None;
     }
-    // The row's own beat ([`Evidence::heartbeat_own`]); a file without `{id}` is never
-    // taken for one here, whatever the number of rows.
-    if !ev.heartbeat_own || w.heartbeat_file.as_ref().is_some_and(|t| !t.has_id()) {
+    // A file without `{id}` is never taken for the row's own beat here, whatever the
+    // number of rows.
+    if w.heartbeat_file.as_ref().is_some_and(|t| !t.has_id()) {
         return None;
     }
-    let life = match (&ev.lock, &ev.owner) {
-        (Lock::Held { pid }, _) if ev.lock_own => match pid {
-            Some(p) => format!("lock held by pid {p}"),
-            None => "lock held".to_string(),
-        },
-        (_, Owner::Alive { pid }) => format!("owner pid {pid} alive"),
-        _ => return None,
-    };
-    Some(format!("heartbeat fresh again after the park, {life}"))
+    let sign = ev.life(thresholds(w)).back_to_running()?;
+    Some(format!(
+        "heartbeat fresh again after the park, {}",
+        sign_words(&sign)
+    ))
 }
 
 /// The heartbeat's age, where it is one.
@@ -137,17 +123,16 @@ pub(super) fn step(
         return Ok(());
     }
     let t = thresholds(w);
-    let judge = |row: &RunningRow, run: &Run<'_>, locks: Option<&LockTable>| {
-        let ev = gather(w, row, &Scene::of_one_row(&run.clocks, &run.host, locks));
-        let d = decide::decide(&ev, t);
-        (ev, d)
-    };
-    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-    let mut candidates: Vec<RunningRow> = Vec::new();
+    let snapshot = Snapshot::read(w);
+    let mut candidates: Vec<(RunningRow, Evidence)> = Vec::new();
     store.each_row(w, Select::Status(&manual, LOOKED_AT), &mut |r| {
-        let (ev, d) = judge(&r.row, run, locks.as_ref());
-        if lives_and_beats(w, &ev, &d).is_some() {
-            candidates.push(r.row);
+        let ev = gather(
+            w,
+            &r.row,
+            &Scene::of_one_row(&run.clocks, &run.host, &snapshot),
+        );
+        if lives_and_beats(w, &ev, &decide::decide(&ev, t)).is_some() {
+            candidates.push((r.row, ev));
         }
         Ok(())
     })?;
@@ -155,7 +140,7 @@ pub(super) fn step(
         return Ok(());
     }
     let key = |row: &RunningRow| (RowId::from(&row.id).key(), row.started.raw.to_string());
-    let wanted: HashSet<(String, String)> = candidates.iter().map(key).collect();
+    let wanted: HashSet<(String, String)> = candidates.iter().map(|(row, _)| key(row)).collect();
     let parks = match parks(
         &run.cfg.run.state_dir,
         &DatabaseId::of(db),
@@ -174,16 +159,18 @@ pub(super) fn step(
             return Ok(());
         }
     };
-    for row in candidates {
+    for (row, judged) in candidates {
         let Some(Some(park)) = parks
             .get(&key(&row))
             .filter(|p| p.as_ref().is_some_and(|p| p.hung))
         else {
             continue;
         };
-        // Just before the write: the evidence again.
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-        let (ev, d) = judge(&row, run, locks.as_ref());
+        // Just before the write: what can have changed, read again.
+        let snapshot = Snapshot::read(w);
+        let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
+        let ev = read_again(w, &row, &scene, &judged);
+        let d = decide::decide(&ev, t);
         let Some(words) = lives_and_beats(w, &ev, &d) else {
             continue;
         };
@@ -291,7 +278,7 @@ pub(super) fn step(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::{Basis, Thresholds};
+    use crate::decide::{Basis, Lock, Owner, Thresholds};
     use crate::store::{SqlValue, TimeValue};
 
     fn watch(extra: &str) -> Watch {
@@ -326,16 +313,11 @@ mod tests {
 
     /// Evidence as `gather` makes it for a per-row lock: a held lock is the row's own.
     fn ev(heartbeat: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
-        Evidence {
-            total_age: Ok(1800),
-            ahead: None,
-            heartbeat,
-            heartbeat_own: true,
-            lock_own: matches!(lock, Lock::Held { .. }),
-            lock,
-            lock_holder: None,
-            owner,
-        }
+        Evidence::aged(1800)
+            .with_heartbeat(heartbeat)
+            .with_lock_own(matches!(lock, Lock::Held { .. }))
+            .with_lock(lock)
+            .with_owner(owner)
     }
 
     const T: Thresholds = Thresholds {

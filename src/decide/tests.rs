@@ -11,25 +11,16 @@ const T: Thresholds = Thresholds {
 /// Evidence none of which is the row's own (a shared heartbeat file, a per-kind lock held
 /// by someone else): what every death signal acts on at once. [`own`] makes it the row's.
 fn ev(total: Option<u64>, hb: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
-    Evidence {
-        total_age: total.ok_or_else(|| "NULL".to_string()),
-        ahead: None,
-        heartbeat: hb,
-        heartbeat_own: false,
-        lock,
-        lock_own: false,
-        lock_holder: None,
-        owner,
-    }
+    Evidence::new(total.ok_or_else(|| "NULL".to_string()))
+        .with_heartbeat(hb)
+        .with_heartbeat_own(false)
+        .with_lock(lock)
+        .with_owner(owner)
 }
 
 /// The same evidence, with the heartbeat and the lock the row's own.
 fn own(e: Evidence) -> Evidence {
-    Evidence {
-        heartbeat_own: true,
-        lock_own: true,
-        ..e
-    }
+    e.with_heartbeat_own(true).with_lock_own(true)
 }
 
 fn hb(a: u64) -> Heartbeat {
@@ -605,12 +596,10 @@ fn sweep(mut f: impl FnMut(&Evidence, &Decision)) -> usize {
                             if ahead.is_some() && total.is_some() {
                                 continue;
                             }
-                            let e = Evidence {
-                                heartbeat_own,
-                                lock_own,
-                                ahead,
-                                ..ev(total, h.clone(), l.clone(), o.clone())
-                            };
+                            let e = ev(total, h.clone(), l.clone(), o.clone())
+                                .with_heartbeat_own(heartbeat_own)
+                                .with_lock_own(lock_own)
+                                .with_ahead(ahead);
                             let d = decide(&e, T);
                             f(&e, &d);
                             n += 1;
@@ -1227,40 +1216,28 @@ fn life_beats_inference() {
         // A death signal meeting the row's own fresh heartbeat: a contradiction.
         (
             "owner gone, own fresh heartbeat: contradicted",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(old, hb(0), NoLock, dead())
-            },
+            ev(old, hb(0), NoLock, dead()).with_heartbeat_own(true),
             Dead,
             Basis::Contradicted(Signal::OwnerDead),
             None,
         ),
         (
             "owner gone, own heartbeat at exactly stale_after: contradicted",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(old, hb(300), NoLock, dead())
-            },
+            ev(old, hb(300), NoLock, dead()).with_heartbeat_own(true),
             Dead,
             Basis::Contradicted(Signal::OwnerDead),
             None,
         ),
         (
             "owner gone, own heartbeat just stale: the death acts at once",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(old, hb(301), NoLock, dead())
-            },
+            ev(old, hb(301), NoLock, dead()).with_heartbeat_own(true),
             Dead,
             Basis::OwnerDead,
             None,
         ),
         (
             "owner reused, own fresh heartbeat: the worker, whose row's times are wrong",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(old, hb(5), NoLock, reused())
-            },
+            ev(old, hb(5), NoLock, reused()).with_heartbeat_own(true),
             Unknown,
             Basis::TimesWrong {
                 after_s: 3_600,
@@ -1270,10 +1247,7 @@ fn life_beats_inference() {
         ),
         (
             "lock confirmed free, own fresh heartbeat: contradicted",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(old, hb(5), Free, NoOwner)
-            },
+            ev(old, hb(5), Free, NoOwner).with_heartbeat_own(true),
             Dead,
             Basis::Contradicted(Signal::LockFree),
             None,
@@ -1287,20 +1261,14 @@ fn life_beats_inference() {
         ),
         (
             "owner gone, own fresh heartbeat, past max_age: the cap is not a death signal",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(Some(14_401), hb(0), NoLock, dead())
-            },
+            ev(Some(14_401), hb(0), NoLock, dead()).with_heartbeat_own(true),
             Overtime,
             Basis::MaxAge,
             None,
         ),
         (
             "owner gone on a young row, own fresh heartbeat: alive (too young to say)",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(Some(10), hb(0), NoLock, dead())
-            },
+            ev(Some(10), hb(0), NoLock, dead()).with_heartbeat_own(true),
             Alive,
             Basis::HeartbeatFresh,
             None,
@@ -1508,29 +1476,20 @@ fn proof_means_proof() {
         ),
         (
             "own fresh heartbeat, past max_age: unknown, never overtime",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(old, hb(1), NoLock, later(false))
-            },
+            ev(old, hb(1), NoLock, later(false)).with_heartbeat_own(true),
             Unknown,
             wrong(WorkerProof::OwnHeartbeat),
         ),
         (
             "own fresh heartbeat within max_age: unknown, never contradicted",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(Some(1_200), hb(1), NoLock, later(false))
-            },
+            ev(Some(1_200), hb(1), NoLock, later(false)).with_heartbeat_own(true),
             Unknown,
             wrong(WorkerProof::OwnHeartbeat),
         ),
         (
             "own heartbeat file touched since the process started, stale now (a hung \
              worker): unknown, never dead",
-            Evidence {
-                heartbeat_own: true,
-                ..ev(Some(1_200), hb(900), NoLock, later(true))
-            },
+            ev(Some(1_200), hb(900), NoLock, later(true)).with_heartbeat_own(true),
             Unknown,
             wrong(WorkerProof::BeatSinceStart),
         ),
@@ -1619,10 +1578,7 @@ fn proof_means_proof() {
             seen_s,
         })
     };
-    let row = |a, hb: Heartbeat, lock: Lock, owner: Owner| Evidence {
-        ahead: a,
-        ..ev(None, hb, lock, owner)
-    };
+    let row = |a, hb: Heartbeat, lock: Lock, owner: Owner| ev(None, hb, lock, owner).with_ahead(a);
     let times = Basis::TimesAhead { by_s: 28_800 };
     let cases: Vec<(&str, Evidence, Verdict, Basis)> = vec![
         (
@@ -1651,10 +1607,7 @@ fn proof_means_proof() {
         ),
         (
             "owner gone, own fresh heartbeat file: contradicted",
-            Evidence {
-                heartbeat_own: true,
-                ..row(ahead(300), hb(2), NoLock, dead())
-            },
+            row(ahead(300), hb(2), NoLock, dead()).with_heartbeat_own(true),
             Dead,
             Basis::Contradicted(Signal::OwnerDead),
         ),
@@ -1674,5 +1627,35 @@ fn proof_means_proof() {
     for (name, e, verdict, basis) in cases {
         let d = decide(&e, T);
         assert_eq!((d.verdict, &d.basis), (verdict, &basis), "{name}");
+    }
+}
+
+/// The journal keeps a basis as its code; a code of a variant that carries nothing reads
+/// back in its words, any other code as it is.
+#[test]
+fn a_kept_code_reads_back_in_words() {
+    for b in [
+        Basis::OwnerDead,
+        Basis::OwnerReused,
+        Basis::LockFree,
+        Basis::StaleLockUntrusted,
+        Basis::MaxAge,
+        Basis::MaxAgeWorkerLives,
+        Basis::NoHeartbeatYet,
+        Basis::HeartbeatFresh,
+        Basis::StaleButLockHeld,
+        Basis::StaleButOwnerAlive,
+        Basis::HeartbeatStale,
+        Basis::HeartbeatMissing,
+    ] {
+        assert_eq!(Basis::words_of(&b.code()), b.describe(), "{b:?}");
+    }
+    for kept in [
+        Basis::TimesAhead { by_s: 60 }.code(),
+        Basis::Contradicted(Signal::OwnerDead).code(),
+        Basis::Unreadable("x".into()).code(),
+        "the heartbeat is stale, but the job's lock is held".to_string(),
+    ] {
+        assert_eq!(Basis::words_of(&kept), kept);
     }
 }

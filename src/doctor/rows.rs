@@ -14,7 +14,6 @@ use crate::decide::{self, Verdict};
 use crate::evidence;
 use crate::history;
 use crate::host::Host;
-use crate::probe::LockTable;
 use crate::store::{self, Store};
 
 use super::Finding;
@@ -203,7 +202,7 @@ pub(super) fn rows_findings(
     }
     let t = evidence::thresholds(w);
     let host_now = SystemTime::now();
-    let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+    let snapshot = evidence::Snapshot::read(w);
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
     // Rows whose owner pid is provably their worker though it started long after them: the
@@ -214,7 +213,7 @@ pub(super) fn rows_findings(
         clocks,
         host,
         host_now,
-        locks: locks.as_ref(),
+        snapshot: &snapshot,
         local_rows: rows
             .iter()
             .filter(|r| !evidence::is_remote(w, r, host))

@@ -1,4 +1,6 @@
-//! The job's own lock: does any process hold a kernel lock on the lock file's inode?
+//! The job's own lock: does any process hold a kernel lock on the lock file's inode? As a
+//! source of evidence ([`LockSource`]): held, free, or neither proven, whose it is, and
+//! who its file names.
 //!
 //! Primary method, non-intrusive: read `/proc/locks` once and match the file's device and
 //! inode (flock, POSIX and OFD locks; the holder's pid when the kernel gives one). The
@@ -28,8 +30,272 @@ use std::io::{ErrorKind, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::decide::Lock;
+use crate::config::{ReleaseLock, Watch};
+use crate::decide::{
+    Basis, Decision, Evidence, Lock, Owner, Signal, Thresholds, Verdict, WorkerProof,
+};
 use crate::holder_line::{self, HolderLine};
+use crate::host::Host;
+use crate::store::RunningRow;
+
+use super::{Human, Item, LockHolder, Reading, Rendered, Source, Value, WIDEST_PID};
+
+/// The job's own lock ([`Evidence::lock`], whose it is, and who its file names).
+pub struct LockSource;
+
+impl Source for LockSource {
+    /// `/proc/locks` as the scene's snapshot has it (a lock not found there is only
+    /// [`Lock::Unconfirmed`]), else a try-lock; then whether it can be trusted as free,
+    /// who its file names when held, and whether it is the row's own (its holder the
+    /// owner the sources before read). The row's own lock held by a descendant of an owner
+    /// pid that started after the row proves that pid the worker, before its heartbeat
+    /// file does.
+    fn read_now(&self, at: &Reading<'_>, e: &mut Evidence) {
+        let Some(t) = &at.w.lock_file else {
+            (e.lock, e.lock_holder, e.lock_own) = (Lock::NotConfigured, None, false);
+            return;
+        };
+        (e.lock, e.lock_holder, e.lock_own) = match t.render(at.id()) {
+            Ok(p) => {
+                let seen = probe_lock(&p, at.scene.snapshot.locks.as_ref());
+                weighed(at.w, t.has_id(), &p, seen, &e.owner, at.scene.host)
+            }
+            Err(why) => (Lock::Unreadable(format!("lock_file: {why}")), None, false),
+        };
+        if let Owner::Reused { pid, proof, .. } = &mut e.owner
+            && held_by_child(&e.lock, e.lock_own, *pid, at.scene.host)
+        {
+            *proof = Some(WorkerProof::OwnLock);
+        }
+    }
+
+    fn render(&self, e: &Evidence, out: &mut Rendered) {
+        let (state, pid) = match &e.lock {
+            Lock::NotConfigured => ("none", None),
+            Lock::Held { pid } => ("held", *pid),
+            Lock::Unconfirmed => ("free_unconfirmed", None),
+            Lock::Free => ("free", None),
+            Lock::Present => ("present", None),
+            Lock::Untrusted(_) => ("free_untrusted", None),
+            Lock::Absent => ("absent", None),
+            Lock::Unreadable(_) => ("unreadable", None),
+        };
+        (out.record.lock, out.record.lock_pid) = (state.into(), pid);
+        // Who the file names, beside what /proc/locks says: for `selfheal run` the wrapper
+        // took the lock and the line names its command.
+        let holder = match (&e.lock, &e.lock_holder) {
+            (Lock::Held { .. }, Some(h)) => Some(h),
+            _ => None,
+        };
+        out.lock_holder = holder.map(|h| LockHolder {
+            host: h.host.clone(),
+            pid: h.pid,
+            since: h.since_text(),
+        });
+        out.items.push(Item {
+            key: "lock",
+            value: pid.map_or(Value::Word(state), |p| Value::Pid(state, p)),
+            word: "lock",
+            human: match (&e.lock, holder) {
+                (Lock::Unconfirmed, _) => {
+                    Human::Words("free as far as /proc/locks shows (not confirmed)")
+                }
+                (Lock::Free, _) => Human::Words("free (a try-lock got it)"),
+                (Lock::Untrusted(_), _) => Human::Words(
+                    "nobody seen holding it, but its directory others can write: not trusted as free",
+                ),
+                (Lock::Held { pid: None }, None) => {
+                    Human::Words("held (a try-lock failed; holder not visible)")
+                }
+                _ => Human::Same,
+            },
+            aside: holder.map(|h| match pid {
+                Some(p) if p == h.pid => format!("{} since {}", h.named(), h.since_text()),
+                Some(_) => format!("the file names {} since {}", h.named(), h.since_text()),
+                None => format!(
+                    "a try-lock failed; the file names {} since {}",
+                    h.named(),
+                    h.since_text()
+                ),
+            }),
+        });
+    }
+
+    /// The lock where the decision's words do not name it already, then who a held lock's
+    /// file names: a figure, so a column too short for it loses it before the words.
+    fn words(&self, e: &Evidence, d: &Decision, out: &mut Vec<String>) {
+        let named = matches!(
+            d.basis,
+            Basis::LockFree
+                | Basis::StaleButLockHeld
+                | Basis::Contradicted(Signal::LockFree)
+                | Basis::ContradictionPersists(Signal::LockFree)
+        );
+        if !named {
+            out.extend(words(&e.lock));
+        }
+        if let (Lock::Held { .. }, Some(h)) = (&e.lock, &e.lock_holder) {
+            out.push(format!(
+                "holder {} since {}",
+                h.named_within(HOLDER_HOST_IN_MESSAGE),
+                h.since_text()
+            ));
+        }
+    }
+
+    fn deciding(&self) -> &'static [(Verdict, Basis)] {
+        &[
+            (Verdict::Dead, Basis::LockFree),
+            (Verdict::Hung, Basis::StaleButLockHeld),
+        ]
+    }
+
+    /// Free where it decided so, else held, its file naming a holder whose host is longer
+    /// than a message shows.
+    fn widest(&self, w: &Watch, basis: &Basis, _t: Thresholds, e: &mut Evidence) {
+        e.lock = match (&w.lock_file, basis) {
+            (None, _) => Lock::NotConfigured,
+            (Some(_), Basis::LockFree) => Lock::Free,
+            (Some(_), _) => Lock::Held {
+                pid: Some(WIDEST_PID),
+            },
+        };
+        e.lock_own = false;
+        e.lock_holder = matches!(e.lock, Lock::Held { .. }).then(|| HolderLine {
+            host: "h".repeat(HOLDER_HOST_IN_MESSAGE + 1),
+            pid: WIDEST_PID,
+            since: 4_102_444_799, // 2099-12-31T23:59:59Z
+        });
+    }
+}
+
+/// At most this many characters of the host a lock file names go into a row message (a
+/// message column is often 255 characters; `--explain` and JSON show more).
+const HOLDER_HOST_IN_MESSAGE: usize = 32;
+
+/// The job's lock in the row message's words, when the watch names one.
+pub fn words(l: &Lock) -> Option<String> {
+    Some(match l {
+        Lock::NotConfigured => return None,
+        Lock::Held { pid: Some(p) } => format!("lock held by pid {p}"),
+        Lock::Held { pid: None } => "lock held".into(),
+        Lock::Unconfirmed => "lock seen free, not tried".into(),
+        Lock::Free => "lock free".into(),
+        Lock::Present => "lock file present".into(),
+        Lock::Untrusted(_) => "lock seen free in a directory others can write".into(),
+        Lock::Absent => "no lock file".into(),
+        Lock::Unreadable(_) => "lock unreadable".into(),
+    })
+}
+
+/// The evidence with a lock that `/proc/locks` showed free ([`Lock::Unconfirmed`]) tried:
+/// a non-blocking try-lock on the file, released at once ([`try_lock`]). Got it:
+/// [`Lock::Free`]; someone holds it (a holder this pid namespace cannot see, or one over
+/// NFS): [`Lock::Held`]. Only for a row about to be written on the strength of it (SPEC
+/// §5), so a job in normal operation is never disturbed; anything else is returned as it
+/// is.
+pub fn confirm(w: &Watch, row: &RunningRow, host: &Host, e: Evidence) -> Evidence {
+    if e.lock != Lock::Unconfirmed {
+        return e;
+    }
+    let (lock, lock_holder, lock_own) = match &w.lock_file {
+        Some(t) => match t.render(&row.id.to_string()) {
+            Ok(p) => weighed(w, t.has_id(), &p, try_lock(&p), &e.owner, host),
+            Err(why) => (Lock::Unreadable(format!("lock_file: {why}")), None, false),
+        },
+        None => (Lock::NotConfigured, None, false),
+    };
+    Evidence {
+        lock,
+        lock_holder,
+        lock_own,
+        ..e
+    }
+}
+
+/// What a lock `seen` on the file at `path` is worth: trusted as free or not
+/// ([`trusted`]), who its file names when held, and whether it is the row's own.
+fn weighed(
+    w: &Watch,
+    per_row: bool,
+    path: &Path,
+    seen: Lock,
+    owner: &Owner,
+    host: &Host,
+) -> (Lock, Option<HolderLine>, bool) {
+    let lock = trusted(w, path, seen);
+    let holder = holder_named(&lock, path);
+    let own = own_lock(per_row, &lock, holder.as_ref(), owner, host);
+    (lock, holder, own)
+}
+
+/// The row's own lock (`own`) is held by a descendant of `owner_pid` (a shell worker's
+/// `flock` child), by the parent pids `/proc` gives now; never by that very pid, which
+/// [`crate::decide::decide`] weighs itself.
+fn held_by_child(lock: &Lock, own: bool, owner_pid: u32, host: &Host) -> bool {
+    matches!(*lock, Lock::Held { pid: Some(h) }
+        if own && h != owner_pid && host.is_descendant(h, owner_pid))
+}
+
+/// Whether a held lock is the row's own (SPEC §5): its file is the row's alone (`{id}` in
+/// the template), or its holder is the row's owner — the pid `/proc/locks` gives for it,
+/// or the `HOST:PID` of the holder line in the file (for `selfheal run`, `/proc/locks`
+/// gives the wrapper and the line its command, which is what a job writes as its owner).
+/// A per-kind lock held by someone else, the next run of the same job say, proves
+/// nothing about this row.
+fn own_lock(
+    per_row: bool,
+    lock: &Lock,
+    holder: Option<&HolderLine>,
+    owner: &Owner,
+    host: &Host,
+) -> bool {
+    let Lock::Held { pid } = lock else {
+        return false;
+    };
+    if per_row {
+        return true;
+    }
+    let Some(owner_pid) = owner.pid() else {
+        return false;
+    };
+    *pid == Some(owner_pid) || holder.is_some_and(|h| h.pid == owner_pid && host.is_me(&h.host))
+}
+
+/// A lock nobody was seen holding, in a directory where someone other than root, the
+/// running user and the file's owner could have swapped the file for a new one, proves
+/// nothing ([`Lock::Untrusted`]); a legacy existence lock is never kernel-locked, so
+/// "free" is its normal state and proves nothing either ([`Lock::Present`]).
+fn trusted(w: &Watch, path: &Path, l: Lock) -> Lock {
+    match l {
+        Lock::Free | Lock::Unconfirmed if w.release_lock == ReleaseLock::IfFree => Lock::Present,
+        Lock::Free | Lock::Unconfirmed => match swappable_by(path) {
+            Some(who) => Lock::Untrusted(who),
+            None => l,
+        },
+        l => l,
+    }
+}
+
+/// The holder the lock file names in its first line (`HOST:PID START`, as `selfheal run`
+/// and the PHP helper write it), read only when the lock is held: a regular file only,
+/// opened without blocking, its first 512 bytes at most ([`read_line_at`]). It names the
+/// holder for a person; it decides nothing (a line outlives its writer).
+fn holder_named(lock: &Lock, path: &Path) -> Option<HolderLine> {
+    matches!(lock, Lock::Held { .. })
+        .then(|| read_line_at(path))
+        .flatten()
+}
+
+/// The lock file the probe looked at for `row`, as a person reads its path (none where
+/// the lock was not looked at: no `lock_file`, or another host's row).
+pub fn file_looked_at(w: &Watch, row: &RunningRow, e: &Evidence) -> Option<String> {
+    w.lock_file
+        .as_ref()
+        .filter(|_| e.lock != Lock::NotConfigured)
+        .and_then(|t| t.render(&row.id.to_string()).ok())
+        .map(|p| p.display().to_string())
+}
 
 /// One lock from `/proc/locks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! The worker named in a row's owner column (`HOST:PID` or `PID`).
+//! The worker named in a row's owner column (`HOST:PID` or `PID`) ([`OwnerSource`]):
+//! whose row it is, and whether its pid lives.
 //!
 //! Checked only when the host is this host by [`Host::is_me`] — whole names, never a short
 //! name's guess (a bare `PID` is taken as local): `kill(pid, 0)`
@@ -19,8 +20,174 @@ use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
-use crate::decide::Owner;
+use crate::clock::{epoch, human};
+use crate::config::Watch;
+use crate::decide::{Basis, Decision, Evidence, Owner, Signal, Thresholds, Verdict, WorkerProof};
 use crate::host::Host;
+use crate::message;
+use crate::store::RunningRow;
+
+use super::{Human, Item, Reading, Rendered, Source, Value, WIDEST_PID, widest_secs};
+
+/// The worker the owner column names ([`Evidence::owner`]).
+pub struct OwnerSource;
+
+impl Source for OwnerSource {
+    /// Whose the row is: an owner on another host makes it that host's, and nothing of
+    /// this host is its evidence (no pid of it is looked at here).
+    fn read_row(&self, at: &Reading<'_>, e: &mut Evidence) {
+        if let Some(host) = other_host(at.w, at.row, at.scene.host) {
+            e.owner = Owner::NotLocal {
+                host: host.to_string(),
+            };
+        }
+    }
+
+    /// The pid on this host: alive, gone, or started after the row.
+    fn read_now(&self, at: &Reading<'_>, e: &mut Evidence) {
+        let Reading { w, row, scene, .. } = at;
+        e.owner = match &w.owner_column {
+            None => Owner::NotConfigured,
+            Some(_) => {
+                // The row's start on the host timeline: host now minus the row's age, so
+                // a skewed database clock does not make a worker look younger than its
+                // row. An age beyond i64 (never produced) would place the start at the
+                // earliest time.
+                let age = e
+                    .total_age
+                    .as_ref()
+                    .map_or(0, |a| i64::try_from(*a).unwrap_or(i64::MAX));
+                let started = epoch(scene.host_now).saturating_sub(age);
+                probe_owner(
+                    scene.host,
+                    row.owner.as_deref(),
+                    started,
+                    w.stale_after.as_secs(),
+                )
+            }
+        };
+    }
+
+    fn render(&self, e: &Evidence, out: &mut Rendered) {
+        let (state, pid) = match &e.owner {
+            Owner::NotConfigured => ("none", None),
+            Owner::Empty => ("empty", None),
+            Owner::Alive { pid } => ("alive", Some(*pid)),
+            Owner::Dead { pid } => ("dead", Some(*pid)),
+            Owner::Reused { pid, .. } => ("reused", Some(*pid)),
+            Owner::NotLocal { .. } => ("remote", None),
+            Owner::NotVisible { pid } => ("not_visible", Some(*pid)),
+            Owner::Invalid(_) => ("invalid", None),
+            Owner::Unreadable(_) => ("unreadable", None),
+        };
+        let value = match (&e.owner, pid) {
+            (Owner::NotLocal { host }, _) => Value::Named(state, host.clone()),
+            (_, Some(p)) => Value::Pid(state, p),
+            (_, None) => Value::Word(state),
+        };
+        (out.record.owner, out.record.owner_pid) = (state.into(), pid);
+        out.items.push(Item {
+            key: "owner",
+            value,
+            word: "owner",
+            human: Human::Same,
+            aside: match e.owner {
+                Owner::Reused { after_s, proof, .. } => Some(format!(
+                    "started {} after the row{}",
+                    human(after_s),
+                    match proof {
+                        Some(WorkerProof::BeatSinceStart) => {
+                            "; the row's heartbeat file was touched since"
+                        }
+                        Some(WorkerProof::OwnLock) => "; the row's own lock is held by its child",
+                        // Found by the decision itself, never by a source.
+                        Some(WorkerProof::OwnHeartbeat) | None => "",
+                    }
+                )),
+                _ => None,
+            },
+        });
+    }
+
+    /// The owner, where the decision's words do not name it already.
+    fn words(&self, e: &Evidence, d: &Decision, out: &mut Vec<String>) {
+        let named = matches!(
+            d.basis,
+            Basis::OwnerDead
+                | Basis::OwnerReused
+                | Basis::Contradicted(Signal::OwnerDead | Signal::OwnerReused)
+                | Basis::ContradictionPersists(Signal::OwnerDead | Signal::OwnerReused)
+                | Basis::StaleButOwnerAlive
+                | Basis::OtherHost(_)
+                | Basis::OtherHostPastMaxAge(_)
+                | Basis::OtherHostSilent(_)
+        );
+        if !named {
+            out.extend(words(&e.owner));
+        }
+    }
+
+    fn deciding(&self) -> &'static [(Verdict, Basis)] {
+        &[
+            (Verdict::Dead, Basis::OwnerDead),
+            (Verdict::Dead, Basis::OwnerReused),
+            (Verdict::Hung, Basis::StaleButOwnerAlive),
+        ]
+    }
+
+    fn widest(&self, w: &Watch, basis: &Basis, t: Thresholds, e: &mut Evidence) {
+        let pid = WIDEST_PID;
+        e.owner = match (&w.owner_column, basis) {
+            (None, _) => Owner::NotConfigured,
+            (Some(_), Basis::OwnerDead) => Owner::Dead { pid },
+            (Some(_), Basis::StaleButOwnerAlive | Basis::MaxAgeWorkerLives) => Owner::Alive { pid },
+            // A death on silence never stands beside a pid that looks reused (that is a
+            // death of its own, or the worker): at its widest, a pid not visible.
+            (Some(_), Basis::HeartbeatStale | Basis::HeartbeatMissing) => Owner::NotVisible { pid },
+            (Some(_), _) => Owner::Reused {
+                pid,
+                after_s: widest_secs(t),
+                proof: None,
+            },
+        };
+    }
+}
+
+/// The owner in the row message's words, when the watch names an owner column.
+pub fn words(o: &Owner) -> Option<String> {
+    Some(match o {
+        Owner::NotConfigured => return None,
+        Owner::Empty => "no owner".into(),
+        Owner::Alive { pid } => format!("owner pid {pid} alive"),
+        Owner::Dead { pid } => format!("owner pid {pid} gone"),
+        Owner::Reused { pid, after_s, .. } => {
+            format!(
+                "owner pid {pid} started {} after the row",
+                message::duration(*after_s)
+            )
+        }
+        Owner::NotLocal { host } => format!("owner on {host}"),
+        Owner::NotVisible { pid } => format!("owner pid {pid} not visible here"),
+        Owner::Invalid(_) => "owner invalid".into(),
+        Owner::Unreadable(_) => "owner unreadable".into(),
+    })
+}
+
+/// The other host the row's owner column names, if it names one (cheap: no probe, no
+/// I/O): the row is that host's, and none of this host's files are its evidence.
+fn other_host<'r>(w: &Watch, row: &'r RunningRow, host: &Host) -> Option<&'r str> {
+    w.owner_column.as_ref()?;
+    match row.owner.as_deref().and_then(parse_owner) {
+        Some((Some(h), _)) if !host.is_me(h) => Some(h),
+        _ => None,
+    }
+}
+
+/// True when the row's owner column names another host: the row is that host's, and none
+/// of this host's files (cheap: no probe, no I/O).
+pub fn is_remote(w: &Watch, row: &RunningRow, host: &Host) -> bool {
+    other_host(w, row, host).is_some()
+}
 
 /// The inode number of the initial pid namespace: a constant of the kernel
 /// (`PROC_PID_INIT_INO`), the same on every host.

@@ -426,7 +426,7 @@ impl Release {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::{Basis, Heartbeat, Lock, Owner};
+    use crate::decide::Basis;
 
     fn report(action: Action, applied: bool, release: Option<Release>) -> RowReport {
         let writes = matches!(action, Action::MarkDead | Action::LostRace);
@@ -435,16 +435,7 @@ mod tests {
             id: SqlValue::Int(1),
             host: "web1".into(),
             owner_host: Some("web1".into()),
-            evidence: Evidence {
-                total_age: Ok(600),
-                ahead: None,
-                heartbeat: Heartbeat::Missing,
-                heartbeat_own: true,
-                lock: Lock::NotConfigured,
-                lock_own: false,
-                lock_holder: None,
-                owner: Owner::NotConfigured,
-            },
+            evidence: Evidence::aged(600),
             thresholds: Thresholds {
                 stale_after: 60,
                 max_age: 3600,

@@ -48,16 +48,12 @@ pub(super) fn row() -> RunningRow {
 
 /// What the probes found about a row `total_age` seconds old.
 pub(super) fn evidence(total_age: u64, heartbeat: Heartbeat, lock: Lock, owner: Owner) -> Evidence {
-    Evidence {
-        total_age: Ok(total_age),
-        ahead: None,
-        heartbeat,
-        heartbeat_own: true,
-        lock,
-        lock_own: true,
-        lock_holder: None,
-        owner,
-    }
+    Evidence::aged(total_age)
+        .with_heartbeat(heartbeat)
+        .with_heartbeat_own(true)
+        .with_lock(lock)
+        .with_lock_own(true)
+        .with_owner(owner)
 }
 
 /// The dry run's report of [`row`] with `ev`: judged, planned with the watch's policy and

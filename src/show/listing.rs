@@ -17,11 +17,10 @@ use crate::config::{Config, Watch};
 use crate::decide::{self, Action, Heartbeat, Verdict};
 use crate::error::{Error, Result, exit};
 use crate::escape::printable;
-use crate::evidence::{Scene, gather};
+use crate::evidence::{Scene, Snapshot, gather};
 use crate::host::Host;
 use crate::journal::{JournalEntry, RowId};
 use crate::person;
-use crate::probe::LockTable;
 use crate::report::{Format, RowReport, Unparked};
 use crate::store::{self, RunningRow, Schema, Select, SqlValue, Store};
 
@@ -229,9 +228,9 @@ fn parked_rows(
         }
         // Only where `resolve` itself would act without --force (SPEC §13): the row's
         // evidence now, as `resolve` reads it.
-        let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
-        let ev = gather(w, &r, &Scene::of_one_row(clocks, host, locks.as_ref()));
-        let sql = crate::resolve::would_refuse(w, host, &r, &ev)
+        let snapshot = Snapshot::read(w);
+        let ev = gather(w, &r, &Scene::of_one_row(clocks, host, &snapshot));
+        let sql = crate::resolve::would_refuse(w, host, &ev)
             .is_none()
             .then(|| by_hand(store, w, &schema, &r, &manual));
         out.push(RowNeedingAPerson {
@@ -296,9 +295,7 @@ pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Resu
                 ),
                 // Only where `resolve` itself would act without --force (SPEC §13).
                 sql: row
-                    .filter(|s| {
-                        crate::resolve::would_refuse(w, &host, &s.row, &r.evidence).is_none()
-                    })
+                    .filter(|_| crate::resolve::would_refuse(w, &host, &r.evidence).is_none())
                     .map(|s| by_hand(store.as_ref(), w, &schema, &s.row, &w.running_value)),
             });
         }

@@ -17,11 +17,10 @@ use crate::config::{self, Config, Watch};
 use crate::decide::{self, Action, Decision, Evidence, Owner, Verdict};
 use crate::error::{Error, Result, Usage, exit};
 use crate::escape::printable;
-use crate::evidence::{Scene, gather, thresholds};
+use crate::evidence::{Scene, Snapshot, gather, thresholds};
 use crate::host::Host;
 use crate::journal::RowId;
 use crate::person;
-use crate::probe::LockTable;
 use crate::report::{Format, RowReport};
 use crate::resolve::parse_id;
 use crate::store::{self, RunningRow, SqlValue};
@@ -174,11 +173,11 @@ pub(super) fn one_row(
     let (evidence, decision) = match &report {
         Some(r) => (r.evidence.clone(), r.decision.clone()),
         None => {
-            let locks = w.lock_file.as_ref().and_then(|_| LockTable::read());
+            let snapshot = Snapshot::read(w);
             let ev = gather(
                 w,
                 &stored.row,
-                &Scene::of_one_row(&clocks, &host, locks.as_ref()),
+                &Scene::of_one_row(&clocks, &host, &snapshot),
             );
             let d = decide::decide(&ev, thresholds(w));
             (ev, d)
@@ -241,9 +240,8 @@ pub(super) fn one_row(
     let resolve = (parked || running)
         .then(|| person::resolve_command(w, &id, parked, decision.verdict == Verdict::Remote));
     // Only where `resolve` itself would act without --force (SPEC §13).
-    let sql = ((parked || running)
-        && crate::resolve::would_refuse(w, &host, &stored.row, &evidence).is_none())
-    .then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
+    let sql = ((parked || running) && crate::resolve::would_refuse(w, &host, &evidence).is_none())
+        .then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
     let rec = RowRecord {
         w: w.clone(),
         id,
