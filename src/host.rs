@@ -9,7 +9,11 @@
 //! Owners in the job table and a watch's `host` pin are both judged by [`Host::is_me`].
 //!
 //! I/O: [`Host::current`] reads `/proc/stat` and the host name once per run;
-//! [`Host::process_stat`] reads `/proc/PID/stat`. Nothing is written.
+//! [`Host::process_stat`] reads `/proc/PID/stat`, [`Host::has_open`] `/proc/PID/fd`.
+//! Nothing is written.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 /// Facts about this host needed to judge pids, read once per run.
 #[derive(Debug, Clone)]
@@ -107,6 +111,31 @@ impl Host {
             p = parent;
         }
         false
+    }
+
+    /// True when process `pid` has the file at `path` open: a descriptor in
+    /// `/proc/PID/fd` whose link names `path` (as given or with its links resolved) and
+    /// whose target has `path`'s device and inode now. The links are read first and only
+    /// a match is `stat`ed, so a descriptor on a hung network mount is never touched;
+    /// nothing is opened. False when the descriptors cannot be read: another user's
+    /// process, for a selfheal that runs neither as root nor as that user. At most 65,536
+    /// descriptors are looked at.
+    pub fn has_open(&self, pid: u32, path: &Path) -> bool {
+        let Ok(file) = std::fs::metadata(path) else {
+            return false;
+        };
+        let resolved = std::fs::canonicalize(path).ok();
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return false;
+        };
+        fds.take(65_536).flatten().any(|fd| {
+            let Ok(link) = std::fs::read_link(fd.path()) else {
+                return false;
+            };
+            (link == path || resolved.as_ref() == Some(&link))
+                && std::fs::metadata(fd.path())
+                    .is_ok_and(|m| m.dev() == file.dev() && m.ino() == file.ino())
+        })
     }
 
     /// Start time of a process in unix seconds, if /proc tells.

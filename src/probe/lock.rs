@@ -48,8 +48,8 @@ impl Source for LockSource {
     /// [`Lock::Unconfirmed`]), else a try-lock; then whether it can be trusted as free,
     /// who its file names when held, and whether it is the row's own (its holder the
     /// owner the sources before read). The row's own lock held by a descendant of an owner
-    /// pid that started after the row proves that pid the worker, before its heartbeat
-    /// file does.
+    /// pid that started after the row, or held while that pid has its file open, proves
+    /// that pid the worker, before its heartbeat file does.
     fn read_now(&self, at: &Reading<'_>, e: &mut Evidence) {
         let Some(t) = &at.w.lock_file else {
             (e.lock, e.lock_holder, e.lock_own) = (Lock::NotConfigured, None, false);
@@ -58,15 +58,16 @@ impl Source for LockSource {
         (e.lock, e.lock_holder, e.lock_own) = match t.render(at.id()) {
             Ok(p) => {
                 let seen = probe_lock(&p, at.scene.snapshot.locks.as_ref());
-                weighed(at.w, t.has_id(), &p, seen, &e.owner, at.scene.host)
+                let weighed = weighed(at.w, t.has_id(), &p, seen, &e.owner, at.scene.host);
+                if let Owner::Reused { pid, proof, .. } = &mut e.owner
+                    && proves_worker(&weighed.0, weighed.2, *pid, &p, at.scene.host)
+                {
+                    *proof = Some(WorkerProof::OwnLock);
+                }
+                weighed
             }
             Err(why) => (Lock::Unreadable(format!("lock_file: {why}")), None, false),
         };
-        if let Owner::Reused { pid, proof, .. } = &mut e.owner
-            && held_by_child(&e.lock, e.lock_own, *pid, at.scene.host)
-        {
-            *proof = Some(WorkerProof::OwnLock);
-        }
     }
 
     fn render(&self, e: &Evidence, out: &mut Rendered) {
@@ -229,12 +230,21 @@ fn weighed(
     (lock, holder, own)
 }
 
-/// The row's own lock (`own`) is held by a descendant of `owner_pid` (a shell worker's
-/// `flock` child), by the parent pids `/proc` gives now; never by that very pid, which
-/// [`crate::decide::decide`] weighs itself.
-fn held_by_child(lock: &Lock, own: bool, owner_pid: u32, host: &Host) -> bool {
-    matches!(*lock, Lock::Held { pid: Some(h) }
-        if own && h != owner_pid && host.is_descendant(h, owner_pid))
+/// The row's own lock (`own`), held by a process other than `owner_pid` (that very pid
+/// [`crate::decide::decide`] weighs itself), proves `owner_pid` the row's worker when
+/// the holder descends from it (a PHP worker's child), or when `owner_pid` has the lock
+/// file at `path` open itself: a shell worker's `exec 9>>lock; flock -n 9` leaves the
+/// lock taken by a `flock` child that has exited, on the descriptor the shell still
+/// holds. Both by what `/proc` gives now; a process whose descriptors this user may not
+/// read proves nothing.
+fn proves_worker(lock: &Lock, own: bool, owner_pid: u32, path: &Path, host: &Host) -> bool {
+    let Lock::Held { pid: Some(h) } = *lock else {
+        return false;
+    };
+    if !own || h == owner_pid {
+        return false;
+    }
+    host.is_descendant(h, owner_pid) || host.has_open(owner_pid, path)
 }
 
 /// Whether a held lock is the row's own (SPEC §5): its file is the row's alone (`{id}` in

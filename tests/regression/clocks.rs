@@ -500,3 +500,58 @@ fn a_shell_workers_lock_held_by_its_child_proves_it_is_the_worker() {
     assert_exit(&o, 1);
     assert_eq!(db.status(1), "running");
 }
+
+/// A shell worker takes its row's own lock on its own descriptor (`exec 9>>lock-1;
+/// flock -n 9`): `/proc/locks` names the `flock` child that took it, which has exited,
+/// while the shell keeps the lock through descriptor 9. Its row looks five hours old (a
+/// session time zone) and its heartbeat cannot be used: the owner having the row's own held
+/// lock file open proves it the worker — `unknown`, never an overtime that parks it.
+#[test]
+fn a_shell_worker_holding_its_lock_on_its_own_descriptor_is_the_worker() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.insert(1, "running", 5 * HOUR + 10);
+    let lock = sb.lock_path(1);
+    let worker = Proc::spawn(
+        Command::new("bash")
+            .arg("-c")
+            .arg("exec 9>>\"$1\"; flock -n 9 || exit 75; while :; do sleep 600 9>&-; done")
+            .arg("bash")
+            .arg(&lock),
+    );
+    wait_until("the worker's flock takes the lock", secs(10), || {
+        !lock_holders(&lock).is_empty()
+    });
+    let holder = lock_holders(&lock)[0];
+    assert_ne!(holder, i64::from(worker.pid()), "flock(1) took it");
+    wait_until("the flock child exits", secs(10), || {
+        !Path::new(&format!("/proc/{holder}")).exists()
+    });
+    set_owner(&db, 1, worker.pid());
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch(&format!(
+            "owner_column = \"worker\"\nlock_file = \"{}\"\nmanual_value = \"wait_manual\"\n",
+            sb.lock_template()
+        ))
+        .replace(
+            &sb.heartbeat_template(),
+            "/nonexistent/selfheal-test/hb-{id}",
+        ),
+    );
+    let (o, rows, _) = json_check(&cfg, &[]);
+    let r = row(&rows, 1);
+    assert_eq!(r["verdict"], "unknown", "{r}");
+    assert_eq!(r["lock"], "held", "{r}");
+    assert!(
+        r["basis"]
+            .as_str()
+            .is_some_and(|b| b.contains("the row's own lock is held by that pid")),
+        "{r}"
+    );
+    assert_eq!(r["action"], "none", "{r}");
+    assert_exit(&o, 1);
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 1);
+    assert_eq!(db.status(1), "running");
+}
