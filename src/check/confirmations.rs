@@ -38,6 +38,8 @@ use crate::decide::{Basis, Confirmation, Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::state::{self, StateFile};
 
+use super::room::{Room, within_cap};
+
 /// `confirmations.json`.
 pub const FILE: StateFile = StateFile {
     name: "confirmations.json",
@@ -123,20 +125,23 @@ pub struct Tally {
     checked: HashSet<String>,
     /// The file existed, or this run has something to write.
     existed: bool,
-    /// New rows this run counted, by watch (at most [`CAP`] each).
-    kept: HashMap<String, usize>,
+    /// Room for rows in the file, by watch: at most [`CAP`] each, across runs.
+    room: Room<Key>,
     /// Rows this run could not count, by watch.
     over_cap: HashMap<String, u64>,
     /// The last real run's sightings of this database, and this run's.
     sightings_before: HashMap<Key, Sighting>,
     sightings_now: HashMap<Key, Sighting>,
-    /// New sightings this run kept, by watch (at most [`CAP`] each).
-    sightings_kept: HashMap<String, usize>,
+    /// Room for sightings in the file, by watch: at most [`CAP`] each, across runs.
+    sightings_room: Room<Key>,
 }
 
-/// At most this many new rows of a watch are counted in a run (rows the last run counted
-/// always are): the state file, and the memory that holds it, stay bounded whatever the
-/// backlog (SPEC §8). A row beyond it waits, held as confirming, for a run with room.
+/// At most this many rows of a watch are counted, and as many sightings kept, across runs
+/// ([`Room`]: rows the last run counted keep their place, a new row takes one while there
+/// is one): the state file, and the memory that holds it, stay bounded whatever the
+/// backlog and however many runs see it (docs/design.md#paging). A row beyond it waits,
+/// held as confirming, for a run with room; a file holding more (an older release's) is
+/// cut to it when read.
 pub const CAP: usize = 10_000;
 
 /// What judging a row does to its entry.
@@ -158,22 +163,30 @@ impl Tally {
         let mut before = HashMap::new();
         let mut others = Vec::new();
         let counts = counts.unwrap_or_default();
+        let by_watch = |database: &str, watch: &str| (database.to_string(), watch.to_string());
+        let entries = within_cap(counts.entries, CAP, |e| by_watch(&e.database, &e.watch));
+        let sightings = within_cap(counts.sightings, CAP, |s| by_watch(&s.database, &s.watch));
         let mut sightings_before = HashMap::new();
         let mut other_sightings = Vec::new();
-        for s in counts.sightings {
+        for s in sightings {
             if s.database == database {
                 sightings_before.insert((s.watch.clone(), s.id.clone(), s.started.clone()), s);
             } else {
                 other_sightings.push(s);
             }
         }
-        for e in counts.entries {
+        for e in entries {
             if e.database == database {
                 before.insert((e.watch.clone(), e.id.clone(), e.started.clone()), e);
             } else {
                 others.push(e);
             }
         }
+        let room = Room::new(CAP, before.keys().map(|k| (k.0.as_str(), k.clone())));
+        let sightings_room = Room::new(
+            CAP,
+            sightings_before.keys().map(|k| (k.0.as_str(), k.clone())),
+        );
         Tally {
             database,
             before,
@@ -181,11 +194,11 @@ impl Tally {
             now: HashMap::new(),
             checked: HashSet::new(),
             existed,
-            kept: HashMap::new(),
+            room,
             over_cap: HashMap::new(),
             sightings_before,
             sightings_now: HashMap::new(),
-            sightings_kept: HashMap::new(),
+            sightings_room,
             other_sightings,
         }
     }
@@ -193,20 +206,19 @@ impl Tally {
     /// Records that a real run sees a row whose times lie in the future, running
     /// (`now`: unix seconds, host clock), and gives how long selfheal has seen it: since
     /// the first real run that did (0 for this one, and when that time lies in the future
-    /// of `now`: a run under a wrong clock). A new row beyond [`CAP`] sightings of its
-    /// watch is not kept (it stays at 0, so it never acts on its sighting).
+    /// of `now`: a run under a wrong clock). A new row of a watch whose [`CAP`] sightings
+    /// are taken is not kept (it stays at 0, so it never acts on its sighting).
     pub fn sighting(&mut self, w: &Watch, id: &str, started: &str, now: i64) -> u64 {
         self.checked(w);
         let key = (w.name.clone(), id.to_string(), started.to_string());
         let first = self.first_seen(&key, now);
-        let known =
-            self.sightings_before.contains_key(&key) || self.sightings_now.contains_key(&key);
+        let had_place = self.sightings_room.seen(&w.name, &key);
+        let known = self.sightings_now.contains_key(&key);
+        if !known && !had_place && !self.sightings_room.has_room(&w.name) {
+            return 0;
+        }
         if !known {
-            let n = self.sightings_kept.entry(w.name.clone()).or_default();
-            if *n >= CAP {
-                return 0;
-            }
-            *n += 1;
+            self.sightings_room.keep(&w.name);
         }
         self.sightings_now.insert(
             key,
@@ -248,7 +260,7 @@ impl Tally {
     /// resets: the entry stays as it was, and the row is shown with that count. A
     /// contradiction's entry ([`Tally::contradiction`]) stays while it stands. A watch with
     /// `confirm = 1` keeps no counts (every inferred verdict is confirmed at once); a new
-    /// row beyond [`CAP`] counted rows of its watch is not kept either, and so is held
+    /// row of a watch whose [`CAP`] places are taken is not kept either, and so is held
     /// (confirming) until there is room.
     pub fn count(
         &mut self,
@@ -261,21 +273,15 @@ impl Tally {
         self.checked(w);
         let key = (w.name.clone(), id.to_string(), started.to_string());
         let (confirmation, effect) = self.counted(w, &key, d, now);
+        let had_place = self.room.seen(&w.name, &key);
         match effect {
-            Effect::Keep(e) => {
-                self.now.insert(key, e);
-            }
-            Effect::Set(e) => {
-                if self.admits(w, &key) {
-                    self.now.insert(key, e);
-                } else {
+            Effect::Keep(e) | Effect::Set(e) => {
+                if !self.put(w, key, e, had_place) {
                     *self.over_cap.entry(w.name.clone()).or_default() += 1;
                     return confirmation.map(|c| Confirmation { count: 1, ..c });
                 }
             }
-            Effect::Remove => {
-                self.now.remove(&key);
-            }
+            Effect::Remove => self.take_out(w, &key),
             Effect::None => {}
         }
         confirmation
@@ -294,18 +300,27 @@ impl Tally {
         self.counted(w, &key, d, now).0
     }
 
-    /// Whether a row's entry may be kept: a row the last run counted always is, a new one
-    /// while its watch has fewer than [`CAP`].
-    fn admits(&mut self, w: &Watch, key: &Key) -> bool {
-        if self.before.contains_key(key) || self.now.contains_key(key) {
+    /// Keeps a row's entry, when it may be kept: a row this run keeps already, one the
+    /// last run counted (`had_place`: its place held for it until now), or a new one while
+    /// its watch has room ([`Room`]). False when it is not kept.
+    fn put(&mut self, w: &Watch, key: Key, e: Entry, had_place: bool) -> bool {
+        if let Some(kept) = self.now.get_mut(&key) {
+            *kept = e;
             return true;
         }
-        let n = self.kept.entry(w.name.clone()).or_default();
-        if *n >= CAP {
+        if !had_place && !self.room.has_room(&w.name) {
             return false;
         }
-        *n += 1;
+        self.room.keep(&w.name);
+        self.now.insert(key, e);
         true
+    }
+
+    /// Drops a row's entry this run kept, freeing its place.
+    fn take_out(&mut self, w: &Watch, key: &Key) {
+        if self.now.remove(key).is_some() {
+            self.room.let_go(&w.name);
+        }
     }
 
     /// The rows of watch `w` this run could not count (beyond [`CAP`]): held until there
@@ -397,22 +412,23 @@ impl Tally {
         self.checked(w);
         let key = (w.name.clone(), id.to_string(), started.to_string());
         let since = self.since(&key, now);
-        if self.admits(w, &key) {
-            self.now.insert(
-                key,
-                Entry {
-                    database: self.database.clone(),
-                    watch: w.name.clone(),
-                    id: id.to_string(),
-                    started: started.to_string(),
-                    verdict: d.verdict,
-                    count: 0,
-                    seen: now,
-                    max_age_s: w.max_age.as_secs(),
-                    since: Some(since),
-                },
-            );
-        }
+        let had_place = self.room.seen(&w.name, &key);
+        self.put(
+            w,
+            key,
+            Entry {
+                database: self.database.clone(),
+                watch: w.name.clone(),
+                id: id.to_string(),
+                started: started.to_string(),
+                verdict: d.verdict,
+                count: 0,
+                seen: now,
+                max_age_s: w.max_age.as_secs(),
+                since: Some(since),
+            },
+            had_place,
+        );
         Some(now.saturating_sub(since).unsigned_abs())
     }
 
@@ -443,8 +459,7 @@ impl Tally {
 
     /// Forgets a row this run wrote (it is no longer running).
     pub fn forget(&mut self, w: &Watch, id: &str, started: &str) {
-        self.now
-            .remove(&(w.name.clone(), id.to_string(), started.to_string()));
+        self.take_out(w, &(w.name.clone(), id.to_string(), started.to_string()));
     }
 
     /// Marks a watch as checked this run (its old entries are replaced by this run's; also
@@ -711,9 +726,9 @@ mod tests {
         assert_eq!(since, Some(0));
     }
 
-    /// The counts stay bounded whatever the backlog: at most [`CAP`] new rows of a watch
-    /// a run; the rest are held (count 1, never confirmed) and counted as over the cap,
-    /// while a row the last run counted always goes on. A first pass only peeks.
+    /// The counts stay bounded whatever the backlog, across runs: at most [`CAP`] rows of a
+    /// watch; the rest are held (count 1, never confirmed) and counted as over the cap,
+    /// while a row the last run counted keeps its place. A first pass only peeks.
     #[test]
     fn a_backlog_is_counted_up_to_the_cap_and_the_rest_waits() {
         let w = watch("sync", 2);
@@ -733,23 +748,65 @@ mod tests {
         assert_eq!(t.over_cap(&w), 5);
         let first = t.into_counts(1_000);
         assert_eq!(first.entries.len(), CAP);
-        // The next run: the counted rows are confirmed; the five that waited are counted
-        // now that the others left (written), the cap applies to new rows only.
-        let mut t = Tally::new(DB.into(), Some(first));
-        let c = t.count(&w, "0", "s", &silent, 1_300);
-        assert_eq!(c.map(|c| c.count), Some(2));
-        for id in CAP..n {
-            assert_eq!(
-                t.count(&w, &id.to_string(), "s", &silent, 1_300)
-                    .map(|c| c.count),
-                Some(1)
+        // The same backlog, run after run, never written (a dry watch, say): the file
+        // stays at the cap, the counted rows keep their places and their counts.
+        let mut counts = first;
+        for run in 1..=10 {
+            let mut t = Tally::new(DB.into(), Some(counts));
+            for id in (0..n).rev() {
+                t.count(&w, &id.to_string(), "s", &silent, 1_000 + run * 300);
+            }
+            assert_eq!(t.over_cap(&w), 5, "run {run}");
+            counts = t.into_counts(1_000 + run * 300);
+            assert_eq!(counts.entries.len(), CAP, "run {run}");
+            assert!(
+                counts
+                    .entries
+                    .iter()
+                    .all(|e| e.id.parse::<usize>().unwrap() < CAP)
             );
+        }
+        // Now the counted rows are confirmed and written: their places go to the five
+        // that waited, in the same run.
+        let mut t = Tally::new(DB.into(), Some(counts));
+        for id in 0..CAP {
+            let c = t.count(&w, &id.to_string(), "s", &silent, 5_000);
+            assert_eq!(c.map(|c| c.count), Some(2));
+            t.forget(&w, &id.to_string(), "s");
+        }
+        for id in CAP..n {
+            t.count(&w, &id.to_string(), "s", &silent, 5_000);
         }
         assert_eq!(t.over_cap(&w), 0);
         // A peek changes nothing.
-        let before = t.clone().into_counts(1_300);
-        let _ = t.peek_count(&w, "new", "s", &silent, 1_300);
-        assert_eq!(t.into_counts(1_300), before);
+        let before = t.clone().into_counts(5_000);
+        let _ = t.peek_count(&w, "new", "s", &silent, 5_000);
+        assert_eq!(t.into_counts(5_000), before);
+        assert_eq!(before.entries.len(), 5);
+    }
+
+    /// A file holding more than [`CAP`] rows of a watch (an older release kept more) is
+    /// cut to it when read.
+    #[test]
+    fn a_file_over_the_cap_is_cut_when_read() {
+        let w = watch("sync", 2);
+        let silent = d(Verdict::Dead, Basis::HeartbeatStale);
+        let mut t = Tally::new(DB.into(), None);
+        for id in 0..CAP {
+            t.count(&w, &id.to_string(), "s", &silent, 1_000);
+        }
+        let mut counts = t.into_counts(1_000);
+        let more: Vec<Entry> = counts
+            .entries
+            .iter()
+            .map(|e| Entry {
+                id: format!("{}x", e.id),
+                ..e.clone()
+            })
+            .collect();
+        counts.entries.extend(more);
+        let t = Tally::new(DB.into(), Some(counts));
+        assert_eq!(t.into_counts(1_000).entries.len(), CAP);
     }
 
     /// A state file written by the release before contradictions were timed (no `since`)

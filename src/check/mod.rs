@@ -39,6 +39,7 @@ mod decided;
 pub mod recovery;
 pub mod release;
 pub mod remind;
+mod room;
 pub mod streak;
 mod sweep;
 pub mod unpark;

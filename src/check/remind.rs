@@ -25,6 +25,8 @@ use crate::decide::{Basis, Hold, Verdict};
 use crate::error::Result;
 use crate::state::{self, StateFile};
 
+use super::room::{Room, within_cap};
+
 /// `state_dir/reminders.json`.
 pub const REMINDERS: StateFile = StateFile {
     name: "reminders.json",
@@ -123,12 +125,16 @@ pub struct Reminder {
     before: HashMap<Subject, ShownProblem>,
     seen: Vec<ShownProblem>,
     checked: HashSet<String>,
-    /// New rows remembered this run, by watch (at most [`ROWS_KEPT`] each).
-    new_rows: HashMap<String, usize>,
+    /// Room for rows of this database in the file, by watch: at most [`ROWS_KEPT`] each,
+    /// across runs.
+    room: Room<Subject>,
 }
 
-/// At most this many new rows of a watch are remembered a run: the file, and the memory
-/// that holds it, stay bounded whatever the backlog (SPEC §8).
+/// At most this many rows of a watch are remembered, across runs ([`Room`]: rows told
+/// before keep their place, a new row takes one while there is one): the file, and the
+/// memory that holds it, stay bounded whatever the backlog and however many runs see it
+/// (docs/design.md#paging). A file holding more (an older release's) is cut to it when
+/// read.
 pub const ROWS_KEPT: usize = 10_000;
 
 impl Reminder {
@@ -150,23 +156,45 @@ impl Reminder {
                 )),
             ),
         };
-        let before = file
-            .told
-            .into_iter()
-            .map(|t| (t.subject.clone(), t))
-            .collect();
         (
-            Reminder {
-                every_s: i64::try_from(every.as_secs()).unwrap_or(i64::MAX),
+            Reminder::new(
+                file,
+                i64::try_from(every.as_secs()).unwrap_or(i64::MAX),
                 now,
                 database,
-                before,
-                seen: Vec::new(),
-                checked: HashSet::new(),
-                new_rows: HashMap::new(),
-            },
+            ),
             warning,
         )
+    }
+
+    /// A run's reminders from the file read (cut to [`ROWS_KEPT`] rows per watch).
+    fn new(file: Reminders, every_s: i64, now: i64, database: String) -> Reminder {
+        let told = within_cap(file.told, ROWS_KEPT, |t| match &t.subject {
+            Subject::Row {
+                database, watch, ..
+            } => (database.clone(), Some(watch.clone())),
+            Subject::Warning { database, .. } => (database.clone(), None),
+        });
+        let before: HashMap<Subject, ShownProblem> =
+            told.into_iter().map(|t| (t.subject.clone(), t)).collect();
+        let room = Room::new(
+            ROWS_KEPT,
+            before.keys().filter_map(|s| match s {
+                Subject::Row {
+                    database: d, watch, ..
+                } if *d == database => Some((watch.as_str(), s.clone())),
+                _ => None,
+            }),
+        );
+        Reminder {
+            every_s,
+            now,
+            database,
+            before,
+            seen: Vec::new(),
+            checked: HashSet::new(),
+            room,
+        }
     }
 
     /// True when the cron text shows this problem now: it is new, it changed, or it was
@@ -188,9 +216,9 @@ impl Reminder {
     }
 
     /// A row that needs a person: is it shown in the cron text this run? At most
-    /// [`ROWS_KEPT`] new rows of a watch are remembered a run (rows told before always
-    /// are): a row beyond that is due every run, and the cron text, which lists at most 50
-    /// rows, counts it in its summary line.
+    /// [`ROWS_KEPT`] rows of a watch are remembered (rows told before keep their place): a
+    /// row beyond that is due every run, and the cron text, which lists at most 50 rows,
+    /// counts it in its summary line.
     pub fn row_due(&mut self, watch: &str, id: &str, started: &str, what: String) -> bool {
         let subject = Subject::Row {
             database: self.database.clone(),
@@ -198,13 +226,10 @@ impl Reminder {
             id: id.to_string(),
             started: started.to_string(),
         };
-        if !self.before.contains_key(&subject) {
-            let n = self.new_rows.entry(watch.to_string()).or_default();
-            if *n >= ROWS_KEPT {
-                return true;
-            }
-            *n += 1;
+        if !self.room.seen(watch, &subject) && !self.room.has_room(watch) {
+            return true;
         }
+        self.room.keep(watch);
         self.due(subject, what)
     }
 
@@ -265,19 +290,7 @@ mod tests {
     const DAY: i64 = 86_400;
 
     fn reminder(before: Reminders, now: i64) -> Reminder {
-        Reminder {
-            every_s: DAY,
-            now,
-            database: "sqlite:///app.db".into(),
-            before: before
-                .told
-                .into_iter()
-                .map(|t| (t.subject.clone(), t))
-                .collect(),
-            seen: Vec::new(),
-            checked: HashSet::new(),
-            new_rows: HashMap::new(),
-        }
+        Reminder::new(before, DAY, now, "sqlite:///app.db".into())
     }
 
     /// At most ROWS_KEPT new rows of a watch are remembered a run; the rest are due every
@@ -296,6 +309,48 @@ mod tests {
             "told a minute ago"
         );
         assert!(r.row_due("w", &ROWS_KEPT.to_string(), "s", "unknown/x".into()));
+        // The same backlog, run after run: the file stays at the bound.
+        let mut file = Reminders::default();
+        for run in 0..10 {
+            let mut r = reminder(file, 1_000 + run * 60);
+            for id in 0..ROWS_KEPT + 3 {
+                r.row_due("w", &id.to_string(), "s", "unknown/x".into());
+            }
+            file = r.into_file();
+            assert_eq!(file.told.len(), ROWS_KEPT, "run {run}");
+        }
+        // A row that left frees its place for a new one: in the next run (this one holds
+        // it for a row it may still come to).
+        for run in 0..2 {
+            let mut r = reminder(file, 2_000 + run * 60);
+            r.checked("w");
+            for id in 1..ROWS_KEPT + 3 {
+                r.row_due("w", &id.to_string(), "s", "unknown/x".into());
+            }
+            file = r.into_file();
+        }
+        assert_eq!(file.told.len(), ROWS_KEPT);
+        assert!(file.told.iter().any(|t| matches!(&t.subject,
+            Subject::Row { id, .. } if *id == ROWS_KEPT.to_string())));
+    }
+
+    /// A file over the bound (an older release kept more) is cut to it when read.
+    #[test]
+    fn a_file_over_the_bound_is_cut_when_read() {
+        let mut r = reminder(Reminders::default(), 1_000);
+        for id in 0..ROWS_KEPT {
+            r.row_due("w", &id.to_string(), "s", "unknown/x".into());
+        }
+        let mut file = r.into_file();
+        file.told.extend(file.told.clone().into_iter().map(|mut t| {
+            if let Subject::Row { id, .. } = &mut t.subject {
+                id.push('x');
+            }
+            t
+        }));
+        assert_eq!(file.told.len(), 2 * ROWS_KEPT);
+        let r = reminder(file, 1_060);
+        assert_eq!(r.into_file().told.len(), ROWS_KEPT);
     }
 
     fn hung() -> String {

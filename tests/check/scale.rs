@@ -415,3 +415,67 @@ fn a_run_of_seventy_thousand_changes_keeps_every_one_of_them_in_the_journal() {
         "{text}"
     );
 }
+
+/// The rows a state file holds for the watch of these tests, by its list's key.
+fn state_rows(sb: &Sandbox, file: &str, list: &str) -> usize {
+    let text = std::fs::read_to_string(sb.state_dir().join(file)).unwrap_or_default();
+    if text.is_empty() {
+        return 0;
+    }
+    let v: serde_json::Value = serde_json::from_str(&text).expect(file);
+    v[list].as_array().map_or(0, |a| {
+        a.iter()
+            .filter(|e| {
+                e["watch"] == "backlog"
+                    || (e["subject"]["kind"] == "row" && e["subject"]["watch"] == "backlog")
+            })
+            .count()
+    })
+}
+
+/// The state grew run after run over a backlog that stayed: each run remembered another
+/// 10,000 rows in `reminders.json` and counted another 10,000 in `confirmations.json`, so
+/// the files, and the memory of the runs that read them, grew without bound.
+///
+/// Ten cron runs over 24,000 rows that stay: half need a person (their heartbeat a day in
+/// the future: remembered for the cron text and sighted), half are silent under a
+/// `confirm` they never reach (counted). Every run keeps each file at 10,000 rows of the
+/// watch and runs in the same small address space.
+#[test]
+fn ten_runs_over_a_backlog_that_stays_keep_the_state_files_bounded() {
+    const ROWS: i64 = 24_000;
+    const CAP: usize = 10_000;
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+         INSERT INTO sync_log (id, status, start_time, heartbeat_at)
+         SELECT i, 'running', datetime('now', '-20 minutes'),
+                CASE WHEN i % 2 = 0 THEN datetime('now', '+1 day')
+                     ELSE datetime('now', '-15 minutes') END
+         FROM n"
+    ));
+    let cfg = sb.config(&db.url(), &format!("{}confirm = 50\n", watch()));
+    for run in 1..=10 {
+        let o = check_within(&cfg, ADDRESS_SPACE_KIB);
+        assert_exit(&o, 1);
+        let told = state_rows(&sb, "reminders.json", "told");
+        let counted = state_rows(&sb, "confirmations.json", "entries");
+        let sighted = state_rows(&sb, "confirmations.json", "sightings");
+        assert_eq!(
+            (told, counted, sighted),
+            (CAP, CAP, CAP),
+            "run {run}: reminders, counts, sightings"
+        );
+        next_cron_run(&sb);
+    }
+    let running: i64 = db
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM sync_log WHERE status = 'running'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(running, ROWS, "nothing acted on");
+}
