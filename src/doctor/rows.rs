@@ -271,24 +271,28 @@ pub(super) fn rows_findings(
         ));
     }
     let subject = format!("watch {}: running rows", w.name);
-    // Rows a real run would mark or leave for a person are a finding, not a tick: a census
-    // of "7 dead, 1 overtime" is exactly what someone running doctor wants to look at.
-    let acted_on = counts.iter().any(|(v, _)| {
-        matches!(
-            v,
-            Verdict::Dead | Verdict::Hung | Verdict::Overtime | Verdict::Unknown
-        )
-    });
+    // Rows left for a person are a finding, not a tick: a census of "1 overtime" is exactly
+    // what someone running doctor wants to look at. Dead rows are what `check` exists to
+    // mark, not a fault of the setup: they are advice, and a healthy setup still exits 0.
+    let for_a_person = counts
+        .iter()
+        .any(|(v, _)| matches!(v, Verdict::Hung | Verdict::Overtime | Verdict::Unknown));
+    let dead = counts.iter().any(|(v, _)| matches!(v, Verdict::Dead));
     match unknown {
         Some(u) if future.is_empty() => out.push(Finding::warn(
             subject,
             format!("{census}; {u}"),
             "selfheal check --explain shows each row's evidence",
         )),
-        _ if acted_on && future.is_empty() => out.push(Finding::warn(
+        _ if for_a_person && future.is_empty() => out.push(Finding::warn(
             subject,
             format!("{census}: rows a real run marks or leaves for a person"),
             "selfheal check --explain shows each row's evidence and what a real run would do",
+        )),
+        _ if dead && future.is_empty() => out.push(Finding::advice(
+            subject,
+            format!("{census}: rows the next real run marks"),
+            "selfheal check --explain shows each row's evidence; cron's next run marks them",
         )),
         _ => out.push(Finding::pass(subject, census)),
     }
