@@ -18,10 +18,13 @@ pub enum DbUrl {
     /// `mysql://user@host:port/db?socket=…` (also `mariadb://`), stored normalised to
     /// the `mysql://` scheme.
     Mysql(String),
+    /// `postgres://user@host:port/db?host=/var/run/postgresql` (also `postgresql://`),
+    /// stored normalised to the `postgres://` scheme.
+    Postgres(String),
 }
 
 /// What a URL given without a scheme selfheal knows is told.
-const EXPECTED_SCHEMES: &str = "sqlite:// or mysql://";
+const EXPECTED_SCHEMES: &str = "sqlite://, mysql:// or postgres://";
 
 impl DbUrl {
     pub fn parse(s: &str) -> Result<DbUrl, String> {
@@ -30,6 +33,13 @@ impl DbUrl {
                 return Err("expected sqlite:///path/to/file.db, got no path".into());
             }
             return Ok(DbUrl::Sqlite(PathBuf::from(rest)));
+        }
+        for scheme in ["postgres://", "postgresql://"] {
+            if let Some(rest) = s.strip_prefix(scheme) {
+                let norm = format!("postgres://{rest}");
+                server_url(&norm).map_err(|why| unusable_postgres_url(s, &why))?;
+                return Ok(DbUrl::Postgres(norm));
+            }
         }
         let norm = if let Some(rest) = s.strip_prefix("mariadb://") {
             format!("mysql://{rest}")
@@ -91,6 +101,10 @@ impl DbUrl {
                 scheme: "mysql",
                 url,
             },
+            DbUrl::Postgres(url) => Whereabouts::Server {
+                scheme: "postgres",
+                url,
+            },
         }
     }
 }
@@ -111,6 +125,17 @@ pub fn unusable_mysql_url(url: &str, why: &str) -> String {
     format!(
         "not a usable MySQL URL ({why}): {:?}; expected \
          mysql://user@host:port/database?socket=/path",
+        redact_url(url)
+    )
+}
+
+/// The message for a PostgreSQL URL that cannot be used, `why` in the URL parser's or the
+/// driver's words.
+pub fn unusable_postgres_url(url: &str, why: &str) -> String {
+    format!(
+        "not a usable PostgreSQL URL ({why}): {:?}; expected \
+         postgres://user@host:port/database (a socket directory as \
+         ?host=/var/run/postgresql)",
         redact_url(url)
     )
 }
@@ -276,6 +301,34 @@ mod tests {
     }
 
     #[test]
+    fn a_postgres_url_is_one_scheme_whichever_way_it_is_written() {
+        for written in [
+            "postgres://app@/appdb?host=/var/run/postgresql",
+            "postgresql://app@/appdb?host=/var/run/postgresql",
+        ] {
+            let u = url(written);
+            assert_eq!(
+                u,
+                DbUrl::Postgres("postgres://app@/appdb?host=/var/run/postgresql".into())
+            );
+            let id = u.identity();
+            assert_eq!(
+                (id.scheme, &id.place),
+                (
+                    "postgres",
+                    &server("", "appdb", "/appdb?host=/var/run/postgresql")
+                )
+            );
+            assert_eq!(id.key(), "postgres:///appdb?host=/var/run/postgresql");
+        }
+        let u = url("postgresql://app:s3cret@db1:5433/appdb");
+        assert!(u.has_password());
+        assert_eq!(u.label(), "postgres://app:***@db1:5433/appdb");
+        assert_eq!(u.identity().key(), "postgres://db1:5433/appdb");
+        assert!(!url("postgres:///appdb").has_password());
+    }
+
+    #[test]
     fn a_label_hides_the_password_and_keeps_the_user() {
         assert_eq!(
             url("mariadb://app:s3cret@db1/appdb").label(),
@@ -306,7 +359,10 @@ mod tests {
         }
         let e = DbUrl::parse("mysql://app:s3cret@db1:port/appdb").expect_err("bad port");
         assert!(!e.contains("s3cret"), "{e}");
-        assert!(DbUrl::parse("postgres://app@db1/appdb").is_err());
+        let e = DbUrl::parse("postgres://app:s3cret@db1:port/appdb").expect_err("bad port");
+        assert!(e.starts_with("not a usable PostgreSQL URL ("), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
+        assert!(DbUrl::parse("oracle://app@db1/appdb").is_err());
     }
 
     /// The forms state files already hold, as the releases before this one computed them

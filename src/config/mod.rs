@@ -17,7 +17,9 @@ mod overlap;
 mod values;
 mod watch;
 
-pub use dburl::{DbIdentity, DbUrl, Place, redact_url, unusable_mysql_url, with_host};
+pub use dburl::{
+    DbIdentity, DbUrl, Place, redact_url, unusable_mysql_url, unusable_postgres_url, with_host,
+};
 pub use keys::{Raw, RawWatch};
 pub(crate) use overlap::told_apart_by;
 pub use values::{Ident, PathTemplate, fmt_duration, parse_duration};

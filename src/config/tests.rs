@@ -229,10 +229,10 @@ fn value_rules() {
 #[test]
 fn database_rules() {
     let (_, key, msg) = config_err(parse(
-        &BASE.replace("mysql://app@localhost", "postgres://app@localhost"),
+        &BASE.replace("mysql://app@localhost", "oracle://app@localhost"),
     ));
     assert_eq!(key, "database.url");
-    assert!(msg.contains("sqlite:// or mysql://"), "{msg}");
+    assert!(msg.contains("sqlite://, mysql:// or postgres://"), "{msg}");
     let (_, key, _) = config_err(parse(&BASE.replace(
         "[database]\nurl = \"mysql://app@localhost/appdb?socket=/run/mysqld/mysqld.sock\"\n",
         "",

@@ -173,7 +173,7 @@ pub(super) fn database_entries(
             from_file("timezone"),
         ));
     }
-    let server = matches!(db.url, DbUrl::Mysql(_));
+    let server = matches!(db.url, DbUrl::Mysql(_) | DbUrl::Postgres(_));
     if server && db.defaults_file.is_none() && db.password_file.is_none() {
         let mut e = Entry::new(
             "password_file",
@@ -196,7 +196,7 @@ pub(super) fn database_entries(
 pub(super) fn url_text(url: &DbUrl) -> (String, bool) {
     match url {
         DbUrl::Sqlite(p) => (format!("sqlite://{}", p.display()), false),
-        DbUrl::Mysql(u) => {
+        DbUrl::Mysql(u) | DbUrl::Postgres(u) => {
             if !url.has_password() {
                 return (u.clone(), false);
             }

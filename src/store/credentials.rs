@@ -197,7 +197,7 @@ fn is_localhost(h: &str) -> bool {
 
 /// A file the configuration names (`key`) that cannot be read, with the fix for the user
 /// selfheal runs as.
-fn cannot_read(key: &str, path: &Path, e: std::io::Error) -> Error {
+pub(super) fn cannot_read(key: &str, path: &Path, e: std::io::Error) -> Error {
     use std::io::ErrorKind as K;
     let me = crate::fix::RunningUser::current();
     let fix = match e.kind() {
@@ -426,7 +426,8 @@ impl ExposedSecret {
 
 /// The files holding a password of `db` that every user can read: its `password_file`, the
 /// option files with a password (`defaults_file`, what it includes, or the `~/.my.cnf`
-/// read in its stead), and `config_file` when the URL in it holds a password. Readable by
+/// read in its stead), and `config_file` when the URL in it holds a password (PostgreSQL:
+/// its `password_file` and the configuration; a `.pgpass` others may read is never used). Readable by
 /// every user means the file's `o+r` bit and every directory above it searchable by
 /// others (`o+x`): a world-readable file inside a directory of mode 0750 is safe. A file
 /// that cannot be looked at is left to the run that reads it (which says so). Group
@@ -436,7 +437,7 @@ pub fn exposed_secrets(
     config_file: Option<&Path>,
     inputs: &Inputs,
 ) -> Vec<ExposedSecret> {
-    if !matches!(db.url, DbUrl::Mysql(_)) {
+    if !matches!(db.url, DbUrl::Mysql(_) | DbUrl::Postgres(_)) {
         return Vec::new();
     }
     let mut files: Vec<(SecretHolder, PathBuf)> = Vec::new();

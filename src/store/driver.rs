@@ -37,6 +37,14 @@ pub trait Driver: Sized {
     /// The SQL this database speaks.
     fn dialect(&self) -> &'static Dialect;
 
+    /// The zone a naive date-time the database wrote is in, where the server says it and
+    /// its dialect does not place such values itself ([`Dialect::epoch_of`]): PostgreSQL's
+    /// session `TimeZone`, in which `now()` is written into a `timestamp`. `[database]
+    /// timezone` overrides it.
+    fn naive_zone(&self) -> Option<chrono_tz::Tz> {
+        None
+    }
+
     /// A failure's context: `what` was being done, and on which database (`reading the
     /// clock on mysql://app@db1/appdb`), never a password.
     fn context(&self, what: &str) -> String;

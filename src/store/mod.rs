@@ -49,6 +49,7 @@ pub mod credentials;
 pub mod driver;
 pub mod mycnf;
 pub mod mysql;
+pub mod postgres;
 pub mod sql;
 pub mod sqlite;
 pub mod survey;
@@ -477,7 +478,7 @@ pub trait JobTable {
 /// reached, the schema, the plan of the running-rows query, the session's time zone.
 /// `doctor` uses all of it; `check` reads the schema.
 pub trait Introspect {
-    /// `"mysql"`/`"mariadb"`/`"sqlite"` and a version.
+    /// `"mysql"`/`"mariadb"`/`"postgresql"`/`"sqlite"` and a version.
     fn describe_server(&mut self) -> Result<String>;
     /// What was connected to and how (never a password), for `doctor` and messages.
     fn connection(&self) -> String;
@@ -603,6 +604,7 @@ fn driver_for(url: &DbUrl) -> Opener {
     match url {
         DbUrl::Sqlite(_) => Opener::of::<sqlite::Sqlite>(),
         DbUrl::Mysql(_) => Opener::of::<mysql::Mysql>(),
+        DbUrl::Postgres(_) => Opener::of::<postgres::Postgres>(),
     }
 }
 

@@ -400,6 +400,7 @@ macro_rules! survey_with {
 
 survey_with!(mysql::Mysql, MYSQL);
 survey_with!(sqlite::Sqlite, SQLITE);
+survey_with!(super::postgres::Postgres, super::postgres::SURVEY);
 
 #[cfg(test)]
 mod tests {

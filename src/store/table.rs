@@ -27,7 +27,8 @@ use super::{
 /// what the database is and how runs coordinate on it, per database.
 pub struct SqlStore<D> {
     pub(super) driver: D,
-    /// The zone naive times are written in (`[database] timezone`).
+    /// The zone naive times are written in (`[database] timezone`, else the driver's
+    /// [`Driver::naive_zone`]).
     pub(super) tz: Option<chrono_tz::Tz>,
     /// Which database this is (a SQLite file's path, for messages).
     pub(super) identity: DbIdentity,
@@ -42,9 +43,10 @@ pub struct SqlStore<D> {
 impl<D: Driver> SqlStore<D> {
     /// Opens the database `db` names through driver `D`.
     pub fn open(db: &Database, read_only: bool) -> Result<Self> {
+        let driver = D::open(db, read_only)?;
         Ok(SqlStore {
-            driver: D::open(db, read_only)?,
-            tz: db.timezone,
+            tz: db.timezone.or_else(|| driver.naive_zone()),
+            driver,
             identity: db.url.identity(),
             status_index: HashMap::new(),
             wrote_in_group: false,
