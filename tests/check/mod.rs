@@ -14,6 +14,7 @@ pub(crate) mod liveness;
 pub(crate) mod mysql;
 mod output;
 mod parked;
+mod postgres;
 pub(crate) mod reminders;
 mod run_level;
 mod scale;

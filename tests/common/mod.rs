@@ -1,10 +1,13 @@
 //! Test environment builder: a sandbox directory with heartbeat files of given ages, a real
-//! SQLite file or a real MariaDB/MySQL database made for the test and dropped after it, a
+//! SQLite file or a real MariaDB/MySQL or PostgreSQL database made for the test and dropped
+//! after it, a
 //! configuration file, and the real `selfheal` binary run with a scrubbed environment.
 //!
 //! MySQL: the server named by `SELFHEAL_TEST_MYSQL_URL`, else the local MariaDB on its
-//! socket. Without a server the MySQL tests are skipped on a developer's machine and FAIL
-//! when `CI` is set (a test that returns early would be reported as passed).
+//! socket. PostgreSQL: the server named by `SELFHEAL_TEST_POSTGRES_URL`, else the local one
+//! on `/var/run/postgresql` as root. Without a server the tests of its database are skipped
+//! on a developer's machine and FAIL when `CI` is set (a test that returns early would be
+//! reported as passed).
 
 #![allow(dead_code)]
 
@@ -687,6 +690,214 @@ macro_rules! mysql_or_skip {
     };
 }
 pub(crate) use mysql_or_skip;
+
+// ---------------------------------------------------------------------------------------
+// PostgreSQL
+
+/// The PostgreSQL server tests use (`SELFHEAL_TEST_POSTGRES_URL`, else the local server on
+/// its socket as root), with the database `postgres` to create the tests' own in.
+fn pg_server_url() -> String {
+    std::env::var("SELFHEAL_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://root@/postgres?host=/var/run/postgresql".into())
+}
+
+/// A connection to `url` (the `postgres` crate reads `postgres://` URLs itself).
+pub fn pg_connect(url: &str) -> Result<postgres::Client, postgres::Error> {
+    url.parse::<postgres::Config>()?.connect(postgres::NoTls)
+}
+
+/// A database created for one test and dropped when the value is dropped.
+pub struct PgDb {
+    pub name: String,
+    pub url: String,
+    admin: postgres::Client,
+    roles: Vec<String>,
+}
+
+impl PgDb {
+    /// `None` (test skipped) only outside CI; in CI a missing server fails the test.
+    pub fn new() -> Option<PgDb> {
+        let server = pg_server_url();
+        let mut root = match pg_connect(&server) {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set and no PostgreSQL server answers at {server}: {e}"
+                );
+                eprintln!("SKIPPED: no PostgreSQL server at {server}: {e}");
+                return None;
+            }
+        };
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!(
+            "selfheal_t{}_{}_{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        root.batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .expect("create database");
+        let url = with_database(&server, &name);
+        let admin = pg_connect(&url).expect("connect to the test's database");
+        Some(PgDb {
+            name,
+            url,
+            admin,
+            roles: Vec::new(),
+        })
+    }
+
+    /// The server URL the databases live on.
+    pub fn server_url() -> String {
+        pg_server_url()
+    }
+
+    /// A fresh connection to this database (for concurrent work).
+    pub fn conn(&self) -> postgres::Client {
+        pg_connect(&self.url).expect("connect")
+    }
+
+    pub fn exec(&mut self, sql: &str) {
+        self.admin
+            .batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// Every cell of every row of `sql`, as PostgreSQL writes it as text (NULL: `None`).
+    pub fn rows(&mut self, sql: &str) -> Vec<Vec<Option<String>>> {
+        pg_rows(&mut self.admin, sql)
+    }
+
+    /// The first cell of the first row.
+    pub fn one(&mut self, sql: &str) -> Option<String> {
+        self.rows(sql)
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next().flatten())
+    }
+
+    /// The standard job table, its start column of type `started_type`.
+    pub fn create_sync_log(&mut self, started_type: &str) {
+        self.exec(&format!(
+            "CREATE TABLE sync_log (
+                id INT PRIMARY KEY,
+                status VARCHAR(16) NOT NULL,
+                start_time {started_type} NULL,
+                end_time TIMESTAMP NULL,
+                error_msg VARCHAR(255) NOT NULL DEFAULT '',
+                heartbeat_at TIMESTAMP NULL,
+                worker VARCHAR(64) NULL,
+                attempts INT NOT NULL DEFAULT 0
+            );
+            CREATE INDEX idx_status ON sync_log (status, id)"
+        ));
+    }
+
+    /// Inserts a row started `age` seconds ago on the database clock.
+    pub fn insert(&mut self, id: i64, status: &str, age: u64) {
+        self.exec(&format!(
+            "INSERT INTO sync_log (id, status, start_time) \
+             VALUES ({id}, '{status}', LOCALTIMESTAMP - INTERVAL '{age} seconds')"
+        ));
+    }
+
+    /// Every column of every row, as text, for byte-for-byte comparisons.
+    pub fn dump(&mut self) -> Vec<Vec<Option<String>>> {
+        self.rows("SELECT * FROM sync_log ORDER BY id")
+    }
+
+    /// `(status, end_time set, error_msg)` of one row.
+    pub fn row(&mut self, id: i64) -> (String, bool, String) {
+        let r = self.rows(&format!(
+            "SELECT status::text, (end_time IS NOT NULL)::text, error_msg FROM sync_log \
+             WHERE id = {id}"
+        ));
+        let r = r
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no row {id}"));
+        let cell = |i: usize| r[i].clone().unwrap_or_default();
+        (cell(0), cell(1) == "true", cell(2))
+    }
+
+    /// Whether a statement of `selfheal` (its `application_name`) waits on a lock in this
+    /// database: once it does, and the test holds the row, it cannot pass it before the
+    /// test commits. False after 8 s.
+    pub fn wait_for_lock_wait(&mut self) -> bool {
+        let sql = format!(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '{}' \
+             AND application_name = 'selfheal' AND wait_event_type = 'Lock'",
+            self.name
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(8);
+        loop {
+            if self.one(&sql).as_deref() != Some("0") {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Creates a login role with `password`, allowed everything on this database; dropped
+    /// with the database.
+    pub fn create_role(&mut self, password: &str) -> String {
+        let role = format!("sh_{}", &self.name[self.name.len().saturating_sub(20)..]);
+        let lit = password.replace('\'', "''");
+        self.exec(&format!(
+            "CREATE ROLE \"{role}\" LOGIN PASSWORD '{lit}'; \
+             GRANT ALL ON SCHEMA public TO \"{role}\"; \
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO \"{role}\""
+        ));
+        self.roles.push(role.clone());
+        role
+    }
+}
+
+/// Every cell of every row of `sql` on `c`, as text (the simple protocol: PostgreSQL's own
+/// text form of each value).
+pub fn pg_rows(c: &mut postgres::Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    c.simple_query(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_iter()
+        .filter_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let server = pg_server_url();
+        if let Ok(mut root) = pg_connect(&server) {
+            let _ = root.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.name
+            ));
+            for r in &self.roles {
+                let _ = root.batch_execute(&format!("DROP ROLE IF EXISTS \"{r}\""));
+            }
+        }
+    }
+}
+
+/// Skips (outside CI) or fails (in CI) when there is no PostgreSQL server.
+macro_rules! pg_or_skip {
+    () => {
+        match $crate::common::PgDb::new() {
+            Some(db) => db,
+            None => return,
+        }
+    };
+}
+pub(crate) use pg_or_skip;
 
 // ---------------------------------------------------------------------------------------
 // A private MariaDB server, for tests that stop it
