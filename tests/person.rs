@@ -1,13 +1,13 @@
 //! A person's side (SPEC §13, §14's selfheal part), through the real binary on real SQLite
-//! files and a real MariaDB: `selfheal show` lists what needs a person and nothing else and
+//! files, a real MariaDB and a real PostgreSQL: `selfheal show` lists what needs a person and nothing else and
 //! shows one row's whole record (with its journal across a rotation); `selfheal resolve`
 //! decides with one journaled compare-and-set (the actor from `SUDO_USER`, the metrics
 //! counter), refuses a worker a real process proves alive (and, forced, never touches its
 //! lock), refuses a row that finished, loses a race it must lose, writes nothing on
 //! `--dry-run`, and wants `--yes` for more than 10 rows without a terminal; `check`
 //! un-parks a row parked as hung whose real `flock(1)` holder resumes beating (and never
-//! one parked for spent retries); a reclaim's `retry_at` follows the backoff on both
-//! databases, for date-time and integer columns.
+//! one parked for spent retries); a reclaim's `retry_at` follows the backoff on every
+//! database, for date-time and integer columns.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -54,9 +54,27 @@ const MYSQL_TABLE: &str = "CREATE TABLE sync_log (
     KEY idx_status (status)
 ) ENGINE=InnoDB";
 
+/// The same table on PostgreSQL: `retry_at_ts` a `timestamptz`.
+const PG_TABLE: &str = "CREATE TABLE sync_log (
+    id INT PRIMARY KEY,
+    status VARCHAR(16) NOT NULL,
+    start_time TIMESTAMP NULL,
+    end_time TIMESTAMP NULL,
+    error_msg VARCHAR(255) NOT NULL DEFAULT '',
+    heartbeat_at TIMESTAMP NULL,
+    worker VARCHAR(64) NULL,
+    attempts INT NOT NULL DEFAULT 0,
+    retry_at TIMESTAMP NULL,
+    retry_at_s BIGINT NULL,
+    retry_at_ts TIMESTAMPTZ NULL,
+    job VARCHAR(16) NOT NULL DEFAULT 'full-sync'
+);
+CREATE INDEX idx_status ON sync_log (status, id)";
+
 enum Db {
     Lite(SqliteDb),
     My(MysqlDb),
+    Pg(PgDb),
 }
 
 impl Db {
@@ -71,10 +89,18 @@ impl Db {
         Some(Db::My(db))
     }
 
+    /// `None`: no server (skipped outside CI; in CI the helper fails the test).
+    fn postgres() -> Option<Db> {
+        let mut db = PgDb::new()?;
+        db.exec(PG_TABLE);
+        Some(Db::Pg(db))
+    }
+
     fn url(&self) -> String {
         match self {
             Db::Lite(d) => d.url(),
             Db::My(d) => d.url.clone(),
+            Db::Pg(d) => d.url.clone(),
         }
     }
 
@@ -82,6 +108,7 @@ impl Db {
         match self {
             Db::Lite(d) => d.exec(sql),
             Db::My(d) => d.exec(sql),
+            Db::Pg(d) => d.exec(sql),
         }
     }
 
@@ -90,6 +117,7 @@ impl Db {
         match self {
             Db::Lite(_) => format!("datetime('now', '-{secs} seconds')"),
             Db::My(_) => format!("NOW() - INTERVAL {secs} SECOND"),
+            Db::Pg(_) => format!("LOCALTIMESTAMP - INTERVAL '{secs} seconds'"),
         }
     }
 
@@ -98,6 +126,7 @@ impl Db {
         match self {
             Db::Lite(_) => format!("CAST(strftime('%s', {col}) AS INTEGER)"),
             Db::My(_) => format!("UNIX_TIMESTAMP({col})"),
+            Db::Pg(_) => format!("EXTRACT(EPOCH FROM {col})::bigint"),
         }
     }
 
@@ -138,6 +167,7 @@ impl Db {
                         Some(v) => Some(v.as_sql(true).trim_matches('\'').to_string()),
                     })
             }
+            Db::Pg(d) => d.one(sql),
         }
     }
 
@@ -157,6 +187,7 @@ impl Db {
         match self {
             Db::Lite(d) => format!("{:?}", d.bytes()),
             Db::My(d) => format!("{:?}", d.dump()),
+            Db::Pg(d) => format!("{:?}", d.dump()),
         }
     }
 
@@ -164,6 +195,7 @@ impl Db {
         match self {
             Db::Lite(_) => "sqlite",
             Db::My(_) => "mariadb",
+            Db::Pg(_) => "postgres",
         }
     }
 }
@@ -377,6 +409,12 @@ fn show_lists_parked_hung_unknown_overtime_and_remote_past_cap_rows_and_nothing_
 #[test]
 fn show_lists_parked_hung_unknown_overtime_and_remote_past_cap_rows_and_nothing_else_mariadb() {
     let Some(db) = Db::mysql() else { return };
+    show_lists_what_needs_a_person(db);
+}
+
+#[test]
+fn show_lists_parked_hung_unknown_overtime_and_remote_past_cap_rows_and_nothing_else_postgres() {
+    let Some(db) = Db::postgres() else { return };
     show_lists_what_needs_a_person(db);
 }
 
@@ -681,6 +719,12 @@ fn resolve_retry_of_a_parked_row_mariadb() {
 }
 
 #[test]
+fn resolve_retry_of_a_parked_row_postgres() {
+    let Some(db) = Db::postgres() else { return };
+    resolve_retry_of_a_parked_row(db);
+}
+
+#[test]
 fn resolve_refuses_a_worker_whose_lock_a_real_process_holds_and_forced_never_touches_the_lock() {
     let sb = Sandbox::new();
     let mut db = Db::sqlite(&sb);
@@ -809,6 +853,41 @@ fn resolve_loses_the_race_to_a_worker_that_finishes_first_mariadb() {
         !metrics(&sb).contains("selfheal_resolutions_total"),
         "nor a decision made"
     );
+}
+
+#[test]
+fn resolve_loses_the_race_to_a_worker_that_finishes_first_postgres() {
+    let Some(mut db) = Db::postgres() else { return };
+    let sb = Sandbox::new();
+    db.insert(1, "wait_manual", 3600, "full-sync");
+    let cfg = config(&sb, &db, &full_sync(&sb, ""));
+    let Db::Pg(pg) = &mut db else { unreachable!() };
+    // The worker holds its row (as a transaction that is about to finish it)…
+    let mut worker = pg.conn();
+    worker
+        .batch_execute("BEGIN; SELECT * FROM sync_log WHERE id = 1 FOR UPDATE")
+        .expect("lock the row");
+    // …resolve reads the parked row and its compare-and-set waits on that lock…
+    let child = selfheal()
+        .args(["resolve", "full-sync", "1", "--as", "dead", "--config"])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    assert!(pg.wait_for_lock_wait(), "resolve's UPDATE waits");
+    // …and the worker finishes first.
+    worker
+        .batch_execute("UPDATE sync_log SET status = 'done' WHERE id = 1; COMMIT")
+        .expect("finish");
+    let o = child.wait_with_output().expect("resolve");
+    assert_exit(&o, 1);
+    assert_eq!(
+        stdout(&o),
+        "full-sync id=1: lost_race: the row moved on between the read and the write; left as it is\n"
+    );
+    assert_eq!(db.status(1), "done");
+    assert!(journal(&sb).is_empty(), "a lost race is no change");
 }
 
 #[test]
@@ -1052,7 +1131,11 @@ fn a_parked_hung_row_whose_real_flock_holder_beats_again_goes_back_to_running_on
 
 #[test]
 fn a_parked_hung_row_whose_lease_beats_again_goes_back_to_running_mariadb() {
-    let Some(mut db) = Db::mysql() else { return };
+    let Some(db) = Db::mysql() else { return };
+    a_parked_hung_row_whose_lease_beats_again_goes_back_to_running(db);
+}
+
+fn a_parked_hung_row_whose_lease_beats_again_goes_back_to_running(mut db: Db) {
     let sb = Sandbox::new();
     // Row 7: a lease (heartbeat column) 20 minutes silent, its lock held by a real
     // flock(1); row 8 beside it, parked as hung the same way, stays silent.
@@ -1080,7 +1163,10 @@ fn a_parked_hung_row_whose_lease_beats_again_goes_back_to_running_mariadb() {
     );
     // The worker renews its lease after the park (as Lease::beat() does on a parked row).
     std::thread::sleep(Duration::from_millis(1100));
-    db.exec("UPDATE sync_log SET heartbeat_at = NOW() WHERE id = 7");
+    let now = db.ago(0);
+    db.exec(&format!(
+        "UPDATE sync_log SET heartbeat_at = {now} WHERE id = 7"
+    ));
     let o = run(&cfg, &["check"]);
     assert!(
         stdout(&o).contains("full-sync id=7: set status back to 'running' (recovered)"),
@@ -1161,6 +1247,13 @@ fn retry_at_follows_the_backoff(mut db: Db, col: &str) {
         }
         (Db::My(_), false) => format!("(`{col}` IS NULL OR `{col}` <= NOW())"),
         (Db::My(_), true) => format!("(`{col}` IS NULL OR `{col}` <= UNIX_TIMESTAMP())"),
+        (Db::Pg(_), false) => {
+            format!("(\"{col}\" IS NULL OR \"{col}\" <= date_trunc('second', LOCALTIMESTAMP))")
+        }
+        (Db::Pg(_), true) => format!(
+            "(\"{col}\" IS NULL OR \"{col}\" <= \
+             FLOOR(EXTRACT(EPOCH FROM CURRENT_TIMESTAMP))::bigint)"
+        ),
     };
     let o = run(&cfg, &["doctor"]);
     let out = stdout(&o);
@@ -1200,6 +1293,30 @@ fn retry_at_follows_the_backoff_mariadb_unix_seconds() {
 fn retry_at_follows_the_backoff_mariadb_timestamp() {
     let Some(db) = Db::mysql() else { return };
     retry_at_follows_the_backoff(db, "retry_at_ts");
+}
+
+#[test]
+fn retry_at_follows_the_backoff_postgres_timestamp() {
+    let Some(db) = Db::postgres() else { return };
+    retry_at_follows_the_backoff(db, "retry_at");
+}
+
+#[test]
+fn retry_at_follows_the_backoff_postgres_unix_seconds() {
+    let Some(db) = Db::postgres() else { return };
+    retry_at_follows_the_backoff(db, "retry_at_s");
+}
+
+#[test]
+fn retry_at_follows_the_backoff_postgres_timestamptz() {
+    let Some(db) = Db::postgres() else { return };
+    retry_at_follows_the_backoff(db, "retry_at_ts");
+}
+
+#[test]
+fn a_parked_hung_row_whose_lease_beats_again_goes_back_to_running_postgres() {
+    let Some(db) = Db::postgres() else { return };
+    a_parked_hung_row_whose_lease_beats_again_goes_back_to_running(db);
 }
 
 #[test]

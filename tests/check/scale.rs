@@ -279,6 +279,53 @@ fn rows_that_finish_while_check_pages_through_them_are_never_overwritten_mariadb
     after_the_race(&won, &rows, &sb, &dead);
 }
 
+#[test]
+fn rows_that_finish_while_check_pages_through_them_are_never_overwritten_postgres() {
+    let Some(mut db) = PgDb::new() else { return };
+    db.create_sync_log("TIMESTAMP");
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    db.exec(&format!(
+        "INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker)
+         SELECT i, 'running', LOCALTIMESTAMP - INTERVAL '20 minutes',
+                CASE WHEN i % 10 = 0 THEN LOCALTIMESTAMP - INTERVAL '15 minutes'
+                     ELSE LOCALTIMESTAMP - INTERVAL '10 seconds' END,
+                CASE WHEN i % 10 = 0 THEN '{gone}' END
+         FROM generate_series(1, {RACE_ROWS}) AS i;
+         ANALYZE sync_log"
+    ));
+    let dead: BTreeSet<i64> = (1..=RACE_ROWS).filter(|i| i % 10 == 0).collect();
+    let sb = Sandbox::new();
+    let cfg = sb.config(&db.url, &watch());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut conn = db.conn();
+    let finish = conn
+        .prepare(
+            "UPDATE sync_log SET status = 'done', error_msg = 'finished', \
+             end_time = LOCALTIMESTAMP WHERE id = $1 AND status = 'running'",
+        )
+        .expect("prepare");
+    let worker = finisher(dead.iter().copied().collect(), stop.clone(), move |id| {
+        let id = i32::try_from(id).expect("an id");
+        conn.execute(&finish, &[&id]).expect("finish") == 1
+    });
+    let o = check(&cfg, &[]);
+    stop.store(true, Ordering::SeqCst);
+    let won = worker.join().expect("worker");
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "{o:?}"
+    );
+    let rows: BTreeMap<i64, (String, String)> = db
+        .rows("SELECT id, status, error_msg FROM sync_log")
+        .into_iter()
+        .map(|r| {
+            let cell = |i: usize| r[i].clone().unwrap_or_default();
+            (cell(0).parse().expect("id"), (cell(1), cell(2)))
+        })
+        .collect();
+    after_the_race(&won, &rows, &sb, &dead);
+}
+
 /// A watch of 12,000 running rows spans three pages but fits what the first pass keeps:
 /// each heartbeat file is probed once, and once more just before its row's write; every
 /// dead row is marked and journaled once.
