@@ -34,7 +34,8 @@
  * retry_value when it is another status), every (seconds between two heartbeat writes;
  * default 10) and timezone (the zone naive DATETIME values are written in, as selfheal's
  * [database] timezone: a zone name such as 'Europe/Berlin', or '+HH:MM'/'-HH:MM'; default
- * the server's global time zone on MySQL, UTC on SQLite). The watch's other keys (name, stale_after, max_age, lock_file, …) are
+ * the server's global time zone on MySQL, the server's TimeZone setting on PostgreSQL, UTC
+ * on SQLite). The watch's other keys (name, stale_after, max_age, lock_file, …) are
  * accepted and not used, so one array can describe both sides; any other key is an error.
  *
  * Guarantees:
@@ -51,13 +52,16 @@
  *     replaces), beat() inside a transaction likewise; finish(), retryLater() and
  *     stillMine() may run inside one, with the job's own last business write.
  *   - Times are the database's own (UTC_TIMESTAMP(), NOW(), UNIX_TIMESTAMP(), SQLite's
- *     'now'), never PHP's clock, and whatever time_zone the connection's session set: a
- *     DATETIME (or text) column gets the database's UTC time converted to timezone (by
- *     its offset now, computed by PHP: CONVERT_TZ knows no zone names unless the server's
- *     time zone tables are loaded), else to the server's global zone (MySQL) or UTC
- *     (SQLite) — the zone selfheal reads it in; retry_at is compared in that same zone.
- *     A TIMESTAMP (stored as UTC) gets NOW(), integer columns unix seconds. Start,
- *     heartbeat, end and retry_at columns may be DATETIME/TIMESTAMP (SQLite: text) or
+ *     'now', PostgreSQL's CURRENT_TIMESTAMP), never PHP's clock, and whatever time_zone the
+ *     connection's session set: a DATETIME (or text; PostgreSQL: timestamp) column gets the
+ *     database's UTC time converted to timezone (by its offset now, computed by PHP:
+ *     CONVERT_TZ knows no zone names unless the server's time zone tables are loaded), else
+ *     to the server's global zone (MySQL), the server's TimeZone as a session that sets
+ *     none has it (PostgreSQL) or UTC (SQLite) — the zone selfheal reads it in; retry_at is
+ *     compared in that same zone. A TIMESTAMP (MySQL, stored as UTC) gets NOW(), a
+ *     PostgreSQL timestamptz CURRENT_TIMESTAMP (both compared by their instant), integer
+ *     columns unix seconds. Start, heartbeat, end and retry_at columns may be
+ *     DATETIME/TIMESTAMP (SQLite: text; PostgreSQL: timestamp, timestamptz or text) or
  *     integer unix seconds; the column types are read once per connection and table.
  *   - A start, heartbeat, end or retry_at column declared ON UPDATE CURRENT_TIMESTAMP
  *     (which moves on every UPDATE that does not set it) is assigned to itself by every
@@ -70,7 +74,8 @@
  *     a misuse (bad specification, a claim inside an open transaction) is a
  *     \InvalidArgumentException or \LogicException. Nothing fails as a silent false.
  *
- * PHP 7.0 or newer, PDO with pdo_mysql (MySQL/MariaDB 5.6+) or pdo_sqlite. Without Composer:
+ * PHP 7.0 or newer, PDO with pdo_mysql (MySQL/MariaDB 5.6+), pdo_pgsql (PostgreSQL 10+) or
+ * pdo_sqlite; placeholders are PDO's own `?` (pdo_pgsql sends them as $n). Without Composer:
  * require this file (it loads Job.php and LeaseLost.php beside it). With Composer, add the
  * directory to the classmap: "autoload": {"classmap": ["/usr/share/selfheal/php/"]}.
  * Part of selfheal; installed in /usr/share/selfheal/php/.
@@ -597,7 +602,7 @@ class Lease
     {
         $p = $this->p;
         $params = array();
-        $lock = $p['driver'] === 'mysql' && $this->pdo->inTransaction() ? ' FOR UPDATE' : '';
+        $lock = $p['driver'] !== 'sqlite' && $this->pdo->inTransaction() ? ' FOR UPDATE' : '';
         $rows = self::query(
             $this->pdo,
             $what,
@@ -749,10 +754,10 @@ class Lease
             }
         }
         $driver = $pdo->getAttribute(\PDO::ATTR_DRIVER_NAME);
-        if ($driver !== 'mysql' && $driver !== 'sqlite') {
+        if ($driver !== 'mysql' && $driver !== 'pgsql' && $driver !== 'sqlite') {
             throw new \InvalidArgumentException(
-                "Selfheal\\Lease: the connection's driver is '$driver'; mysql (MySQL, MariaDB) "
-                . 'and sqlite are supported'
+                "Selfheal\\Lease: the connection's driver is '$driver'; mysql (MySQL, MariaDB), "
+                . 'pgsql (PostgreSQL) and sqlite are supported'
             );
         }
         $p = array('driver' => $driver);
@@ -857,8 +862,11 @@ class Lease
                 $p['on_update'][$short] = $p[$key];
             }
         }
+        // An instant is compared as one, whatever the session's time zone writes it as.
         $p['start_guard'] = $modes['started'] === 'timestamp'
-            ? "UNIX_TIMESTAMP({$p['started_column']})"
+            ? ($driver === 'pgsql'
+                ? "EXTRACT(EPOCH FROM {$p['started_column']})"
+                : "UNIX_TIMESTAMP({$p['started_column']})")
             : $p['started_column'];
         $p['ended_nullable'] = $names['ended_column'] !== null
             && $cols[strtolower($names['ended_column'])]['null'];
@@ -1044,6 +1052,27 @@ class Lease
                     'on_update' => stripos((string) $r[4], 'on update') !== false,
                 );
             }
+        } elseif ($p['driver'] === 'pgsql') {
+            $schema = count($parts) === 2 ? $parts[0] : null;
+            $rows = self::query(
+                $pdo,
+                $what,
+                'SELECT column_name, data_type, is_nullable, character_maximum_length '
+                . 'FROM information_schema.columns '
+                . 'WHERE table_schema = COALESCE(CAST(? AS text), current_schema()) '
+                . 'AND table_name = ?',
+                array($schema, end($parts))
+            );
+            foreach ($rows as $r) {
+                // PostgreSQL's names are case-sensitive once quoted: kept as the catalog has
+                // them, looked up as the others are.
+                $cols[strtolower($r[0])] = array(
+                    'type' => strtolower($r[1]),
+                    'null' => strtoupper($r[2]) === 'YES',
+                    'length' => $r[3] === null ? null : (int) $r[3],
+                    'on_update' => false,   // PostgreSQL has no ON UPDATE clause
+                );
+            }
         } else {
             $pragma = count($parts) === 2
                 ? "PRAGMA \"{$parts[0]}\".table_info(\"{$parts[1]}\")"
@@ -1072,8 +1101,10 @@ class Lease
     }
 
     /**
-     * How a time column is written: 'naive' (DATETIME, text), 'timestamp' (MySQL TIMESTAMP:
-     * compared by its instant) or 'epoch' (integer unix seconds). A floating-point or
+     * How a time column is written: 'naive' (DATETIME, text; PostgreSQL's timestamp),
+     * 'text' (PostgreSQL's character types: written as YYYY-MM-DD HH:MM:SS), 'timestamp'
+     * (MySQL TIMESTAMP, PostgreSQL timestamptz: compared by its instant) or 'epoch'
+     * (integer unix seconds). A floating-point or
      * decimal column is refused: a FLOAT holds a unix time to the nearest 128 s or so (a
      * lease stored minutes ahead is lost at its first beat), and the guard of every write
      * compares the value exactly.
@@ -1092,6 +1123,21 @@ class Lease
                 }
             }
             return 'naive';
+        }
+        if ($driver === 'pgsql') {
+            if ($type === 'timestamp with time zone') {
+                return 'timestamp';
+            }
+            if ($type === 'timestamp without time zone') {
+                return 'naive';
+            }
+            if (in_array($type, array('character varying', 'character', 'text'), true)) {
+                return 'text';
+            }
+            if (in_array($type, array('integer', 'bigint', 'smallint'), true)) {
+                return 'epoch';
+            }
+            throw self::notATimeColumn($name, $key, $type);
         }
         if ($type === 'timestamp') {
             return 'timestamp';
@@ -1125,6 +1171,9 @@ class Lease
     private static function nowSql(array $p, $short)
     {
         $mode = $p['modes'][$short];
+        if ($p['driver'] === 'pgsql') {
+            return self::pgNow($p, $mode, '');
+        }
         if ($p['driver'] === 'mysql') {
             if ($mode === 'epoch') {
                 return 'UNIX_TIMESTAMP()';
@@ -1143,10 +1192,37 @@ class Lease
         return "strftime('%Y-%m-%d %H:%M:%S', 'now'" . self::shift($p) . ')';
     }
 
+    /**
+     * PostgreSQL's now for a column written in $mode, $plus added to the instant first (''
+     * or ' + ? * INTERVAL ...'): to the second, as MySQL's NOW() is.
+     */
+    private static function pgNow(array $p, $mode, $plus)
+    {
+        $now = "(date_trunc('second', CURRENT_TIMESTAMP)$plus)";
+        if ($mode === 'epoch') {
+            return $plus === ''
+                ? 'FLOOR(EXTRACT(EPOCH FROM CURRENT_TIMESTAMP))::bigint'
+                : "FLOOR(EXTRACT(EPOCH FROM $now))::bigint";
+        }
+        if ($mode === 'timestamp') {
+            return $now;
+        }
+        // A naive time: the instant as a wall-clock time of 'timezone' (its offset now), else
+        // of the server's TimeZone as a session that sets none has it (reset_val: whatever
+        // this session set with SET TIME ZONE).
+        $naive = $p['timezone'] === null
+            ? "($now AT TIME ZONE (SELECT reset_val FROM pg_settings WHERE name = 'TimeZone'))"
+            : "($now AT TIME ZONE 'UTC' + INTERVAL '" . self::offset($p['timezone']) . " seconds')";
+        return $mode === 'text' ? "to_char($naive, 'YYYY-MM-DD HH24:MI:SS')" : $naive;
+    }
+
     /** nowSql() of retry_at plus a bound number of seconds (SQLite text: '+N seconds'). */
     private static function laterSql(array $p)
     {
         $mode = $p['modes']['retry_at'];
+        if ($p['driver'] === 'pgsql') {
+            return self::pgNow($p, $mode, " + CAST(? AS integer) * INTERVAL '1 second'");
+        }
         if ($p['driver'] === 'mysql') {
             return $mode === 'epoch'
                 ? 'UNIX_TIMESTAMP() + ?'

@@ -1,6 +1,6 @@
 //! The harness of the tests that run `Selfheal\Lease` (`php/Selfheal/Lease.php`) with
 //! php-cli on real databases (`php::lease`, `php::lease_loop`, `php::lease_times`): a
-//! `sync_log` job table on MariaDB or in a SQLite file ([`Env`]), selfheal's configuration
+//! `sync_log` job table on MariaDB, on PostgreSQL or in a SQLite file ([`Env`]), selfheal's configuration
 //! for it, and `tests/php/lease_driver.php` workers in their own process groups ([`Php`])
 //! answering one JSON command a line.
 
@@ -31,6 +31,7 @@ pub fn have_php(ext: &str) -> bool {
 
 pub enum Backend {
     Mysql(MysqlDb),
+    Postgres(PgDb),
     Sqlite(SqliteDb),
 }
 
@@ -70,13 +71,45 @@ impl Env {
         })
     }
 
+    /// `None` (skipped) outside CI without a server or pdo_pgsql.
+    pub fn postgres(time: &'static str) -> Option<Env> {
+        let mut db = PgDb::new()?;
+        if !have_php("pdo_pgsql") {
+            return None;
+        }
+        db.exec(&format!(
+            "CREATE TABLE sync_log (
+                id INT PRIMARY KEY,
+                status VARCHAR(16) NOT NULL,
+                start_time {time} NULL,
+                end_time {time} NULL,
+                error_msg VARCHAR(255) NOT NULL DEFAULT '',
+                heartbeat_at {time} NULL,
+                worker VARCHAR(64) NULL,
+                attempts INT NOT NULL DEFAULT 0,
+                retry_at {time} NULL
+            );
+            CREATE INDEX idx_status ON sync_log (status, id)"
+        ));
+        Some(Env {
+            sb: Sandbox::new(),
+            db: Backend::Postgres(db),
+            time,
+        })
+    }
+
     /// One of each kind of time column: MariaDB DATETIME, TIMESTAMP and unix seconds,
-    /// SQLite text and unix seconds (those that can run here).
+    /// PostgreSQL timestamp, timestamptz, text and unix seconds, SQLite text and unix
+    /// seconds (those that can run here).
     pub fn every_time_column() -> Vec<Env> {
         [
             Env::mysql("DATETIME"),
             Env::mysql("TIMESTAMP"),
             Env::mysql("BIGINT"),
+            Env::postgres("TIMESTAMP"),
+            Env::postgres("TIMESTAMPTZ"),
+            Env::postgres("TEXT"),
+            Env::postgres("BIGINT"),
             Env::sqlite("TEXT"),
             Env::sqlite("INTEGER"),
         ]
@@ -118,12 +151,21 @@ impl Env {
     pub fn name(&self) -> String {
         match self.db {
             Backend::Mysql(_) => format!("MariaDB, {}", self.time),
+            Backend::Postgres(_) => format!("PostgreSQL, {}", self.time),
             Backend::Sqlite(_) => format!("SQLite, {}", self.time),
         }
     }
 
     pub fn is_mysql(&self) -> bool {
         matches!(self.db, Backend::Mysql(_))
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.db, Backend::Postgres(_))
+    }
+
+    pub fn is_sqlite(&self) -> bool {
+        matches!(self.db, Backend::Sqlite(_))
     }
 
     pub fn integer_times(&self) -> bool {
@@ -133,6 +175,7 @@ impl Env {
     pub fn exec(&mut self, sql: &str) {
         match &mut self.db {
             Backend::Mysql(db) => db.exec(sql),
+            Backend::Postgres(db) => db.exec(sql),
             Backend::Sqlite(db) => db.exec(sql),
         }
     }
@@ -154,6 +197,7 @@ impl Env {
                         .collect()
                 })
                 .collect(),
+            Backend::Postgres(db) => db.rows(sql),
             Backend::Sqlite(db) => {
                 let c = db.conn();
                 let mut st = c.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -203,7 +247,8 @@ impl Env {
     pub fn row(&mut self, id: i64) -> (String, String, i64, String, bool) {
         let r = self
             .rows(&format!(
-                "SELECT status, worker, attempts, error_msg, end_time IS NOT NULL \
+                "SELECT status, worker, attempts, error_msg, \
+                 CASE WHEN end_time IS NOT NULL THEN 1 ELSE 0 END \
                  FROM sync_log WHERE id = {id}"
             ))
             .pop()
@@ -230,19 +275,39 @@ impl Env {
 
     /// The database's unix seconds now.
     pub fn now_sql(&self) -> &'static str {
-        if self.is_mysql() {
-            "UNIX_TIMESTAMP()"
-        } else {
-            "CAST(strftime('%s', 'now') AS INTEGER)"
+        match self.db {
+            Backend::Mysql(_) => "UNIX_TIMESTAMP()",
+            Backend::Postgres(_) => "FLOOR(EXTRACT(EPOCH FROM CURRENT_TIMESTAMP))::bigint",
+            Backend::Sqlite(_) => "CAST(strftime('%s', 'now') AS INTEGER)",
         }
     }
 
-    /// Unix seconds of a time column, as the database reads it.
+    /// Unix seconds of a time column, as the database reads it (PostgreSQL: a naive
+    /// timestamp, or its text, in the session's time zone).
     pub fn epoch_sql(&self, col: &str) -> String {
-        match (self.integer_times(), self.is_mysql()) {
+        match (self.integer_times(), &self.db) {
             (true, _) => col.to_string(),
-            (false, true) => format!("UNIX_TIMESTAMP({col})"),
-            (false, false) => format!("CAST(strftime('%s', {col}) AS INTEGER)"),
+            (false, Backend::Mysql(_)) => format!("UNIX_TIMESTAMP({col})"),
+            (false, Backend::Postgres(_)) => {
+                format!("FLOOR(EXTRACT(EPOCH FROM {col}::timestamptz))::bigint")
+            }
+            (false, Backend::Sqlite(_)) => format!("CAST(strftime('%s', {col}) AS INTEGER)"),
+        }
+    }
+
+    /// The database's now `offset` seconds ahead, for a time column of this table.
+    pub fn now_plus_sql(&self, offset: i64) -> String {
+        match (self.integer_times(), &self.db) {
+            (true, _) => format!("{} + ({offset})", self.now_sql()),
+            (false, Backend::Mysql(_)) => format!("NOW() + INTERVAL ({offset}) SECOND"),
+            (false, Backend::Postgres(_)) if self.time == "TEXT" => format!(
+                "to_char(date_trunc('second', LOCALTIMESTAMP) + INTERVAL '{offset} seconds', \
+                 'YYYY-MM-DD HH24:MI:SS')"
+            ),
+            (false, Backend::Postgres(_)) => {
+                format!("date_trunc('second', LOCALTIMESTAMP) + INTERVAL '{offset} seconds'")
+            }
+            (false, Backend::Sqlite(_)) => format!("datetime('now', '{offset:+} seconds')"),
         }
     }
 
@@ -276,6 +341,22 @@ impl Env {
                     opts.get_pass().unwrap_or("").to_string(),
                 )
             }
+            Backend::Postgres(db) => {
+                let c: postgres::Config = db.url.parse().expect("url");
+                let host = match c.get_hosts().first() {
+                    Some(postgres::config::Host::Unix(dir)) => dir.display().to_string(),
+                    Some(postgres::config::Host::Tcp(h)) => h.clone(),
+                    None => "/var/run/postgresql".into(),
+                };
+                let port = c.get_ports().first().copied().unwrap_or(5432);
+                (
+                    format!("pgsql:host={host};port={port};dbname={}", db.name),
+                    c.get_user().unwrap_or("root").to_string(),
+                    c.get_password()
+                        .map(|p| String::from_utf8_lossy(p).into_owned())
+                        .unwrap_or_default(),
+                )
+            }
             Backend::Sqlite(db) => (
                 format!("sqlite:{}", db.path.display()),
                 String::new(),
@@ -288,6 +369,7 @@ impl Env {
     pub fn url(&self) -> String {
         match &self.db {
             Backend::Mysql(db) => db.url.clone(),
+            Backend::Postgres(db) => db.url.clone(),
             Backend::Sqlite(db) => db.url(),
         }
     }
@@ -487,8 +569,12 @@ pub fn claim(id: i64) -> Value {
 
 /// Every database the lease supports, with a DATETIME-like start (skipped ones left out).
 pub fn both() -> Vec<Env> {
-    [Env::mysql("DATETIME"), Env::sqlite("TEXT")]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        Env::mysql("DATETIME"),
+        Env::postgres("TIMESTAMP"),
+        Env::sqlite("TEXT"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }

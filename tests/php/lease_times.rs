@@ -1,11 +1,13 @@
 //! The times `Selfheal\Lease` writes, read back by the real `selfheal` binary, and tables
 //! whose start or heartbeat column is declared `ON UPDATE CURRENT_TIMESTAMP` — with php-cli,
-//! real processes and real databases (MariaDB and SQLite files):
+//! real processes and real databases (MariaDB, PostgreSQL and SQLite files):
 //! - a worker whose PDO connection runs `SET time_zone = '-05:00'` (or `'+08:00'`) claims
 //!   and beats, and `selfheal check` (a real run) judges its rows `alive` (by the heartbeat
 //!   column) or `starting` (by the start alone) and writes nothing, for DATETIME, TIMESTAMP
 //!   and integer time columns; a row selfheal sent back to the queue waits for its
-//!   `retry_at` whatever the worker's zone, and is claimable once it is due;
+//!   `retry_at` whatever the worker's zone, and is claimable once it is due; the same on
+//!   PostgreSQL (`SET TIME ZONE` in the worker's session, the server's TimeZone another
+//!   zone still), for timestamp, timestamptz and integer columns;
 //! - the specification's `timezone` (a zone name, with no time zone tables on the server,
 //!   or `±HH:MM`) read by selfheal configured with the same `[database] timezone`, on
 //!   MariaDB and SQLite, where times are UTC text without it; a bad `timezone` is an
@@ -204,6 +206,131 @@ fn a_row_sent_back_waits_for_its_retry_at_whatever_the_workers_session_zone() {
             "retry_at - 120"
         } else {
             "retry_at - INTERVAL 2 MINUTE"
+        };
+        env.exec(&format!(
+            "UPDATE sync_log SET retry_at = {earlier} WHERE id = 1"
+        ));
+        let c = ok(&west.send(&op("claimNext")));
+        assert_eq!(c["id"], "1", "{name}: due, claimed");
+        ok(&west.send(&finish("done")));
+        assert_eq!(env.row(1).0, "done", "{name}");
+    }
+}
+
+/// PostgreSQL: a server whose TimeZone is Europe/Berlin (a database setting, so selfheal's
+/// session and every session that sets none has it), and a worker whose session runs
+/// `SET TIME ZONE` (as Laravel's pgsql connection does with its timezone set): the lease
+/// writes naive timestamps in the server's zone, as selfheal reads them, for timestamp,
+/// timestamptz and integer time columns.
+fn pg_in_another_zone(time: &'static str) -> Option<Env> {
+    let mut env = Env::postgres(time)?;
+    let Backend::Postgres(db) = &mut env.db else {
+        unreachable!()
+    };
+    let name = db.name.clone();
+    db.exec(&format!(
+        "ALTER DATABASE \"{name}\" SET TimeZone = 'Europe/Berlin'; \
+         SET TimeZone = 'Europe/Berlin'"
+    ));
+    Some(env)
+}
+
+/// A lease worker whose PostgreSQL session runs `SET TIME ZONE zone`.
+fn pg_in_zone(env: &Env, zone: &str) -> Php {
+    let mut w = Php::repl(env, &spec(&json!({})));
+    ok(&w.send(&json!({"op": "sql", "sql": format!("SET TIME ZONE '{zone}'")})));
+    w
+}
+
+#[test]
+fn a_worker_in_another_session_time_zone_is_judged_alive_and_left_alone_postgres() {
+    for time in ["TIMESTAMP", "TIMESTAMPTZ", "BIGINT"] {
+        for zone in ["America/New_York", "Asia/Shanghai"] {
+            let Some(mut env) = pg_in_another_zone(time) else {
+                return;
+            };
+            let what = format!("{}, session {zone}", env.name());
+            env.insert_pending(1..=2);
+            let mut w = pg_in_zone(&env, zone);
+            ok(&w.send(&claim(1)));
+            ok(&w.send(&json!({"op": "claimNext", "as": "b"})));
+            for lease in ["a", "b"] {
+                let beats = json!({"op": "beats", "n": 3, "pause_ms": 400, "as": lease});
+                assert_eq!(ok(&w.send(&beats)), 3, "{what}");
+            }
+            let beating = config(
+                &env,
+                None,
+                &watch("1m", "heartbeat_column = \"heartbeat_at\""),
+            );
+            judged(&mut env, &beating, &[1, 2], "alive", &what);
+            let starting = config(&env, None, &no_beat(&env));
+            judged(&mut env, &starting, &[1, 2], "starting", &what);
+            for id in [1, 2] {
+                for col in ["start_time", "heartbeat_at"] {
+                    let age = env.age(col, id);
+                    assert!((0..=5).contains(&age), "{what}: row {id} {col} {age} s old");
+                }
+            }
+            if time == "TIMESTAMP" {
+                // Written as Berlin's wall clock, not the worker's session's.
+                let berlin = env.int(
+                    "SELECT FLOOR(EXTRACT(EPOCH FROM start_time - \
+                     (CURRENT_TIMESTAMP AT TIME ZONE 'Europe/Berlin')))::bigint \
+                     FROM sync_log WHERE id = 1",
+                );
+                assert!((-5..=0).contains(&berlin), "{what}: {berlin} s");
+            }
+            ok(&w.send(&finish("done")));
+            ok(&w.send(&json!({"op": "finish", "status": "done", "as": "b"})));
+            assert_eq!(env.row(1).0, "done", "{what}");
+        }
+    }
+}
+
+#[test]
+fn a_row_sent_back_waits_for_its_retry_at_whatever_the_workers_session_zone_postgres() {
+    for time in ["TIMESTAMP", "TIMESTAMPTZ", "BIGINT"] {
+        let Some(mut env) = pg_in_another_zone(time) else {
+            return;
+        };
+        let name = env.name();
+        env.insert_pending(1..=1);
+        let cfg = config(
+            &env,
+            None,
+            &watch(
+                "2s",
+                "heartbeat_column = \"heartbeat_at\"\nretry_value = \"pending\"\n\
+                 attempts_column = \"attempts\"\nmax_attempts = 3\n\
+                 retry_at_column = \"retry_at\"\nretry_backoff = \"1m\"",
+            ),
+        );
+        let mut dying = pg_in_zone(&env, "America/New_York");
+        ok(&dying.send(&claim(1)));
+        dying.kill9();
+        env.wait_stale(1, 3);
+        let o = check(&cfg, &["--format", "json"]);
+        assert_exit(&o, 0);
+        let (rows, _) = json_lines(&o);
+        let r = row(&rows, 1);
+        assert_eq!(
+            (&r["verdict"], &r["action"], &r["applied"]),
+            (&"dead".into(), &"mark_retry".into(), &true.into()),
+            "{name}: {r}"
+        );
+        let wait = -env.age("retry_at", 1);
+        assert!((55..=60).contains(&wait), "{name}: retry_at in {wait} s");
+
+        let mut east = pg_in_zone(&env, "Asia/Shanghai");
+        let mut west = pg_in_zone(&env, "America/New_York");
+        assert_eq!(ok(&east.send(&claim(1))), Value::Null, "{name}: not due");
+        assert_eq!(ok(&west.send(&claim(1))), Value::Null, "{name}: not due");
+        assert_eq!(ok(&east.send(&op("claimNext"))), Value::Null, "{name}");
+        let earlier = if env.integer_times() {
+            "retry_at - 120"
+        } else {
+            "retry_at - INTERVAL '2 minutes'"
         };
         env.exec(&format!(
             "UPDATE sync_log SET retry_at = {earlier} WHERE id = 1"
