@@ -430,6 +430,100 @@ fn a_missing_table_is_refused_with_the_job_tables_the_database_has() {
 }
 
 // ---------------------------------------------------------------------------------------
+// PostgreSQL
+
+#[test]
+fn a_lease_queue_on_postgres_is_judged_by_its_heartbeat_column_and_its_owner() {
+    let mut db = pg_or_skip!();
+    let host = hostname();
+    let gone = gone_pid();
+    db.exec(&format!(
+        "CREATE TYPE job_status AS ENUM ('pending', 'running', 'done', 'error');
+         CREATE TABLE sync_log (
+            id BIGINT PRIMARY KEY,
+            status job_status NOT NULL,
+            start_time TIMESTAMPTZ NULL,
+            end_time TIMESTAMPTZ NULL,
+            error_msg TEXT NOT NULL DEFAULT '',
+            heartbeat_at TIMESTAMPTZ NULL,
+            worker VARCHAR(64) NULL,
+            attempts INT NOT NULL DEFAULT 0,
+            retry_at TIMESTAMPTZ NULL
+         );
+         CREATE INDEX idx_status ON sync_log (status, id);
+         INSERT INTO sync_log (id, status, start_time, end_time, heartbeat_at, worker) VALUES
+         (1, 'done', now() - INTERVAL '3 hours', now() - INTERVAL '2 hours',
+          now() - INTERVAL '2 hours', '{host}:1'),
+         (2, 'running', now(), NULL, now(), '{host}:{me}'),
+         (3, 'running', now() - INTERVAL '30 minutes', NULL, now() - INTERVAL '20 minutes',
+          '{host}:{gone}'),
+         (4, 'pending', NULL, NULL, NULL, NULL)",
+        me = std::process::id()
+    ));
+    let sb = Sandbox::new();
+    let (out, file) = proposed(&sb, &db.url, "sync_log", "lease");
+    assert!(
+        prose(&out).contains("as Selfheal\\Lease writes them"),
+        "{out}"
+    );
+    for (key, value) in [
+        ("heartbeat_column", "\"heartbeat_at\""),
+        ("owner_column", "\"worker\""),
+        ("retry_value", "\"pending\""),
+        ("attempts_column", "\"attempts\""),
+        ("retry_at_column", "\"retry_at\""),
+        ("success_values", "[\"done\"]"),
+    ] {
+        assert!(
+            setting(&out, key).is_some_and(|l| l.contains(value)),
+            "{key} = {value}: {out}"
+        );
+    }
+    assert!(prose(&out).contains("~/.pgpass"), "{out}");
+    assert!(row_line(&out, 2).contains("alive"), "{out}");
+    assert!(row_line(&out, 3).contains("dead"), "{out}");
+    let (c, d) = accepted(&file, 0);
+    let c = stdout(&c);
+    assert!(row_line(&c, 3).contains("owner dead"), "{c}");
+    assert!(
+        finding(&d, "watch sync_log: index").starts_with("✓ "),
+        "{}",
+        stdout(&d)
+    );
+}
+
+#[test]
+fn a_missing_table_on_postgres_is_refused_with_the_job_tables_the_schema_has() {
+    let mut db = pg_or_skip!();
+    db.create_sync_log("TIMESTAMP");
+    db.exec("CREATE TABLE customers (id INT PRIMARY KEY, name VARCHAR(64))");
+    let sb = Sandbox::new();
+    let file = sb.path("app.toml");
+    let o = init(&[
+        "--url",
+        &db.url,
+        "--table",
+        "sync_lg",
+        "--write",
+        file.to_str().expect("utf-8"),
+    ]);
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(
+        err.starts_with(
+            "selfheal: error: command line: --table: no table sync_lg in database public"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("tables there that look like job tables: sync_log (status, start_time)"),
+        "{err}"
+    );
+    assert!(!err.contains("customers"), "{err}");
+    assert!(!file.exists(), "nothing written");
+}
+
+// ---------------------------------------------------------------------------------------
 // SQLite
 
 const SEED: &str = "CREATE TABLE sync_log (

@@ -845,27 +845,19 @@ fn tell_busy(w: &Watch, lock_host: Option<&str>, store: &mut dyn Store, out: &mu
                     "its advisory lock {} is held by connection {} of {who}",
                     h.lock, h.connection
                 ),
-                format!(
-                    "see what connection {0} is (SHOW PROCESSLIST), and if it is no selfheal \
-                     run, end it (KILL {0}) and find out why that account holds the lock",
-                    h.connection
-                ),
+                store.lock_holder_fix(Some(h.connection)),
             )
         }
         Ok(None) => (
             "its advisory lock was free again when asked".to_string(),
-            "if it goes on, see which connection holds the lock (SELECT IS_USED_LOCK(…) \
-             with the name selfheal/DATABASE/WATCH, then SHOW PROCESSLIST)"
-                .to_string(),
+            format!("if it goes on, {}", store.lock_holder_fix(None)),
         ),
         Err(e) => (
             format!(
                 "who holds its advisory lock could not be asked ({})",
                 e.full_message()
             ),
-            "see who holds the lock selfheal/DATABASE/WATCH: SELECT IS_USED_LOCK(…), then \
-             SHOW PROCESSLIST"
-                .to_string(),
+            store.lock_holder_fix(None),
         ),
     };
     out.warn_once(

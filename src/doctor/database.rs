@@ -232,7 +232,7 @@ fn watch_database_checks(
         Ok(plan) => index_finding(w, &plan),
         Err(e) => Finding::warn(subject("index"), e.to_string(), "run EXPLAIN by hand"),
     });
-    rep.add(message_finding(w, &schema));
+    rep.add(message_finding(w, &schema, store));
     if let Some(f) = retry_at_finding(w, &schema, store.dialect()) {
         rep.add(f);
     }

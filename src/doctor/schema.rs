@@ -187,7 +187,9 @@ pub(super) fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) 
         .join("; ");
     let mut fixes = Vec::new();
     let bad: Vec<&str> = misfits.iter().map(|(_, v, _)| *v).collect();
-    if let Some(wider) = col.widened(&bad) {
+    if let Some(sql) = store.widen_sql(w, &w.status_column, col, &bad) {
+        fixes.push(sql);
+    } else if let Some(wider) = col.widened(&bad) {
         let rest = store
             .column_definition(w, &w.status_column)
             .ok()
@@ -336,7 +338,7 @@ fn rows_words(r: u64) -> String {
     }
 }
 
-pub(super) fn message_finding(w: &Watch, schema: &Schema) -> Finding {
+pub(super) fn message_finding(w: &Watch, schema: &Schema, store: &dyn Store) -> Finding {
     let subject = format!("watch {}: message", w.name);
     let Some(col) = &w.message_column else {
         return Finding::pass(
@@ -346,11 +348,19 @@ pub(super) fn message_finding(w: &Watch, schema: &Schema) -> Finding {
     };
     let need = evidence::longest_message(w);
     let words = evidence::longest_words(w);
-    let widen = format!(
-        "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR({}) (keep its NULL and DEFAULT)",
-        w.table,
-        need.max(255)
-    );
+    let longest = "x".repeat(need.max(255));
+    let widen = match schema
+        .columns
+        .get(&col.name().to_ascii_lowercase())
+        .and_then(|c| store.widen_sql(w, col, c, &[&longest]))
+    {
+        Some(sql) => format!("widen it: {sql}"),
+        None => format!(
+            "widen it, e.g. ALTER TABLE {} MODIFY {col} VARCHAR({}) (keep its NULL and DEFAULT)",
+            w.table,
+            need.max(255)
+        ),
+    };
     match schema.message_max {
         None => Finding::pass(subject, format!("{col} holds any length")),
         Some(n) if n >= need => Finding::pass(

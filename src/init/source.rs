@@ -181,11 +181,16 @@ pub(super) fn database_entries(
             "if the account needs a password",
         );
         e.on = false;
-        e.about.push(
-            "A password, where the account needs one: from this file (its first line), from \
-             defaults_file (a MySQL option file) or $SELFHEAL_DB_PASSWORD; never in the URL."
+        e.about.push(match db.url {
+            DbUrl::Postgres(_) => "A password, where the role needs one: from this file (its \
+                 first line), from $SELFHEAL_DB_PASSWORD or from ~/.pgpass of the user selfheal \
+                 runs as (mode 600); never in the URL."
                 .into(),
-        );
+            _ => "A password, where the account needs one: from this file (its first line), \
+                  from defaults_file (a MySQL option file) or $SELFHEAL_DB_PASSWORD; never in \
+                  the URL."
+                .into(),
+        });
         out.push(e);
     }
     out

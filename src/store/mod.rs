@@ -528,6 +528,19 @@ pub trait Introspect {
     fn survey(&mut self) -> Option<&mut dyn survey::Survey> {
         None
     }
+    /// The statements, in this database's SQL, that let `column` (of type `col`) of the
+    /// watch's table hold `values` as well, for `doctor` to show a person. `None`: MySQL's
+    /// `ALTER TABLE … MODIFY`, which `doctor` writes itself from
+    /// [`Introspect::column_definition`].
+    fn widen_sql(
+        &self,
+        _w: &Watch,
+        _column: &Ident,
+        _col: &Column,
+        _values: &[&str],
+    ) -> Option<String> {
+        None
+    }
 }
 
 /// What keeps runs from acting on the same rows at once: across hosts (the advisory lock,
@@ -559,6 +572,20 @@ pub trait Coordination {
         _host: Option<&str>,
     ) -> Result<Option<AdvisoryLockHolder>> {
         Ok(None)
+    }
+    /// What a person runs, in this database's SQL, about the advisory lock of a watch that
+    /// stays busy: see and end the holder's session `Some(connection)`, or find who holds
+    /// it (`None`). MySQL's (`SHOW PROCESSLIST`, `KILL`) unless the database says otherwise.
+    fn lock_holder_fix(&self, connection: Option<u64>) -> String {
+        match connection {
+            Some(c) => format!(
+                "see what connection {c} is (SHOW PROCESSLIST), and if it is no selfheal \
+                 run, end it (KILL {c}) and find out why that account holds the lock"
+            ),
+            None => "see which connection holds the lock (SELECT IS_USED_LOCK(…) with the \
+                     name selfheal/DATABASE/WATCH, then SHOW PROCESSLIST)"
+                .to_string(),
+        }
     }
 }
 

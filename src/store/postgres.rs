@@ -1621,6 +1621,34 @@ impl Introspect for SqlStore<Postgres> {
     fn survey(&mut self) -> Option<&mut dyn super::survey::Survey> {
         Some(self)
     }
+
+    /// An enum gets the labels it lacks (`ALTER TYPE … ADD VALUE`, each at the end); any
+    /// other column a wider type (`ALTER COLUMN … TYPE`, which keeps its NULL and DEFAULT).
+    fn widen_sql(
+        &self,
+        w: &Watch,
+        column: &Ident,
+        col: &Column,
+        values: &[&str],
+    ) -> Option<String> {
+        match &col.ty {
+            ColumnType::Enum { members } => {
+                let adds: Vec<String> = values
+                    .iter()
+                    .filter(|v| !members.iter().any(|m| m == *v))
+                    .map(|v| format!("ALTER TYPE {} ADD VALUE {}", col.declared, pg_literal(v)))
+                    .collect();
+                (!adds.is_empty()).then(|| adds.join("; "))
+            }
+            _ => col.widened(values).map(|ty| {
+                format!(
+                    "ALTER TABLE {} ALTER COLUMN {} TYPE {ty}",
+                    w.table.quoted('"'),
+                    column.quoted('"')
+                )
+            }),
+        }
+    }
 }
 
 /// What `selfheal init` reads: `pg_catalog`, the schema a table name gives or the
@@ -1760,6 +1788,20 @@ impl Coordination for SqlStore<Postgres> {
             "pg_try_advisory_lock",
         )?;
         Ok(got.into_count() == 1)
+    }
+
+    fn lock_holder_fix(&self, connection: Option<u64>) -> String {
+        match connection {
+            Some(pid) => format!(
+                "see what session {pid} is (SELECT * FROM pg_stat_activity WHERE pid = {pid}), \
+                 and if it is no selfheal run, end it (SELECT pg_terminate_backend({pid})) and \
+                 find out why that role holds the lock"
+            ),
+            None => "see which session holds the lock (SELECT pid FROM pg_locks WHERE \
+                     locktype = 'advisory' AND granted, then pg_stat_activity for that pid; \
+                     the lock's key is hashtextextended('selfheal/SCHEMA/WATCH', 0))"
+                .to_string(),
+        }
     }
 
     fn watch_lock_holder(

@@ -610,3 +610,89 @@ fn doctor_describes_the_server_the_connection_and_the_plan() {
     assert!(index.starts_with('✓'), "{index}");
     assert!(finding(&o, "watch full-sync: table sync_log").starts_with('✓'));
 }
+
+/// A status the enum lacks and a message column too short: doctor's fixes are
+/// PostgreSQL's own statements, and they work when run.
+#[test]
+fn doctors_fixes_are_postgresql_statements_that_work() {
+    let mut db = pg_or_skip!();
+    db.exec(
+        "CREATE TYPE job_status AS ENUM ('running', 'done', 'error');
+         CREATE TABLE sync_log (id INT PRIMARY KEY, status job_status NOT NULL,
+             start_time TIMESTAMP, end_time TIMESTAMP, error_msg VARCHAR(24) NOT NULL DEFAULT '');
+         CREATE INDEX idx_status ON sync_log (status, id)",
+    );
+    let sb = Sandbox::new();
+    let cfg = sb.config(&db.url, &sb.watch("manual_value = \"wait_manual\"\n"));
+    let o = doctor(&cfg);
+    let out = stdout(&o);
+    let values = fix_of(&out, "✗ watch full-sync: status values", Some("; or "));
+    assert_eq!(
+        values, "ALTER TYPE job_status ADD VALUE 'wait_manual'",
+        "{out}"
+    );
+    let message = fix_of(&out, "✗ watch full-sync: message", None);
+    assert_eq!(
+        message, "widen it: ALTER TABLE \"sync_log\" ALTER COLUMN \"error_msg\" TYPE text",
+        "{out}"
+    );
+    db.exec(&values);
+    db.exec(message.trim_start_matches("widen it: "));
+    let o = doctor(&cfg);
+    let out = stdout(&o);
+    assert!(
+        finding(&o, "watch full-sync: status values").starts_with('✓'),
+        "{out}"
+    );
+    assert!(
+        finding(&o, "watch full-sync: message").starts_with('✓'),
+        "{out}"
+    );
+}
+
+/// A watch busy for longer than twice its stale_after: the warning names the session that
+/// holds its advisory lock (from pg_locks and pg_stat_activity) and how to see and end it
+/// in PostgreSQL's words.
+#[test]
+fn a_watch_busy_for_long_names_the_session_that_holds_its_lock() {
+    if !have_tool("psql", &["--version"], "psql") {
+        return;
+    }
+    let mut db = pg_or_skip!();
+    db.create_sync_log("TIMESTAMP");
+    let sb = Sandbox::new();
+    let cfg = sb.config(
+        &db.url,
+        &sb.watch("")
+            .replace("stale_after = \"5m\"", "stale_after = \"1s\""),
+    );
+    let _holder = psql_holding(&db, "selfheal/public/full-sync");
+    let pid = db
+        .one("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted")
+        .expect("the holder's pid");
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 75);
+    std::thread::sleep(Duration::from_secs(3));
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 75);
+    let (_, summary) = json_lines(&o);
+    let warning = summary["warnings"]
+        .as_array()
+        .and_then(|w| {
+            w.iter()
+                .filter_map(serde_json::Value::as_str)
+                .find(|w| w.contains("not checked for"))
+        })
+        .unwrap_or_else(|| panic!("{summary}"))
+        .to_string();
+    assert!(
+        warning.contains(&format!(
+            "its advisory lock selfheal/public/full-sync is held by connection {pid} of root@local"
+        )),
+        "{warning}"
+    );
+    assert!(
+        warning.contains(&format!("SELECT pg_terminate_backend({pid})")),
+        "{warning}"
+    );
+}
