@@ -710,7 +710,8 @@ pub fn pg_connect(url: &str) -> Result<postgres::Client, postgres::Error> {
 pub struct PgDb {
     pub name: String,
     pub url: String,
-    admin: postgres::Client,
+    /// Boxed: a client is large, and this value sits in enums beside small ones.
+    admin: Box<postgres::Client>,
     roles: Vec<String>,
 }
 
@@ -740,7 +741,7 @@ impl PgDb {
         root.batch_execute(&format!("CREATE DATABASE \"{name}\""))
             .expect("create database");
         let url = with_database(&server, &name);
-        let admin = pg_connect(&url).expect("connect to the test's database");
+        let admin = Box::new(pg_connect(&url).expect("connect to the test's database"));
         Some(PgDb {
             name,
             url,
