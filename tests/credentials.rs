@@ -1,7 +1,8 @@
 //! MySQL credentials the way hosts keep them, against the real MariaDB: a password from
 //! each source logs in, a wrong one is refused and never shown; an option file with
 //! `!include`, quoting and comments; `~/.my.cnf`; root over the socket with no password,
-//! as cron runs it.
+//! as cron runs it. PostgreSQL the same way on a private server whose roles need their
+//! password: password_file, $SELFHEAL_DB_PASSWORD, ~/.pgpass, $PGPASSFILE and the URL.
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -363,4 +364,171 @@ fn the_man_pages_example_account_and_option_file_work_as_www_data() {
         stdout(&o)
     );
     assert_eq!(db.row(2).0, "error");
+}
+
+// ---------------------------------------------------------------------------------------
+// PostgreSQL
+
+/// Holds what a `.pgpass` line must escape (`:` and `\`) and what a URL must encode.
+const PG_PW: &str = "Se#cr:e t\\'9;x";
+const PG_WRONG: &str = "Wr0ng:pw\\x y";
+
+/// A `.pgpass` field: `:` and `\` escaped.
+fn pgpass_field(s: &str) -> String {
+    s.replace('\\', "\\\\").replace(':', "\\:")
+}
+
+/// The ways of handing selfheal a PostgreSQL password for role `app` on the private
+/// server: `password_file`, `$SELFHEAL_DB_PASSWORD`, `~/.pgpass`, `$PGPASSFILE` (matched by
+/// the socket directory), and the configuration file's URL.
+fn pg_sources(sb: &Sandbox, dir: &std::path::Path, pw: &str) -> Vec<Source> {
+    let url = format!("postgres://app@/appdb?host={}", dir.display());
+    let line = format!("{}:5432:appdb:app:{}\n", dir.display(), pgpass_field(pw));
+    let pwfile = sb.file("pg-password", &format!("{pw}\n"), 0o600);
+    let home = sb.path("pghome");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(home.join(".pgpass"), format!("other:5432:*:*:nope\n{line}")).expect("pgpass");
+    chmod(&home.join(".pgpass"), 0o600);
+    let elsewhere = sb.file("pgpass-elsewhere", &line, 0o600);
+    vec![
+        Source {
+            name: "password_file",
+            database: format!("url = \"{url}\"\npassword_file = \"{}\"", pwfile.display()),
+            env: vec![],
+        },
+        Source {
+            name: "$SELFHEAL_DB_PASSWORD",
+            database: format!("url = \"{url}\""),
+            env: vec![("SELFHEAL_DB_PASSWORD", pw.to_string())],
+        },
+        Source {
+            name: "~/.pgpass",
+            database: format!("url = \"{url}\""),
+            env: vec![("HOME", home.display().to_string())],
+        },
+        Source {
+            name: "$PGPASSFILE",
+            database: format!("url = \"{url}\""),
+            env: vec![("PGPASSFILE", elsewhere.display().to_string())],
+        },
+        Source {
+            name: "the configuration's URL",
+            database: format!(
+                "url = \"postgres://app:{}@/appdb?host={}\"",
+                percent(pw),
+                dir.display()
+            ),
+            env: vec![],
+        },
+    ]
+}
+
+/// The private server with role `app` (password [`PG_PW`]) owning database `appdb` and
+/// its job table.
+fn pg_with_app() -> Option<PrivatePostgres> {
+    let server = PrivatePostgres::start()?;
+    let mut su = server.superuser().expect("superuser");
+    su.batch_execute(&format!(
+        "CREATE ROLE app LOGIN PASSWORD '{}'",
+        PG_PW.replace('\'', "''")
+    ))
+    .expect("role");
+    su.batch_execute("CREATE DATABASE appdb OWNER app")
+        .expect("database");
+    let mut app = postgres::Config::new()
+        .user("app")
+        .password(PG_PW)
+        .dbname("appdb")
+        .host_path(server.socket_dir())
+        .connect(postgres::NoTls)
+        .expect("app logs in");
+    app.batch_execute(
+        "CREATE TABLE sync_log (id INT PRIMARY KEY, status VARCHAR(16) NOT NULL,
+             start_time TIMESTAMP, end_time TIMESTAMP, error_msg VARCHAR(255) NOT NULL DEFAULT '',
+             worker VARCHAR(64));
+         CREATE INDEX idx_status ON sync_log (status, id)",
+    )
+    .expect("table");
+    Some(server)
+}
+
+#[test]
+fn a_postgres_password_from_each_source_logs_in_and_a_wrong_one_is_refused_never_shown() {
+    let Some(server) = pg_with_app() else { return };
+    let sb = Sandbox::new();
+    for src in pg_sources(&sb, &server.socket_dir(), PG_PW) {
+        let o = run(&sb, &src, &["check", "--explain"]);
+        assert_exit(&o, 0);
+        assert!(
+            stdout(&o).contains("0 running rows in 1 watch"),
+            "{}: {}{}",
+            src.name,
+            stdout(&o),
+            stderr(&o)
+        );
+        let o = run(&sb, &src, &["doctor"]);
+        let db_line = finding(&o, "database");
+        assert!(
+            db_line.starts_with('✓')
+                && db_line.contains("user app (from the URL), a password from "),
+            "{}: {db_line}",
+            src.name
+        );
+        assert!(!stdout(&o).contains("Se#cr"), "{}", src.name);
+    }
+    for src in pg_sources(&sb, &server.socket_dir(), PG_WRONG) {
+        for args in [&["check"][..], &["doctor"]] {
+            let o = run(&sb, &src, args);
+            assert_exit(&o, 3);
+            let all = format!("{}{}", stdout(&o), stderr(&o));
+            assert!(
+                all.contains("password authentication failed for user \"app\""),
+                "{}: {all}",
+                src.name
+            );
+            assert!(
+                all.contains("the server refused app with the password from "),
+                "{}: {all}",
+                src.name
+            );
+            for secret in [
+                PG_WRONG,
+                &percent(PG_WRONG),
+                "Wr0ng",
+                &pgpass_field(PG_WRONG),
+            ] {
+                assert!(
+                    !all.contains(secret),
+                    "{}: shows {secret:?}: {all}",
+                    src.name
+                );
+            }
+        }
+    }
+}
+
+/// A `.pgpass` others may read is not used (as psql does not use it), and doctor says
+/// why; with no password anywhere the fix says where one goes.
+#[test]
+fn a_pgpass_others_may_read_is_not_used_and_doctor_says_so() {
+    let Some(server) = pg_with_app() else { return };
+    let sb = Sandbox::new();
+    let src = pg_sources(&sb, &server.socket_dir(), PG_PW)
+        .into_iter()
+        .find(|s| s.name == "~/.pgpass")
+        .expect("the ~/.pgpass source");
+    let home = sb.path("pghome");
+    chmod(&home.join(".pgpass"), 0o644);
+    let o = run(&sb, &src, &["doctor"]);
+    assert_exit(&o, 3);
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        out.contains(&format!(
+            "{}/.pgpass is not used: group or others may read it (mode 0644)",
+            home.display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("database.password_file"), "{out}");
+    assert!(!out.contains("Se#cr"), "{out}");
 }

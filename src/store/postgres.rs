@@ -648,7 +648,12 @@ impl Postgres {
         let pgpassfile = std::env::var_os("PGPASSFILE").map(PathBuf::from);
         let creds = resolve(db, &Inputs::from_env(), pgpassfile)?;
         let mut client = creds.config().connect(NoTls).map_err(|e| {
-            let fix = connect_fix(&creds, &e);
+            // What was skipped on the way (a .pgpass others may read) is part of the fix.
+            let fix = match (connect_fix(&creds, &e), creds.notes.is_empty()) {
+                (fix, true) => fix,
+                (Some(fix), false) => Some(format!("{}; {fix}", creds.notes.join("; "))),
+                (None, false) => Some(creds.notes.join("; ")),
+            };
             Error::database(
                 format!("cannot connect to {label} ({})", creds.describe()),
                 e,
@@ -1299,6 +1304,11 @@ fn kind_of(code: &SqlState) -> DbErrorKind {
     }
 }
 
+/// The server asked for a password and none was given (the crate's own error).
+fn password_missing(e: &postgres::Error) -> bool {
+    std::error::Error::source(e).is_some_and(|s| s.to_string() == "password missing")
+}
+
 /// The I/O error under a driver error, if that is what it is.
 fn io_error(e: &postgres::Error) -> Option<&std::io::Error> {
     std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())
@@ -1315,7 +1325,7 @@ impl DbCause for postgres::Error {
         if self.is_closed() {
             return DbErrorKind::Unreachable;
         }
-        if self.to_string().contains("password missing") {
+        if password_missing(self) {
             return DbErrorKind::AccessDenied;
         }
         DbErrorKind::Other
@@ -1356,6 +1366,9 @@ impl std::fmt::Display for Failure {
                     ),
                 _ => write!(f, "{io}"),
             };
+        }
+        if password_missing(&self.0) {
+            return f.write_str("the server asks for a password and none was given");
         }
         if self.0.is_closed() {
             return f.write_str(

@@ -901,6 +901,129 @@ macro_rules! pg_or_skip {
 pub(crate) use pg_or_skip;
 
 // ---------------------------------------------------------------------------------------
+// A private PostgreSQL server, for tests of passwords
+
+/// A throw-away PostgreSQL server of its own (`initdb` into a temporary directory as the
+/// `postgres` user, `postgres` on a socket in that directory, no network), where every
+/// role logs in with a password (scram-sha-256): the superuser `postgres` with
+/// [`PrivatePostgres::SUPERUSER_PASSWORD`]. Stopped and removed on drop. Never the shared
+/// server.
+pub struct PrivatePostgres {
+    pub dir: tempfile::TempDir,
+    child: Option<std::process::Child>,
+}
+
+impl PrivatePostgres {
+    pub const SUPERUSER_PASSWORD: &'static str = "pg-super-Secret";
+
+    /// `None` (skipped) outside CI when not root or without the server binaries.
+    pub fn start() -> Option<PrivatePostgres> {
+        if !root_or_skip("a private PostgreSQL server") {
+            return None;
+        }
+        let bin = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+                .filter(|b| b.join("initdb").exists())
+                .max()
+        });
+        let Some(bin) = bin else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must have PostgreSQL's server binaries (/usr/lib/postgresql/*/bin)"
+            );
+            eprintln!("SKIPPED: no initdb/postgres");
+            return None;
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("selfheal-postgres-")
+            .tempdir()
+            .expect("tempdir");
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, Self::SUPERUSER_PASSWORD).expect("pwfile");
+        let uid = nix::unistd::User::from_name("postgres")
+            .ok()
+            .flatten()
+            .expect("a postgres user")
+            .uid;
+        for p in [dir.path(), pw.as_path()] {
+            nix::unistd::chown(p, Some(uid), None).expect("chown");
+        }
+        let o = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(bin.join("initdb"))
+            .arg("-D")
+            .arg(dir.path().join("data"))
+            .args(["--auth=scram-sha-256", "--username=postgres", "-E", "UTF8"])
+            .arg(format!("--pwfile={}", pw.display()))
+            .output()
+            .expect("initdb");
+        assert!(o.status.success(), "initdb: {}", stderr(&o));
+        // setpriv execs the server itself: the child is the postmaster, signalled directly.
+        let child = Command::new("setpriv")
+            .args([
+                "--reuid=postgres",
+                "--regid=postgres",
+                "--init-groups",
+                "--",
+            ])
+            .arg(bin.join("postgres"))
+            .arg("-D")
+            .arg(dir.path().join("data"))
+            .arg("-k")
+            .arg(dir.path())
+            .args(["-c", "listen_addresses=", "-c", "fsync=off"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("postgres");
+        let s = PrivatePostgres {
+            dir,
+            child: Some(child),
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while s.superuser().is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the private PostgreSQL did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(s)
+    }
+
+    /// The socket directory.
+    pub fn socket_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// A connection as the superuser, with its password.
+    pub fn superuser(&self) -> Result<postgres::Client, postgres::Error> {
+        postgres::Config::new()
+            .user("postgres")
+            .password(Self::SUPERUSER_PASSWORD)
+            .dbname("postgres")
+            .host_path(self.socket_dir())
+            .connect(postgres::NoTls)
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGINT: a fast shutdown, whatever sessions are still open.
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(c.id()).expect("a pid"));
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while c.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // A private MariaDB server, for tests that stop it
 
 /// Root, or skipped (outside CI) / failed (in CI).
