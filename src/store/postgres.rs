@@ -616,7 +616,7 @@ const APPLICATION: &str = "selfheal";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a statement waits on a row lock, outside groups of writes.
 const LOCK_WAIT_S: u32 = 10;
-/// Prepared statements kept per connection (each page, each compare-and-set shape is one).
+/// Statements whose value types are remembered per connection.
 const STATEMENT_CACHE: usize = 256;
 
 /// A connection to a PostgreSQL server.
@@ -632,8 +632,8 @@ pub struct Postgres {
     /// The group has written a row: a failed statement must undo only itself, to the
     /// savepoint taken after the last write.
     group_wrote: bool,
-    /// Prepared statements by their text.
-    prepared: HashMap<String, postgres::Statement>,
+    /// By statement: the values declared text (see [`Postgres::declared`]).
+    text_params: HashMap<String, Vec<usize>>,
 }
 
 /// A query that failed: in the driver, or in what was done with a row.
@@ -684,7 +684,7 @@ impl Postgres {
             zone,
             in_group: false,
             group_wrote: false,
-            prepared: HashMap::new(),
+            text_params: HashMap::new(),
         })
     }
 
@@ -692,64 +692,63 @@ impl Postgres {
         Error::database(self.context(what), e)
     }
 
-    /// The prepared statement for `st` (prepared once per connection). A value whose type
-    /// the statement does not tell (`$1 IS NULL`) is declared text.
-    fn prepare(
-        &mut self,
-        st: &Statement,
-    ) -> std::result::Result<postgres::Statement, postgres::Error> {
-        if let Some(s) = self.prepared.get(&st.sql) {
-            return Ok(s.clone());
-        }
-        let mut types: Vec<Type> = Vec::new();
-        let prepared = loop {
-            match self.client.prepare_typed(&st.sql, &types) {
-                Ok(s) => break s,
-                Err(e) if e.code() == Some(&SqlState::INDETERMINATE_DATATYPE) => {
-                    // "could not determine data type of parameter $N"
-                    let n = e
-                        .as_db_error()
-                        .and_then(|d| d.message().rsplit('$').next()?.trim().parse::<usize>().ok())
-                        .filter(|n| (1..=st.params.len()).contains(n));
-                    match n {
-                        Some(n) if types.get(n - 1) != Some(&Type::TEXT) => {
-                            if types.len() < n {
-                                types.resize(n, Type::UNKNOWN);
-                            }
-                            types[n - 1] = Type::TEXT;
-                        }
-                        _ => return Err(e),
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        if self.prepared.len() >= STATEMENT_CACHE {
-            self.prepared.clear();
-        }
-        self.prepared.insert(st.sql.clone(), prepared.clone());
-        Ok(prepared)
+    /// The types declared for `st`'s values: none — the server infers each from the
+    /// statement (an enum, a `timestamp`, …) —, but text for one whose type the statement
+    /// does not tell (`CASE WHEN $1 IS NULL …`), as the server said once per statement.
+    fn declared(&self, st: &Statement) -> Vec<Type> {
+        let text = self.text_params.get(&st.sql);
+        (1..=st.params.len())
+            .map(|n| match text {
+                Some(t) if t.contains(&n) => Type::TEXT,
+                _ => Type::new("unspecified".into(), 0, Kind::Pseudo, "pg_catalog".into()),
+            })
+            .collect()
     }
 
-    /// Runs `st`, each row to `each`, rows read off the socket one at a time.
+    /// After `e`: whether it was the server asking for the type of a value of `st` (42P18,
+    /// "could not determine data type of parameter $N"), now learnt: the statement is
+    /// worth sending again. (Inside a group, the failed statement is undone first.)
+    fn learnt_a_type(&mut self, st: &Statement, e: &postgres::Error) -> bool {
+        if e.code() != Some(&SqlState::INDETERMINATE_DATATYPE) {
+            return false;
+        }
+        let Some(n) = e
+            .as_db_error()
+            .and_then(|d| d.message().rsplit('$').next()?.trim().parse::<usize>().ok())
+            .filter(|n| (1..=st.params.len()).contains(n))
+        else {
+            return false;
+        };
+        let known = self.text_params.entry(st.sql.clone()).or_default();
+        if known.contains(&n) {
+            return false;
+        }
+        known.push(n);
+        if self.text_params.len() > STATEMENT_CACHE {
+            self.text_params.clear();
+        }
+        !self.in_group || self.undo_statement().is_ok()
+    }
+
+    /// Runs `st`, each row to `each`, rows read off the socket one at a time. One round
+    /// trip: the statement is parsed, bound and run in one message (unnamed).
     fn rows(
         &mut self,
         st: &Statement,
         each: &mut dyn FnMut(&mut dyn Row) -> Result<()>,
     ) -> std::result::Result<(), Failed> {
-        let prepared = self.prepare(st).map_err(Failed::Driver)?;
         let binds: Vec<Bind<'_>> = st.params.iter().map(Bind).collect();
-        let mut it = self
-            .client
-            .query_raw(&prepared, binds.iter().map(|b| b as &dyn ToSql))
-            .map_err(Failed::Driver)?;
-        loop {
-            match postgres::fallible_iterator::FallibleIterator::next(&mut it) {
-                Ok(Some(row)) => each(&mut Cells { row, at: 0 }).map_err(Failed::Each)?,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(Failed::Driver(e)),
-            }
+        let types = self.declared(st);
+        let params = binds.iter().map(|b| b as &dyn ToSql).zip(types);
+        let e = match self.client.query_typed_raw(&st.sql, params) {
+            Ok(mut it) => return stream(&mut it, each),
+            Err(e) => e,
+        };
+        // Sent again, once per value the server could not type.
+        if self.learnt_a_type(st, &e) {
+            return self.rows(st, each);
         }
+        Err(Failed::Driver(e))
     }
 
     /// The first row of `sql` (no values bound), every cell (`None`: no row).
@@ -807,11 +806,18 @@ impl Postgres {
 
     /// Runs a write: the rows it matched, or the driver's error as it is.
     fn write(&mut self, st: &Statement) -> std::result::Result<u64, postgres::Error> {
-        let prepared = self.prepare(st)?;
         let binds: Vec<Bind<'_>> = st.params.iter().map(Bind).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> =
-            binds.iter().map(|b| b as &(dyn ToSql + Sync)).collect();
-        self.client.execute(&prepared, &refs)
+        loop {
+            let params: Vec<(&(dyn ToSql + Sync), Type)> = binds
+                .iter()
+                .map(|b| b as &(dyn ToSql + Sync))
+                .zip(self.declared(st))
+                .collect();
+            match self.client.execute_typed(&st.sql, &params) {
+                Err(e) if self.learnt_a_type(st, &e) => {}
+                done => return done,
+            }
+        }
     }
 
     /// What a write's error means (see the module header): inside a group a locked row is
@@ -863,6 +869,20 @@ impl Postgres {
                 role.replace('"', "\"\"")
             )
         }))
+    }
+}
+
+/// Each row of `it` to `each`, as it comes off the socket.
+fn stream(
+    it: &mut postgres::RowIter<'_>,
+    each: &mut dyn FnMut(&mut dyn Row) -> Result<()>,
+) -> std::result::Result<(), Failed> {
+    loop {
+        match postgres::fallible_iterator::FallibleIterator::next(it) {
+            Ok(Some(row)) => each(&mut Cells { row, at: 0 }).map_err(Failed::Each)?,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(Failed::Driver(e)),
+        }
     }
 }
 
@@ -1002,12 +1022,13 @@ struct Bind<'a>(&'a SqlValue);
 impl ToSql for Bind<'_> {
     fn to_sql(
         &self,
-        ty: &Type,
+        _: &Type,
         out: &mut BytesMut,
     ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         let text = match self.0 {
             SqlValue::Null => return Ok(IsNull::Yes),
-            SqlValue::Bytes(b) if *ty == Type::BYTEA => {
+            // Bytes are read from a bytea only: its text form, whatever was declared.
+            SqlValue::Bytes(b) => {
                 let mut hex = String::with_capacity(2 + 2 * b.len());
                 hex.push_str("\\x");
                 for x in b {
