@@ -696,3 +696,61 @@ fn a_watch_busy_for_long_names_the_session_that_holds_its_lock() {
         "{warning}"
     );
 }
+
+/// Every SQL example of the documentation that names PostgreSQL on its first line
+/// (`-- PostgreSQL`) runs there, in a database of its own (and in a transaction rolled back,
+/// so that a role it creates does not outlive it); `docs/postgresql.md` has some, and its
+/// table is one `init` reads.
+#[test]
+fn every_postgresql_sql_example_in_the_docs_runs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).expect("docs") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "md") {
+            files.push(p);
+        }
+    }
+    let mut blocks = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("doc");
+        let mut inside: Option<(usize, String)> = None;
+        for (n, line) in text.lines().enumerate() {
+            match (&mut inside, line.trim_start()) {
+                (None, l) if l.starts_with("```sql") => inside = Some((n + 1, String::new())),
+                (Some((at, code)), l) if l.starts_with("```") => {
+                    if code.starts_with("-- PostgreSQL") {
+                        blocks.push((format!("{}:{at}", f.display()), code.clone()));
+                    }
+                    inside = None;
+                }
+                (Some((_, code)), _) => {
+                    code.push_str(line);
+                    code.push('\n');
+                }
+                (None, _) => {}
+            }
+        }
+    }
+    assert!(!blocks.is_empty(), "docs/postgresql.md has SQL examples");
+    for (at, code) in &blocks {
+        let mut db = pg_or_skip!();
+        let mut c = db.conn();
+        c.batch_execute(&format!("BEGIN;\n{code}\nROLLBACK;"))
+            .unwrap_or_else(|e| panic!("{at}: {e}\n{code}"));
+        db.exec(code.split("CREATE ROLE").next().unwrap_or_default());
+    }
+    // The guide's table is one init reads and judges.
+    let (_, guide) = blocks
+        .iter()
+        .find(|(at, _)| at.contains("postgresql.md"))
+        .expect("a table in docs/postgresql.md");
+    let mut db = pg_or_skip!();
+    db.exec(guide.split("CREATE ROLE").next().unwrap_or_default());
+    let o = selfheal()
+        .args(["init", "--url", &db.url, "--table", "sync_log"])
+        .output()
+        .expect("init");
+    assert_exit(&o, 0);
+    assert!(stdout(&o).contains("[[watch]]"), "{}", stdout(&o));
+}
