@@ -464,10 +464,10 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         rule: "a database backend is reached through store alone: no other module names \
-               store::mysql, store::sqlite or store::mycnf",
+               store::mysql, store::postgres, store::sqlite or store::mycnf",
         modules: &[],
         but: &["store"],
-        must_not_use: &["store::mysql", "store::sqlite", "store::mycnf"],
+        must_not_use: &["store::mysql", "store::postgres", "store::sqlite", "store::mycnf"],
         except: &[],
     },
     Layer {
