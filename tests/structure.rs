@@ -467,7 +467,12 @@ const LAYERS: &[Layer] = &[
                store::mysql, store::postgres, store::sqlite or store::mycnf",
         modules: &[],
         but: &["store"],
-        must_not_use: &["store::mysql", "store::postgres", "store::sqlite", "store::mycnf"],
+        must_not_use: &[
+            "store::mysql",
+            "store::postgres",
+            "store::sqlite",
+            "store::mycnf",
+        ],
         except: &[],
     },
     Layer {

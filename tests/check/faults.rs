@@ -8,7 +8,7 @@
 //!
 //! Nothing here sleeps and hopes: kill points are syscall counts (strace's fault
 //! injection, seeded; `SELFHEAL_FAULT_SEED` picks other seeds), a write is caught waiting
-//! on a row lock through the server's process list, and a race is two real processes
+//! on a row lock through the server's process list (PostgreSQL: `pg_stat_activity`), and a race is two real processes
 //! whose every possible interleaving satisfies the assertions.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -438,6 +438,122 @@ fn sigkill_anywhere_in_a_mariadb_run_over_1000_dead_rows_marks_and_journals_each
             },
         );
     }
+}
+
+#[test]
+fn sigkill_anywhere_in_a_postgres_run_over_1000_dead_rows_marks_and_journals_each_once() {
+    if !strace_or_skip() {
+        return;
+    }
+    for seed in seeds() {
+        let mut db = pg_or_skip!();
+        db.create_sync_log("TIMESTAMP");
+        db.exec(
+            "INSERT INTO sync_log (id, status, start_time) \
+             SELECT s, CASE WHEN s > 1050 THEN 'done' ELSE 'running' END, \
+             LOCALTIMESTAMP - CASE WHEN s > 1050 THEN 10800 ELSE 3000 END * INTERVAL '1 second' \
+             FROM generate_series(1, 1100) AS s",
+        );
+        let sb = Sandbox::new();
+        for id in 1..=1050 {
+            sb.heartbeat(id, if id <= 1000 { secs(47 * MIN) } else { secs(20) });
+        }
+        let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
+        let dead: BTreeSet<i64> = (1..=1000).collect();
+        // As on MariaDB: a statement goes out with sendto, its answer comes with recvfrom
+        // (a run here makes about 55 and 69 of them: groups of writes are one statement
+        // each; 152 writes, 2 fdatasyncs).
+        let points = [
+            ("sendto", 55),
+            ("recvfrom", 69),
+            ("write", 152),
+            ("fdatasync", 2),
+        ];
+        kill_and_finish(
+            seed,
+            &sb,
+            &cfg,
+            &points,
+            &dead,
+            &mut || db.dump(),
+            |r| r[0].as_deref().and_then(|v| v.parse().ok()).unwrap_or(-1),
+            |r| {
+                r[1].as_deref() == Some("error")
+                    && r[3].is_some()
+                    && r[4]
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("self-heal: dead:"))
+            },
+        );
+    }
+}
+
+/// PostgreSQL: a killed run's UPDATE waiting on a row lock stays on the server (its
+/// backend notices the client gone only when the statement ends); the next run ends that
+/// session (`pg_terminate_backend`) before it settles the stopped run's rows.
+#[test]
+fn a_killed_runs_update_still_waiting_on_postgres_is_ended_before_its_rows_are_settled() {
+    let mut db = pg_or_skip!();
+    db.create_sync_log("TIMESTAMP");
+    let sb = Sandbox::new();
+    for id in 1..=3 {
+        db.insert(id, "running", 50 * MIN);
+        sb.heartbeat(id, secs(47 * MIN));
+    }
+    let cfg = sb.config(&db.url, &sb.watch("confirm = 1\n"));
+    let mut holder = db.conn();
+    holder
+        .batch_execute("BEGIN; SELECT * FROM sync_log WHERE id = 2 FOR UPDATE")
+        .expect("for update");
+    let mut first = spawn_check(&cfg, &["--force"]);
+    assert!(
+        db.wait_for_lock_wait(),
+        "the first run never waited on row 2"
+    );
+    first.kill().expect("kill");
+    first.wait().expect("wait");
+    let pending = std::fs::read_to_string(sb.state_dir().join("pending.jsonl")).expect("pending");
+    let header: serde_json::Value =
+        serde_json::from_str(pending.lines().next().expect("header")).expect("json");
+    let orphan = header["session"]["connection"]
+        .as_u64()
+        .expect("the session is recorded");
+    let name = db.name.clone();
+    let waiting = |db: &mut PgDb, other: bool| -> i64 {
+        db.one(&format!(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '{name}' \
+             AND query LIKE 'UPDATE%sync_log%' AND state = 'active' AND pid {} {orphan}",
+            if other { "<>" } else { "=" }
+        ))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(-1)
+    };
+    assert_eq!(
+        waiting(&mut db, false),
+        1,
+        "the killed run's UPDATE still waits"
+    );
+    let second = spawn_check(&cfg, &["--force", "--format", "json"]);
+    let deadline = std::time::Instant::now() + secs(10);
+    while !(waiting(&mut db, false) == 0 && waiting(&mut db, true) == 1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stopped run's session was not ended"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    holder.batch_execute("COMMIT").expect("commit");
+    let o = second.wait_with_output().expect("wait");
+    assert_exit(&o, 0);
+    let (rows, _) = json_lines(&o);
+    for id in [2, 3] {
+        assert_eq!(row(&rows, id)["applied"], true, "{}", row(&rows, id));
+    }
+    for id in 1..=3 {
+        assert_eq!(db.row(id).0, "error");
+    }
+    assert_journaled_once(&[&sb.state_dir()], &(1..=3).collect());
+    assert!(pending_is_empty(&sb.state_dir()));
 }
 
 #[test]
