@@ -202,6 +202,40 @@ fn two_runs_started_together_on_mariadb_change_every_row_once() {
     }
 }
 
+/// PostgreSQL: two hosts' runs started together over the same rows; only the advisory
+/// lock (`pg_try_advisory_lock`) and the compare-and-set stand between them.
+#[test]
+fn two_runs_started_together_on_postgres_change_every_row_once() {
+    let mut db = pg_or_skip!();
+    db.create_sync_log("TIMESTAMP");
+    let sa = Sandbox::new();
+    let sb = Sandbox::new();
+    let dead: BTreeSet<i64> = (1..=30).collect();
+    for id in 1..=40 {
+        sa.heartbeat(id, if id <= 30 { secs(47 * MIN) } else { secs(20) });
+    }
+    let ca = sa.config(&db.url, &sa.watch("confirm = 1\n"));
+    let cb = sb.config(&db.url, &sa.watch("confirm = 1\n"));
+    for round in 0..12 {
+        db.exec("DELETE FROM sync_log");
+        for id in 1..=40 {
+            db.insert(id, "running", 50 * MIN);
+        }
+        let before = db.dump();
+        race_round([&ca, &cb], [&sa, &sb], &dead, round, || {
+            let after = db.dump();
+            for (i, (x, y)) in before.iter().zip(&after).enumerate() {
+                let id = i64::try_from(i + 1).expect("a row id");
+                if dead.contains(&id) {
+                    assert_eq!(y[1].as_deref(), Some("error"), "row {id}");
+                } else {
+                    assert_eq!(x, y, "row {id} untouched");
+                }
+            }
+        });
+    }
+}
+
 #[test]
 fn two_runs_started_together_on_sqlite_change_every_row_once() {
     let sa = Sandbox::new();
