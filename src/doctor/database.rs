@@ -229,7 +229,7 @@ fn watch_database_checks(
     }
     rep.add(values_finding(w, &schema, store));
     rep.add(match store.explain_running(w) {
-        Ok(plan) => index_finding(w, &plan),
+        Ok(plan) => index_finding(w, &plan, store),
         Err(e) => Finding::warn(subject("index"), e.to_string(), "run EXPLAIN by hand"),
     });
     rep.add(message_finding(w, &schema, store));

@@ -251,15 +251,19 @@ pub(super) fn values_finding(w: &Watch, schema: &Schema, store: &mut dyn Store) 
 /// even when an index exists).
 const SMALL_TABLE_ROWS: u64 = 10_000;
 
-pub(super) fn index_finding(w: &Watch, plan: &ScanPlan) -> Finding {
+/// The fixes in the database's own SQL where it has them
+/// ([`store::Introspect::status_index_sql`], [`store::Introspect::analyze_sql`]).
+pub(super) fn index_finding(w: &Watch, plan: &ScanPlan, store: &dyn Store) -> Finding {
     let subject = format!("watch {}: index", w.name);
-    let create = format!(
-        "CREATE INDEX idx_{}_{} ON {} ({})",
-        w.table.name(),
-        w.status_column.name(),
-        w.table,
-        w.status_column
-    );
+    let create = store.status_index_sql(w).unwrap_or_else(|| {
+        format!(
+            "CREATE INDEX idx_{}_{} ON {} ({})",
+            w.table.name(),
+            w.status_column.name(),
+            w.table,
+            w.status_column
+        )
+    });
     match (&plan.index, plan.candidates.is_empty(), plan.rows) {
         (Some(i), _, _) => Finding::pass(
             subject,
@@ -273,7 +277,9 @@ pub(super) fn index_finding(w: &Watch, plan: &ScanPlan) -> Finding {
                 plan.candidates.join(", "),
                 plan.detail
             ),
-            format!("ANALYZE TABLE {}", w.table),
+            store
+                .analyze_sql(w)
+                .unwrap_or_else(|| format!("ANALYZE TABLE {}", w.table)),
         ),
         (None, false, _) => Finding::pass(
             subject,

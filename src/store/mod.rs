@@ -528,6 +528,16 @@ pub trait Introspect {
     fn survey(&mut self) -> Option<&mut dyn survey::Survey> {
         None
     }
+    /// The `CREATE INDEX` that serves the running-rows query in pages, where the database
+    /// needs another than one on the status column alone (`None`: that one, which `doctor`
+    /// writes itself).
+    fn status_index_sql(&self, _w: &Watch) -> Option<String> {
+        None
+    }
+    /// The statement that renews the table's statistics (`None`: MySQL's `ANALYZE TABLE`).
+    fn analyze_sql(&self, _w: &Watch) -> Option<String> {
+        None
+    }
     /// The statements, in this database's SQL, that let `column` (of type `col`) of the
     /// watch's table hold `values` as well, for `doctor` to show a person. `None`: MySQL's
     /// `ALTER TABLE … MODIFY`, which `doctor` writes itself from

@@ -1493,32 +1493,49 @@ fn connect_fix(creds: &PgCreds, e: &postgres::Error) -> Option<String> {
 // ---------------------------------------------------------------------------------------
 // What the database says about a table and itself
 
-/// Reads `EXPLAIN`'s text: the access path of the node that reads the watch's table (an
-/// index scan, a bitmap scan through an index, or a sequential scan) and its estimate.
-fn plan_of(lines: &[String], table: &str) -> ScanPlan {
-    let on_table = |l: &str| {
-        l.contains(&format!(" on {table} "))
-            || l.contains(&format!(" on \"{table}\" "))
-            || l.contains(&format!(" on {table}  "))
-    };
-    let index_after = |l: &str, marker: &str| {
-        l.split_once(marker)
-            .and_then(|(_, rest)| rest.split_whitespace().next())
+/// Reads `EXPLAIN`'s text: the index that finds the watch's running rows — one whose scan
+/// of `table` has an `Index Cond` on the status column (an index scan, or a bitmap index
+/// scan under a bitmap heap scan of the table), never a whole index read in order with
+/// the status filtered (`sync_log_pkey` for the `ORDER BY`) — and the estimate of the node
+/// that reads the table.
+fn plan_of(lines: &[String], table: &str, status: &str) -> ScanPlan {
+    let on_table =
+        |l: &str| l.contains(&format!(" on {table} ")) || l.contains(&format!(" on \"{table}\" "));
+    let first_word = |rest: &str| {
+        rest.split_whitespace()
+            .next()
             .map(|s| s.trim_matches('"').to_string())
+    };
+    let on_status = |l: &str| {
+        l.contains(&format!("({status} "))
+            || l.contains(&format!("(({status})"))
+            || l.contains(&format!("\"{status}\""))
+            || l.contains(&format!("({status})"))
     };
     let mut index = None;
     let mut rows = None;
+    // The index node being read, and whether it is a scan of the table itself.
+    let mut node: Option<String> = None;
     for l in lines {
         let l = l.trim_start().trim_start_matches("->").trim_start();
-        if l.starts_with("Bitmap Index Scan on ") {
-            index = index.or_else(|| index_after(l, "Bitmap Index Scan on "));
-        } else if (l.starts_with("Index Scan") || l.starts_with("Index Only Scan")) && on_table(l) {
-            index = index.or_else(|| index_after(l, " using "));
-            rows = rows.or_else(|| estimate(l));
-        } else if (l.starts_with("Seq Scan on ") || l.starts_with("Bitmap Heap Scan on "))
+        if let Some(rest) = l.strip_prefix("Bitmap Index Scan on ") {
+            node = first_word(rest);
+        } else if (l.starts_with("Index Scan using ") || l.starts_with("Index Only Scan using "))
             && on_table(l)
         {
+            node = l.split_once(" using ").and_then(|(_, r)| first_word(r));
             rows = rows.or_else(|| estimate(l));
+        } else if l.starts_with("Seq Scan on ") || l.starts_with("Bitmap Heap Scan on ") {
+            node = None;
+            if on_table(l) {
+                rows = rows.or_else(|| estimate(l));
+            }
+        } else if let Some(cond) = l.strip_prefix("Index Cond: ") {
+            if on_status(cond) {
+                index = index.or_else(|| node.clone());
+            }
+        } else if !l.contains(':') {
+            node = None;
         }
     }
     ScanPlan {
@@ -1590,7 +1607,27 @@ impl Introspect for SqlStore<Postgres> {
             lines.push(r.cell().value.to_string());
             Ok(())
         })?;
-        let mut plan = plan_of(&lines, w.table.name());
+        let mut plan = plan_of(&lines, w.table.name(), w.status_column.name());
+        // The indexes that could find them: those whose first column is the status column.
+        let mut candidates = Vec::new();
+        self.driver.query(
+            &Statement {
+                sql: "SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid \
+                      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
+                      WHERE i.indrelid = to_regclass($1) AND a.attname = $2 ORDER BY 1"
+                    .into(),
+                params: vec![
+                    regclass(&w.table),
+                    SqlValue::Text(w.status_column.name().to_string()),
+                ],
+            },
+            WHAT,
+            &mut |r| {
+                candidates.push(r.cell().value.to_string());
+                Ok(())
+            },
+        )?;
+        plan.candidates = candidates;
         // A sequential scan reads every row: as many as the table holds (the planner's
         // count, once it has one).
         if plan.index.is_none() {
@@ -1654,6 +1691,29 @@ impl Introspect for SqlStore<Postgres> {
 
     fn survey(&mut self) -> Option<&mut dyn super::survey::Survey> {
         Some(self)
+    }
+
+    /// On `(status, id)`: a page of running rows (`status = $1 AND id > $2 ORDER BY id
+    /// LIMIT n`) is then one range of the index, in order; on `(status)` alone every page
+    /// sorts every running row (PostgreSQL's index entries of one status are in the
+    /// table's order, not the id's).
+    fn status_index_sql(&self, w: &Watch) -> Option<String> {
+        Some(format!(
+            "CREATE INDEX {} ON {} ({}, {})",
+            Ident::column(&format!(
+                "idx_{}_{}",
+                w.table.name(),
+                w.status_column.name()
+            ))
+            .map_or_else(|_| "\"idx_status_id\"".to_string(), |i| i.quoted('"')),
+            w.table.quoted('"'),
+            w.status_column.quoted('"'),
+            w.id_column.quoted('"')
+        ))
+    }
+
+    fn analyze_sql(&self, w: &Watch) -> Option<String> {
+        Some(format!("ANALYZE {}", w.table.quoted('"')))
     }
 
     /// An enum gets the labels it lacks (`ALTER TYPE … ADD VALUE`, each at the end); any
@@ -2152,24 +2212,44 @@ mod tests {
                 "        Recheck Cond: ((status)::text = 'running'::text)".into(),
                 "        ->  Bitmap Index Scan on idx_status  (cost=0.00..4.17 rows=3 width=0)"
                     .into(),
+                "              Index Cond: ((status)::text = 'running'::text)".into(),
             ],
             "sync_log",
+            "status",
         );
         assert_eq!(
             (plan.index.as_deref(), plan.rows),
             (Some("idx_status"), Some(3))
         );
         let plan = plan_of(
-            &["Index Scan using sync_log_pkey on sync_log  (cost=0.29..8 rows=40 width=4)".into()],
+            &[
+                "Index Scan using idx_status_id on sync_log  (cost=0.42..16597 rows=100533 width=12)"
+                    .into(),
+                "  Index Cond: ((status)::text = 'running'::text)".into(),
+            ],
             "sync_log",
+            "status",
         );
         assert_eq!(
             (plan.index.as_deref(), plan.rows),
-            (Some("sync_log_pkey"), Some(40))
+            (Some("idx_status_id"), Some(100_533))
         );
+        // The primary key read whole for the ORDER BY, the status filtered: no index finds
+        // the running rows.
+        let plan = plan_of(
+            &[
+                "Index Scan using sync_log_pkey on sync_log  (cost=0.42..35836 rows=100533 width=12)"
+                    .into(),
+                "  Filter: ((status)::text = 'running'::text)".into(),
+            ],
+            "sync_log",
+            "status",
+        );
+        assert_eq!((plan.index, plan.rows), (None, Some(100_533)));
         let plan = plan_of(
             &["Seq Scan on sync_log  (cost=0.00..1.05 rows=2 width=44)".into()],
             "sync_log",
+            "status",
         );
         assert_eq!((plan.index, plan.rows), (None, Some(2)));
     }

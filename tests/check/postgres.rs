@@ -754,3 +754,30 @@ fn every_postgresql_sql_example_in_the_docs_runs() {
     assert_exit(&o, 0);
     assert!(stdout(&o).contains("[[watch]]"), "{}", stdout(&o));
 }
+
+/// No index on the status column: doctor names the one that serves the running rows page
+/// by page, `(status, id)`; run, it is found (or, on a table this small, named as the one
+/// that could serve).
+#[test]
+fn doctor_names_the_status_and_id_index_and_finds_it_once_made() {
+    let mut db = pg_or_skip!();
+    db.create_sync_log("TIMESTAMP");
+    db.exec("DROP INDEX idx_status");
+    db.insert(2, "running", 50 * MIN);
+    let sb = Sandbox::new();
+    let cfg = sb.config(&db.url, &sb.watch(""));
+    let o = doctor(&cfg);
+    let out = stdout(&o);
+    let fix = fix_of(&out, "! watch full-sync: index", None);
+    assert_eq!(
+        fix, "CREATE INDEX \"idx_sync_log_status\" ON \"sync_log\" (\"status\", \"id\")",
+        "{out}"
+    );
+    db.exec(&fix);
+    let o = doctor(&cfg);
+    let index = finding(&o, "watch full-sync: index");
+    assert!(
+        index.starts_with('✓') && index.contains("idx_sync_log_status"),
+        "{index}"
+    );
+}
