@@ -278,12 +278,22 @@ fn every_sqlite_and_file_error_is_a_sentence_with_its_documented_status() {
         ("no database url", "# url = \"\"".to_string(), String::new()),
         (
             "a URL of no known scheme",
-            "url = \"postgres://app@db/appdb\"".into(),
+            "url = \"oracle://app@db/appdb\"".into(),
             String::new(),
         ),
         (
             "a MySQL URL with a bad port",
             "url = \"mysql://app@localhost:99999/appdb\"".into(),
+            String::new(),
+        ),
+        (
+            "a PostgreSQL URL with an option selfheal does not take",
+            "url = \"postgres://app@/appdb?sslmode=require\"".into(),
+            String::new(),
+        ),
+        (
+            "a MySQL option file with a PostgreSQL URL",
+            "url = \"postgres://app@/appdb\"\ndefaults_file = \"/etc/mysql/my.cnf\"".into(),
             String::new(),
         ),
         (
