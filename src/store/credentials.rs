@@ -680,6 +680,15 @@ mod tests {
         );
         // No password in the URL: the configuration file is no secret.
         assert_eq!(found("mysql://u@h/appdb").len(), 2);
+        // PostgreSQL: the configuration and password_file (defaults_file is MySQL's).
+        let holders: Vec<_> = found("postgres://u:p@h/appdb")
+            .into_iter()
+            .map(|s| s.holder)
+            .collect();
+        assert_eq!(
+            holders,
+            vec![SecretHolder::Configuration, SecretHolder::PasswordFile]
+        );
         // Group read, or a directory others cannot search: nobody else reads them.
         for f in [&pwf, &cnf, &conf] {
             mode(f, 0o640);

@@ -660,23 +660,25 @@ impl Postgres {
             )
             .with_fix(fix)
         })?;
-        let mut setup = format!("SET lock_timeout = '{LOCK_WAIT_S}s'");
+        let mut setup = format!("SET lock_timeout = '{LOCK_WAIT_S}s'; ");
         if read_only {
             // A promise that nothing is written, kept by the server.
-            setup.push_str("; SET default_transaction_read_only = on");
+            setup.push_str("SET default_transaction_read_only = on; ");
         }
-        let context = |what: &str| format!("{what} on {label}");
-        client
-            .batch_execute(&setup)
-            .map_err(|e| Error::database(context("setting up the session"), e))?;
-        let zone = client
-            .query_one(
-                "SELECT current_setting('TimeZone'), \
-                 EXTRACT(TIMEZONE FROM CURRENT_TIMESTAMP)::int",
-                &[],
-            )
-            .map_err(|e| Error::database(context("reading the session's time zone"), e))
-            .map(|r| zone_of(&r.get::<_, String>(0), r.get::<_, i32>(1)))?;
+        // The session's zone in the same round trip (the simple protocol: text values).
+        setup.push_str(
+            "SELECT current_setting('TimeZone'), EXTRACT(TIMEZONE FROM CURRENT_TIMESTAMP)::int",
+        );
+        let answer = client
+            .simple_query(&setup)
+            .map_err(|e| Error::database(format!("setting up the session on {label}"), e))?;
+        let zone = answer.iter().find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => {
+                let offset = r.get(1).and_then(|o| o.parse().ok()).unwrap_or(0);
+                zone_of(r.get(0).unwrap_or_default(), offset)
+            }
+            _ => None,
+        });
         Ok(Postgres {
             client,
             label,
