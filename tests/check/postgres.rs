@@ -492,7 +492,8 @@ fn psql_holding(db: &PgDb, name: &str) -> Proc {
         let mut c = db.conn();
         pg_rows(
             &mut c,
-            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted",
+            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         )[0][0]
             .clone()
             .and_then(|n| n.parse::<usize>().ok())
@@ -514,7 +515,8 @@ fn psql_holding(db: &PgDb, name: &str) -> Proc {
     wait_until("psql takes its lock", Duration::from_secs(10), || {
         pg_rows(
             &mut c,
-            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted",
+            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         )[0][0]
             .as_deref()
             .and_then(|n| n.parse::<usize>().ok())
@@ -668,7 +670,10 @@ fn a_watch_busy_for_long_names_the_session_that_holds_its_lock() {
     );
     let _holder = psql_holding(&db, "selfheal/public/full-sync");
     let pid = db
-        .one("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted")
+        .one(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
         .expect("the holder's pid");
     let o = check(&cfg, &["--format", "json"]);
     assert_exit(&o, 75);
