@@ -11,7 +11,8 @@
 //!   clock (`check`, recovery, `stats`, `doctor`, `show`, `resolve`);
 //! - [`Introspect`]: the server, how it was reached, the schema, the plan of the running-rows
 //!   query, the session's time zone (`doctor`; `check` reads the schema);
-//! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock.
+//! - [`Coordination`]: server sessions of stopped runs, the per-watch advisory lock
+//!   (`GET_LOCK` on MySQL, `pg_try_advisory_lock` on PostgreSQL).
 //!
 //! The layers: a [`driver::Driver`] connects, runs a query and hands over its rows cell by
 //! cell, runs a write and says what became of it, and classifies its errors;
@@ -21,18 +22,26 @@
 //! [`Introspect`] and [`Coordination`] (`GET_LOCK`, `EXPLAIN`, …) are implemented for
 //! `SqlStore<ItsDriver>` next to its driver.
 //!
-//! A new database goes in exactly these places, nothing else:
+//! A new database goes in exactly these places, nothing else (PostgreSQL, the third, is
+//! the example: [`postgres`]):
 //! 1. a driver file `store/<name>.rs` (with `pub mod <name>;` here): its `DIALECT` const
 //!    (its SQL, placeholders, clock and schema statements, [`sql::SchemaSql`]); a type
 //!    implementing [`driver::Driver`]; [`Introspect`] and [`Coordination`] for
-//!    `SqlStore<ThatType>`; `impl DbCause` for its driver's error type;
+//!    `SqlStore<ThatType>`; `impl DbCause` for its driver's error type; its column types
+//!    (a [`Column`] built there, or names in [`types`]); its credentials where they are
+//!    not MySQL's; its [`survey::SurveySql`] (and its line `survey_with!` in [`survey`]);
 //! 2. its URL scheme (config): a variant of [`DbUrl`], its parsing in `DbUrl::parse`, and
 //!    its arm in `DbUrl`'s `whereabouts` (a file or a server: what its identity and label
-//!    are made from);
+//!    are made from) — and an arm wherever a URL is written back (`init`'s `url_text`);
 //! 3. its dispatch: an arm where a URL's scheme picks its driver (`driver_for`);
-//! 4. the names of its column types in [`types`] (where they are not MySQL's or SQLite's);
-//! 5. its driver crate: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17:
+//! 4. its driver crate: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17:
 //!    SPEC §11).
+//!
+//! What a person is shown in SQL (`doctor`'s `ALTER`/`CREATE INDEX`/`ANALYZE`, the holder
+//! of a busy watch's lock) is MySQL's by default; a database whose SQL differs says its
+//! own through the optional methods of [`Introspect`] and [`Coordination`], in its driver
+//! file. A driver whose server writes naive times in a zone it knows says so
+//! ([`driver::Driver::naive_zone`]).
 //!
 //! Guarantee shared by every database: [`JobTable::compare_and_set`] changes at most one
 //! row, and only if it still has the status (the running status for `check`), the start,
