@@ -953,15 +953,13 @@ impl Driver for Postgres {
     ) -> Result<()> {
         match self.rows(st, each) {
             Ok(()) => Ok(()),
-            Err(f) => {
+            Err(Failed::Each(e)) => Err(e),
+            Err(Failed::Driver(e)) => {
                 // A failed statement aborts a transaction: a group goes on without it.
                 if self.in_group && self.undo_statement().is_err() {
                     self.in_group = false;
                 }
-                match f {
-                    Failed::Each(e) => Err(e),
-                    Failed::Driver(e) => Err(self.failure(what, e)),
-                }
+                Err(self.failure(what, e))
             }
         }
     }
@@ -1820,14 +1818,19 @@ impl Postgres {
 
 impl Coordination for SqlStore<Postgres> {
     fn session(&mut self) -> Option<Session> {
-        let pid = self
+        let cells = self
             .driver
-            .one("SELECT pg_backend_pid()", &[], "reading the session")
-            .ok()?
-            .into_count();
+            .first(
+                "SELECT pg_backend_pid(), \
+                 FLOOR(EXTRACT(EPOCH FROM pg_postmaster_start_time()))::bigint",
+                &[],
+                "reading the session",
+            )
+            .ok()??;
+        let mut cells = cells.into_iter().map(SqlValue::into_count);
         Some(Session {
-            connection: u64::try_from(pid).ok()?,
-            server_started: self.driver.server_started("reading the session").ok()?,
+            connection: u64::try_from(cells.next()?).ok()?,
+            server_started: cells.next()?,
         })
     }
 
