@@ -786,3 +786,35 @@ fn doctor_names_the_status_and_id_index_and_finds_it_once_made() {
         "{index}"
     );
 }
+
+/// `stats` over finished rows, with a watch that has no message column (its statement
+/// holds a value whose type only the server can be told: `$1 IS NULL`) and a `match`.
+#[test]
+fn stats_read_finished_rows_with_and_without_a_message_column() {
+    let mut db = pg_or_skip!();
+    db.create_sync_log("TIMESTAMPTZ");
+    db.exec(
+        "ALTER TABLE sync_log ADD job TEXT NOT NULL DEFAULT 'full-sync';
+         INSERT INTO sync_log (id, status, start_time, end_time)
+         SELECT s, 'done', now() - s * INTERVAL '1 hour',
+                now() - s * INTERVAL '1 hour' + INTERVAL '20 minutes'
+         FROM generate_series(1, 20) AS s",
+    );
+    let sb = Sandbox::new();
+    for watch in [
+        sb.watch("match = { job = \"full-sync\" }\n"),
+        sb.watch("").replace("message_column = \"error_msg\"\n", ""),
+    ] {
+        let cfg = sb.config(&db.url, &watch);
+        let o = selfheal()
+            .args(["stats", "--format", "json", "--config"])
+            .arg(&cfg)
+            .output()
+            .expect("stats");
+        assert_exit(&o, 0);
+        let first: serde_json::Value =
+            serde_json::from_str(stdout(&o).lines().next().expect("a watch")).expect("json");
+        assert_eq!(first["finished"], 20, "{first}");
+        assert_eq!(first["runtime_s"]["p50"], 1200, "{first}");
+    }
+}
