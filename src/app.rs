@@ -341,6 +341,7 @@ fn show_options(args: crate::cli::ShowArgs) -> crate::show::ShowOptions {
         watch: args.watch,
         id: args.id,
         format: format(args.format),
+        all: args.all,
     }
 }
 

@@ -292,6 +292,11 @@ pub struct ShowArgs {
     #[arg(value_name = "ID", requires = "watch", allow_hyphen_values = true)]
     pub id: Option<String>,
 
+    /// List every row that needs a person (the text lists the first 50 and counts the rest
+    /// per watch and verdict; JSON always streams every row)
+    #[arg(long, conflicts_with = "id")]
+    pub all: bool,
+
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

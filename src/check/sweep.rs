@@ -110,9 +110,9 @@ pub(super) struct Judged {
     pub plan: Plan,
 }
 
-/// At most this many running rows are read at once (keyset pages on the id), and held in
-/// memory: a backlog of a million rows costs what a few thousand do.
-pub(super) const PAGE: usize = 5_000;
+// At most PAGE running rows are read at once (keyset pages on the id), and held in
+// memory: a backlog of a million rows costs what a few thousand do.
+pub(super) use crate::store::{PAGE, pages};
 
 /// A watch with at most this many running rows is judged once: the first pass keeps its
 /// rows, judged (some 12 MiB at most), and the second neither reads nor probes them again.
@@ -175,37 +175,6 @@ pub(super) struct Holds {
     pub holds: Vec<Hold>,
     /// The watch's own holds that tripped this run, held or (with `--force`) overridden.
     pub tripped: Vec<Hold>,
-}
-
-/// Reads the watch's running rows a page at a time (keyset on the id), each page read to
-/// its end before `each` gets it, so that `each` may write between pages; stops when
-/// `each` says so.
-pub(super) fn pages(
-    w: &Watch,
-    store: &mut dyn Store,
-    mut each: impl FnMut(&mut dyn Store, Vec<RunningRow>) -> Result<bool>,
-) -> Result<()> {
-    let mut after: Option<crate::store::SqlValue> = None;
-    loop {
-        let mut page = Vec::with_capacity(PAGE.min(1_024));
-        store.each_running_row_in(
-            w,
-            crate::store::sql::Page {
-                after: after.as_ref(),
-                limit: Some(PAGE),
-                index: None,
-            },
-            &mut |row| {
-                page.push(row);
-                Ok(())
-            },
-        )?;
-        let full = page.len() == PAGE;
-        after = page.last().map(|r| r.id.clone());
-        if page.is_empty() || !each(store, page)? || !full {
-            return Ok(());
-        }
-    }
 }
 
 /// The first pass: judges every running row of `w` (as the second will, the tally only

@@ -16,10 +16,9 @@ use crate::history;
 use crate::host::Host;
 use crate::store::{self, Introspect, Store};
 
-use super::files::heartbeat_template_finding;
-use super::hosts::{advisory_lock_finding, owners_finding};
+use super::hosts::advisory_lock_finding;
 use super::max_age::history_finding;
-use super::rows::{parked_findings, rows_findings};
+use super::rows::{parked_findings, running_rows_findings};
 use super::schema::{
     columns_finding, index_finding, message_finding, on_update_finding, retry_at_finding,
     values_finding,
@@ -236,19 +235,10 @@ fn watch_database_checks(
     if let Some(f) = retry_at_finding(w, &schema, store.dialect()) {
         rep.add(f);
     }
-    match store.running_rows(w) {
-        Ok(rows) => {
-            let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
-            for f in rows_findings(w, &rows, clocks, host, here) {
-                rep.add(f);
-            }
-            if here
-                && let Some(t) = &w.heartbeat_file
-                && let Some(f) = heartbeat_template_finding(w, t, &rows, clocks, host)
-            {
-                rep.add(f);
-            }
-            if let Some(f) = owners_finding(w, &rows, host) {
+    let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
+    match running_rows_findings(w, store, clocks, host, here) {
+        Ok(findings) => {
+            for f in findings {
                 rep.add(f);
             }
         }

@@ -151,7 +151,7 @@ pub(super) fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
 }
 
 /// At most this many running rows are probed for their heartbeat file.
-const TEMPLATE_ROWS: usize = 100;
+pub(super) const TEMPLATE_ROWS: usize = 100;
 /// At most this many names of the template's directory are read for a hint.
 const TEMPLATE_DIR_NAMES: usize = 1000;
 /// At most this many names are given as a hint.

@@ -338,6 +338,41 @@ impl Select<'_> {
     }
 }
 
+/// How many running rows a page holds: what a command keeps of a backlog at once
+/// (docs/design.md#paging).
+pub const PAGE: usize = 5_000;
+
+/// Reads the watch's running rows a page at a time (keyset on the id), each page read to
+/// its end before `each` gets it, so that `each` may write between pages; stops when
+/// `each` says so.
+pub fn pages(
+    w: &Watch,
+    store: &mut dyn Store,
+    mut each: impl FnMut(&mut dyn Store, Vec<RunningRow>) -> Result<bool>,
+) -> Result<()> {
+    let mut after: Option<SqlValue> = None;
+    loop {
+        let mut page = Vec::with_capacity(PAGE.min(1_024));
+        store.each_running_row_in(
+            w,
+            sql::Page {
+                after: after.as_ref(),
+                limit: Some(PAGE),
+                index: None,
+            },
+            &mut |row| {
+                page.push(row);
+                Ok(())
+            },
+        )?;
+        let full = page.len() == PAGE;
+        after = page.last().map(|r| r.id.clone());
+        if page.is_empty() || !each(store, page)? || !full {
+            return Ok(());
+        }
+    }
+}
+
 /// A row as [`JobTable::each_row`] reads it: the columns a running row is judged by,
 /// and its status.
 #[derive(Debug, Clone, PartialEq)]
@@ -409,15 +444,6 @@ pub trait JobTable {
     /// Every column of the row with this id, as the table holds them, in the table's
     /// order (`SELECT *`); `None`: no such row. For a person (`selfheal show`).
     fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>>;
-    /// Every row in the running state, ordered by id, in memory (for `doctor`).
-    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
-        let mut out = Vec::new();
-        self.each_running_row(w, &mut |r| {
-            out.push(r);
-            Ok(())
-        })?;
-        Ok(out)
-    }
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;

@@ -155,7 +155,7 @@ fn doctor_and_stats_print_values_from_the_database_escaped() {
         .output()
         .expect("doctor");
     let out = stdout(&o);
-    every_line_starts_with(&out, &["✓ ", "! ", "✗ "]);
+    every_line_starts_with(&out, &["✓ ", "! ", "✗ ", "i "]);
     assert!(
         out.contains("running rows by owner: web9\\nforged 1"),
         "{out}"
