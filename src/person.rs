@@ -94,17 +94,46 @@ pub fn choices(w: &Watch, parked: bool) -> Vec<&'static str> {
 /// running); `--force` for another host's row, which `resolve` refuses without it.
 pub fn resolve_command(w: &Watch, id: &SqlValue, parked: bool, other_host: bool) -> String {
     format!(
-        "selfheal resolve {} {} --as {}{}",
+        "selfheal resolve {} {} --as {}{}{}",
         w.name,
         shell_word(&id.to_string()),
         choices(w, parked).join("|"),
-        if other_host { " --force" } else { "" }
+        if other_host { " --force" } else { "" },
+        config_words()
     )
 }
 
 /// `selfheal show WATCH ID`.
 pub fn show_command(watch: &str, id: &SqlValue) -> String {
-    format!("selfheal show {watch} {}", shell_word(&id.to_string()))
+    format!(
+        "selfheal show {watch} {}{}",
+        shell_word(&id.to_string()),
+        config_words()
+    )
+}
+
+/// `selfheal SUBCOMMAND…` as a person pastes it: with this process's `--config`.
+pub fn selfheal_command(words: &str) -> String {
+    format!("selfheal {words}{}", config_words())
+}
+
+/// The `--config FILE` this process was given, made absolute: the commands it prints for a
+/// person repeat it, so that pasted anywhere they read the same configuration
+/// (docs/design.md#person).
+static CONFIG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Remembers the `--config FILE` of this process's command line (`app` calls it once).
+pub fn remember_config(path: Option<&std::path::Path>) {
+    if let Some(p) = path {
+        let _ = CONFIG.set(std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
+    }
+}
+
+/// ` --config FILE`, quoted for a shell, or nothing when none was given.
+fn config_words() -> String {
+    CONFIG.get().map_or_else(String::new, |p| {
+        format!(" --config {}", shell_word(&p.display().to_string()))
+    })
 }
 
 /// Who decides: `$SUDO_USER` when set (a person who ran selfheal through sudo, as the

@@ -320,7 +320,11 @@ fn show_lists_what_needs_a_person(mut db: Db) {
     ] {
         let l = text.lines().nth(line).expect("line");
         assert!(l.contains(&format!(": {verdict}")), "{l}");
-        assert!(l.ends_with(&format!("fix: {command}")), "{l}");
+        // With the --config it was given: a command that can be pasted.
+        assert!(
+            l.ends_with(&format!("fix: {command} --config {}", cfg.display())),
+            "{l}"
+        );
     }
     // The reason in words, and since when.
     let l6 = text.lines().nth(1).expect("row 6");
@@ -555,7 +559,13 @@ fn show_one_row_has_its_columns_evidence_verdict_history_across_a_rotation_and_l
     assert_eq!(history[1]["note"], "it is fine");
     assert_eq!(v["last_execution"]["state"], "succeeded");
     assert_eq!(v["last_execution"]["exit_status"], 0);
-    assert_eq!(v["resolve"], "selfheal resolve full-sync 7 --as dead");
+    assert_eq!(
+        v["resolve"],
+        format!(
+            "selfheal resolve full-sync 7 --as dead --config {}",
+            cfg.display()
+        )
+    );
     // The text form has the same parts.
     let o = run(&cfg, &["show", "full-sync", "7"]);
     assert_exit(&o, 0);

@@ -354,17 +354,26 @@ fn rows_findings(
         Some(u) if !future => out.push(Finding::warn(
             subject,
             format!("{census}; {u}"),
-            "selfheal check --explain shows each row's evidence",
+            format!(
+                "{} shows each row's evidence",
+                crate::person::selfheal_command("check --explain")
+            ),
         )),
         _ if for_a_person && !future => out.push(Finding::warn(
             subject,
             format!("{census}: rows a real run marks or leaves for a person"),
-            "selfheal check --explain shows each row's evidence and what a real run would do",
+            format!(
+                "{} shows each row's evidence and what a real run would do",
+                crate::person::selfheal_command("check --explain")
+            ),
         )),
         _ if dead && !future => out.push(Finding::advice(
             subject,
             format!("{census}: rows the next real run marks"),
-            "selfheal check --explain shows each row's evidence; cron's next run marks them",
+            format!(
+                "{} shows each row's evidence; cron's next run marks them",
+                crate::person::selfheal_command("check --explain")
+            ),
         )),
         _ => out.push(Finding::pass(subject, census)),
     }
