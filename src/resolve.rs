@@ -183,7 +183,7 @@ struct Ctx<'a> {
     host: &'a Host,
     origin: Origin,
     run: RunId,
-    who: String,
+    who: person::Actor,
     opts: &'a ResolveOptions,
     writer: Option<Writer>,
 }
@@ -253,7 +253,11 @@ impl Ctx<'_> {
             Resolution::Running => (w.running_value.clone(), false),
         };
         let reason = message::cut(
-            &message::resolved(opts.resolution.as_str(), &self.who, opts.note.as_deref()),
+            &message::resolved(
+                opts.resolution.as_str(),
+                &self.who.name,
+                person::note(opts.note.as_deref()).as_deref(),
+            ),
             self.schema.message_max,
         );
         let change = Change {
@@ -279,13 +283,11 @@ impl Ctx<'_> {
         let mut entry = apply::entry(w, self.host, &self.origin, row, &ev, &d, &status, &to);
         entry.action = opts.resolution.action();
         entry.reason = reason;
-        entry.actor = Some(self.who.clone());
-        entry.decision_note = opts
-            .note
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_string);
+        entry.actor = Some(self.who.name.clone());
+        entry.actor_claimed = self.who.claimed;
+        entry.uid = Some(self.who.uid);
+        entry.login.clone_from(&self.who.login);
+        entry.decision_note = person::note(opts.note.as_deref());
         if opts.force {
             entry.note = Some("--force: refusals overridden by a person".into());
         }
@@ -486,7 +488,11 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
             made += 1;
         }
         all_resolved &= matches!(outcome, Outcome::Resolved { .. } | Outcome::Would { .. });
-        let _ = writeln!(out, "{}", printable(&line(w, v, &ctx.who, opts, &outcome)));
+        let _ = writeln!(
+            out,
+            "{}",
+            printable(&line(w, v, &ctx.who.name, opts, &outcome))
+        );
     }
     // Counted even when a later row failed: these decisions were made.
     if made > 0

@@ -766,6 +766,81 @@ fn resolve_refuses_a_row_that_finished_meanwhile_and_an_unknown_id_is_a_usage_er
     assert_exit(&o, 2);
 }
 
+/// A self-asserted actor: `$SUDO_USER` is anyone's to set. What it and the note hold is
+/// escaped in the message column, the journal, `resolve`'s line and `show` (text and JSON),
+/// and the journal keeps the real uid and its login beside the claim.
+#[test]
+fn a_claimed_actor_and_its_note_are_escaped_and_the_real_uid_is_kept() {
+    let sb = Sandbox::new();
+    let mut db = Db::sqlite(&sb);
+    db.insert(3, "wait_manual", 3600, "full-sync");
+    db.insert(4, "wait_manual", 3600, "full-sync");
+    let cfg = config(&sb, &db, &full_sync(&sb, ""));
+    let eve = "eve\u{1b}[2J\nselfheal: fake line";
+    let note = "API back\u{202e}txet\n* * * * * root sh";
+    let o = run_as(
+        &cfg,
+        eve,
+        &["resolve", "full-sync", "3", "--as", "dead", "--note", note],
+    );
+    assert_exit(&o, 0);
+    let (eve_escaped, note_escaped) = (
+        "eve\\u{1b}[2J\\nselfheal: fake line",
+        "API back\\u{202e}txet\\n* * * * * root sh",
+    );
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "full-sync id=3: set status to 'error' (was 'wait_manual'): resolved as dead by \
+             {eve_escaped}\n"
+        )
+    );
+    assert_eq!(
+        db.one("SELECT error_msg FROM sync_log WHERE id = 3")
+            .as_deref(),
+        Some(format!("self-heal: resolved as dead by {eve_escaped}: {note_escaped}").as_str())
+    );
+    let e = journal(&sb).pop().expect("journaled");
+    assert_eq!(e["actor"], eve_escaped);
+    assert_eq!(e["decision_note"], note_escaped);
+    assert_eq!(e["actor_claimed"], true);
+    let uid = nix::unistd::getuid();
+    assert_eq!(e["uid"], uid.as_raw());
+    let login = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name);
+    assert_eq!(e["login"].as_str(), login.as_deref(), "{e}");
+    let raw = std::fs::read_to_string(sb.state_dir().join("journal.jsonl")).expect("journal");
+    assert!(
+        !raw.contains('\u{202e}') && !raw.contains('\u{1b}') && !raw.contains("\\u001b"),
+        "{raw}"
+    );
+    // show: the row's history, as text and as JSON.
+    for format in ["text", "json"] {
+        let o = run(&cfg, &["show", "full-sync", "3", "--format", format]);
+        let out = stdout(&o);
+        assert!(
+            !out.contains('\u{202e}') && !out.contains('\u{1b}') && !out.contains("\\u001b"),
+            "{out}"
+        );
+        assert!(!out.contains("\nselfheal: fake line"), "{out}");
+        assert!(out.contains("fake line"), "{out}");
+    }
+    // Without the claim: the login name of the real uid, not marked claimed.
+    let o = selfheal()
+        .args(["resolve", "full-sync", "4", "--as", "dead", "--config"])
+        .arg(&cfg)
+        .env_remove("SUDO_USER")
+        .output()
+        .expect("run selfheal");
+    assert_exit(&o, 0);
+    let e = journal(&sb).pop().expect("journaled");
+    assert_eq!(e["actor"].as_str(), login.as_deref(), "{e}");
+    assert_eq!(e["uid"], uid.as_raw());
+    assert!(e.get("actor_claimed").is_none(), "{e}");
+}
+
 #[test]
 fn resolve_loses_the_race_to_a_worker_that_finishes_first_mariadb() {
     let Some(mut db) = Db::mysql() else { return };
