@@ -120,8 +120,10 @@ pub fn load_watch(config: Option<&Path>, name: &str) -> Result<Config> {
     }
 }
 
-/// A row id given on the command line, as the id column holds it: a whole number for an
-/// integer column (anything else is a usage error), text otherwise.
+/// A row id given on the command line, as the id column holds it: on an integer column a
+/// whole number, where surrounding spaces, a `+` and leading zeros are allowed (`" 1"`,
+/// `01` and `+1` are row 1) and anything else is a usage error naming the id and the
+/// column; text otherwise, as given.
 pub fn parse_id(w: &Watch, schema: &Schema, given: &str) -> Result<SqlValue> {
     let integer = schema
         .columns
@@ -130,12 +132,20 @@ pub fn parse_id(w: &Watch, schema: &Schema, given: &str) -> Result<SqlValue> {
     if !integer {
         return Ok(SqlValue::Text(given.to_string()));
     }
-    given.trim().parse::<i64>().map(SqlValue::Int).map_err(|_| {
-        Error::Usage(Usage::Other(format!(
-            "{given:?} is not a row id of watch {}: {} is an integer column",
-            w.name, w.id_column
-        )))
-    })
+    let digits = given.trim();
+    digits
+        .parse::<i64>()
+        .map(SqlValue::Int)
+        .or_else(|_| digits.parse::<u64>().map(SqlValue::UInt))
+        .map_err(|_| {
+            Error::Usage(Usage::Other(format!(
+                "'{}' is not a row id of watch {}: its id column {} is an integer column \
+                 (a whole number, like 42)",
+                printable(given),
+                w.name,
+                w.id_column
+            )))
+        })
 }
 
 /// The run lock, waited for at most [`RUN_LOCK_WAIT`] (a `check` run holds it for
@@ -394,10 +404,17 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
         }
         _ => {}
     }
-    let mut ids: Vec<&str> = Vec::with_capacity(opts.ids.len());
+    let mut store = store::open(db, opts.dry_run)?;
+    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
+    let schema = store.schema(w)?;
+    store::types::check_values(w, &schema)?;
+    // Ids as the id column holds them, then each row once: on an integer column " 1", 01
+    // and +1 are one row, resolved once.
+    let mut ids: Vec<(&str, SqlValue)> = Vec::with_capacity(opts.ids.len());
     for id in &opts.ids {
-        if !ids.contains(&id.as_str()) {
-            ids.push(id);
+        let v = parse_id(w, &schema, id)?;
+        if !ids.iter().any(|(_, seen)| *seen == v) {
+            ids.push((id, v));
         }
     }
     if ids.len() > CONFIRM_ABOVE && !opts.yes && !opts.dry_run {
@@ -413,15 +430,10 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
             return Ok(exit::ATTENTION);
         }
     }
-    let mut store = store::open(db, opts.dry_run)?;
-    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
-    let schema = store.schema(w)?;
-    store::types::check_values(w, &schema)?;
     // Every id before anything is written: an id with no row is a usage error.
     let mut values = Vec::with_capacity(ids.len());
     let mut missing = Vec::new();
-    for id in &ids {
-        let v = parse_id(w, &schema, id)?;
+    for (id, v) in ids {
         if store.row_by_id(w, &v)?.is_none() {
             missing.push(printable(id).into_owned());
         }

@@ -841,6 +841,52 @@ fn a_claimed_actor_and_its_note_are_escaped_and_the_real_uid_is_kept() {
     assert!(e.get("actor_claimed").is_none(), "{e}");
 }
 
+/// Ids compared as text: `" 1"`, `01` and `+1` are row 1 of an integer id column, resolved
+/// once (not once, then refused twice); a word there is a usage error naming it and the
+/// column, before anything is written.
+fn ids_are_parsed_as_the_id_column_holds_them(mut db: Db) {
+    let sb = Sandbox::new();
+    db.insert(1, "wait_manual", 3600, "full-sync");
+    db.insert(2, "wait_manual", 3600, "full-sync");
+    let cfg = config(&sb, &db, &full_sync(&sb, ""));
+    let before = db.dump();
+    let o = run(&cfg, &["resolve", "full-sync", "2", "1x", "--as", "dead"]);
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(
+        err.contains("'1x' is not a row id of watch full-sync") && err.contains("id column id"),
+        "{err}"
+    );
+    assert_eq!(db.dump(), before, "nothing written");
+    let o = run_as(
+        &cfg,
+        "alice",
+        &["resolve", "full-sync", " 1", "01", "+1", "--as", "dead"],
+    );
+    assert_exit(&o, 0);
+    assert_eq!(
+        stdout(&o),
+        "full-sync id=1: set status to 'error' (was 'wait_manual'): resolved as dead by alice\n",
+        "{}",
+        db.name()
+    );
+    assert_eq!(db.status(1), "error");
+    assert_eq!(db.status(2), "wait_manual");
+    assert_eq!(journal(&sb).len(), 1);
+}
+
+#[test]
+fn ids_are_parsed_as_the_id_column_holds_them_sqlite() {
+    let sb = Sandbox::new();
+    ids_are_parsed_as_the_id_column_holds_them(Db::sqlite(&sb));
+}
+
+#[test]
+fn ids_are_parsed_as_the_id_column_holds_them_mariadb() {
+    let Some(db) = Db::mysql() else { return };
+    ids_are_parsed_as_the_id_column_holds_them(db);
+}
+
 #[test]
 fn resolve_loses_the_race_to_a_worker_that_finishes_first_mariadb() {
     let Some(mut db) = Db::mysql() else { return };
