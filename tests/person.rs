@@ -887,6 +887,69 @@ fn ids_are_parsed_as_the_id_column_holds_them_mariadb() {
     ids_are_parsed_as_the_id_column_holds_them(db);
 }
 
+/// `resolve` and another host's `check` interleaved: `resolve` took only the run lock
+/// (this host's). It takes the watch's advisory lock `check` takes too: it waits briefly
+/// for a check to let go, acts once it does, and else says who holds it (exit 75),
+/// writing nothing.
+#[test]
+fn resolve_takes_the_watch_lock_check_takes_mariadb() {
+    let Some(mut db) = Db::mysql() else { return };
+    let Db::My(my) = &db else { unreachable!() };
+    let host = nix::unistd::gethostname()
+        .expect("hostname")
+        .to_string_lossy()
+        .to_lowercase();
+    // The watch has an owner column: each host's check locks the watch for its own rows.
+    let name = format!("selfheal/{}/full-sync@{host}", my.name);
+    let mut check = my.conn();
+    let got: Vec<i64> = check
+        .exec("SELECT GET_LOCK(?, 0)", (&name,))
+        .expect("GET_LOCK");
+    assert_eq!(got, [1]);
+    let id: Vec<u64> = check.query("SELECT CONNECTION_ID()").expect("id");
+    let sb = Sandbox::new();
+    db.insert(3, "wait_manual", 3600, "full-sync");
+    let cfg = config(&sb, &db, &full_sync(&sb, ""));
+    let before = db.dump();
+    let t0 = std::time::Instant::now();
+    let o = run_as(
+        &cfg,
+        "alice",
+        &["resolve", "full-sync", "3", "--as", "dead"],
+    );
+    assert_exit(&o, 75);
+    assert!(t0.elapsed() >= Duration::from_secs(4), "it waited");
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "watch full-sync: its advisory lock {name} is held by connection {}",
+            id[0]
+        )),
+        "{err}"
+    );
+    assert!(err.contains("selfheal: fix: "), "{err}");
+    assert_eq!(db.dump(), before, "nothing written");
+    // Let go while resolve waits: it acts then.
+    let mut waiting = selfheal();
+    waiting
+        .args(["resolve", "full-sync", "3", "--as", "dead", "--config"])
+        .arg(&cfg)
+        .env("SUDO_USER", "alice");
+    let child = waiting
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("resolve");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(db.status(3), "wait_manual", "not while the check holds it");
+    let _: Vec<i64> = check
+        .exec("SELECT RELEASE_LOCK(?)", (&name,))
+        .expect("RELEASE_LOCK");
+    let o = child.wait_with_output().expect("wait");
+    assert_exit(&o, 0);
+    assert_eq!(db.status(3), "error");
+}
+
 #[test]
 fn resolve_loses_the_race_to_a_worker_that_finishes_first_mariadb() {
     let Some(mut db) = Db::mysql() else { return };
