@@ -1356,6 +1356,68 @@ fn retry_at_follows_the_backoff(mut db: Db, col: &str) {
     );
 }
 
+/// A huge `retry_backoff_max` failed every reclaim's write ("datetime field overflow"):
+/// the wait is capped to what the column can hold — the year 9999 for a date-time, 2038
+/// for a TIMESTAMP — the rows go back to the queue, and the run says so once.
+fn a_backoff_beyond_the_column_is_capped(mut db: Db, col: &str, year: &str) {
+    let sb = Sandbox::new();
+    for id in 1..=3 {
+        db.insert(id, "running", 20 * 60, "full-sync");
+        sb.heartbeat(id, Duration::from_secs(10 * 60));
+        std::fs::write(sb.lock_path(id), "").expect("lock file");
+    }
+    let cfg = config(
+        &sb,
+        &db,
+        &with_retry(
+            &sb,
+            col,
+            "retry_backoff = \"10000000d\"\nretry_backoff_max = \"10000000d\"\n",
+        ),
+    );
+    let o = run(&cfg, &["check"]);
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    assert_exit(&o, 0);
+    assert_eq!(
+        said.matches(&format!(
+            "selfheal: warning: watch full-sync: retry_backoff_max 10000000d0h reaches beyond \
+             what retry_at_column {col} can hold from now"
+        ))
+        .count(),
+        1,
+        "said once: {said}"
+    );
+    for id in 1..=3 {
+        assert_eq!(db.status(id), "pending", "{} {col}: {said}", db.name());
+        let at = db
+            .one(&format!("SELECT {col} FROM sync_log WHERE id = {id}"))
+            .unwrap_or_default();
+        assert!(
+            at.starts_with(year),
+            "{} {col}: row {id} waits until {at}",
+            db.name()
+        );
+    }
+}
+
+#[test]
+fn a_backoff_beyond_the_column_is_capped_sqlite() {
+    let sb = Sandbox::new();
+    a_backoff_beyond_the_column_is_capped(Db::sqlite(&sb), "retry_at", "9999-");
+}
+
+#[test]
+fn a_backoff_beyond_the_column_is_capped_mariadb_datetime() {
+    let Some(db) = Db::mysql() else { return };
+    a_backoff_beyond_the_column_is_capped(db, "retry_at", "9999-");
+}
+
+#[test]
+fn a_backoff_beyond_the_column_is_capped_mariadb_timestamp() {
+    let Some(db) = Db::mysql() else { return };
+    a_backoff_beyond_the_column_is_capped(db, "retry_at_ts", "2038-");
+}
+
 #[test]
 fn retry_at_follows_the_backoff_sqlite_datetime() {
     let sb = Sandbox::new();

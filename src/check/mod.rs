@@ -33,6 +33,7 @@
 //! anyway also looks at the modes of the files holding the database password
 //! ([`crate::store::credentials::exposed_secrets`]) and warns of those every user can read.
 
+mod backoff;
 mod batch;
 pub mod confirmations;
 mod decided;
@@ -627,6 +628,9 @@ fn check_watch(
         return Ok(());
     };
     max_age_check(store, w, &schema, &run.clocks, out);
+    if let Some(warn) = backoff::warning(w, &schema, run.clocks.db.now_epoch) {
+        out.warn_once("retry_backoff_capped", Some(&w.name), warn);
+    }
     // The run's own, apart from `run`, which the passes write through.
     let (clocks, host) = (run.clocks, run.host.clone());
     let ctx = SweepCtx {
