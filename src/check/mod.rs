@@ -35,6 +35,7 @@
 
 mod backoff;
 mod batch;
+pub mod collation;
 pub mod confirmations;
 mod decided;
 pub mod recovery;
@@ -452,6 +453,8 @@ fn prepare<'a>(
         store::types::check_values(w, &schema)?;
         schemas.insert(&w.name, schema);
     }
+    // Watches the server takes for one judge a row twice: refused before any is judged.
+    collation::refuse(cfg, store)?;
     let tally = Some(load_tally(cfg, db, opts, out));
     let run = Run {
         cfg,
