@@ -92,7 +92,8 @@ pub enum Command {
                       race; 2 bad command line or configuration (no such watch or row id, --as \
                       retry without retry_value, more than 10 rows without --yes and no \
                       terminal); 3 database or filesystem failure; 75 a check run held the run \
-                      lock for 30 s.\nSee selfheal(1), section RESOLVING."
+                      lock for 30 s, or the watch's advisory lock for 5 s.\nSee selfheal(1), \
+                      section RESOLVING."
     )]
     Resolve(ResolveArgs),
     /// Print shell completions for bash, zsh or fish (for packaging)

@@ -389,6 +389,16 @@ pub enum Error {
     /// Another run holds selfheal's run lock.
     #[error("another selfheal run holds {}; nothing done", path.display())]
     Busy { path: PathBuf },
+
+    /// A watch's advisory lock stayed held while `resolve` waited for it: a `check` (on this
+    /// or another host) is judging the watch, or someone else holds the lock.
+    #[error("watch {watch}: {holder}; nothing more done")]
+    WatchBusy {
+        watch: String,
+        /// Who holds it, in words.
+        holder: String,
+        fix: String,
+    },
 }
 
 /// `PATH: ACTION: WHY`; a directory that is not private says what it is itself.
@@ -455,7 +465,7 @@ impl Error {
             | Error::Io { .. }
             | Error::Journal { .. }
             | Error::Refused { .. } => exit::FAILURE,
-            Error::Busy { .. } => exit::BUSY,
+            Error::Busy { .. } | Error::WatchBusy { .. } => exit::BUSY,
         }
     }
 
@@ -469,6 +479,7 @@ impl Error {
             | Error::Config { fix: Some(f), .. } => Some(f.clone()),
             Error::Database { kind, .. } => kind.fix().map(str::to_string),
             Error::Schema { watch, problem } => Some(problem.fix(watch)),
+            Error::WatchBusy { fix, .. } => Some(fix.clone()),
             Error::Busy { path } => Some(format!(
                 "none if another run of this configuration is still at work (lslocks shows \
                  the pid holding {}); if it happens on every run, a run takes longer than \

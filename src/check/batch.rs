@@ -483,8 +483,12 @@ fn change_of<'r>(
         bump_attempts: retry,
         // A row parked for a person may still have a running worker: not ended.
         set_ended: report.plan.action != Action::MarkManual,
-        // Back to the queue: not before the backoff for the attempts this reclaim makes.
-        retry_at: retry.then(|| w.retry_delay(row.attempts.map(|a| a.saturating_add(1)))),
+        // Back to the queue: not before the backoff for the attempts this reclaim makes,
+        // within what the column can hold.
+        retry_at: retry.then(|| {
+            let attempts = row.attempts.map(|a| a.saturating_add(1));
+            super::backoff::delay(w, ctx.schema, ctx.clocks.db.now_epoch, attempts)
+        }),
         match_heartbeat: true,
     }
 }

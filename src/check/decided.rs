@@ -57,7 +57,7 @@ pub fn load(
                 .ok()
                 .map(|t| t.timestamp())
                 .map(|at| Decided {
-                    actor: actor.clone(),
+                    actor: crate::escape::printable(actor).into_owned(),
                     at,
                     verdict: e.verdict,
                     basis: e.basis.clone(),

@@ -33,7 +33,9 @@
 //! anyway also looks at the modes of the files holding the database password
 //! ([`crate::store::credentials::exposed_secrets`]) and warns of those every user can read.
 
+mod backoff;
 mod batch;
+pub mod collation;
 pub mod confirmations;
 mod decided;
 pub mod recovery;
@@ -451,6 +453,8 @@ fn prepare<'a>(
         store::types::check_values(w, &schema)?;
         schemas.insert(&w.name, schema);
     }
+    // Watches the server takes for one judge a row twice: refused before any is judged.
+    collation::refuse(cfg, store)?;
     let tally = Some(load_tally(cfg, db, opts, out));
     let run = Run {
         cfg,
@@ -627,6 +631,9 @@ fn check_watch(
         return Ok(());
     };
     max_age_check(store, w, &schema, &run.clocks, out);
+    if let Some(warn) = backoff::warning(w, &schema, run.clocks.db.now_epoch) {
+        out.warn_once("retry_backoff_capped", Some(&w.name), warn);
+    }
     // The run's own, apart from `run`, which the passes write through.
     let (clocks, host) = (run.clocks, run.host.clone());
     let ctx = SweepCtx {

@@ -221,10 +221,19 @@ pub struct JournalEntry {
     pub found: Option<Found>,
 
     // A person's decision (`selfheal resolve`); absent on selfheal's own changes.
-    /// Who decided: `$SUDO_USER`, else the login name of the real uid.
+    /// Who decided: `$SUDO_USER`, else the login name of the real uid (escaped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
-    /// The note they gave (`--note`).
+    /// `actor` came from `$SUDO_USER`: a claim, which `uid` and `login` stand beside.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub actor_claimed: bool,
+    /// The real uid of the process that decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    /// The login name of that uid, when it has one (escaped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
+    /// The note they gave (`--note`, escaped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision_note: Option<String>,
 }
@@ -384,6 +393,9 @@ impl Default for JournalEntry {
             outcome_basis: None,
             found: None,
             actor: None,
+            actor_claimed: false,
+            uid: None,
+            login: None,
             decision_note: None,
         }
     }

@@ -16,6 +16,7 @@ use std::time::SystemTime;
 use crate::clock::{Clocks, age_on_db_clock, epoch, plausible_age};
 use crate::config::Watch;
 use crate::decide::{Ahead, Basis, Evidence, Heartbeat, Owner, Thresholds, Verdict, WorkerProof};
+use crate::fsafe::Reached;
 use crate::host::Host;
 use crate::message;
 use crate::store::RunningRow;
@@ -206,22 +207,28 @@ fn beat_since_start_of(h: &Heartbeat, host: &Host, pid: u32, host_now: SystemTim
     beat >= started
 }
 
-/// The heartbeat a file gives at `now` (host clock).
+/// The heartbeat a file gives at `now` (host clock): the mtime of a regular file, reached
+/// without being opened ([`crate::fsafe::reach`]). Anything else there — a FIFO, a device
+/// (whose mtime anyone writing to it moves), a link another user could have planted — is
+/// [`Heartbeat::Unreadable`]: it proves nothing either way (docs/design.md#file-safety).
 pub fn file_heartbeat(path: &Path, now: SystemTime) -> Heartbeat {
-    match std::fs::metadata(path) {
-        Ok(m) => match m.modified() {
-            Ok(mtime) => {
-                let age = match now.duration_since(mtime) {
-                    Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-                    Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
-                };
-                match plausible_age(age, &format!("mtime of {}", path.display())) {
-                    Ok(a) => Heartbeat::Age(a),
-                    Err(why) => Heartbeat::Unreadable(why),
-                }
+    match crate::fsafe::reach(path) {
+        Ok(Reached::File(_, st)) => {
+            let age = match now.duration_since(st.modified) {
+                Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+            };
+            match plausible_age(age, &format!("mtime of {}", path.display())) {
+                Ok(a) => Heartbeat::Age(a),
+                Err(why) => Heartbeat::Unreadable(why),
             }
-            Err(e) => Heartbeat::Unreadable(format!("{}: mtime: {e}", path.display())),
-        },
+        }
+        Ok(Reached::Absent) => missing_or_unusable(path),
+        Ok(Reached::Other(st)) => Heartbeat::Unreadable(format!(
+            "{}: {}, not a regular file",
+            path.display(),
+            st.kind.describe()
+        )),
         Err(e) if e.kind() == ErrorKind::NotFound => missing_or_unusable(path),
         Err(e) if e.kind() == ErrorKind::NotADirectory => Heartbeat::Unusable(format!(
             "{}: a component of its directory is not a directory",

@@ -206,7 +206,10 @@ fn parked_rows(
             ),
             Some(e) => (
                 "parked".to_string(),
-                format!("put here by {}", e.actor.as_deref().unwrap_or_default()),
+                format!(
+                    "put here by {}",
+                    printable(e.actor.as_deref().unwrap_or_default())
+                ),
                 chrono::DateTime::parse_from_rfc3339(&e.time)
                     .ok()
                     .map(|t| t.timestamp()),

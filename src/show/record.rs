@@ -72,7 +72,9 @@ fn execution_record(path: &std::path::Path) -> std::result::Result<Value, String
         Err(NotOpened::Absent) => {
             return Err("not there (the job has not run under selfheal run --report yet)".into());
         }
-        Err(NotOpened::NotRegular) => return Err("not a regular file".into()),
+        Err(NotOpened::NotRegular(kind)) => {
+            return Err(format!("{}, not a regular file", kind.describe()));
+        }
         Err(NotOpened::Io(e)) => return Err(e.to_string()),
     };
     let mut bytes = Vec::new();

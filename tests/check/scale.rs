@@ -285,8 +285,8 @@ fn rows_that_finish_while_check_pages_through_them_are_never_overwritten_mariadb
 }
 
 /// A watch of 12,000 running rows spans three pages but fits what the first pass keeps:
-/// each heartbeat file is probed once, and once more just before its row's write; every
-/// dead row is marked and journaled once.
+/// each heartbeat file is probed once (reached `O_PATH`, never opened), and once more just
+/// before its row's write; every dead row is marked and journaled once.
 #[test]
 fn a_watch_of_a_few_pages_is_probed_once() {
     const ROWS: i64 = 12_000;
@@ -315,7 +315,12 @@ fn a_watch_of_a_few_pages_is_probed_once() {
     );
     let trace = sb.path("stat.trace");
     let o = Command::new("strace")
-        .args(["-f", "-e", "trace=stat,lstat,newfstatat,statx", "-o"])
+        .args([
+            "-f",
+            "-e",
+            "trace=open,openat,stat,lstat,newfstatat,statx",
+            "-o",
+        ])
         .arg(&trace)
         .arg(bin())
         .args(["check", "--config"])
