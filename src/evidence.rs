@@ -125,6 +125,11 @@ fn decision_words(d: &Decision, e: &Evidence) -> String {
         ),
         Basis::StaleLockUntrusted => "heartbeat stale, lock not trusted as free".into(),
         Basis::LockFree => message::LOCK_FREE.into(),
+        Basis::NamedLockFree => message::NAMED_LOCK_FREE.into(),
+        Basis::StaleButNamedLockHeld => "heartbeat stale, named lock held".into(),
+        Basis::NamedLockHeld => "named lock held".into(),
+        Basis::WorkerLives => "lock held or owner alive".into(),
+        Basis::NothingDecides => "no sign either way".into(),
         // Never the words of a conclusive death first: the row is not proven dead.
         Basis::Contradicted(sig) | Basis::ContradictionPersists(sig) => format!(
             "own heartbeat fresh, but {}",
@@ -134,6 +139,7 @@ fn decision_words(d: &Decision, e: &Evidence) -> String {
                     message::owner_reused(p, reused_after)
                 }),
                 Signal::LockFree => message::LOCK_FREE.into(),
+                Signal::NamedLockFree => message::NAMED_LOCK_FREE.into(),
             }
         ),
         Basis::HeartbeatUnusable(_) => "heartbeat file unusable".into(),
@@ -174,6 +180,7 @@ pub fn sign_words(s: &Sign<'_>) -> String {
             },
         }),
         Sign::OwnBeat(_) => Some("own heartbeat fresh".into()),
+        Sign::NamedLock(h) => Some(format!("named lock held by connection {}", h.connection)),
     };
     words.unwrap_or_default()
 }
@@ -212,6 +219,7 @@ fn widest_messages(w: &Watch) -> Vec<String> {
     let t = thresholds(w);
     probe::SHOWN
         .iter()
+        .filter(|s| s.applies(w))
         .flat_map(|s| s.deciding())
         .map(|(verdict, basis)| {
             let mut e = Evidence::aged(0);

@@ -217,7 +217,7 @@ impl Ctx<'_> {
         {
             return Ok(Outcome::Refused(why));
         }
-        let snapshot = Snapshot::read(w);
+        let snapshot = Snapshot::with_named(w, store, std::slice::from_ref(row));
         let mut ev = gather(
             w,
             row,

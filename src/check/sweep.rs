@@ -237,10 +237,10 @@ pub(super) fn census(
         kept: Some(Vec::new()),
         ..Census::default()
     };
-    pages(w, store, |_, page| {
+    pages(w, store, |store, page| {
         let host_now = SystemTime::now();
         let now = epoch(host_now);
-        let snapshot = Snapshot::read(w);
+        let snapshot = Snapshot::with_named(w, store, &page);
         let scene = Scene {
             clocks: ctx.clocks,
             host: ctx.host,
@@ -598,6 +598,16 @@ fn judged_again(
 pub(super) enum SecondPassRow {
     Kept(KeptRow),
     Read(RunningRow),
+}
+
+impl SecondPassRow {
+    /// The row as read.
+    pub fn row(&self) -> &RunningRow {
+        match self {
+            SecondPassRow::Kept(k) => &k.row,
+            SecondPassRow::Read(r) => r,
+        }
+    }
 }
 
 impl Census {

@@ -308,6 +308,7 @@ mod tests {
             owner: owner.map(str::to_string),
             owner_raw: owner.map_or(SqlValue::Null, |o| SqlValue::Text(o.into())),
             attempts: None,
+            lock_values: Vec::new(),
         }
     }
 

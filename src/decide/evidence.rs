@@ -13,6 +13,9 @@ use super::{Thresholds, WorkerProof};
 /// clock).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heartbeat {
+    /// The watch names no heartbeat (a `db_lock` or `lock_file` watch): judged by its
+    /// locks, its owner and the age cap (`docs/design.md#named-lock`).
+    NotConfigured,
     /// Seconds since the last beat.
     Age(u64),
     /// No beat at all (no file, or the column is NULL).
@@ -66,6 +69,62 @@ pub enum Lock {
     /// The file does not exist (neutral: proves nothing either way).
     Absent,
     Unreadable(String),
+}
+
+/// The job's named database lock (`db_lock`, `docs/design.md#named-lock`): the
+/// user-level lock its templates name for this row, as the server says now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamedLock {
+    /// The watch names no `db_lock`.
+    NotConfigured,
+    /// A session holds one of the row's names: the worker lives. Only ever the row's own:
+    /// a name several running rows share is evidence for the youngest of them alone.
+    Held { name: String, holder: NamedHolder },
+    /// Nobody holds any of the row's names: conclusive once the row is older than
+    /// `stale_after` (a job takes its lock before it marks its row running).
+    Free,
+    /// A younger running row shares the name: whoever holds it is that row's worker, and
+    /// a free name says nothing of this one. Neutral.
+    Shared,
+    /// A name could not be made (longer than the server's 64 characters, a column it
+    /// reads is NULL): unusable evidence, neutral.
+    Unusable(String),
+    /// The server could not be asked.
+    Unreadable(String),
+}
+
+/// Who holds a named lock: the server's connection id, and where the account may see
+/// the process list, its user, host and seconds in its current state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NamedHolder {
+    pub connection: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<u64>,
+}
+
+impl NamedHolder {
+    /// In words: `connection 42 (app@localhost, 3m in its state)`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("connection {}", self.connection);
+        let who = match (&self.user, &self.host) {
+            (Some(u), Some(h)) => Some(format!("{u}@{h}")),
+            (Some(u), None) => Some(u.clone()),
+            (None, Some(h)) => Some(h.clone()),
+            (None, None) => None,
+        };
+        let time = self
+            .time_s
+            .map(|t| format!("{} in its state", crate::clock::human(t)));
+        let aside: Vec<String> = who.into_iter().chain(time).collect();
+        if !aside.is_empty() {
+            s = format!("{s} ({})", aside.join(", "));
+        }
+        s
+    }
 }
 
 /// The worker named in the row's owner column, checked on this host only.
@@ -140,6 +199,8 @@ pub struct Evidence {
     /// the holder for a person; whether it is the row's owner is [`Evidence::lock_own`].
     pub lock_holder: Option<HolderLine>,
     pub owner: Owner,
+    /// The job's named database lock (`db_lock`).
+    pub named: NamedLock,
 }
 
 /// A row whose times lie in the future (a clock, or an application's session time zone
@@ -183,6 +244,7 @@ impl Evidence {
             lock_own: false,
             lock_holder: None,
             owner: Owner::NotConfigured,
+            named: NamedLock::NotConfigured,
         }
     }
 
@@ -228,6 +290,11 @@ impl Evidence {
     }
 
     #[must_use]
+    pub fn with_named(self, named: NamedLock) -> Evidence {
+        Evidence { named, ..self }
+    }
+
+    #[must_use]
     pub fn with_owner(self, owner: Owner) -> Evidence {
         Evidence { owner, ..self }
     }
@@ -269,10 +336,15 @@ impl Evidence {
             }
             _ => None,
         };
+        let named = match &self.named {
+            NamedLock::Held { holder, .. } => Some(holder),
+            _ => None,
+        };
         Life {
             owner,
             own_beat,
             lock,
+            named,
         }
     }
 }
@@ -290,6 +362,8 @@ pub struct Life<'e> {
     pub own_beat: Option<u64>,
     /// A process holds the job's lock.
     pub lock: Option<HeldLock<'e>>,
+    /// A session holds the row's named lock (always the row's own).
+    pub named: Option<&'e NamedHolder>,
 }
 
 /// An owner pid that runs on this host.
@@ -322,6 +396,7 @@ pub enum Sign<'e> {
     Owner(Running),
     OwnBeat(u64),
     Lock(HeldLock<'e>),
+    NamedLock(&'e NamedHolder),
 }
 
 impl<'e> Life<'e> {
@@ -335,6 +410,11 @@ impl<'e> Life<'e> {
         self.lock.filter(|l| l.own)
     }
 
+    /// The row's own lock file or its named lock is held.
+    pub fn own_lock_held(&self) -> bool {
+        self.own_lock().is_some() || self.named.is_some()
+    }
+
     /// The held lock's holder is `pid`: the pid the kernel gives, or the one the lock file
     /// names.
     pub fn lock_held_by(&self, pid: u32) -> bool {
@@ -346,7 +426,7 @@ impl<'e> Life<'e> {
     /// anyone: a held lock is never free), or the owner pid is alive. A stale heartbeat is
     /// then `hung`, never `dead`, and an `overtime` is never marked dead.
     pub fn proven(&self) -> bool {
-        self.lock.is_some() || self.owner_alive()
+        self.lock.is_some() || self.named.is_some() || self.owner_alive()
     }
 
     /// The first sign that refuses a person's `resolve --as dead|retry` (SPEC §13), where
@@ -361,6 +441,9 @@ impl<'e> Life<'e> {
         if let Some(a) = self.own_beat {
             return Some(Sign::OwnBeat(a));
         }
+        if let Some(h) = self.named {
+            return Some(Sign::NamedLock(h));
+        }
         self.lock.filter(|l| !l.another_runs).map(Sign::Lock)
     }
 
@@ -371,6 +454,9 @@ impl<'e> Life<'e> {
         self.own_beat?;
         if let Some(l) = self.own_lock() {
             return Some(Sign::Lock(l));
+        }
+        if let Some(h) = self.named {
+            return Some(Sign::NamedLock(h));
         }
         self.owner.filter(|_| self.owner_alive()).map(Sign::Owner)
     }
@@ -404,6 +490,7 @@ impl Sign<'_> {
                 };
                 format!("the job's lock is held{by}")
             }
+            Sign::NamedLock(h) => format!("the job's named lock is held by {}", h.describe()),
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::store::{self, Introspect, Store};
 use super::files::heartbeat_template_finding;
 use super::hosts::{advisory_lock_finding, owners_finding};
 use super::max_age::history_finding;
-use super::rows::{parked_findings, rows_findings};
+use super::rows::{named_lock_finding, parked_findings, rows_findings};
 use super::schema::{
     columns_finding, index_finding, message_finding, on_update_finding, retry_at_finding,
     values_finding,
@@ -239,7 +239,11 @@ fn watch_database_checks(
     match store.running_rows(w) {
         Ok(rows) => {
             let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
-            for f in rows_findings(w, &rows, clocks, host, here) {
+            let snapshot = crate::evidence::Snapshot::with_named(w, store, &rows);
+            for f in rows_findings(w, &rows, clocks, host, here, &snapshot) {
+                rep.add(f);
+            }
+            if let Some(f) = named_lock_finding(w, &rows, &snapshot) {
                 rep.add(f);
             }
             if here

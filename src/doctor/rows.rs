@@ -139,6 +139,49 @@ fn parked_times(
     at
 }
 
+/// Each running row's named lock names (`db_lock`) and who holds them, as the server
+/// says now (`docs/design.md#named-lock`); `None` for a watch without `db_lock`.
+pub(super) fn named_lock_finding(
+    w: &Watch,
+    rows: &[store::RunningRow],
+    snapshot: &evidence::Snapshot,
+) -> Option<Finding> {
+    let t = snapshot.named.as_ref()?;
+    let subject = format!("watch '{}': named locks", w.name);
+    if let Some(why) = &t.error {
+        return Some(Finding::fail(
+            subject,
+            format!("the server could not be asked who holds them: {why}"),
+            "check the database connection",
+        ));
+    }
+    let mut lines = Vec::new();
+    for r in rows {
+        let names = match crate::probe::named::names_of(w, r, &t.database) {
+            Ok(n) => n,
+            Err(why) => {
+                lines.push(format!("row {}: unusable ({why})", r.id));
+                continue;
+            }
+        };
+        let each: Vec<String> = names
+            .iter()
+            .map(|n| match t.holders.get(n) {
+                Some(Some(h)) => format!("{n} held by {}", h.describe()),
+                Some(None) => format!("{n} free"),
+                None => format!("{n} not asked"),
+            })
+            .collect();
+        lines.push(format!("row {}: {}", r.id, each.join("; ")));
+    }
+    let detail = if lines.is_empty() {
+        "no running rows".to_string()
+    } else {
+        lines.join(" | ")
+    };
+    Some(Finding::pass(subject, detail))
+}
+
 /// Times in the future on the database clock, and a one-line census of the running rows.
 pub(super) fn rows_findings(
     w: &Watch,
@@ -146,6 +189,7 @@ pub(super) fn rows_findings(
     clocks: &Clocks,
     host: &Host,
     here: bool,
+    snapshot: &evidence::Snapshot,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut future: Vec<(String, i64)> = Vec::new();
@@ -202,7 +246,6 @@ pub(super) fn rows_findings(
     }
     let t = evidence::thresholds(w);
     let host_now = SystemTime::now();
-    let snapshot = evidence::Snapshot::read(w);
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
     // Rows whose owner pid is provably their worker though it started long after them: the
@@ -213,7 +256,7 @@ pub(super) fn rows_findings(
         clocks,
         host,
         host_now,
-        snapshot: &snapshot,
+        snapshot,
         local_rows: rows
             .iter()
             .filter(|r| !evidence::is_remote(w, r, host))

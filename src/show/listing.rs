@@ -228,7 +228,7 @@ fn parked_rows(
         }
         // Only where `resolve` itself would act without --force (SPEC §13): the row's
         // evidence now, as `resolve` reads it.
-        let snapshot = Snapshot::read(w);
+        let snapshot = Snapshot::with_named(w, store, std::slice::from_ref(&r));
         let ev = gather(w, &r, &Scene::of_one_row(clocks, host, &snapshot));
         let sql = crate::resolve::would_refuse(w, host, &ev)
             .is_none()
