@@ -1064,7 +1064,10 @@ fn a_named_lock_alone_is_a_source_of_liveness() {
     .expect("valid");
     assert_eq!(c.watches[0].db_lock.len(), 1);
     assert!(c.watches[0].heartbeat_file.is_none());
-    // Without it, nothing says whether a worker lives.
+    // So is a lock file the job holds for its whole run.
+    let c = parse(&format!("{CRON}lock_file = \"/var/lock/cron.lock\"\n")).expect("valid");
+    assert!(c.watches[0].lock_file.is_some());
+    // Without either, nothing says whether a worker lives.
     let (_, key, msg) = config_err(parse(CRON));
     assert!(
         key.contains("heartbeat_file") && msg.contains("db_lock"),

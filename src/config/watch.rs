@@ -406,12 +406,16 @@ fn owner_split(v: &Typed<'_>) -> Result<Option<(Ident, Ident)>> {
 
 /// The rules between keys, on the typed watch.
 fn cross_key_rules(w: &Watch, at: &Place) -> Result<()> {
-    if w.heartbeat_file.is_none() && w.heartbeat_column.is_none() && w.db_lock.is_empty() {
+    if w.heartbeat_file.is_none()
+        && w.heartbeat_column.is_none()
+        && w.db_lock.is_empty()
+        && w.lock_file.is_none()
+    {
         return Err(at.err(
             "heartbeat_file",
             "no heartbeat source: set heartbeat_file (a file the job touches), \
-             heartbeat_column (a column it updates) or db_lock (a named lock it holds); age \
-             alone is not liveness",
+             heartbeat_column (a column it updates), lock_file (a file it locks for its \
+             whole run) or db_lock (a named lock it holds); age alone is not liveness",
         ));
     }
     if w.owner_split.is_some() && w.owner_column.is_some() {
