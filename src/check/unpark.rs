@@ -309,6 +309,7 @@ mod tests {
             owner_raw: owner.map_or(SqlValue::Null, |o| SqlValue::Text(o.into())),
             attempts: None,
             lock_values: Vec::new(),
+            owner_split_raw: None,
         }
     }
 

@@ -44,6 +44,7 @@ pub(super) fn row() -> RunningRow {
         owner_raw: SqlValue::Text("web1:4242".into()),
         attempts: None,
         lock_values: Vec::new(),
+        owner_split_raw: None,
     }
 }
 

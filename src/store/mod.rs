@@ -202,6 +202,9 @@ pub struct RunningRow {
     /// The text of each column the `db_lock` templates read (`Watch::lock_columns`, in
     /// that order; `None`: NULL).
     pub lock_values: Vec<Option<String>>,
+    /// The owner's host and pid columns as read (`owner_host_column`,
+    /// `owner_pid_column`), for the compare-and-set.
+    pub owner_split_raw: Option<(SqlValue, SqlValue)>,
 }
 
 /// One finished row (not in the running state, start and end both set), for runtimes.

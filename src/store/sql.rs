@@ -626,6 +626,10 @@ fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> 
             b.bind(c.row.owner_raw.clone())
         ));
     }
+    if let (Some((h, p)), Some((hv, pv))) = (&w.owner_split, &c.row.owner_split_raw) {
+        cond.push(format!("{} {eq} {}", d.quote(h), b.bind(hv.clone())));
+        cond.push(format!("{} {eq} {}", d.quote(p), b.bind(pv.clone())));
+    }
     cond.extend(match_conditions(d, w, b));
     cond
 }
@@ -836,6 +840,7 @@ mod tests {
             owner_raw: SqlValue::Null,
             attempts: None,
             lock_values: Vec::new(),
+            owner_split_raw: None,
         }
     }
 
@@ -1269,6 +1274,7 @@ mod tests {
             owner_raw: SqlValue::Null,
             attempts: None,
             lock_values: Vec::new(),
+            owner_split_raw: None,
         };
         let release = |r, to| Change {
             row: r,
@@ -1333,6 +1339,36 @@ mod tests {
         assert_eq!(
             literal(MYSQL, &SqlValue::UInt(u64::MAX)),
             "18446744073709551615"
+        );
+    }
+
+    #[test]
+    fn compare_and_set_matches_an_owner_in_two_columns() {
+        // A row another worker claimed in the meantime (Aoe_Scheduler's host and pid) is
+        // not the row that was judged.
+        let w = watch("owner_host_column = \"host\"\nowner_pid_column = \"pid\"");
+        let mut r = row(None);
+        r.owner = Some("web1:4242".into());
+        r.owner_split_raw = Some((text("web1"), text("4242")));
+        let c = Change {
+            row: &r,
+            from_status: "running",
+            new_status: "error",
+            message: None,
+            bump_attempts: false,
+            set_ended: false,
+            retry_at: None,
+            match_heartbeat: true,
+        };
+        let st = cas_sql(MYSQL, &w, &schema(None, true), &c);
+        assert!(
+            st.sql.ends_with("AND `host` <=> ? AND `pid` <=> ?"),
+            "{}",
+            st.sql
+        );
+        assert_eq!(
+            st.params[st.params.len() - 2..],
+            [text("web1"), text("4242")]
         );
     }
 

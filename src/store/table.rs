@@ -284,8 +284,11 @@ impl<D: Driver> JobTable for SqlStore<D> {
                 None => SqlValue::Null,
             };
             let mut owner = owner_raw.clone().into_text();
+            let mut owner_split_raw = None;
             if w.owner_split.is_some() {
-                owner = split_owner(r.cell().value, r.cell().value);
+                let (host, pid) = (r.cell().value, r.cell().value);
+                owner = split_owner(host.clone(), pid.clone());
+                owner_split_raw = Some((host, pid));
             }
             let attempts = w.retry.as_ref().map(|_| r.cell().value.into_count());
             let lock_values = w
@@ -308,6 +311,7 @@ impl<D: Driver> JobTable for SqlStore<D> {
                     owner_raw,
                     attempts,
                     lock_values,
+                    owner_split_raw,
                 },
             })
         })
@@ -1015,6 +1019,7 @@ mod tests {
             owner_raw: SqlValue::Null,
             attempts: None,
             lock_values: Vec::new(),
+            owner_split_raw: None,
         };
         let c = Change {
             row: &r,
