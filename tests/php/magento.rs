@@ -212,6 +212,11 @@ fn magento2_a_killed_cron_run_is_reclaimed_and_the_blocked_job_code_runs_again()
     assert!(r["db_lock_holder"]["connection"].as_u64().is_some(), "{r}");
 
     first.proc.kill9();
+    // ... ten minutes into its work.
+    db.exec(&format!(
+        "UPDATE cron_schedule SET executed_at = UTC_TIMESTAMP() - INTERVAL 10 MINUTE \
+         WHERE schedule_id = {id}"
+    ));
     // The dead row blocks its job code: Magento's next run of it cannot start.
     schedule(&mut db, JOB, 60);
     let mut blocked = magento2(&db, "index", JOB, 1);
@@ -297,6 +302,10 @@ fn magento2_a_hung_run_holding_its_lock_is_never_dead() {
     // Stuck: it holds its lock and makes no progress at all, its row an hour old.
     let mut run = magento2(&db, "index", JOB, 3_600);
     let id = run.running();
+    db.exec(&format!(
+        "UPDATE cron_schedule SET executed_at = UTC_TIMESTAMP() - INTERVAL 1 HOUR \
+         WHERE schedule_id = {id}"
+    ));
     for _ in 0..3 {
         let (rows, _, code) = judged(&cfg, true);
         let r = row(&rows, id);
