@@ -179,6 +179,20 @@ fn a_name_beyond_64_characters_is_unusable_for_its_row() {
         "{}",
         stdout(&o)
     );
+    // Said once for the watch, however many rows: here two.
+    db.insert(2, "running", 600);
+    set_job(&mut db, 2, &"y".repeat(61));
+    let o = check(&cfg, &[]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert_eq!(
+        text.matches("has no usable named lock").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("row 1 (and 1 more) has no usable named lock"),
+        "{text}"
+    );
 }
 
 #[test]
