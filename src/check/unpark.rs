@@ -123,19 +123,24 @@ pub(super) fn step(
         return Ok(());
     }
     let t = thresholds(w);
-    let snapshot = Snapshot::read(w);
-    let mut candidates: Vec<(RunningRow, Evidence)> = Vec::new();
+    let mut parked: Vec<RunningRow> = Vec::new();
     store.each_row(w, Select::Status(&manual, LOOKED_AT), &mut |r| {
+        parked.push(r.row);
+        Ok(())
+    })?;
+    // The server's named locks of these rows, where the watch names db_lock.
+    let snapshot = Snapshot::with_named(w, store, &parked);
+    let mut candidates: Vec<(RunningRow, Evidence)> = Vec::new();
+    for row in parked {
         let ev = gather(
             w,
-            &r.row,
+            &row,
             &Scene::of_one_row(&run.clocks, &run.host, &snapshot),
         );
         if lives_and_beats(w, &ev, &decide::decide(&ev, t)).is_some() {
-            candidates.push((r.row, ev));
+            candidates.push((row, ev));
         }
-        Ok(())
-    })?;
+    }
     if candidates.is_empty() {
         return Ok(());
     }
@@ -167,7 +172,7 @@ pub(super) fn step(
             continue;
         };
         // Just before the write: what can have changed, read again.
-        let snapshot = Snapshot::read(w);
+        let snapshot = Snapshot::with_named(w, store, std::slice::from_ref(&row));
         let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
         let ev = read_again(w, &row, &scene, &judged);
         let d = decide::decide(&ev, t);

@@ -80,6 +80,9 @@ pub(super) fn record_text(r: &RowRecord, now: i64) -> Vec<String> {
         Some(f) => out.push(format!("    lock        {} (file {f})", item("lock"))),
         None => out.push("    lock        none configured".into()),
     }
+    if !w.db_lock.is_empty() {
+        out.push(format!("    named lock  {}", item("db_lock")));
+    }
     let owner_col = w
         .owner_column
         .as_ref()

@@ -89,6 +89,22 @@ fn held_is_life_free_is_death_and_a_shared_name_is_the_youngest_row_s() {
     assert!(line.contains("named lock held:connection "), "{line}");
     assert!(line.contains(&name), "{line}");
 
+    // show names the lock and its holder too.
+    let o = selfheal()
+        .args(["show", "jobs", "2", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("show");
+    let text = stdout(&o);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("named lock"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("held:connection ") && line.contains(&name),
+        "{line}"
+    );
+
     // The real run reclaims row 3 only; the job's session ends, and row 2 goes too.
     let o = check(&cfg, &[]);
     assert_exit(&o, 1);

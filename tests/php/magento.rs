@@ -440,3 +440,43 @@ fn openmage_with_aoe_a_killed_run_is_reclaimed_and_a_live_one_never_touched_by_i
     assert_eq!(next.line(), format!("done {next_id}"));
     next.proc.reap();
 }
+
+#[test]
+fn openmage_without_aoe_is_judged_by_the_cron_process_lock() {
+    let Some(mut db) = MysqlDb::new_short() else {
+        return;
+    };
+    if !have_php() || !have_tool("flock", &["--version"], "flock(1)") {
+        return;
+    }
+    // (The runner writes Aoe's columns; this recipe reads none of them.)
+    create_cron_schedule(&mut db, true);
+    let sb = Sandbox::new();
+    let lock = sb.path("magento-cron.lock");
+    let cfg = config_of(&sb, &db, "openmage", Some(&lock));
+    let code_of_job = "core_email_queue_send_all";
+    schedule(&mut db, code_of_job, 600);
+    let mut run = openmage(&db, &lock, code_of_job, 600);
+    let id = run.running();
+    for _ in 0..2 {
+        let (rows, _, code) = judged(&cfg, true);
+        let r = row(&rows, id);
+        assert_eq!(
+            (r["verdict"].as_str(), r["lock"].as_str()),
+            (Some("alive"), Some("held")),
+            "{r}"
+        );
+        assert_eq!(code, 0, "{r}");
+    }
+    // The cron process killed: its lock is free, the row older than stale_after.
+    kill_group(&mut run.proc);
+    let (rows, summary, code) = judged(&cfg, true);
+    let r = row(&rows, id);
+    assert_eq!(
+        (r["verdict"].as_str(), r["lock"].as_str()),
+        (Some("dead"), Some("free")),
+        "{r}"
+    );
+    assert_eq!(code, 0, "{summary}");
+    assert_eq!(status_of(&mut db, id).0, "error");
+}
