@@ -250,7 +250,7 @@ impl Pass<'_, '_> {
         } else {
             group.iter().map(|&i| self.rows[i].0.clone()).collect()
         };
-        let snapshot = Snapshot::with_named(w, self.store, &of_group);
+        let snapshot = crate::evidence::with_named(w, self.store, &of_group);
         let mut to_write = Vec::with_capacity(group.len());
         for &i in &group {
             let seen = self.lock_seen.get_mut(i).and_then(Option::take);
@@ -405,7 +405,7 @@ fn cas_row(
     held: &mut Option<Result<Held, Release>>,
     store: &mut dyn Store,
 ) -> Result<bool> {
-    let snapshot = Snapshot::with_named(ctx.w, store, std::slice::from_ref(row));
+    let snapshot = crate::evidence::with_named(ctx.w, store, std::slice::from_ref(row));
     if !ready(ctx, row, report, seen, held, &snapshot) {
         return Ok(true);
     }

@@ -734,7 +734,7 @@ impl SecondPass<'_> {
             // The server's named locks, asked again for these rows (a fact about now).
             let named = (!self.w.db_lock.is_empty()).then(|| {
                 let of_few: Vec<_> = few.iter().map(sweep::SecondPassRow::row).cloned().collect();
-                crate::evidence::Snapshot::with_named(self.w, store, &of_few)
+                crate::evidence::with_named(self.w, store, &of_few)
             });
             let scene = crate::evidence::Scene {
                 clocks: self.ctx.clocks,

@@ -18,9 +18,7 @@ use crate::clock::{Clocks, epoch};
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{self, ActionPolicy, Confirmation, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
-use crate::evidence::{
-    Scene, Snapshot, gather, is_remote, owner_host, read_again, row_message, thresholds,
-};
+use crate::evidence::{Scene, gather, is_remote, owner_host, read_again, row_message, thresholds};
 use crate::host::Host;
 use crate::journal::RowId;
 use crate::message::cut;
@@ -243,7 +241,7 @@ pub(super) fn census(
     pages(w, store, |store, page| {
         let host_now = SystemTime::now();
         let now = epoch(host_now);
-        let snapshot = Snapshot::with_named(w, store, &page);
+        let snapshot = crate::evidence::with_named(w, store, &page);
         let scene = Scene {
             clocks: ctx.clocks,
             host: ctx.host,

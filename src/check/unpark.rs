@@ -22,7 +22,7 @@ use crate::clock::epoch;
 use crate::config::Watch;
 use crate::decide::{self, Action, Decision, Evidence, Heartbeat, Verdict};
 use crate::error::Result;
-use crate::evidence::{Scene, Snapshot, gather, read_again, sign_words, thresholds};
+use crate::evidence::{Scene, gather, read_again, sign_words, thresholds};
 use crate::journal::{DatabaseId, RowId, Writer};
 use crate::message::{self, Beat};
 use crate::report::{Unparked, WatchRun};
@@ -129,7 +129,7 @@ pub(super) fn step(
         Ok(())
     })?;
     // The server's named locks of these rows, where the watch names db_lock.
-    let snapshot = Snapshot::with_named(w, store, &parked);
+    let snapshot = crate::evidence::with_named(w, store, &parked);
     let mut candidates: Vec<(RunningRow, Evidence)> = Vec::new();
     for row in parked {
         let ev = gather(
@@ -172,7 +172,7 @@ pub(super) fn step(
             continue;
         };
         // Just before the write: what can have changed, read again.
-        let snapshot = Snapshot::with_named(w, store, std::slice::from_ref(&row));
+        let snapshot = crate::evidence::with_named(w, store, std::slice::from_ref(&row));
         let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
         let ev = read_again(w, &row, &scene, &judged);
         let d = decide::decide(&ev, t);

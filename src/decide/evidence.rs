@@ -6,6 +6,7 @@
 //! Pure: no I/O.
 
 use crate::holder_line::HolderLine;
+pub use crate::holder_line::NamedHolder;
 
 use super::{Thresholds, WorkerProof};
 
@@ -91,40 +92,6 @@ pub enum NamedLock {
     Unusable(String),
     /// The server could not be asked.
     Unreadable(String),
-}
-
-/// Who holds a named lock: the server's connection id, and where the account may see
-/// the process list, its user, host and seconds in its current state.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct NamedHolder {
-    pub connection: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub time_s: Option<u64>,
-}
-
-impl NamedHolder {
-    /// In words: `connection 42 (app@localhost, 3m in its state)`.
-    pub fn describe(&self) -> String {
-        let mut s = format!("connection {}", self.connection);
-        let who = match (&self.user, &self.host) {
-            (Some(u), Some(h)) => Some(format!("{u}@{h}")),
-            (Some(u), None) => Some(u.clone()),
-            (None, Some(h)) => Some(h.clone()),
-            (None, None) => None,
-        };
-        let time = self
-            .time_s
-            .map(|t| format!("{} in its state", crate::clock::human(t)));
-        let aside: Vec<String> = who.into_iter().chain(time).collect();
-        if !aside.is_empty() {
-            s = format!("{s} ({})", aside.join(", "));
-        }
-        s
-    }
 }
 
 /// The worker named in the row's owner column, checked on this host only.

@@ -239,7 +239,7 @@ fn watch_database_checks(
     match store.running_rows(w) {
         Ok(rows) => {
             let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
-            let snapshot = crate::evidence::Snapshot::with_named(w, store, &rows);
+            let snapshot = crate::evidence::with_named(w, store, &rows);
             for f in rows_findings(w, &rows, clocks, host, here, &snapshot) {
                 rep.add(f);
             }

@@ -42,7 +42,11 @@
 //!    `words`, `deciding` and `widest`.
 //! 5. Here: `pub mod NAME`, and the source in [`READ`] (after the sources it reads from)
 //!    and in [`SHOWN`]; a table read once for many rows (as `/proc/locks` is) in
-//!    [`Snapshot`].
+//!    [`Snapshot`]. One the database server answers (as the named locks of a page are)
+//!    is asked through the store (`crate::evidence::with_named`) wherever rows are judged:
+//!    the sweep's pages, the second pass, the re-read before a write, the un-park,
+//!    `resolve`, `show` and `doctor`. A source only some watches can have says so in
+//!    [`Source::applies`].
 //! 6. `evidence.rs`: the words of its `Basis` variants (c: `decision_words`).
 //! 7. `tests/check/`: what it proves end to end, with the real binary and real processes
 //!    and files (`liveness.rs`, `evidence.rs`).
@@ -63,7 +67,7 @@ use crate::clock::Clocks;
 use crate::config::Watch;
 use crate::decide::{Basis, Decision, Evidence, Thresholds, Verdict};
 use crate::host::Host;
-use crate::store::{JobTable, RunningRow};
+use crate::store::RunningRow;
 
 pub mod heartbeat;
 pub mod lock;
@@ -159,20 +163,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads what watch `w`'s sources look up on this host. A watch with `db_lock` reads
-    /// the server too ([`Snapshot::with_named`]).
+    /// Reads what watch `w`'s sources look up on this host. A watch with `db_lock` asks
+    /// the server too (`crate::evidence::with_named`).
     pub fn read(w: &Watch) -> Snapshot {
         Snapshot {
             locks: w.lock_file.as_ref().and_then(|_| LockTable::read()),
             named: None,
-        }
-    }
-
-    /// [`Snapshot::read`], and the named locks of `rows` as the server holds them now.
-    pub fn with_named(w: &Watch, store: &mut dyn JobTable, rows: &[RunningRow]) -> Snapshot {
-        Snapshot {
-            named: named::NamedTable::read(store, w, rows),
-            ..Snapshot::read(w)
         }
     }
 }

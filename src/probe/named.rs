@@ -4,8 +4,9 @@
 //! neither proven for this row.
 //!
 //! I/O: none here. The server is asked once per page of rows, before the page is judged
-//! ([`NamedTable::read`]: one `SELECT IS_USED_LOCK(?), …`, and the process list for the
-//! holders), and the answers wait in the page's [`super::Snapshot`]. Asking takes no
+//! (`crate::evidence::with_named`, through the store: one `SELECT IS_USED_LOCK(?), …`, and
+//! the process list for the holders), and the answers wait in the page's
+//! [`super::Snapshot`] ([`NamedTable`]). Asking takes no
 //! lock: a job starting at that instant never fails its own `GET_LOCK` because of
 //! selfheal.
 //!
@@ -19,8 +20,7 @@ use std::collections::HashMap;
 use crate::clock::Stamp;
 use crate::config::{MAX_LOCK_NAME, Watch};
 use crate::decide::{Basis, Decision, Evidence, NamedHolder, NamedLock, Thresholds, Verdict};
-use crate::error::Result;
-use crate::store::{JobTable, RunningRow, SqlValue};
+use crate::store::RunningRow;
 
 use super::{Human, Item, Reading, Rendered, Source, Value};
 
@@ -41,56 +41,33 @@ pub struct NamedTable {
     pub error: Option<String>,
 }
 
-impl NamedTable {
-    /// Asks the server about the names of `page` (rows of watch `w`), and which running
-    /// row of the watch is the youngest of those that share a name. `None`: the watch
-    /// names no `db_lock`. A failure is kept, to make the page's named locks unreadable.
-    pub fn read(store: &mut dyn JobTable, w: &Watch, page: &[RunningRow]) -> Option<NamedTable> {
-        if w.db_lock.is_empty() {
-            return None;
+/// Which running row of a watch is the youngest of those that share each name: fed every
+/// running row, one at a time ([`Youngest::add`]); names only one row has are dropped.
+#[derive(Debug, Default)]
+pub struct Youngest {
+    by_name: HashMap<String, (usize, (i64, String))>,
+}
+
+impl Youngest {
+    /// Counts `row`'s names (watch `w`, database `database`).
+    pub fn add(&mut self, w: &Watch, row: &RunningRow, database: &str) {
+        let key = (start_key(row), row.id.to_string());
+        for n in names_of(w, row, database).unwrap_or_default() {
+            let e = self.by_name.entry(n).or_insert((0, key.clone()));
+            e.0 += 1;
+            if younger(&key, &e.1) {
+                e.1 = key.clone();
+            }
         }
-        let mut t = NamedTable::default();
-        if let Err(e) = t.ask(store, w, page) {
-            t.error = Some(e.to_string());
-        }
-        Some(t)
     }
 
-    fn ask(&mut self, store: &mut dyn JobTable, w: &Watch, page: &[RunningRow]) -> Result<()> {
-        self.database = store.lock_database()?;
-        let mut names: Vec<String> = page
-            .iter()
-            .filter_map(|r| names_of(w, r, &self.database).ok())
-            .flatten()
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let holders = store.named_locks(&names)?;
-        self.holders = names.into_iter().zip(holders).collect();
-        // Which row is the youngest of those sharing a name: every running row of the
-        // watch counts, not only this page's. A template with {id} shares nothing.
-        if w.db_lock.iter().all(crate::config::LockTemplate::has_id) {
-            return Ok(());
-        }
-        let mut by_name: HashMap<String, (usize, (i64, String))> = HashMap::new();
-        let database = self.database.clone();
-        store.each_running_row(w, &mut |r| {
-            let key = (start_key(&r), r.id.to_string());
-            for n in names_of(w, &r, &database).unwrap_or_default() {
-                let e = by_name.entry(n).or_insert((0, key.clone()));
-                e.0 += 1;
-                if younger(&key, &e.1) {
-                    e.1 = key.clone();
-                }
-            }
-            Ok(())
-        })?;
-        self.youngest = by_name
+    /// Each name several rows share, with the youngest of them (its id as text).
+    pub fn shared(self) -> HashMap<String, String> {
+        self.by_name
             .into_iter()
             .filter(|(_, (n, _))| *n > 1)
             .map(|(name, (_, (_, id)))| (name, id))
-            .collect();
-        Ok(())
+            .collect()
     }
 }
 
@@ -129,10 +106,7 @@ pub fn names_of(
             .position(|k| k.same_column(c))
             .and_then(|i| row.lock_values.get(i).cloned().flatten())
     };
-    let id = match &row.id {
-        SqlValue::Null => String::new(),
-        v => v.to_string(),
-    };
+    let id = row.id.to_string();
     w.db_lock
         .iter()
         .map(|t| {

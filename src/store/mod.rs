@@ -62,8 +62,8 @@ use chrono::NaiveDateTime;
 
 use crate::clock::{DbClock, Stamp};
 use crate::config::{Database, DbUrl, Ident, Watch};
-use crate::decide::NamedHolder;
 use crate::error::{Error, Result};
+use crate::holder_line::NamedHolder;
 
 /// A value as read from, and bound back to, the database.
 #[derive(Debug, Clone, PartialEq)]

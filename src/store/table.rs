@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use crate::clock::DbClock;
 use crate::config::{Database, DbIdentity, Ident, Place, Watch};
-use crate::decide::NamedHolder;
 use crate::error::{DbErrorKind, Error, Result, SchemaProblem};
+use crate::holder_line::NamedHolder;
 
 use super::driver::{Cell, Driver, Refusal, Row};
 use super::sql::{self, Dialect, Statement};
