@@ -21,6 +21,8 @@ pub const MESSAGE_PREFIX: &str = "self-heal:";
 
 /// The words of a death proven by a free lock.
 pub const LOCK_FREE: &str = "lock free, worker gone";
+/// The words of a death proven by a free named database lock (`db_lock`).
+pub const NAMED_LOCK_FREE: &str = "named lock free, worker gone";
 
 /// The words of a death proven by the owner pid: gone.
 pub fn owner_gone(pid: u32) -> String {
@@ -68,6 +70,8 @@ pub enum Beat {
     Ago(u64),
     Missing,
     Unreadable,
+    /// The watch names no heartbeat: no figure.
+    NotConfigured,
 }
 
 /// The row message, before it is cut to the column's length: the verdict, the deciding
@@ -131,6 +135,7 @@ fn build_as(
         }
         Beat::Missing => m.push_str(", no heartbeat"),
         Beat::Unreadable => m.push_str(", heartbeat unreadable"),
+        Beat::NotConfigured => {}
     }
     for f in more {
         m.push_str(", ");
@@ -220,7 +225,9 @@ fn parse_words(mut p: ParsedMessage, tail: &str) -> ParsedMessage {
         Some((words, figures)) => (words, Some(figures)),
         None => (tail, None),
     };
-    p.conclusive = words.starts_with(LOCK_FREE) || conclusive_owner(words);
+    p.conclusive = words.starts_with(LOCK_FREE)
+        || words.starts_with(NAMED_LOCK_FREE)
+        || conclusive_owner(words);
     let Some(figures) = figures else {
         return p;
     };

@@ -46,7 +46,7 @@ use crate::config::{self, Config, ConfigPath, Overrides, Watch};
 use crate::decide::{self, Action, Evidence, Owner};
 use crate::error::{Error, Result, Usage, exit};
 use crate::escape::printable;
-use crate::evidence::{Scene, Snapshot, gather, thresholds};
+use crate::evidence::{Scene, gather, thresholds};
 use crate::host::Host;
 use crate::journal::{Origin, RunId, Writer};
 use crate::message;
@@ -295,7 +295,7 @@ impl Ctx<'_> {
         {
             return Ok(Outcome::Refused(why));
         }
-        let snapshot = Snapshot::read(w);
+        let snapshot = crate::evidence::with_named(w, store, std::slice::from_ref(row));
         let mut ev = gather(
             w,
             row,

@@ -18,9 +18,7 @@ use crate::clock::{Clocks, epoch};
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{self, ActionPolicy, Confirmation, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
-use crate::evidence::{
-    Scene, Snapshot, gather, is_remote, owner_host, read_again, row_message, thresholds,
-};
+use crate::evidence::{Scene, gather, is_remote, owner_host, read_again, row_message, thresholds};
 use crate::host::Host;
 use crate::journal::RowId;
 use crate::message::cut;
@@ -156,6 +154,9 @@ pub(super) struct Census {
     /// there are.
     untrusted: Option<Untrusted>,
     untrusted_more: usize,
+    /// The first row whose named lock name cannot be made (why), and how many more.
+    unusable_name: Option<(String, String)>,
+    unusable_more: usize,
     /// Every row, judged, when there are at most [`KEEP`].
     kept: Option<Vec<KeptRow>>,
 }
@@ -206,10 +207,10 @@ pub(super) fn census(
         kept: Some(Vec::new()),
         ..Census::default()
     };
-    pages(w, store, |_, page| {
+    pages(w, store, |store, page| {
         let host_now = SystemTime::now();
         let now = epoch(host_now);
-        let snapshot = Snapshot::read(w);
+        let snapshot = crate::evidence::with_named(w, store, &page);
         let scene = Scene {
             clocks: ctx.clocks,
             host: ctx.host,
@@ -263,6 +264,13 @@ impl Census {
         self.past_stale += usize::from(e.total_age.as_ref().is_ok_and(|a| *a >= t.stale_after));
         self.heartbeat_only_writes += usize::from(Hold::NoHeartbeat.applies_to(d) && p.writes());
         self.overtime_writes += usize::from(d.verdict == Verdict::Overtime && p.writes());
+        if let decide::NamedLock::Unusable(why) = &e.named {
+            if self.unusable_name.is_some() {
+                self.unusable_more += 1;
+            } else {
+                self.unusable_name = Some((row.id.to_string(), why.clone()));
+            }
+        }
         if let decide::Lock::Untrusted(who) = &e.lock {
             if self.untrusted.is_some() {
                 self.untrusted_more += 1;
@@ -389,6 +397,22 @@ pub(super) fn holds(
                 w.name,
                 if c.untrusted_more > 0 {
                     format!(" (and {} more)", c.untrusted_more)
+                } else {
+                    String::new()
+                },
+            ),
+        );
+    }
+    if let Some((id, why)) = &c.unusable_name {
+        warn(
+            "unusable_db_lock",
+            format!(
+                "watch {}: row {id}{} has no usable named lock ({why}): its db_lock is \
+                 neutral evidence for it; fix: a shorter template (an {{md5:…}} of the long \
+                 part), as the job builds its lock name",
+                w.name,
+                if c.unusable_more > 0 {
+                    format!(" (and {} more)", c.unusable_more)
                 } else {
                     String::new()
                 },
@@ -567,6 +591,16 @@ fn judged_again(
 pub(super) enum SecondPassRow {
     Kept(KeptRow),
     Read(RunningRow),
+}
+
+impl SecondPassRow {
+    /// The row as read.
+    pub fn row(&self) -> &RunningRow {
+        match self {
+            SecondPassRow::Kept(k) => &k.row,
+            SecondPassRow::Read(r) => r,
+        }
+    }
 }
 
 impl Census {

@@ -133,7 +133,10 @@ pub(super) fn step(
         let Some(park) = parks.get(&key(&row)) else {
             continue;
         };
-        let Some(mut u) = due(run, w, schema, &row, &judged, park) else {
+        // Just before the write: what can have changed, read again (the server's named
+        // locks of the row too, where the watch names db_lock).
+        let snapshot = crate::evidence::with_named(w, store, std::slice::from_ref(&row));
+        let Some(mut u) = due(run, w, schema, &row, &judged, park, &snapshot) else {
             continue;
         };
         if !run.opts.dry_run {
@@ -161,17 +164,22 @@ fn candidates(
     store: &mut dyn Store,
 ) -> Result<Vec<(RunningRow, Evidence)>> {
     let t = thresholds(w);
-    let snapshot = Snapshot::read(w);
-    let mut candidates = Vec::new();
+    let mut parked: Vec<RunningRow> = Vec::new();
     store.each_row(w, Select::Status(manual, LOOKED_AT), &mut |r| {
-        // Each row's own now: a page of rows takes time.
-        let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
-        let ev = gather(w, &r.row, &scene);
-        if lives_and_beats(w, &ev, &decide::decide(&ev, t)).is_some() {
-            candidates.push((r.row, ev));
-        }
+        parked.push(r.row);
         Ok(())
     })?;
+    // The server's named locks of these rows, where the watch names db_lock.
+    let snapshot = crate::evidence::with_named(w, store, &parked);
+    let mut candidates = Vec::new();
+    for row in parked {
+        // Each row's own now: a page of rows takes time.
+        let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
+        let ev = gather(w, &row, &scene);
+        if lives_and_beats(w, &ev, &decide::decide(&ev, t)).is_some() {
+            candidates.push((row, ev));
+        }
+    }
     Ok(candidates)
 }
 
@@ -221,10 +229,10 @@ fn due(
     row: &RunningRow,
     judged: &Evidence,
     park: &Park,
+    snapshot: &Snapshot,
 ) -> Option<Unparked> {
     let t = thresholds(w);
-    let snapshot = Snapshot::read(w);
-    let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
+    let scene = Scene::of_one_row(&run.clocks, &run.host, snapshot);
     let ev = read_again(w, row, &scene, judged);
     let d = decide::decide(&ev, t);
     let words = lives_and_beats(w, &ev, &d)?;
@@ -367,6 +375,8 @@ mod tests {
             owner: owner.map(str::to_string),
             owner_raw: owner.map_or(SqlValue::Null, |o| SqlValue::Text(o.into())),
             attempts: None,
+            lock_values: Vec::new(),
+            owner_split_raw: None,
         }
     }
 

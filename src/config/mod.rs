@@ -13,12 +13,14 @@
 
 mod dburl;
 pub mod keys;
+mod lockname;
 mod overlap;
 mod values;
 mod watch;
 
 pub use dburl::{DbIdentity, DbUrl, Place, redact_url, unusable_mysql_url, with_host};
 pub use keys::{Raw, RawWatch};
+pub use lockname::{LockTemplate, MAX_LOCK_NAME, md5_hex};
 pub(crate) use overlap::told_apart_by;
 pub use values::{Ident, PathTemplate, fmt_duration, parse_duration};
 pub use watch::{Overtime, ReleaseLock, Retry, Watch};
@@ -516,6 +518,18 @@ fn build(
                         format!("expected an absolute path, got {}", p.display()),
                     ));
                 }
+            }
+            // Named locks are a MySQL/MariaDB server's (docs/design.md#named-lock): a
+            // file database has none to hold.
+            if let (DbUrl::Sqlite(_), Some(w)) =
+                (&parsed, out.iter().find(|w| !w.db_lock.is_empty()))
+            {
+                return Err(Error::config(
+                    origin,
+                    format!("watch '{}': db_lock", w.name),
+                    "a named lock (GET_LOCK) lives in a MySQL/MariaDB server; SQLite has none: \
+                     leave db_lock out, or watch the job's heartbeat or lock_file",
+                ));
             }
             Some(Database {
                 url: parsed,

@@ -497,7 +497,7 @@ fn named_cases() {
     }
 }
 
-fn all_totals() -> Vec<Option<u64>> {
+pub(super) fn all_totals() -> Vec<Option<u64>> {
     vec![
         None,
         Some(0),
@@ -512,7 +512,7 @@ fn all_totals() -> Vec<Option<u64>> {
         Some(100_000),
     ]
 }
-fn all_heartbeats() -> Vec<Heartbeat> {
+pub(super) fn all_heartbeats() -> Vec<Heartbeat> {
     vec![
         Heartbeat::Unreadable("x".into()),
         Heartbeat::Unusable("nodir".into()),
@@ -528,7 +528,7 @@ fn all_heartbeats() -> Vec<Heartbeat> {
         hb(1_000_000),
     ]
 }
-fn all_locks() -> Vec<Lock> {
+pub(super) fn all_locks() -> Vec<Lock> {
     vec![
         NoLock,
         held(),
@@ -542,7 +542,7 @@ fn all_locks() -> Vec<Lock> {
         Lock::Unreadable("x".into()),
     ]
 }
-fn all_owners() -> Vec<Owner> {
+pub(super) fn all_owners() -> Vec<Owner> {
     vec![
         NoOwner,
         Empty,
@@ -579,6 +579,39 @@ fn all_aheads() -> Vec<Option<Ahead>> {
             seen_s: T.stale_after,
         }),
     ]
+}
+
+/// Every combination of these states, whose or not, with and without times in the
+/// future, to `f`.
+pub(super) fn sweep_states(
+    totals: &[Option<u64>],
+    heartbeats: &[Heartbeat],
+    locks: &[Lock],
+    owners: &[Owner],
+    mut f: impl FnMut(&Evidence),
+) {
+    for total in totals {
+        for h in heartbeats {
+            for l in locks {
+                for o in owners {
+                    for (heartbeat_own, lock_own) in
+                        [(false, false), (true, false), (false, true), (true, true)]
+                    {
+                        for ahead in all_aheads() {
+                            if ahead.is_some() && total.is_some() {
+                                continue;
+                            }
+                            let e = ev(*total, h.clone(), l.clone(), o.clone())
+                                .with_heartbeat_own(heartbeat_own)
+                                .with_lock_own(lock_own)
+                                .with_ahead(ahead);
+                            f(&e);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Every combination of evidence, whose or not, with and without times in the future.

@@ -136,7 +136,7 @@ pub(super) fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
                 subject,
                 format!("{} is readable; it last beat {} ago", f.display(), human(a)),
             ),
-            Heartbeat::Missing => Finding::pass(
+            Heartbeat::Missing | Heartbeat::NotConfigured => Finding::pass(
                 subject,
                 format!(
                     "{} does not exist now (no job running?); its directory is readable",

@@ -16,7 +16,7 @@ use super::Finding;
 /// relies on them but says neither whose rows are whose (`owner_column`) nor which host its
 /// jobs run on (`host`) kills another host's live jobs if its cron line runs there too.
 pub(super) fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
-    if w.owner_column.is_some() || w.host.is_some() {
+    if w.has_owner() || w.host.is_some() {
         return None;
     }
     let relies: Vec<&str> = [
@@ -200,7 +200,7 @@ pub(super) fn pid_namespace_finding(cfg: &Config, ns: &PidNamespace) -> Option<F
     let PidNamespace::Other(here) = ns else {
         return None;
     };
-    let owners = cfg.watches.iter().any(|w| w.owner_column.is_some());
+    let owners = cfg.watches.iter().any(Watch::has_owner);
     let locks = cfg.watches.iter().any(|w| w.lock_file.is_some());
     if !owners && !locks {
         return None;

@@ -142,6 +142,56 @@ fn parked_times(
     at
 }
 
+/// How many running rows doctor lists with their named locks.
+const NAMED_LISTED: usize = 20;
+
+/// Each running row's named lock names (`db_lock`) and who holds them, as the server
+/// says now (`docs/design.md#named-lock`), for the first [`NAMED_LISTED`] of them (`more`:
+/// how many others there are); `None` for a watch without `db_lock`.
+pub(super) fn named_lock_finding(
+    w: &Watch,
+    rows: &[store::RunningRow],
+    snapshot: &evidence::Snapshot,
+    more: u64,
+) -> Option<Finding> {
+    let t = snapshot.named.as_ref()?;
+    let subject = format!("watch '{}': named locks", w.name);
+    if let Some(why) = &t.error {
+        return Some(Finding::fail(
+            subject,
+            format!("the server could not be asked who holds them: {why}"),
+            "check the database connection",
+        ));
+    }
+    let mut lines = Vec::new();
+    for r in rows.iter().take(NAMED_LISTED) {
+        let names = match crate::probe::named::names_of(w, r, &t.database) {
+            Ok(n) => n,
+            Err(why) => {
+                lines.push(format!("row {}: unusable ({why})", r.id));
+                continue;
+            }
+        };
+        let each: Vec<String> = names
+            .iter()
+            .map(|n| match t.holders.get(n) {
+                Some(Some(h)) => format!("{n} held by {}", h.describe()),
+                Some(None) => format!("{n} free"),
+                None => format!("{n} not asked"),
+            })
+            .collect();
+        lines.push(format!("row {}: {}", r.id, each.join("; ")));
+    }
+    let detail = if lines.is_empty() {
+        "no running rows".to_string()
+    } else if more > 0 {
+        format!("{} | and {more} more rows", lines.join(" | "))
+    } else {
+        lines.join(" | ")
+    };
+    Some(Finding::pass(subject, detail))
+}
+
 /// What the first pass over a watch's running rows counts: never the rows themselves
 /// (docs/design.md#paging).
 #[derive(Default)]
@@ -273,21 +323,29 @@ fn rows_findings(
     }
     let t = evidence::thresholds(w);
     let host_now = SystemTime::now();
-    let snapshot = evidence::Snapshot::read(w);
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
     // Rows whose owner pid is provably their worker though it started long after them: the
     // row's times are wrong (the first, and how many).
     let mut mistimed: Option<(String, u64)> = None;
     let mut mistimed_n = 0usize;
-    let scene = evidence::Scene {
-        clocks,
-        host,
-        host_now,
-        snapshot: &snapshot,
-        local_rows: counted.local,
-    };
-    store::pages(w, store, |_, page| {
+    let mut named: Option<Finding> = None;
+    store::pages(w, store, |store, page| {
+        // The server's named locks of this page, where the watch names db_lock.
+        let snapshot = evidence::with_named(w, store, &page);
+        if named.is_none() && snapshot.named.is_some() {
+            let more = counted.rows.saturating_sub(page.len().min(NAMED_LISTED) as u64);
+            named = Some(named_lock_finding(w, &page, &snapshot, more).unwrap_or_else(|| {
+                Finding::pass(format!("watch '{}': named locks", w.name), "none")
+            }));
+        }
+        let scene = evidence::Scene {
+            clocks,
+            host,
+            host_now,
+            snapshot: &snapshot,
+            local_rows: counted.local,
+        };
         for r in &page {
             let ev = evidence::gather(w, r, &scene);
             let d = decide::decide(&ev, t);
@@ -314,6 +372,7 @@ fn rows_findings(
         }
         Ok(true)
     })?;
+    out.extend(named);
     let future = counted.future > 0;
     let census = if counts.is_empty() {
         "none now".to_string()

@@ -30,6 +30,14 @@ pub struct Record {
     /// `unreadable`.
     pub owner: Cow<'static, str>,
     pub owner_pid: Option<u32>,
+    /// The named database lock (`db_lock`): `held`, `free`, `shared` (a younger running
+    /// row shares its name: neutral), `unusable`, `unreadable`; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_lock: Option<Cow<'static, str>>,
+    /// Who holds it: `connection`, and where the process list shows them `user`, `host`
+    /// and `time_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_lock_holder: Option<crate::decide::NamedHolder>,
 }
 
 /// The holder a held lock's file names (its `HOST:PID START` line), as the JSON row gives

@@ -18,7 +18,7 @@ use crate::config::{Config, Watch};
 use crate::decide::{self, Action, Heartbeat, Verdict};
 use crate::error::{Error, Result, exit};
 use crate::escape::printable;
-use crate::evidence::{Scene, Snapshot, gather};
+use crate::evidence::{Scene, gather};
 use crate::host::Host;
 use crate::journal::{JournalEntry, RowId};
 use crate::person;
@@ -225,7 +225,7 @@ fn parked_rows(
         };
         // Only where `resolve` itself would act without --force (SPEC §13): the row's
         // evidence now, as `resolve` reads it.
-        let snapshot = Snapshot::read(w);
+        let snapshot = crate::evidence::with_named(w, store, std::slice::from_ref(&r));
         let ev = gather(w, &r, &Scene::of_one_row(clocks, host, &snapshot));
         let sql = crate::resolve::would_refuse(w, host, &ev)
             .is_none()

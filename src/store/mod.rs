@@ -62,7 +62,8 @@ use chrono::NaiveDateTime;
 
 use crate::clock::{DbClock, Stamp};
 use crate::config::{Database, DbUrl, Ident, Watch};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::holder_line::NamedHolder;
 
 /// A value as read from, and bound back to, the database.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,6 +199,12 @@ pub struct RunningRow {
     pub owner_raw: SqlValue,
     /// The attempts column (NULL reads as 0), when the watch has a retry budget.
     pub attempts: Option<i64>,
+    /// The text of each column the `db_lock` templates read (`Watch::lock_columns`, in
+    /// that order; `None`: NULL).
+    pub lock_values: Vec<Option<String>>,
+    /// The owner's host and pid columns as read (`owner_host_column`,
+    /// `owner_pid_column`), for the compare-and-set.
+    pub owner_split_raw: Option<(SqlValue, SqlValue)>,
 }
 
 /// One finished row (not in the running state, start and end both set), for runtimes.
@@ -395,6 +402,14 @@ pub enum CasOutcome {
     Busy,
 }
 
+/// The refusal of a database that has no named locks (a configuration naming `db_lock`
+/// on it is refused before this is reached).
+fn no_named_locks() -> Error {
+    Error::Usage(crate::error::Usage::Other(
+        "db_lock: this database has no named locks (MySQL/MariaDB's GET_LOCK)".into(),
+    ))
+}
+
 /// The job table: reading running and finished rows, the compare-and-set, a row as it is
 /// now, groups of writes, and the database clock. What `check`, recovery and `stats` use.
 pub trait JobTable {
@@ -444,6 +459,15 @@ pub trait JobTable {
     /// Every column of the row with this id, as the table holds them, in the table's
     /// order (`SELECT *`); `None`: no such row. For a person (`selfheal show`).
     fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>>;
+    /// The connection's database: what `{database}` fills in a `db_lock` template.
+    fn lock_database(&mut self) -> Result<String> {
+        Err(no_named_locks())
+    }
+    /// Who holds each of these named locks, in order (`None`: nobody), in one round trip
+    /// per page of names (`docs/design.md#named-lock`). Takes no lock.
+    fn named_locks(&mut self, _names: &[String]) -> Result<Vec<Option<NamedHolder>>> {
+        Err(no_named_locks())
+    }
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;

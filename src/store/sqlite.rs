@@ -45,6 +45,7 @@ pub const DIALECT: Dialect = Dialect {
         indexes: None,
         current_database: None,
     },
+    named_locks: None,
 };
 
 /// A string literal as SQLite reads it: quotes doubled; SQLite has no escapes, so a

@@ -510,6 +510,16 @@ pub struct MysqlDb {
 impl MysqlDb {
     /// `None` (test skipped) only outside CI; in CI a missing server fails the test.
     pub fn new() -> Option<MysqlDb> {
+        Self::new_named(|n, nanos| format!("selfheal_t{}_{n}_{nanos}", std::process::id()))
+    }
+
+    /// [`MysqlDb::new`] with a name of at most 20 characters, for names built from it that
+    /// must fit somewhere (a MySQL lock name holds 64).
+    pub fn new_short() -> Option<MysqlDb> {
+        Self::new_named(|n, nanos| format!("sh{}_{n}_{}", std::process::id(), nanos % 10_000))
+    }
+
+    fn new_named(name_of: impl Fn(usize, u32) -> String) -> Option<MysqlDb> {
         let server = server_url();
         let mut admin = match mysql::Conn::new(
             mysql::Opts::from_url(&server).expect("SELFHEAL_TEST_MYSQL_URL is not a MySQL URL"),
@@ -527,11 +537,7 @@ impl MysqlDb {
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let name = format!(
-            "selfheal_t{}_{}_{nanos}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
+        let name = name_of(COUNTER.fetch_add(1, Ordering::SeqCst), nanos);
         admin
             .query_drop(format!("CREATE DATABASE `{name}`"))
             .expect("create database");
