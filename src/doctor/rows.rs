@@ -334,10 +334,14 @@ fn rows_findings(
         // The server's named locks of this page, where the watch names db_lock.
         let snapshot = evidence::with_named(w, store, &page);
         if named.is_none() && snapshot.named.is_some() {
-            let more = counted.rows.saturating_sub(page.len().min(NAMED_LISTED) as u64);
-            named = Some(named_lock_finding(w, &page, &snapshot, more).unwrap_or_else(|| {
-                Finding::pass(format!("watch '{}': named locks", w.name), "none")
-            }));
+            let more = counted
+                .rows
+                .saturating_sub(page.len().min(NAMED_LISTED) as u64);
+            named = Some(
+                named_lock_finding(w, &page, &snapshot, more).unwrap_or_else(|| {
+                    Finding::pass(format!("watch '{}': named locks", w.name), "none")
+                }),
+            );
         }
         let scene = evidence::Scene {
             clocks,
