@@ -402,7 +402,7 @@ mod tests {
         );
         assert_eq!(
             execution_record(dir.path()),
-            Err("not a regular file".into())
+            Err("a directory, not a regular file".into())
         );
     }
 
