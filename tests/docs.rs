@@ -645,3 +645,67 @@ fn completions_for_each_shell_cover_the_subcommands() {
     let help = stdout(&selfheal().arg("--help").output().expect("run"));
     assert!(!help.contains("completions"), "hidden from --help: {help}");
 }
+
+/// Every file of the repository a document names in code quotes (`src/check/sweep.rs`,
+/// `tests/check/`, `scripts/soak`) is there: a recipe's list of files to touch (a new kind
+/// of evidence, a new database) and the architecture's map cannot point at a file that moved.
+/// The recipe in `src/probe/mod.rs` names files relative to `src/`; those are checked too.
+#[test]
+fn every_file_the_docs_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    let mut named = 0usize;
+    let mut check = |file: &str, text: &str, base: &str, prefixes: &[&str]| {
+        for quoted in text.split('`').skip(1).step_by(2) {
+            let p = quoted.trim_end_matches(['.', ',', ';', ':']);
+            // A path with an anchor is a link's target: the link test checks those.
+            let p = p.split('#').next().unwrap_or(p);
+            if !prefixes.iter().any(|x| p.starts_with(x))
+                || p.contains(['*', '{', ' ', '<', '('])
+                || p.contains("::")
+                || p.contains("NAME")
+            {
+                continue;
+            }
+            named += 1;
+            if !root.join(base).join(p).exists() {
+                missing.push(format!("{file}: {p}"));
+            }
+        }
+    };
+    let top = [
+        "src/",
+        "tests/",
+        "scripts/",
+        "packaging/",
+        "php/",
+        "docs/",
+        "man/",
+    ];
+    for f in doc_files() {
+        let text = std::fs::read_to_string(root.join(&f)).expect("doc");
+        check(&f, &text, "", &top);
+    }
+    // The recipe for a new kind of evidence, in the module documentation of `probe`.
+    let recipe = std::fs::read_to_string(root.join("src/probe/mod.rs")).expect("probe/mod.rs");
+    let doc: String = recipe
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    check(
+        "src/probe/mod.rs",
+        &doc,
+        "src",
+        &[
+            "config/",
+            "decide",
+            "probe/",
+            "evidence.rs",
+            "store/",
+            "check/",
+        ],
+    );
+    assert!(named > 30, "only {named} paths found: the scan is broken");
+    assert!(missing.is_empty(), "named but not there: {missing:#?}");
+}
