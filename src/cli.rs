@@ -278,7 +278,7 @@ pub struct StatsArgs {
     pub format: Format,
 }
 
-/// `selfheal show`: what needs a person, or one row's whole record (SPEC §13).
+/// `selfheal show`: what needs a person, or one row's whole record (docs/design.md#show).
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// Configuration file [default: $SELFHEAL_CONFIG, then /etc/selfheal/selfheal.toml]
@@ -314,7 +314,7 @@ pub enum Resolution {
     Running,
 }
 
-/// `selfheal resolve`: a person's decision on rows (SPEC §13).
+/// `selfheal resolve`: a person's decision on rows (docs/design.md#resolve).
 #[derive(Debug, Args)]
 #[command(
     override_usage = "selfheal resolve [--config FILE] WATCH ID... --as dead|retry|running \
@@ -360,7 +360,7 @@ pub struct ResolveArgs {
     pub yes: bool,
 }
 
-/// `selfheal init`: a first configuration from a table's shape (SPEC §17).
+/// `selfheal init`: a first configuration from a table's shape (docs/design.md#commands).
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// Database URL: sqlite:///path.db or mysql://user@host/db?socket=PATH (no password
@@ -398,7 +398,7 @@ pub struct DemoArgs {
     pub keep: Option<PathBuf>,
 }
 
-/// `selfheal run`: the job's evidence and an honest exit status (SPEC §12).
+/// `selfheal run`: the job's evidence and an honest exit status (docs/design.md#run-wrapper).
 #[derive(Debug, Args)]
 #[command(
     override_usage = "selfheal run [--lock FILE] [--wait DURATION] [--heartbeat FILE] \

@@ -4,7 +4,7 @@
 //! state per source ([`Evidence`], `decide/evidence.rs`); what of it says the worker lives
 //! is asked of [`Evidence::life`] here as everywhere else.
 //!
-//! Precedence (SPEC §5), first match wins. Only a fact about *now* is proof — the owner
+//! Precedence (docs/design.md#proof-means-proof), first match wins. Only a fact about *now* is proof — the owner
 //! pid does not exist, the job's lock is free; anything that compares two clocks or two
 //! time zones is an inference ("Proof means proof"):
 //! 1. `unknown`: any evidence unreadable or implausible (permission denied, I/O error, a
@@ -106,7 +106,7 @@ impl Verdict {
     }
 }
 
-/// A death signal: host evidence that the worker is gone (SPEC §5, precedence 3).
+/// A death signal: host evidence that the worker is gone (docs/design.md#precedence, precedence 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
@@ -562,7 +562,7 @@ fn locks_disagree(ev: &Evidence, life: &Life<'_>, young: bool, owner_runs: bool)
     Some(Basis::Unreadable(why.into()))
 }
 
-/// Precedence 3: a row whose times lie in the future (SPEC §5, "Proof means proof").
+/// Precedence 3: a row whose times lie in the future (docs/design.md#proof-means-proof, "Proof means proof").
 /// Nothing that rests on its times acts (the cap, a heartbeat's age against its start); a
 /// fact about now does — a gone pid, a free lock — once selfheal itself has seen the row
 /// for `stale_after` (`seen_s`: a launcher may exit before its worker first beats), and the
@@ -701,7 +701,7 @@ pub enum Action {
     /// A parked row put back to `running_value`: by the next real run when its own
     /// heartbeat is fresh again after a park as `hung` (`crate::check`'s un-park step),
     /// or by a person (`selfheal resolve --as running`). Never a plan of [`plan`]. Said and
-    /// journaled as `recovered` (SPEC §13).
+    /// journaled as `recovered` (docs/design.md#person).
     #[serde(rename = "recovered")]
     Unpark,
 }
@@ -961,7 +961,7 @@ impl Confirmation {
     }
 }
 
-/// Holds an inferred verdict until it is confirmed (SPEC §5): shown as judged, action
+/// Holds an inferred verdict until it is confirmed (docs/design.md#confirmation): shown as judged, action
 /// `none`, not needing a person yet. Conclusive deaths, `overtime` and `unknown` act at
 /// once, as do plans for a row whose verdict is not inferred.
 pub fn confirm(plan: Plan, d: &Decision, c: Option<Confirmation>) -> Plan {
@@ -976,7 +976,7 @@ pub fn confirm(plan: Plan, d: &Decision, c: Option<Confirmation>) -> Plan {
     }
 }
 
-/// The breaker of SPEC §6: trips when more than half of a watch's running rows, and at
+/// The breaker of docs/design.md#writes: trips when more than half of a watch's running rows, and at
 /// least 3, would be marked dead on heartbeat staleness alone.
 pub fn breaker_trips(inferred_deaths: usize, running_rows: usize) -> bool {
     inferred_deaths >= 3 && inferred_deaths * 2 > running_rows
@@ -988,13 +988,13 @@ pub fn inferred_death(d: &Decision, p: &Plan) -> bool {
     d.inferred_death() && p.writes()
 }
 
-/// The mass-overtime hold of SPEC §5: like the breaker, more than half of a watch's
+/// The mass-overtime hold of docs/design.md#whole-watch-holds: like the breaker, more than half of a watch's
 /// running rows, and at least 3, would be written as overtime in one run.
 pub fn mass_overtime(overtime_writes: usize, running_rows: usize) -> bool {
     breaker_trips(overtime_writes, running_rows)
 }
 
-/// The no-heartbeat hold of SPEC §5: the watch has running rows, not one of them has a
+/// The no-heartbeat hold of docs/design.md#whole-watch-holds: the watch has running rows, not one of them has a
 /// heartbeat, and at least one is past `stale_after` (whatever the row count).
 pub fn no_heartbeat(rows: usize, rows_beating: usize, rows_past_stale_after: usize) -> bool {
     rows > 0 && rows_beating == 0 && rows_past_stale_after > 0

@@ -20,7 +20,7 @@
 
 use std::path::PathBuf;
 
-/// Exit statuses of SPEC §7, in one place.
+/// Exit statuses of docs/design.md#exit-status, in one place.
 pub mod exit {
     /// Every running row was judged and handled.
     pub const OK: u8 = 0;
@@ -378,7 +378,7 @@ pub enum Error {
     /// A file or directory of selfheal's own that it refuses to use: reached through a
     /// symbolic link someone else could have planted, a link, FIFO or hard-linked file
     /// where its file should be, another user's file, or a state directory that is not
-    /// private to the running user (SPEC §6). Nothing was written through it.
+    /// private to the running user (docs/design.md#writes). Nothing was written through it.
     #[error("{}", refused_text(action, refused))]
     Refused {
         /// What was being done, naming the setting ("opening the run lock (run.lock_file)").
@@ -446,7 +446,7 @@ fn refused_reason(e: &crate::fsafe::Error) -> String {
 }
 
 impl Error {
-    /// The process exit status for this error (SPEC §7).
+    /// The process exit status for this error (docs/design.md#exit-status).
     ///
     /// A table, column or database the configuration names and the server lacks is a
     /// bad configuration (2), like a key typo. Every schema is read before the first

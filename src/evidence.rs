@@ -142,7 +142,7 @@ pub fn render(e: &Evidence) -> Rendered {
 }
 
 // ---------------------------------------------------------------------------------------
-// The row message: the deciding evidence in words, then the figures (SPEC §6)
+// The row message: the deciding evidence in words, then the figures (docs/design.md#message)
 
 /// The words of the decision: `lock free, worker gone`, `heartbeat stale, lock held by
 /// pid 4242`. What a PHP developer reads first, so no bare numbers.
@@ -234,7 +234,7 @@ pub fn sign_words(s: &Sign<'_>) -> String {
     words.unwrap_or_default()
 }
 
-/// The row message of SPEC §6 for a decision on this evidence, before it is cut: the
+/// The row message of docs/design.md#message for a decision on this evidence, before it is cut: the
 /// deciding evidence in words, then the row's age, its heartbeat, the threshold that
 /// decided (`max_age` for an overtime, else `stale_after`), and each source's words where
 /// the decision's do not already name it ([`probe::Source::words`]: how far ahead the

@@ -1,6 +1,6 @@
 //! Safe file access for a process that may run as root over directories less trusted users
 //! own: every file selfheal writes, renames or removes is reached through this module
-//! (SPEC §6).
+//! (docs/design.md#writes).
 //!
 //! **The walk.** A path is reached one component at a time from `/`: each directory is
 //! opened `O_PATH|O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC` relative to the handle of the one

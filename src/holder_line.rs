@@ -1,7 +1,7 @@
 //! The holder line: `HOST:PID START`, written into a lock file by whoever holds it —
 //! `selfheal run` (the command's pid, [`crate::run`]) and the PHP helper (`Selfheal\Job`, the
 //! PHP process's pid) write the same line — and read back ([`crate::probe::lock::read_line_at`])
-//! by a run that was refused, by `check` (which lock is a row's own: SPEC §5), by `doctor`,
+//! by a run that was refused, by `check` (which lock is a row's own: docs/design.md#verdicts), by `doctor`,
 //! and by anyone who looks at the file. The format lives here, apart from both its writer
 //! and its readers, so that neither imports the other.
 //!
@@ -117,7 +117,7 @@ pub fn parse_line(text: &str) -> Option<HolderLine> {
 /// between writing a shorter line over a longer one and cutting the file leaves the end of
 /// the longer line after it). `head` is the file's first bytes ([`read_content`]), `len`
 /// its size. Anything else is somebody's content — a script locked with the `flock FILE
-/// cmd` idiom, a database — and is locked as it is, never written (SPEC §12).
+/// cmd` idiom, a database — and is locked as it is, never written (docs/design.md#run-wrapper).
 pub fn takes_a_line(head: &str, len: u64) -> bool {
     len == 0 || (len <= MAX_READ as u64 && parse_line(head).is_some())
 }

@@ -1,4 +1,4 @@
-//! The row message of SPEC §6 — `self-heal: <verdict>: <the deciding evidence in words>
+//! The row message of docs/design.md#message — `self-heal: <verdict>: <the deciding evidence in words>
 //! (<figures>)`, e.g. `self-heal: dead: lock free, worker gone (row 20m, heartbeat 1m40s
 //! ago, stale_after 5m)` — built and parsed here, and nowhere else.
 //!
@@ -100,7 +100,7 @@ pub fn recovered(words: &str, row_age: Option<u64>, beat: Beat, more: &[String])
     build_as(RECOVERED, words, row_age, beat, more)
 }
 
-/// The message of a person's decision (SPEC §13): `self-heal: resolved as retry by
+/// The message of a person's decision (docs/design.md#resolve): `self-heal: resolved as retry by
 /// alice: the API is back`, without the colon and note when none was given.
 pub fn resolved(decision: &str, who: &str, note: Option<&str>) -> String {
     match note.map(str::trim).filter(|n| !n.is_empty()) {

@@ -1,5 +1,5 @@
 //! What selfheal tells a person to run for a row that needs one — `selfheal show WATCH
-//! ID` to see its whole record, `selfheal resolve WATCH ID --as …` to decide (SPEC §13) —
+//! ID` to see its whole record, `selfheal resolve WATCH ID --as …` to decide (docs/design.md#resolve) —
 //! written the same way wherever it is said (the cron text, `--explain`, JSON, `doctor`,
 //! `show`), and who that person is when they decide ([`actor`]).
 //!

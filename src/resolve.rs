@@ -1,5 +1,5 @@
 //! `selfheal resolve WATCH ID... --as dead|retry|running`: a person's decision on rows
-//! that need one (SPEC §13) — the audited, compare-and-set replacement for the `UPDATE`
+//! that need one (docs/design.md#person) — the audited, compare-and-set replacement for the `UPDATE`
 //! a person would otherwise paste into a SQL client.
 //!
 //! For each row, after the run lock and the watch's advisory lock are taken (the lock
@@ -423,7 +423,7 @@ fn remote_owner(host: &str) -> String {
 /// Why `resolve --as dead|retry` would refuse this row without `--force`, if it would: the
 /// watch is pinned to another host, another host owns the row, or evidence of the row's
 /// own says its worker lives. `show` offers a hand-written statement only where this is
-/// `None` (SPEC §13).
+/// `None` (docs/design.md#person).
 pub fn would_refuse(w: &Watch, host: &Host, ev: &Evidence) -> Option<String> {
     if let Some(why) = other_host(w, host) {
         return Some(why);

@@ -1,6 +1,6 @@
 //! What the packages ship beside the binary, checked from the source tree (the built
 //! packages are checked by `packaging/test-deb.sh` and `packaging/test-rpm.sh`):
-//! `selfheal.service` runs the cron line's user and command with the hardening SPEC §15
+//! `selfheal.service` runs the cron line's user and command with the hardening docs/design.md#packaging
 //! names, `selfheal.timer` runs when the cron line does, `systemd-analyze verify` finds
 //! nothing in either (nor in the operator's guide's `ProtectSystem=strict` drop-in), a real run writes
 //! only where that drop-in lets it, and neither package enables the units.

@@ -1716,7 +1716,7 @@ fn mariadb_common_mistakes() {
 }
 
 // ---------------------------------------------------------------------------------------
-// A person's side: show, resolve, un-parking (SPEC §13)
+// A person's side: show, resolve, un-parking (docs/design.md#show)
 
 /// Runs `selfheal ARGS --config CFG` under the frozen clock with `SUDO_USER` set.
 fn run_as(cfg: &Path, sudo_user: &str, args: &[&str]) -> Option<Output> {

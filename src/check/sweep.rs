@@ -356,7 +356,7 @@ fn tallied(
     }
 }
 
-/// What holds the watch as a whole (SPEC §5, §6), from the first pass's counts, each said
+/// What holds the watch as a whole (docs/design.md#whole-watch-holds), from the first pass's counts, each said
 /// with its warning (of its kind: the cron text shows each once per `remind_every`): the
 /// shared heartbeat file, a lock others could swap, the breaker (more than half of the
 /// rows, and at least 3, would die on heartbeat alone), no heartbeat at all (not one row
@@ -629,7 +629,7 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
     let t = thresholds(w);
     let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
-    // What a person runs for a row that needs one (SPEC §13).
+    // What a person runs for a row that needs one (docs/design.md#person).
     let resolve = j.plan.attention.then(|| {
         crate::person::resolve_command(
             w,

@@ -1,4 +1,4 @@
-//! The un-park step of `check` (SPEC §13): a row parked in `manual_value` as `hung` whose
+//! The un-park step of `check` (docs/design.md#unpark): a row parked in `manual_value` as `hung` whose
 //! own heartbeat is fresh again after the park, while its worker provably lives and it is
 //! within `max_age`, goes back to `running_value` — the stall that parked it is over
 //! ([`lives_and_beats`]). Rows parked for `overtime` or for spent retries never are: a

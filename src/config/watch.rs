@@ -101,7 +101,7 @@ pub struct Watch {
     pub manual_value: Option<String>,
     pub retry: Option<Retry>,
     /// Set to "not before" when a row goes back to the queue (`retry_value`): the
-    /// database's now plus [`Watch::retry_delay`] (SPEC §14). Needs `retry_value`.
+    /// database's now plus [`Watch::retry_delay`] (docs/design.md#lease). Needs `retry_value`.
     pub retry_at_column: Option<Ident>,
     /// The wait before the first retry, doubled per attempt; default 1 minute.
     pub retry_backoff: Duration,
@@ -118,7 +118,7 @@ pub struct Watch {
     /// the running, dead, manual and retry values.
     pub success_values: Option<Vec<String>>,
     /// Consecutive real runs an inferred verdict (dead on heartbeat silence alone, hung)
-    /// must hold for the same row before it acts; 1 acts at once (SPEC §5).
+    /// must hold for the same row before it acts; 1 acts at once (docs/design.md#whole-watch-holds).
     pub confirm: u32,
 }
 
@@ -141,7 +141,7 @@ impl Watch {
     }
 
     /// How long a row a reclaim sends to `retry_value` waits before it is picked again
-    /// (SPEC §14): `retry_backoff × 2^(attempts − 1)`, at most `retry_backoff_max`, where
+    /// (docs/design.md#lease): `retry_backoff × 2^(attempts − 1)`, at most `retry_backoff_max`, where
     /// `attempts` is the count after this reclaim raised it; the base alone without one.
     /// Whole seconds. Pure.
     pub fn retry_delay(&self, attempts: Option<i64>) -> u64 {

@@ -2,7 +2,7 @@
 //! source ([`Heartbeat`], [`Lock`], [`Owner`], the row's times), gathered by the sources of
 //! [`crate::probe`]; built by hand (tests, the widest row message) through
 //! [`Evidence::new`] and its `with_*` steps. [`Evidence::life`] is what of it says the
-//! worker lives, sign by sign, for every rule that asks (SPEC §5, "Life beats inference").
+//! worker lives, sign by sign, for every rule that asks (docs/design.md#life-beats-inference, "Life beats inference").
 //! Pure: no I/O.
 
 use crate::holder_line::HolderLine;
@@ -65,7 +65,7 @@ pub enum Lock {
     /// The file exists and nobody was seen holding it, but it lies in a directory that
     /// users other than root, the running user and the file's owner can write, without the
     /// sticky bit: anyone there could have replaced the inode the job holds with a new,
-    /// unlocked file (who can write it, in words). Neutral, never conclusive (SPEC §5).
+    /// unlocked file (who can write it, in words). Neutral, never conclusive (docs/design.md#verdicts).
     Untrusted(String),
     /// The file does not exist (neutral: proves nothing either way).
     Absent,
@@ -112,7 +112,7 @@ pub enum Owner {
     /// The pid runs, but its process started `after_s` seconds after the row, more than
     /// `stale_after` later: a recycled pid, or a worker whose row's times are wrong (a
     /// clock, a session time zone). Comparing the database's time with the host's process
-    /// start is an inference, never proof (SPEC §5, "Proof means proof").
+    /// start is an inference, never proof (docs/design.md#proof-means-proof, "Proof means proof").
     Reused {
         pid: u32,
         after_s: u64,
@@ -145,7 +145,7 @@ pub struct Evidence {
     pub total_age: Result<u64, String>,
     /// The row's start, or its heartbeat column, lies in the future beyond the clock
     /// tolerance: its times cannot be trusted, and it is judged by the facts about now
-    /// alone (SPEC §5, "Proof means proof").
+    /// alone (docs/design.md#proof-means-proof, "Proof means proof").
     pub ahead: Option<Ahead>,
     pub heartbeat: Heartbeat,
     /// What the heartbeat column alone says (`None`: the watch has none), as read with the
@@ -316,7 +316,7 @@ impl Evidence {
     }
 }
 
-/// What in one row's evidence says its worker lives now (SPEC §5, "Life beats
+/// What in one row's evidence says its worker lives now (docs/design.md#life-beats-inference, "Life beats
 /// inference"), each sign on its own. Three rules weigh them, each its own way, all here:
 /// the verdicts ([`Life::proven`], and `decide`'s own-lock and own-beat steps), a
 /// person's `resolve` ([`Life::for_a_person`]) and the un-park step
@@ -396,7 +396,7 @@ impl<'e> Life<'e> {
         self.lock.is_some() || self.named.is_some() || self.owner_alive()
     }
 
-    /// The first sign that refuses a person's `resolve --as dead|retry` (SPEC §13), where
+    /// The first sign that refuses a person's `resolve --as dead|retry` (docs/design.md#resolve), where
     /// erring towards "alive" costs a look and the other way a second writer: the owner
     /// pid runs (also one that started after the row: that it is another process is an
     /// inference), the row's own heartbeat is fresh, or the job's lock is held — unless
@@ -414,7 +414,7 @@ impl<'e> Life<'e> {
         self.lock.filter(|l| !l.another_runs).map(Sign::Lock)
     }
 
-    /// What puts a parked row back to running (the un-park step, SPEC §13): its own beat
+    /// What puts a parked row back to running (the un-park step, docs/design.md#unpark): its own beat
     /// fresh, and its worker provably alive — the row's own lock held, or its owner pid
     /// alive.
     pub fn back_to_running(&self) -> Option<Sign<'e>> {

@@ -354,7 +354,7 @@ fn named_cases() {
                 "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
             ),
         ),
-        // Another host's row (SPEC §5, precedence 2): never judged by this host's files,
+        // Another host's row (docs/design.md#precedence, precedence 2): never judged by this host's files,
         // locks or pids, and reported only when its host may be gone for good.
         (
             "remote, no heartbeat column, within max_age",
@@ -1201,7 +1201,7 @@ fn a_lock_is_tried_only_as_a_hypothesis_of_a_free_one() {
     }
 }
 
-/// SPEC §5 "Life beats inference": every pairing of a death signal with the row's own
+/// docs/design.md#life-beats-inference "Life beats inference": every pairing of a death signal with the row's own
 /// evidence of life, and with evidence that is not the row's own.
 #[test]
 fn life_beats_inference() {
@@ -1484,7 +1484,7 @@ fn whole_watch_thresholds() {
     assert!(no_heartbeat(500, 0, 1));
 }
 
-/// SPEC §5 "Proof means proof": every pairing of an owner pid that looks reused with the
+/// docs/design.md#proof-means-proof "Proof means proof": every pairing of an owner pid that looks reused with the
 /// row's own lock, its own heartbeat and the breaker, and rows whose times lie ahead.
 #[test]
 fn proof_means_proof() {

@@ -29,7 +29,7 @@ pub(super) fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
     if relies.is_empty() {
         return None;
     }
-    // Right on one host; advice, which leaves the exit status as it is (SPEC §10).
+    // Right on one host; advice, which leaves the exit status as it is (docs/design.md#hosts).
     Some(Finding::advice(
         format!("watch {}: hosts", w.name),
         format!(

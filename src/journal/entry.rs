@@ -5,7 +5,7 @@
 //! release) read as empty; fields this release does not know are ignored.
 //!
 //! A line is one JSON object with its keys in sorted order (as every release wrote them).
-//! A journal line is compact (SPEC §8: a backlog of a million changes must not write
+//! A journal line is compact (docs/design.md#paging: a backlog of a million changes must not write
 //! gigabytes): figures, not prose — the deciding evidence as a code (`heartbeat_stale`;
 //! [`crate::decide::Basis::code`]), no row message (the row holds it; an intent keeps it, for
 //! recovery to recognise the change), and none of its own fields that have no value.

@@ -193,8 +193,8 @@ pub fn words(l: &Lock) -> Option<String> {
 /// The evidence with a lock that `/proc/locks` showed free ([`Lock::Unconfirmed`]) tried:
 /// a non-blocking try-lock on the file, released at once ([`try_lock`]). Got it:
 /// [`Lock::Free`]; someone holds it (a holder this pid namespace cannot see, or one over
-/// NFS): [`Lock::Held`]. Only for a row about to be written on the strength of it (SPEC
-/// §5), so a job in normal operation is never disturbed; anything else is returned as it
+/// NFS): [`Lock::Held`]. Only for a row about to be written on the strength of it
+/// (docs/design.md#free-means-free), so a job in normal operation is never disturbed; anything else is returned as it
 /// is.
 pub fn confirm(w: &Watch, row: &RunningRow, host: &Host, e: Evidence) -> Evidence {
     if e.lock != Lock::Unconfirmed {
@@ -248,7 +248,7 @@ fn proves_worker(lock: &Lock, own: bool, owner_pid: u32, path: &Path, host: &Hos
     host.is_descendant(h, owner_pid) || host.has_open(owner_pid, path)
 }
 
-/// Whether a held lock is the row's own (SPEC §5): its file is the row's alone (`{id}` in
+/// Whether a held lock is the row's own (docs/design.md#verdicts): its file is the row's alone (`{id}` in
 /// the template), or its holder is the row's owner — the pid `/proc/locks` gives for it,
 /// or the `HOST:PID` of the holder line in the file (for `selfheal run`, `/proc/locks`
 /// gives the wrapper and the line its command, which is what a job writes as its owner).
@@ -496,7 +496,7 @@ fn not_regular(path: &Path, kind: Kind) -> Lock {
 /// lock file at `path` with a new, unlocked one — its directory is writable by them and
 /// not sticky ([`crate::fsafe::swappable_by`]) — in words; `None` when nobody could, or
 /// when the file or its directory cannot be looked at (then the probe itself says so).
-/// A lock nobody holds in such a directory proves nothing (SPEC §5).
+/// A lock nobody holds in such a directory proves nothing (docs/design.md#whole-watch-holds).
 pub fn swappable_by(path: &Path) -> Option<String> {
     let file = std::fs::metadata(path).ok()?;
     let dir = std::fs::metadata(path.parent()?).ok()?;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::human;
 
-/// The evidence as programs read it: flattened into the JSON row (SPEC §7) and into the
+/// The evidence as programs read it: flattened into the JSON row (docs/design.md#json-row) and into the
 /// journal entry, under these names.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]

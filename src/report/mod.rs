@@ -1,6 +1,6 @@
 //! What a run found and did, row by row and in total, and the [`Reporter`] that renders
 //! it: [`text`] (the one-line text for cron, the `--explain` walk-through) and [`json`]
-//! (SPEC §7). Rendering writes to the `Write`rs it is given; library code never prints on
+//! (docs/design.md#output). Rendering writes to the `Write`rs it is given; library code never prints on
 //! its own. Totals are counted once, per watch ([`WatchRun::count`]); a run's are their sum
 //! ([`Summary::totals`]).
 
@@ -328,7 +328,7 @@ pub struct Parked {
 }
 
 /// A row parked as `hung` whose own heartbeat is fresh again after the park, while its
-/// worker provably lives and it is within `max_age` (SPEC §13): put back to
+/// worker provably lives and it is within `max_age` (docs/design.md#person): put back to
 /// `running_value` by a real run, or what a dry run would do.
 #[derive(Debug, Clone)]
 pub struct Unparked {

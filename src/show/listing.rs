@@ -223,7 +223,7 @@ fn parked_rows(
                 None,
             ),
         };
-        // Only where `resolve` itself would act without --force (SPEC §13): the row's
+        // Only where `resolve` itself would act without --force (docs/design.md#resolve): the row's
         // evidence now, as `resolve` reads it.
         let snapshot = crate::evidence::with_named(w, store, std::slice::from_ref(&r));
         let ev = gather(w, &r, &Scene::of_one_row(clocks, host, &snapshot));

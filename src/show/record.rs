@@ -241,7 +241,7 @@ pub(super) fn one_row(
     });
     let resolve = (parked || running)
         .then(|| person::resolve_command(w, &id, parked, decision.verdict == Verdict::Remote));
-    // Only where `resolve` itself would act without --force (SPEC §13).
+    // Only where `resolve` itself would act without --force (docs/design.md#resolve).
     let sql = ((parked || running) && crate::resolve::would_refuse(w, &host, &evidence).is_none())
         .then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
     let rec = RowRecord {

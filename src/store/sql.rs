@@ -532,7 +532,7 @@ fn time_expr(d: &Dialect, how: Option<Ended>, ahead: u64, b: &mut Binds<'_>) -> 
 }
 
 /// The condition an application's picker must add so that a row sent back to the queue
-/// waits until its `retry_at_column` is due (SPEC §14), for a person to copy: `None`
+/// waits until its `retry_at_column` is due (docs/design.md#lease), for a person to copy: `None`
 /// without the column. Written in this database's SQL for the column's type.
 pub fn due_condition(d: &Dialect, w: &Watch, schema: &Schema) -> Option<String> {
     let col = d.quote(w.retry_at_column.as_ref()?);
@@ -546,7 +546,7 @@ pub fn due_condition(d: &Dialect, w: &Watch, schema: &Schema) -> Option<String> 
     Some(format!("({col} IS NULL OR {col} <= {now})"))
 }
 
-/// The compare-and-set `UPDATE` of SPEC §6 — the one statement through which selfheal
+/// The compare-and-set `UPDATE` of docs/design.md#cas — the one statement through which selfheal
 /// writes a row: sets the new status, the end time (unless the row is parked for a person
 /// or put back to running), the message, the attempts and the "not before" time the watch
 /// has; matches the row only while it still has the id, the status it was observed in,
@@ -639,7 +639,7 @@ fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> 
 /// statement sets otherwise): such a column moves to now on any `UPDATE` that does not
 /// assign it, and one that assigns it to itself keeps it. So a write keeps the start and
 /// heartbeat it matched (and the worker's lease fence on the start), and a park leaves
-/// the end time alone (SPEC §6).
+/// the end time alone (docs/design.md#writes).
 fn kept_columns(
     d: &Dialect,
     w: &Watch,
