@@ -72,7 +72,12 @@ fn owners_json(o: &super::OwnerCounts) -> Vec<serde_json::Value> {
         .map(|(h, n)| json!({"host": h, "rows": n}))
         .collect();
     if let Some(other) = b.other {
-        v.push(json!({"host": "other", "rows": other.rows, "hosts": other.hosts}));
+        let mut o = json!({"host": "other", "rows": other.rows, "hosts": other.hosts});
+        if other.more_hosts {
+            // More hosts than were counted one by one: `hosts` is a lower bound.
+            o["more_hosts"] = json!(true);
+        }
+        v.push(o);
     }
     v
 }
