@@ -105,7 +105,7 @@ grep -q '^#compdef selfheal' /usr/share/zsh/vendor-completions/_selfheal || fail
 grep -q 'complete -c selfheal' /usr/share/fish/vendor_completions.d/selfheal.fish || fail "no fish completion"
 ok "bash completes 'selfheal ' to the subcommands; zsh and fish completions installed"
 
-# The PHP helper: installed where the README says, loadable without Composer, and (where php
+# The PHP helper: installed where the job author's guide says, loadable without Composer, and (where php
 # is installed) usable: the owner value and a lock that writes the holder line.
 for f in Job.php LockNotObtained.php Lease.php LeaseLost.php; do
   [ -f "/usr/share/selfheal/php/Selfheal/$f" ] || fail "the PHP helper's $f is not installed"
@@ -270,7 +270,7 @@ set -e
 [ "$rc" -eq 0 ] && [ -z "$out" ] || fail "second check: exit $rc, output: $out"
 ok "the next run: exit 0, no output"
 
-# --- the README's switch to the systemd timer survives an upgrade ---------------------------
+# --- the operator's guide's switch to the systemd timer survives an upgrade ---------------------------
 # The cron line commented out: the unit's User= runs selfheal now, and an upgrade (here a
 # reinstall, which runs the postinst again) must leave the state directory to it — never give
 # it to a user that does not run selfheal — and the timer's command line must still work.

@@ -327,7 +327,7 @@ msg=$(scriptlet postinstall 1 2>&1) || fail "postinstall failed without an apach
 [ "$(stat -c %u "$host/var-lib/selfheal")" = "$(in_host id -u selfheal)" ] || fail "/var/lib/selfheal not given to selfheal"
 ok "no apache user: postinstall gives /var/lib/selfheal to selfheal and says why"
 
-# The README's switch to the timer: the cron line commented out, selfheal.service's User=
+# The operator's guide's switch to the timer: the cron line commented out, selfheal.service's User=
 # (apache, as the cron line's) runs selfheal. An upgrade leaves the directory to it; with no
 # unit to read, it keeps its owner; a drop-in naming another user is followed and said.
 new_host "$users" "$groups"

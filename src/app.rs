@@ -24,6 +24,14 @@ pub fn run(cli: Cli) -> u8 {
     } else {
         line.as_str()
     };
+    crate::person::remember_config(match &cli.command {
+        Command::Check(a) => a.config.as_deref(),
+        Command::Doctor(a) => a.config.as_deref(),
+        Command::Stats(a) => a.config.as_deref(),
+        Command::Show(a) => a.config.as_deref(),
+        Command::Resolve(a) => a.config.as_deref(),
+        _ => None,
+    });
     let result = match cli.command {
         Command::Check(args) => run_check(&args),
         Command::Doctor(args) => Ok(crate::doctor::run(
@@ -341,6 +349,7 @@ fn show_options(args: crate::cli::ShowArgs) -> crate::show::ShowOptions {
         watch: args.watch,
         id: args.id,
         format: format(args.format),
+        all: args.all,
     }
 }
 

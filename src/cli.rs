@@ -92,7 +92,8 @@ pub enum Command {
                       race; 2 bad command line or configuration (no such watch or row id, --as \
                       retry without retry_value, more than 10 rows without --yes and no \
                       terminal); 3 database or filesystem failure; 75 a check run held the run \
-                      lock for 30 s.\nSee selfheal(1), section RESOLVING."
+                      lock for 30 s, or the watch's advisory lock for 5 s.\nSee selfheal(1), \
+                      section RESOLVING."
     )]
     Resolve(ResolveArgs),
     /// Print shell completions for bash, zsh or fish (for packaging)
@@ -277,7 +278,7 @@ pub struct StatsArgs {
     pub format: Format,
 }
 
-/// `selfheal show`: what needs a person, or one row's whole record (SPEC §13).
+/// `selfheal show`: what needs a person, or one row's whole record (docs/design.md#show).
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// Configuration file [default: $SELFHEAL_CONFIG, then /etc/selfheal/selfheal.toml]
@@ -291,6 +292,11 @@ pub struct ShowArgs {
     /// One row of the watch: its whole record
     #[arg(value_name = "ID", requires = "watch", allow_hyphen_values = true)]
     pub id: Option<String>,
+
+    /// List every row that needs a person (the text lists the first 50 and counts the rest
+    /// per watch and verdict; JSON always streams every row)
+    #[arg(long, conflicts_with = "id")]
+    pub all: bool,
 
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -308,7 +314,7 @@ pub enum Resolution {
     Running,
 }
 
-/// `selfheal resolve`: a person's decision on rows (SPEC §13).
+/// `selfheal resolve`: a person's decision on rows (docs/design.md#resolve).
 #[derive(Debug, Args)]
 #[command(
     override_usage = "selfheal resolve [--config FILE] WATCH ID... --as dead|retry|running \
@@ -354,7 +360,7 @@ pub struct ResolveArgs {
     pub yes: bool,
 }
 
-/// `selfheal init`: a first configuration from a table's shape (SPEC §17).
+/// `selfheal init`: a first configuration from a table's shape (docs/design.md#commands).
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// Database URL: sqlite:///path.db or mysql://user@host/db?socket=PATH (no password
@@ -392,7 +398,7 @@ pub struct DemoArgs {
     pub keep: Option<PathBuf>,
 }
 
-/// `selfheal run`: the job's evidence and an honest exit status (SPEC §12).
+/// `selfheal run`: the job's evidence and an honest exit status (docs/design.md#run-wrapper).
 #[derive(Debug, Args)]
 #[command(
     override_usage = "selfheal run [--lock FILE] [--wait DURATION] [--heartbeat FILE] \

@@ -4,7 +4,7 @@
 //! state per source ([`Evidence`], `decide/evidence.rs`); what of it says the worker lives
 //! is asked of [`Evidence::life`] here as everywhere else.
 //!
-//! Precedence (SPEC §5), first match wins. Only a fact about *now* is proof — the owner
+//! Precedence (docs/design.md#proof-means-proof), first match wins. Only a fact about *now* is proof — the owner
 //! pid does not exist, the job's lock is free; anything that compares two clocks or two
 //! time zones is an inference ("Proof means proof"):
 //! 1. `unknown`: any evidence unreadable or implausible (permission denied, I/O error, a
@@ -68,7 +68,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::Overtime;
 
 mod evidence;
-pub use evidence::{Ahead, Evidence, Heartbeat, HeldLock, Life, Lock, Owner, Running, Sign};
+pub use evidence::{
+    Ahead, Evidence, Heartbeat, HeldLock, Life, Lock, NamedHolder, NamedLock, Owner, Running, Sign,
+};
 
 /// The thresholds of one watch, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,13 +106,15 @@ impl Verdict {
     }
 }
 
-/// A death signal: host evidence that the worker is gone (SPEC §5, precedence 3).
+/// A death signal: host evidence that the worker is gone (docs/design.md#precedence, precedence 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
     OwnerDead,
     OwnerReused,
     LockFree,
+    /// Nobody holds the job's named database lock (`db_lock`).
+    NamedLockFree,
 }
 
 impl Signal {
@@ -120,6 +124,7 @@ impl Signal {
             Signal::OwnerDead => "the owner pid no longer exists",
             Signal::OwnerReused => "the owner pid belongs to a process started after the row",
             Signal::LockFree => "nobody holds the job's lock (a try-lock got it)",
+            Signal::NamedLockFree => "nobody holds the job's named lock",
         }
     }
 
@@ -128,6 +133,7 @@ impl Signal {
         match self {
             Signal::OwnerDead | Signal::OwnerReused => "owner_column",
             Signal::LockFree => "lock_file",
+            Signal::NamedLockFree => "db_lock",
         }
     }
 
@@ -137,6 +143,7 @@ impl Signal {
             Signal::OwnerDead => Basis::OwnerDead,
             Signal::OwnerReused => Basis::OwnerReused,
             Signal::LockFree => Basis::LockFree,
+            Signal::NamedLockFree => Basis::NamedLockFree,
         }
     }
 }
@@ -178,6 +185,9 @@ pub enum Basis {
     /// `dead` only once confirmed, and counted by the breaker.
     OwnerReused,
     LockFree,
+    /// Nobody holds any of the row's named database locks, and the row is older than
+    /// `stale_after` (`docs/design.md#named-lock`).
+    NamedLockFree,
     /// The owner pid started `after_s` seconds after the row, yet the row's own evidence
     /// proves it is the row's worker: the row's *times* are wrong (a clock, or an
     /// application's session time zone writing DATETIME values). Verdict `unknown`.
@@ -207,6 +217,15 @@ pub enum Basis {
     HeartbeatFresh,
     /// Stale heartbeat, but the job's lock is held.
     StaleButLockHeld,
+    /// Stale or missing heartbeat, but the row's named lock is held.
+    StaleButNamedLockHeld,
+    /// No heartbeat is configured, and the row's named lock is held.
+    NamedLockHeld,
+    /// No heartbeat is configured, and the job's lock file is held or its owner pid lives.
+    WorkerLives,
+    /// No heartbeat is configured, and neither a lock nor an owner says whether the worker
+    /// lives (a name another running row shares, or one that cannot be made).
+    NothingDecides,
     /// Stale heartbeat, but the owner pid lives.
     StaleButOwnerAlive,
     HeartbeatStale,
@@ -285,6 +304,17 @@ impl Basis {
                 .into(),
             Basis::LockFree => "nobody holds the job's lock (a try-lock got it), and the row \
                                 is older than stale_after"
+                .into(),
+            Basis::NamedLockFree => "nobody holds the job's named lock, and the row is older \
+                                     than stale_after"
+                .into(),
+            Basis::StaleButNamedLockHeld => {
+                "the heartbeat is stale or missing, but the job's named lock is held".into()
+            }
+            Basis::NamedLockHeld => "the job's named lock is held".into(),
+            Basis::WorkerLives => "the job's lock is held or its owner pid lives".into(),
+            Basis::NothingDecides => "no heartbeat is configured, and neither a lock nor an \
+                                      owner says whether the worker lives (is db_lock right?)"
                 .into(),
             Basis::Contradicted(sig) => format!(
                 "{}, but the row's own heartbeat is fresh: waiting until the heartbeat goes \
@@ -374,7 +404,10 @@ impl Decision {
     /// Death proven by a fact about now (the owner pid does not exist, the job's lock is
     /// free), not inferred. The breaker and the clock check never hold these back.
     pub fn conclusive(&self) -> bool {
-        matches!(self.basis, Basis::OwnerDead | Basis::LockFree)
+        matches!(
+            self.basis,
+            Basis::OwnerDead | Basis::LockFree | Basis::NamedLockFree
+        )
     }
 
     /// A verdict inferred rather than proven: an inferred death ([`Decision::inferred_death`]),
@@ -392,6 +425,10 @@ fn decision(verdict: Verdict, basis: Basis) -> Decision {
 pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     // 1. unknown
     let unreadable = match (&ev.heartbeat, &ev.lock, &ev.owner) {
+        _ if matches!(ev.named, NamedLock::Unreadable(_)) => match &ev.named {
+            NamedLock::Unreadable(why) => Some(format!("db_lock: {why}")),
+            _ => None,
+        },
         (Heartbeat::Unreadable(why), ..) => Some(format!("heartbeat: {why}")),
         (_, Lock::Unreadable(why), _) => Some(format!("lock: {why}")),
         (.., Owner::Unreadable(why)) => Some(format!("owner: {why}")),
@@ -423,7 +460,7 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     };
     let young = total < t.stale_after;
     let life = ev.life(t);
-    let own_lock_held = life.own_lock().is_some();
+    let own_lock_held = life.own_lock_held();
     let own_fresh_beat = life.own_beat.is_some();
 
     // 4. an owner pid that started after its row: the worker (and the row's times are
@@ -449,7 +486,7 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
             // The row's own lock, held by another pid, is its worker: the owner column
             // names something else. Judged by its heartbeat.
             overruled = Some(Signal::OwnerReused);
-        } else if ev.lock == Lock::Free && !young {
+        } else if (ev.lock == Lock::Free || ev.named == NamedLock::Free) && !young {
             // A fact about now decides below.
         } else if matches!(ev.lock, Lock::Untrusted(_)) {
             // The job may hold the inode someone swapped away: judged by its heartbeat,
@@ -460,11 +497,11 @@ pub fn decide(ev: &Evidence, t: Thresholds) -> Decision {
     }
 
     // 5. conclusive death, unless the row's own evidence of life contradicts it
-    if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && life.owner_alive() {
-        // The worker provably lives (in this very pid namespace) but nobody holds its
-        // lock: the configuration or the job is not what selfheal was told. A person must
-        // look; never mark.
-        return decision(Verdict::Unknown, lock_free_owner_alive());
+    if let Some(basis) = locks_disagree(ev, &life, young, life.owner_alive()) {
+        // The worker provably lives (in this very pid namespace, or by its other lock)
+        // but nobody holds a lock it should: the configuration or the job is not what
+        // selfheal was told. A person must look; never mark.
+        return decision(Verdict::Unknown, basis);
     }
     match death_signal(ev, young) {
         // The row's own lock, held, is its worker: the owner column names something else
@@ -494,17 +531,38 @@ fn death_signal(ev: &Evidence, young: bool) -> Option<Signal> {
         _ if young => None,
         Owner::Dead { .. } => Some(Signal::OwnerDead),
         _ if ev.lock == Lock::Free => Some(Signal::LockFree),
+        _ if ev.named == NamedLock::Free => Some(Signal::NamedLockFree),
         _ => None,
     }
 }
 
-fn lock_free_owner_alive() -> Basis {
-    Basis::Unreadable(
-        "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
-    )
+/// A lock that is free (or as good as, for a lock file not yet tried) while the worker
+/// provably lives — its owner pid runs (`owner_runs`), or its other lock is held: the
+/// evidence contradicts itself, and a person looks (`unknown`). `None` otherwise, or for
+/// a row younger than `stale_after`.
+fn locks_disagree(ev: &Evidence, life: &Life<'_>, young: bool, owner_runs: bool) -> Option<Basis> {
+    if young {
+        return None;
+    }
+    let file_free = matches!(ev.lock, Lock::Free | Lock::Unconfirmed);
+    let named_free = ev.named == NamedLock::Free;
+    let why = if file_free && owner_runs {
+        "the job's lock is free, yet the owner pid is alive (is lock_file right?)"
+    } else if named_free && owner_runs {
+        "the job's named lock is free, yet the owner pid is alive (is db_lock right?)"
+    } else if file_free && life.named.is_some() {
+        "the job's lock file is free, yet its named lock is held (are lock_file and db_lock \
+         the same job's?)"
+    } else if named_free && life.lock.is_some() {
+        "the job's named lock is free, yet its lock file is held (are lock_file and db_lock \
+         the same job's?)"
+    } else {
+        return None;
+    };
+    Some(Basis::Unreadable(why.into()))
 }
 
-/// Precedence 3: a row whose times lie in the future (SPEC §5, "Proof means proof").
+/// Precedence 3: a row whose times lie in the future (docs/design.md#proof-means-proof, "Proof means proof").
 /// Nothing that rests on its times acts (the cap, a heartbeat's age against its start); a
 /// fact about now does — a gone pid, a free lock — once selfheal itself has seen the row
 /// for `stale_after` (`seen_s`: a launcher may exit before its worker first beats), and the
@@ -516,11 +574,11 @@ fn by_facts_about_now(ev: &Evidence, t: Thresholds, seen_s: u64) -> Decision {
     let life = ev.life(t);
     // With no trustworthy times, a pid that started after the row runs all the same.
     let owner_runs = life.owner.is_some();
-    if matches!(ev.lock, Lock::Free | Lock::Unconfirmed) && !young && owner_runs {
-        return decision(Verdict::Unknown, lock_free_owner_alive());
+    if let Some(basis) = locks_disagree(ev, &life, young, owner_runs) {
+        return decision(Verdict::Unknown, basis);
     }
     match death_signal(ev, young) {
-        Some(sig) if life.own_lock().is_some() => Decision {
+        Some(sig) if life.own_lock_held() => Decision {
             overruled: Some(sig),
             ..decision(Verdict::Unknown, Basis::TimesAhead { by_s })
         },
@@ -549,7 +607,18 @@ fn judge_by_age_and_heartbeat(
         return decision(Verdict::Overtime, Basis::MaxAge);
     }
 
-    // 7. by heartbeat
+    // 7. by heartbeat; a watch with none by its locks and owner (docs/design.md#named-lock)
+    if ev.heartbeat == Heartbeat::NotConfigured {
+        return if life.named.is_some() {
+            decision(Verdict::Alive, Basis::NamedLockHeld)
+        } else if life.lock.is_some() || life.owner_alive() {
+            decision(Verdict::Alive, Basis::WorkerLives)
+        } else if young {
+            decision(Verdict::Starting, Basis::NoHeartbeatYet)
+        } else {
+            decision(Verdict::Unknown, Basis::NothingDecides)
+        };
+    }
     let stale_basis = match &ev.heartbeat {
         Heartbeat::Missing | Heartbeat::BeforeRow(_) | Heartbeat::Unusable(_) if young => {
             return decision(Verdict::Starting, Basis::NoHeartbeatYet);
@@ -562,10 +631,14 @@ fn judge_by_age_and_heartbeat(
             return decision(Verdict::Unknown, Basis::HeartbeatUnusable(why.clone()));
         }
         Heartbeat::Missing | Heartbeat::BeforeRow(_) => Basis::HeartbeatMissing,
-        Heartbeat::Age(_) | Heartbeat::Unreadable(_) => Basis::HeartbeatStale,
+        Heartbeat::Age(_) | Heartbeat::Unreadable(_) | Heartbeat::NotConfigured => {
+            Basis::HeartbeatStale
+        }
     };
     if life.lock.is_some() {
         decision(Verdict::Hung, Basis::StaleButLockHeld)
+    } else if life.named.is_some() {
+        decision(Verdict::Hung, Basis::StaleButNamedLockHeld)
     } else if life.owner_alive() {
         decision(Verdict::Hung, Basis::StaleButOwnerAlive)
     } else if matches!(ev.lock, Lock::Untrusted(_)) {
@@ -628,7 +701,7 @@ pub enum Action {
     /// A parked row put back to `running_value`: by the next real run when its own
     /// heartbeat is fresh again after a park as `hung` (`crate::check`'s un-park step),
     /// or by a person (`selfheal resolve --as running`). Never a plan of [`plan`]. Said and
-    /// journaled as `recovered` (SPEC §13).
+    /// journaled as `recovered` (docs/design.md#person).
     #[serde(rename = "recovered")]
     Unpark,
 }
@@ -888,7 +961,7 @@ impl Confirmation {
     }
 }
 
-/// Holds an inferred verdict until it is confirmed (SPEC §5): shown as judged, action
+/// Holds an inferred verdict until it is confirmed (docs/design.md#confirmation): shown as judged, action
 /// `none`, not needing a person yet. Conclusive deaths, `overtime` and `unknown` act at
 /// once, as do plans for a row whose verdict is not inferred.
 pub fn confirm(plan: Plan, d: &Decision, c: Option<Confirmation>) -> Plan {
@@ -903,7 +976,7 @@ pub fn confirm(plan: Plan, d: &Decision, c: Option<Confirmation>) -> Plan {
     }
 }
 
-/// The breaker of SPEC §6: trips when more than half of a watch's running rows, and at
+/// The breaker of docs/design.md#writes: trips when more than half of a watch's running rows, and at
 /// least 3, would be marked dead on heartbeat staleness alone.
 pub fn breaker_trips(inferred_deaths: usize, running_rows: usize) -> bool {
     inferred_deaths >= 3 && inferred_deaths * 2 > running_rows
@@ -915,13 +988,13 @@ pub fn inferred_death(d: &Decision, p: &Plan) -> bool {
     d.inferred_death() && p.writes()
 }
 
-/// The mass-overtime hold of SPEC §5: like the breaker, more than half of a watch's
+/// The mass-overtime hold of docs/design.md#whole-watch-holds: like the breaker, more than half of a watch's
 /// running rows, and at least 3, would be written as overtime in one run.
 pub fn mass_overtime(overtime_writes: usize, running_rows: usize) -> bool {
     breaker_trips(overtime_writes, running_rows)
 }
 
-/// The no-heartbeat hold of SPEC §5: the watch has running rows, not one of them has a
+/// The no-heartbeat hold of docs/design.md#whole-watch-holds: the watch has running rows, not one of them has a
 /// heartbeat, and at least one is past `stale_after` (whatever the row count).
 pub fn no_heartbeat(rows: usize, rows_beating: usize, rows_past_stale_after: usize) -> bool {
     rows > 0 && rows_beating == 0 && rows_past_stale_after > 0
@@ -929,3 +1002,5 @@ pub fn no_heartbeat(rows: usize, rows_beating: usize, rows_past_stale_after: usi
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_named;

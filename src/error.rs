@@ -20,7 +20,7 @@
 
 use std::path::PathBuf;
 
-/// Exit statuses of SPEC §7, in one place.
+/// Exit statuses of docs/design.md#exit-status, in one place.
 pub mod exit {
     /// Every running row was judged and handled.
     pub const OK: u8 = 0;
@@ -378,7 +378,7 @@ pub enum Error {
     /// A file or directory of selfheal's own that it refuses to use: reached through a
     /// symbolic link someone else could have planted, a link, FIFO or hard-linked file
     /// where its file should be, another user's file, or a state directory that is not
-    /// private to the running user (SPEC §6). Nothing was written through it.
+    /// private to the running user (docs/design.md#writes). Nothing was written through it.
     #[error("{}", refused_text(action, refused))]
     Refused {
         /// What was being done, naming the setting ("opening the run lock (run.lock_file)").
@@ -389,6 +389,16 @@ pub enum Error {
     /// Another run holds selfheal's run lock.
     #[error("another selfheal run holds {}; nothing done", path.display())]
     Busy { path: PathBuf },
+
+    /// A watch's advisory lock stayed held while `resolve` waited for it: a `check` (on this
+    /// or another host) is judging the watch, or someone else holds the lock.
+    #[error("watch {watch}: {holder}; nothing more done")]
+    WatchBusy {
+        watch: String,
+        /// Who holds it, in words.
+        holder: String,
+        fix: String,
+    },
 }
 
 /// `PATH: ACTION: WHY`; a directory that is not private says what it is itself.
@@ -436,7 +446,7 @@ fn refused_reason(e: &crate::fsafe::Error) -> String {
 }
 
 impl Error {
-    /// The process exit status for this error (SPEC §7).
+    /// The process exit status for this error (docs/design.md#exit-status).
     ///
     /// A table, column or database the configuration names and the server lacks is a
     /// bad configuration (2), like a key typo. Every schema is read before the first
@@ -455,7 +465,7 @@ impl Error {
             | Error::Io { .. }
             | Error::Journal { .. }
             | Error::Refused { .. } => exit::FAILURE,
-            Error::Busy { .. } => exit::BUSY,
+            Error::Busy { .. } | Error::WatchBusy { .. } => exit::BUSY,
         }
     }
 
@@ -469,6 +479,7 @@ impl Error {
             | Error::Config { fix: Some(f), .. } => Some(f.clone()),
             Error::Database { kind, .. } => kind.fix().map(str::to_string),
             Error::Schema { watch, problem } => Some(problem.fix(watch)),
+            Error::WatchBusy { fix, .. } => Some(fix.clone()),
             Error::Busy { path } => Some(format!(
                 "none if another run of this configuration is still at work (lslocks shows \
                  the pid holding {}); if it happens on every run, a run takes longer than \

@@ -15,8 +15,9 @@ use crate::config::Watch;
 use crate::decide::{Basis, Decision, Evidence, Lock, Owner, Sign, Signal, Thresholds};
 use crate::host::Host;
 use crate::message;
+use crate::probe::named::NamedTable;
 use crate::probe::{self, Reading};
-use crate::store::RunningRow;
+use crate::store::{JobTable, RunningRow};
 
 pub use crate::probe::owner::is_remote;
 pub use crate::probe::{Human, Item, LockHolder, Record, Rendered, Scene, Snapshot, Value};
@@ -41,6 +42,54 @@ pub fn gather(w: &Watch, row: &RunningRow, scene: &Scene<'_>) -> Evidence {
     }
     read_now(&at, &mut e);
     e
+}
+
+/// [`Snapshot::read`], and what the database server says now of the named locks
+/// (`db_lock`) of `rows`: their holders, in one statement per page of names through the
+/// store, and which running row of the watch is the youngest of those sharing a name (every
+/// running row is read for that, unless each template has `{id}`). A failure is kept in the
+/// table: the rows' named locks are then unreadable (`docs/design.md#named-lock`).
+pub fn with_named(w: &Watch, store: &mut dyn JobTable, rows: &[RunningRow]) -> Snapshot {
+    let named = (!w.db_lock.is_empty()).then(|| {
+        let mut t = NamedTable::default();
+        if let Err(e) = ask_named(&mut t, store, w, rows) {
+            t.error = Some(e.to_string());
+        }
+        t
+    });
+    Snapshot {
+        named,
+        ..Snapshot::read(w)
+    }
+}
+
+fn ask_named(
+    t: &mut NamedTable,
+    store: &mut dyn JobTable,
+    w: &Watch,
+    rows: &[RunningRow],
+) -> crate::error::Result<()> {
+    t.database = store.lock_database()?;
+    let mut names: Vec<String> = rows
+        .iter()
+        .filter_map(|r| probe::named::names_of(w, r, &t.database).ok())
+        .flatten()
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let holders = store.named_locks(&names)?;
+    t.holders = names.into_iter().zip(holders).collect();
+    if w.db_lock.iter().all(crate::config::LockTemplate::has_id) {
+        return Ok(());
+    }
+    let mut youngest = probe::named::Youngest::default();
+    let database = t.database.clone();
+    store.each_running_row(w, &mut |r| {
+        youngest.add(w, &r, &database);
+        Ok(())
+    })?;
+    t.youngest = youngest.shared();
+    Ok(())
 }
 
 /// The evidence of a row judged a moment ago (`judged`, gathered from this very `row`),
@@ -93,7 +142,7 @@ pub fn render(e: &Evidence) -> Rendered {
 }
 
 // ---------------------------------------------------------------------------------------
-// The row message: the deciding evidence in words, then the figures (SPEC §6)
+// The row message: the deciding evidence in words, then the figures (docs/design.md#message)
 
 /// The words of the decision: `lock free, worker gone`, `heartbeat stale, lock held by
 /// pid 4242`. What a PHP developer reads first, so no bare numbers.
@@ -125,6 +174,11 @@ fn decision_words(d: &Decision, e: &Evidence) -> String {
         ),
         Basis::StaleLockUntrusted => "heartbeat stale, lock not trusted as free".into(),
         Basis::LockFree => message::LOCK_FREE.into(),
+        Basis::NamedLockFree => message::NAMED_LOCK_FREE.into(),
+        Basis::StaleButNamedLockHeld => "heartbeat stale, named lock held".into(),
+        Basis::NamedLockHeld => "named lock held".into(),
+        Basis::WorkerLives => "lock held or owner alive".into(),
+        Basis::NothingDecides => "no sign either way".into(),
         // Never the words of a conclusive death first: the row is not proven dead.
         Basis::Contradicted(sig) | Basis::ContradictionPersists(sig) => format!(
             "own heartbeat fresh, but {}",
@@ -134,6 +188,7 @@ fn decision_words(d: &Decision, e: &Evidence) -> String {
                     message::owner_reused(p, reused_after)
                 }),
                 Signal::LockFree => message::LOCK_FREE.into(),
+                Signal::NamedLockFree => message::NAMED_LOCK_FREE.into(),
             }
         ),
         Basis::HeartbeatUnusable(_) => "heartbeat file unusable".into(),
@@ -174,11 +229,12 @@ pub fn sign_words(s: &Sign<'_>) -> String {
             },
         }),
         Sign::OwnBeat(_) => Some("own heartbeat fresh".into()),
+        Sign::NamedLock(h) => Some(format!("named lock held by connection {}", h.connection)),
     };
     words.unwrap_or_default()
 }
 
-/// The row message of SPEC §6 for a decision on this evidence, before it is cut: the
+/// The row message of docs/design.md#message for a decision on this evidence, before it is cut: the
 /// deciding evidence in words, then the row's age, its heartbeat, the threshold that
 /// decided (`max_age` for an overtime, else `stale_after`), and each source's words where
 /// the decision's do not already name it ([`probe::Source::words`]: how far ahead the
@@ -212,6 +268,7 @@ fn widest_messages(w: &Watch) -> Vec<String> {
     let t = thresholds(w);
     probe::SHOWN
         .iter()
+        .filter(|s| s.applies(w))
         .flat_map(|s| s.deciding())
         .map(|(verdict, basis)| {
             let mut e = Evidence::aged(0);

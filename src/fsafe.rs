@@ -1,6 +1,6 @@
 //! Safe file access for a process that may run as root over directories less trusted users
 //! own: every file selfheal writes, renames or removes is reached through this module
-//! (SPEC §6).
+//! (docs/design.md#writes).
 //!
 //! **The walk.** A path is reached one component at a time from `/`: each directory is
 //! opened `O_PATH|O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC` relative to the handle of the one
@@ -28,15 +28,18 @@
 //! links per walk, like the kernel's ELOOP. Real directories on the way are walked
 //! whoever owns them: their owner can add and remove names in them, but cannot make a
 //! name in them lead anywhere else. Reading evidence (heartbeat mtimes, the lock probe)
-//! does not go through here: it follows links as usual (SPEC §6).
+//! does not take the walk: it follows links as usual, except where another user could
+//! have planted them, and opens only regular files ([`reach`], docs/design.md#file-safety).
 //!
 //! **What is refused.** Empty and relative paths, `..` components and NUL bytes in a path
 //! given to this module ([`Error::BadPath`]); a link that is not trusted
 //! ([`Error::UntrustedLink`], naming the link, its owner and who can write its
 //! directory); a last component that is a link ([`Error::FinalSymlink`]). A file opened
-//! to be written must be a regular file ([`Error::NotRegular`]: a FIFO or device planted
-//! where a file is expected is opened `O_NONBLOCK|O_NOCTTY`, never read from or written
-//! to, and never blocks), with one name only ([`Error::HardLinked`]: a hard link to a file
+//! to be written must be a regular file ([`Error::NotRegular`]: every name is first reached
+//! `O_PATH|O_NOFOLLOW` and its type checked by `fstat` on that descriptor, and only a
+//! regular file is then opened, through that descriptor ([`reopen`]): a FIFO, device or
+//! socket planted where a file is expected, or swapped in meanwhile, is never opened), with
+//! one name only ([`Error::HardLinked`]: a hard link to a file
 //! elsewhere, e.g. `/etc/shadow` where `fs.protected_hardlinks` is off, must not be
 //! appended to or truncated — the check matters most for root, who owns such files), and
 //! owned by the running user ([`Error::NotOwned`]; the run lock and the state files are
@@ -101,9 +104,11 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 mod error;
+mod reach;
 mod walk;
 
 pub use error::{Error, Who};
+pub use reach::{Opened, Reached, open_evidence, reach, reopen};
 
 /// At most this many symbolic links are followed in one walk (the kernel's own limit).
 pub const MAX_LINKS: usize = 40;
@@ -392,36 +397,68 @@ impl Dir {
         }
     }
 
-    /// `openat(O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC)`; a link at the name is
-    /// [`Error::FinalSymlink`]. The descriptor is returned with its status, still
-    /// non-blocking.
+    /// Opens `name` with `flags` (creating it with `create` when missing): first reached
+    /// `O_PATH|O_NOFOLLOW` and checked by `fstat` on that descriptor — a link is
+    /// [`Error::FinalSymlink`], a FIFO, device or socket [`Error::NotRegular`], never
+    /// opened — then opened through the descriptor ([`reopen`]), so nothing swapped in
+    /// meanwhile is opened either. A missing file is created `O_CREAT|O_EXCL|O_NOFOLLOW`
+    /// (a name planted between the look and the create is looked at again). The descriptor
+    /// is returned with its status, still non-blocking.
     fn open_at(&self, name: &OsStr, flags: OFlags, create: Option<u32>) -> Result<(OwnedFd, Stat)> {
         plain_name(&self.path, name)?;
-        let mut flags =
-            flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-        if create.is_some() {
-            flags |= OFlags::CREATE;
-        }
-        let mode = Mode::from_raw_mode(create.unwrap_or(0));
-        let fd = match rustix::fs::openat(&self.fd, name, flags, mode) {
-            Ok(fd) => fd,
-            Err(Errno::LOOP) if self.is_link(name) => {
-                return Err(Error::FinalSymlink {
-                    path: self.path.join(name),
-                });
-            }
-            Err(e) => return Err(self.err(name, "opening", e)),
+        let reach = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let stat = |fd: &OwnedFd| {
+            rustix::fs::fstat(fd)
+                .map(Stat::from)
+                .map_err(|e| self.err(name, "reading the status of", e))
         };
-        let st = rustix::fs::fstat(&fd)
-            .map(Stat::from)
-            .map_err(|e| self.err(name, "reading the status of", e))?;
-        if st.kind != Kind::File {
-            return Err(Error::NotRegular {
-                path: self.path.join(name),
-                kind: st.kind.describe(),
-            });
+        for _ in 0..MAX_LINKS {
+            let seen = match rustix::fs::openat(&self.fd, name, reach, Mode::empty()) {
+                Ok(seen) => seen,
+                Err(Errno::NOENT) if create.is_some() => {
+                    let flags = flags
+                        | OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::NONBLOCK
+                        | OFlags::NOCTTY
+                        | OFlags::CLOEXEC;
+                    let mode = Mode::from_raw_mode(create.unwrap_or(0));
+                    match rustix::fs::openat(&self.fd, name, flags, mode) {
+                        Ok(fd) => {
+                            let st = stat(&fd)?;
+                            return Ok((fd, st));
+                        }
+                        // Made by someone else meanwhile: look at it again.
+                        Err(Errno::EXIST) => continue,
+                        Err(e) => return Err(self.err(name, "creating", e)),
+                    }
+                }
+                Err(e) => return Err(self.err(name, "opening", e)),
+            };
+            let st = stat(&seen)?;
+            match st.kind {
+                Kind::File => {}
+                Kind::Symlink => {
+                    return Err(Error::FinalSymlink {
+                        path: self.path.join(name),
+                    });
+                }
+                kind => {
+                    return Err(Error::NotRegular {
+                        path: self.path.join(name),
+                        kind: kind.describe(),
+                    });
+                }
+            }
+            let fd = reopen(&seen, flags).map_err(|e| self.err(name, "opening", e))?;
+            return Ok((fd, st));
         }
-        Ok((fd, st))
+        Err(self.err(
+            name,
+            "creating",
+            io::Error::other("the name kept changing between looking at it and creating it"),
+        ))
     }
 
     fn is_link(&self, name: &OsStr) -> bool {

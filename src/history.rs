@@ -1,5 +1,5 @@
 //! What the latest finished runs of a watch say, cheaply: the longest run that ended well
-//! among the latest rows, and the rule of SPEC §9 on it — a `max_age` below 1.5× a real
+//! among the latest rows, and the rule of docs/design.md#error-rate on it — a `max_age` below 1.5× a real
 //! run kills legitimate runs (the seed incident). `check` warns on it every run, `doctor`
 //! shows it, `stats` applies the same rule to the whole history.
 //!
@@ -107,7 +107,7 @@ pub fn recent_runs(
 }
 
 impl RecentRuns {
-    /// The warning of SPEC §9 when `max_age` is below 1.5× the longest run.
+    /// The warning of docs/design.md#error-rate when `max_age` is below 1.5× the longest run.
     pub fn max_age_warning(&self, w: &Watch) -> Option<MaxAgeWarning> {
         let max_age_s = w.max_age.as_secs();
         match &self.longest {
@@ -140,7 +140,7 @@ pub fn recent_max_age_check(
     })
 }
 
-/// No job runs this long: a runtime beyond it is bad history, not a run (SPEC §9).
+/// No job runs this long: a runtime beyond it is bad history, not a run (docs/design.md#error-rate).
 pub const LONGEST_PLAUSIBLE_RUN_S: i64 = 366 * 86_400;
 
 /// Why a finished row's runtime is left out.
@@ -221,7 +221,7 @@ pub fn scaled_ceil(n: u64, num: u64, den: u64) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
-/// The rule of SPEC §9: a cap below 1.5× the longest run that ended well kills legitimate
+/// The rule of docs/design.md#error-rate: a cap below 1.5× the longest run that ended well kills legitimate
 /// runs — the incident this tool exists to prevent.
 pub fn max_age_too_low(max_age_s: u64, longest_s: u64) -> bool {
     u128::from(max_age_s) * 2 < u128::from(longest_s) * 3

@@ -1,9 +1,12 @@
 //! The holder line: `HOST:PID START`, written into a lock file by whoever holds it —
 //! `selfheal run` (the command's pid, [`crate::run`]) and the PHP helper (`Selfheal\Job`, the
 //! PHP process's pid) write the same line — and read back ([`crate::probe::lock::read_line_at`])
-//! by a run that was refused, by `check` (which lock is a row's own: SPEC §5), by `doctor`,
+//! by a run that was refused, by `check` (which lock is a row's own: docs/design.md#verdicts), by `doctor`,
 //! and by anyone who looks at the file. The format lives here, apart from both its writer
 //! and its readers, so that neither imports the other.
+//!
+//! Here too: who holds a named database lock ([`NamedHolder`]), as the store reads it and
+//! the decision core weighs it, for the same reason.
 //!
 //! Format: one line, `HOST:PID START\n`. `HOST` is `gethostname()` whole, `PID` the
 //! process that runs the job, `START` the moment it got the lock and started, in RFC 3339
@@ -114,7 +117,7 @@ pub fn parse_line(text: &str) -> Option<HolderLine> {
 /// between writing a shorter line over a longer one and cutting the file leaves the end of
 /// the longer line after it). `head` is the file's first bytes ([`read_content`]), `len`
 /// its size. Anything else is somebody's content — a script locked with the `flock FILE
-/// cmd` idiom, a database — and is locked as it is, never written (SPEC §12).
+/// cmd` idiom, a database — and is locked as it is, never written (docs/design.md#run-wrapper).
 pub fn takes_a_line(head: &str, len: u64) -> bool {
     len == 0 || (len <= MAX_READ as u64 && parse_line(head).is_some())
 }
@@ -132,6 +135,40 @@ pub fn read_content(file: &File) -> String {
     }
     buf.truncate(n);
     String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Who holds a named database lock (`db_lock`), as the server says: the server's connection id, and where the account may see
+/// the process list, its user, host and seconds in its current state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NamedHolder {
+    pub connection: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<u64>,
+}
+
+impl NamedHolder {
+    /// In words: `connection 42 (app@localhost, 3m in its state)`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("connection {}", self.connection);
+        let who = match (&self.user, &self.host) {
+            (Some(u), Some(h)) => Some(format!("{u}@{h}")),
+            (Some(u), None) => Some(u.clone()),
+            (None, Some(h)) => Some(h.clone()),
+            (None, None) => None,
+        };
+        let time = self
+            .time_s
+            .map(|t| format!("{} in its state", crate::clock::human(t)));
+        let aside: Vec<String> = who.into_iter().chain(time).collect();
+        if !aside.is_empty() {
+            s = format!("{s} ({})", aside.join(", "));
+        }
+        s
+    }
 }
 
 #[cfg(test)]

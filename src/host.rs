@@ -2,7 +2,7 @@
 //! from another host's), its boot time and clock tick (to place a pid's start on the
 //! clock), and what `/proc` says about one pid.
 //!
-//! Identity (SPEC §5): a name is this host's only when it equals, whole and ignoring ASCII
+//! Identity (docs/design.md#host-identity): a name is this host's only when it equals, whole and ignoring ASCII
 //! case, the name `gethostname` returns or one of `[run] host_names` (with `{hostname}`
 //! filled in). Nothing is guessed: `vm` is not `vm.dc2.example.com`, and a short name never
 //! matches a qualified one, since another domain may have a host of the same short name.

@@ -22,7 +22,7 @@
 //!
 //! Beside `check`: [`run`] is `selfheal run`, the wrapper that makes a job leave that
 //! evidence (a kernel lock, a heartbeat, an execution record); [`fsafe`] is how every file
-//! selfheal writes is reached. A person's side (SPEC §13) is two commands over the same
+//! selfheal writes is reached. A person's side (docs/design.md#person) is two commands over the same
 //! rooms: [`show`] (what needs a person — a dry run of [`check`] — and one row's whole
 //! record: the store's row reader, [`evidence::gather`], [`decide`], the journal) and
 //! [`resolve`] (a person's decision: the same reader and probes, then one compare-and-set

@@ -1,4 +1,4 @@
-//! The row message of SPEC §6 — `self-heal: <verdict>: <the deciding evidence in words>
+//! The row message of docs/design.md#message — `self-heal: <verdict>: <the deciding evidence in words>
 //! (<figures>)`, e.g. `self-heal: dead: lock free, worker gone (row 20m, heartbeat 1m40s
 //! ago, stale_after 5m)` — built and parsed here, and nowhere else.
 //!
@@ -21,6 +21,8 @@ pub const MESSAGE_PREFIX: &str = "self-heal:";
 
 /// The words of a death proven by a free lock.
 pub const LOCK_FREE: &str = "lock free, worker gone";
+/// The words of a death proven by a free named database lock (`db_lock`).
+pub const NAMED_LOCK_FREE: &str = "named lock free, worker gone";
 
 /// The words of a death proven by the owner pid: gone.
 pub fn owner_gone(pid: u32) -> String {
@@ -68,6 +70,8 @@ pub enum Beat {
     Ago(u64),
     Missing,
     Unreadable,
+    /// The watch names no heartbeat: no figure.
+    NotConfigured,
 }
 
 /// The row message, before it is cut to the column's length: the verdict, the deciding
@@ -96,7 +100,7 @@ pub fn recovered(words: &str, row_age: Option<u64>, beat: Beat, more: &[String])
     build_as(RECOVERED, words, row_age, beat, more)
 }
 
-/// The message of a person's decision (SPEC §13): `self-heal: resolved as retry by
+/// The message of a person's decision (docs/design.md#resolve): `self-heal: resolved as retry by
 /// alice: the API is back`, without the colon and note when none was given.
 pub fn resolved(decision: &str, who: &str, note: Option<&str>) -> String {
     match note.map(str::trim).filter(|n| !n.is_empty()) {
@@ -131,6 +135,7 @@ fn build_as(
         }
         Beat::Missing => m.push_str(", no heartbeat"),
         Beat::Unreadable => m.push_str(", heartbeat unreadable"),
+        Beat::NotConfigured => {}
     }
     for f in more {
         m.push_str(", ");
@@ -220,7 +225,9 @@ fn parse_words(mut p: ParsedMessage, tail: &str) -> ParsedMessage {
         Some((words, figures)) => (words, Some(figures)),
         None => (tail, None),
     };
-    p.conclusive = words.starts_with(LOCK_FREE) || conclusive_owner(words);
+    p.conclusive = words.starts_with(LOCK_FREE)
+        || words.starts_with(NAMED_LOCK_FREE)
+        || conclusive_owner(words);
     let Some(figures) = figures else {
         return p;
     };

@@ -56,7 +56,7 @@ const VERDICTS: [Verdict; 7] = [
     Verdict::Unknown,
     Verdict::Remote,
 ];
-/// Holds of one row, then those of a watch as a whole (SPEC §5, §13).
+/// Holds of one row, then those of a watch as a whole (docs/design.md#holds).
 const ROW_HOLDS: [Hold; 7] = [
     Hold::Confirming,
     Hold::Contradicted,

@@ -1,5 +1,5 @@
 //! What selfheal tells a person to run for a row that needs one — `selfheal show WATCH
-//! ID` to see its whole record, `selfheal resolve WATCH ID --as …` to decide (SPEC §13) —
+//! ID` to see its whole record, `selfheal resolve WATCH ID --as …` to decide (docs/design.md#resolve) —
 //! written the same way wherever it is said (the cron text, `--explain`, JSON, `doctor`,
 //! `show`), and who that person is when they decide ([`actor`]).
 //!
@@ -11,6 +11,7 @@
 use std::borrow::Cow;
 
 use crate::config::Watch;
+use crate::escape::printable;
 use crate::store::SqlValue;
 
 /// `s` as one word for a POSIX shell: as it is when it holds only letters, digits and
@@ -94,33 +95,100 @@ pub fn choices(w: &Watch, parked: bool) -> Vec<&'static str> {
 /// running); `--force` for another host's row, which `resolve` refuses without it.
 pub fn resolve_command(w: &Watch, id: &SqlValue, parked: bool, other_host: bool) -> String {
     format!(
-        "selfheal resolve {} {} --as {}{}",
+        "selfheal resolve {} {} --as {}{}{}",
         w.name,
         shell_word(&id.to_string()),
         choices(w, parked).join("|"),
-        if other_host { " --force" } else { "" }
+        if other_host { " --force" } else { "" },
+        config_words()
     )
 }
 
 /// `selfheal show WATCH ID`.
 pub fn show_command(watch: &str, id: &SqlValue) -> String {
-    format!("selfheal show {watch} {}", shell_word(&id.to_string()))
+    format!(
+        "selfheal show {watch} {}{}",
+        shell_word(&id.to_string()),
+        config_words()
+    )
+}
+
+/// `selfheal SUBCOMMAND…` as a person pastes it: with this process's `--config`.
+pub fn selfheal_command(words: &str) -> String {
+    format!("selfheal {words}{}", config_words())
+}
+
+/// The `--config FILE` this process was given, made absolute: the commands it prints for a
+/// person repeat it, so that pasted anywhere they read the same configuration
+/// (docs/design.md#person).
+static CONFIG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Remembers the `--config FILE` of this process's command line (`app` calls it once).
+pub fn remember_config(path: Option<&std::path::Path>) {
+    if let Some(p) = path {
+        let _ = CONFIG.set(std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
+    }
+}
+
+/// ` --config FILE`, quoted for a shell, or nothing when none was given.
+fn config_words() -> String {
+    CONFIG.get().map_or_else(String::new, |p| {
+        format!(" --config {}", shell_word(&p.display().to_string()))
+    })
+}
+
+/// Who decides, as the journal keeps it ([`actor`]): the name a person is known by, and
+/// beside it what the kernel says — `$SUDO_USER` is a claim anyone can make, the real uid
+/// is not (docs/design.md#person).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// `$SUDO_USER` when set, else the login name of the real uid, else `uid N`; escaped
+    /// ([`printable`]), so it is safe in the message column, the journal and every output.
+    pub name: String,
+    /// The real uid of the process.
+    pub uid: u32,
+    /// The login name of the real uid, when the user database has one (escaped).
+    pub login: Option<String>,
+    /// `name` came from `$SUDO_USER` (the environment), not from the user database.
+    pub claimed: bool,
 }
 
 /// Who decides: `$SUDO_USER` when set (a person who ran selfheal through sudo, as the
-/// state directory's owner), else the login name of the real uid, else `uid N`.
-pub fn actor() -> String {
-    if let Some(u) = std::env::var_os("SUDO_USER")
-        .map(|u| u.to_string_lossy().trim().to_string())
-        .filter(|u| !u.is_empty())
-    {
-        return u;
-    }
+/// state directory's owner), else the login name of the real uid, else `uid N` — with the
+/// real uid and its login beside it.
+pub fn actor() -> Actor {
     let uid = nix::unistd::getuid();
-    match nix::unistd::User::from_uid(uid) {
-        Ok(Some(u)) => u.name,
-        _ => format!("uid {uid}"),
+    let login = match nix::unistd::User::from_uid(uid) {
+        Ok(Some(u)) => Some(printable(&u.name).into_owned()),
+        _ => None,
+    };
+    let claimed = std::env::var_os("SUDO_USER")
+        .map(|u| u.to_string_lossy().trim().to_string())
+        .filter(|u| !u.is_empty());
+    actor_of(uid.as_raw(), login, claimed.as_deref())
+}
+
+/// [`actor`] from what it read: the real uid, its login, `$SUDO_USER`.
+pub fn actor_of(uid: u32, login: Option<String>, sudo_user: Option<&str>) -> Actor {
+    let (name, claimed) = match sudo_user {
+        Some(u) => (printable(u).into_owned(), true),
+        None => (login.clone().unwrap_or_else(|| format!("uid {uid}")), false),
+    };
+    Actor {
+        name,
+        uid,
+        login,
+        claimed,
     }
+}
+
+/// A person's `--note` as it is stored and shown: trimmed, escaped ([`printable`]: no
+/// newline, escape sequence or bidirectional override survives); `None` when empty.
+pub fn note(given: Option<&str>) -> Option<String> {
+    given
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| printable(n).into_owned())
 }
 
 #[cfg(test)]
@@ -175,5 +243,27 @@ mod tests {
         assert_eq!(shell_word(""), "''");
         assert_eq!(shell_word("$(rm -rf /)"), "'$(rm -rf /)'");
         assert_eq!(shell_word("a;b"), "'a;b'");
+    }
+
+    /// `$SUDO_USER` is a claim: kept as the name, marked claimed, the real uid beside it;
+    /// what it holds is escaped, so it forges no line and reorders no text.
+    #[test]
+    fn the_actor_is_escaped_and_a_claim_is_marked() {
+        let a = actor_of(
+            1000,
+            Some("eve".into()),
+            Some("eve\u{1b}[2J\nselfheal: fake line"),
+        );
+        assert_eq!(a.name, "eve\\u{1b}[2J\\nselfheal: fake line");
+        assert!(a.claimed);
+        assert_eq!((a.uid, a.login.as_deref()), (1000, Some("eve")));
+        let a = actor_of(33, Some("www-data".into()), None);
+        assert_eq!((a.name.as_str(), a.claimed), ("www-data", false));
+        assert_eq!(actor_of(4242, None, None).name, "uid 4242");
+        assert_eq!(
+            note(Some("  API back\u{202e}kcab IPA\n* * * * * root sh  ")).as_deref(),
+            Some("API back\\u{202e}kcab IPA\\n* * * * * root sh")
+        );
+        assert_eq!(note(Some("  ")), None);
     }
 }

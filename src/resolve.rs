@@ -1,9 +1,11 @@
 //! `selfheal resolve WATCH ID... --as dead|retry|running`: a person's decision on rows
-//! that need one (SPEC §13) — the audited, compare-and-set replacement for the `UPDATE`
+//! that need one (docs/design.md#person) — the audited, compare-and-set replacement for the `UPDATE`
 //! a person would otherwise paste into a SQL client.
 //!
-//! For each row, after the run lock is taken (so that no `check` judges the watch
-//! meanwhile), the row and its evidence are read again, exactly as `check` reads them
+//! For each row, after the run lock and the watch's advisory lock are taken (the lock
+//! `check` takes for the watch, on this host and, through the database, on every other —
+//! so that no `check` judges the watch meanwhile; a forced decision on another host's row
+//! takes that host's lock of the watch too), the row and its evidence are read again, exactly as `check` reads them
 //! (the store's row reader, [`crate::evidence::gather`], [`crate::decide::decide`]); then:
 //! - a row that is neither parked (`manual_value`) nor running (it finished meanwhile, or
 //!   has another status) is refused and left alone; `--as running` takes a parked row
@@ -28,7 +30,8 @@
 //!
 //! Exit status: 0 every row resolved; 1 some refused or lost to a race (or the
 //! confirmation was declined); 2 usage; 3 database or filesystem failure; 75 a `check`
-//! held the run lock for longer than [`RUN_LOCK_WAIT`].
+//! held the run lock for longer than [`RUN_LOCK_WAIT`], or the watch's advisory lock for
+//! longer than [`WATCH_LOCK_WAIT`] (the error names who holds it).
 //!
 //! I/O: the configuration, the database, the row's evidence (files, `/proc`), the run
 //! lock, the intents file, the journal and the metrics file; a terminal's answer.
@@ -43,7 +46,7 @@ use crate::config::{self, Config, ConfigPath, Overrides, Watch};
 use crate::decide::{self, Action, Evidence, Owner};
 use crate::error::{Error, Result, Usage, exit};
 use crate::escape::printable;
-use crate::evidence::{Scene, Snapshot, gather, thresholds};
+use crate::evidence::{Scene, gather, thresholds};
 use crate::host::Host;
 use crate::journal::{Origin, RunId, Writer};
 use crate::message;
@@ -55,6 +58,10 @@ pub const CONFIRM_ABOVE: usize = 10;
 
 /// How long `resolve` waits for a `check` run to let go of the run lock.
 pub const RUN_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// How long `resolve` waits for a `check` (on this or another host) to let go of the
+/// watch's advisory lock.
+pub const WATCH_LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// A person's decision on a row (selfheal's own is [`crate::decide::Decision`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,8 +127,10 @@ pub fn load_watch(config: Option<&Path>, name: &str) -> Result<Config> {
     }
 }
 
-/// A row id given on the command line, as the id column holds it: a whole number for an
-/// integer column (anything else is a usage error), text otherwise.
+/// A row id given on the command line, as the id column holds it: on an integer column a
+/// whole number, where surrounding spaces, a `+` and leading zeros are allowed (`" 1"`,
+/// `01` and `+1` are row 1) and anything else is a usage error naming the id and the
+/// column; text otherwise, as given.
 pub fn parse_id(w: &Watch, schema: &Schema, given: &str) -> Result<SqlValue> {
     let integer = schema
         .columns
@@ -130,12 +139,20 @@ pub fn parse_id(w: &Watch, schema: &Schema, given: &str) -> Result<SqlValue> {
     if !integer {
         return Ok(SqlValue::Text(given.to_string()));
     }
-    given.trim().parse::<i64>().map(SqlValue::Int).map_err(|_| {
-        Error::Usage(Usage::Other(format!(
-            "{given:?} is not a row id of watch {}: {} is an integer column",
-            w.name, w.id_column
-        )))
-    })
+    let digits = given.trim();
+    digits
+        .parse::<i64>()
+        .map(SqlValue::Int)
+        .or_else(|_| digits.parse::<u64>().map(SqlValue::UInt))
+        .map_err(|_| {
+            Error::Usage(Usage::Other(format!(
+                "'{}' is not a row id of watch {}: its id column {} is an integer column \
+                 (a whole number, like 42)",
+                printable(given),
+                w.name,
+                w.id_column
+            )))
+        })
 }
 
 /// The run lock, waited for at most [`RUN_LOCK_WAIT`] (a `check` run holds it for
@@ -152,6 +169,64 @@ fn run_lock(cfg: &Config) -> Result<crate::runlock::RunLock> {
             }
             other => return other,
         }
+    }
+}
+
+/// Takes the advisory lock `check` takes for watch `w` (per `host` when each host judges
+/// its own rows), waiting up to [`WATCH_LOCK_WAIT`] for a run to let go of it; then says
+/// who holds it (exit 75). Held until the connection closes.
+fn watch_lock(store: &mut dyn Store, w: &Watch, host: Option<&str>) -> Result<()> {
+    let deadline = Instant::now() + WATCH_LOCK_WAIT;
+    while !store.try_watch_lock(w, host)? {
+        if Instant::now() >= deadline {
+            return Err(watch_busy(store, w, host));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+/// Who holds the advisory lock of `w` that [`watch_lock`] did not get, and what to do.
+fn watch_busy(store: &mut dyn Store, w: &Watch, host: Option<&str>) -> Error {
+    let waited = WATCH_LOCK_WAIT.as_secs();
+    let (holder, fix) = match store.watch_lock_holder(w, host) {
+        Ok(Some(h)) => {
+            let who = match (&h.user, &h.host) {
+                (Some(u), Some(at)) => format!(" ({u}@{at})"),
+                (Some(u), None) => format!(" ({u})"),
+                _ => String::new(),
+            };
+            (
+                format!(
+                    "its advisory lock {} is held by connection {}{who} (a selfheal check \
+                     judging it, on this or another host), still after {waited}s",
+                    h.lock, h.connection
+                ),
+                format!(
+                    "run resolve again once that check is done; if connection {0} holds it \
+                     for long, see what it is (SHOW PROCESSLIST) and, if it is no selfheal \
+                     run, end it (KILL {0})",
+                    h.connection
+                ),
+            )
+        }
+        Ok(None) => (
+            format!("its advisory lock was held for {waited}s, and is free again now"),
+            "run resolve again".to_string(),
+        ),
+        Err(e) => (
+            format!(
+                "its advisory lock was held for {waited}s; who holds it could not be asked \
+                 ({})",
+                e.full_message()
+            ),
+            "run resolve again once the check that holds it is done".to_string(),
+        ),
+    };
+    Error::WatchBusy {
+        watch: w.name.clone(),
+        holder: printable(&holder).into_owned(),
+        fix,
     }
 }
 
@@ -183,9 +258,12 @@ struct Ctx<'a> {
     host: &'a Host,
     origin: Origin,
     run: RunId,
-    who: String,
+    who: person::Actor,
     opts: &'a ResolveOptions,
     writer: Option<Writer>,
+    /// The hosts whose advisory lock of the watch this run holds (lowercase; `check`'s
+    /// lock names when each host judges its own rows).
+    locked: Vec<String>,
 }
 
 impl Ctx<'_> {
@@ -217,7 +295,7 @@ impl Ctx<'_> {
         {
             return Ok(Outcome::Refused(why));
         }
-        let snapshot = Snapshot::read(w);
+        let snapshot = crate::evidence::with_named(w, store, std::slice::from_ref(row));
         let mut ev = gather(
             w,
             row,
@@ -229,10 +307,23 @@ impl Ctx<'_> {
             ev = crate::probe::lock::confirm(w, row, self.host, ev);
         }
         let d = decide::decide(&ev, thresholds(w));
-        if let Owner::NotLocal { host } = &ev.owner
-            && !opts.force
-        {
-            return Ok(Outcome::Refused(remote_owner(host)));
+        if let Owner::NotLocal { host } = &ev.owner {
+            if !opts.force {
+                return Ok(Outcome::Refused(remote_owner(host)));
+            }
+            // Forced on another host's row: that host's `check` takes its own lock of the
+            // watch; take it too, then read the row again under it.
+            let name = host.to_ascii_lowercase();
+            if w.owner_column.is_some() && !opts.dry_run && !self.locked.contains(&name) {
+                watch_lock(store, w, Some(&name))?;
+                self.locked.push(name);
+                return match store.row_by_id(w, &row.id)? {
+                    Some(again) => self.resolve_one(store, &again),
+                    None => Ok(Outcome::Refused(
+                        "the row is gone (deleted meanwhile); nothing to resolve".into(),
+                    )),
+                };
+            }
         }
         if judging_life && let Some(sign) = ev.life(thresholds(w)).for_a_person() {
             return Ok(Outcome::Refused(format!(
@@ -253,7 +344,11 @@ impl Ctx<'_> {
             Resolution::Running => (w.running_value.clone(), false),
         };
         let reason = message::cut(
-            &message::resolved(opts.resolution.as_str(), &self.who, opts.note.as_deref()),
+            &message::resolved(
+                opts.resolution.as_str(),
+                &self.who.name,
+                person::note(opts.note.as_deref()).as_deref(),
+            ),
             self.schema.message_max,
         );
         let change = Change {
@@ -279,13 +374,11 @@ impl Ctx<'_> {
         let mut entry = apply::entry(w, self.host, &self.origin, row, &ev, &d, &status, &to);
         entry.action = opts.resolution.action();
         entry.reason = reason;
-        entry.actor = Some(self.who.clone());
-        entry.decision_note = opts
-            .note
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_string);
+        entry.actor = Some(self.who.name.clone());
+        entry.actor_claimed = self.who.claimed;
+        entry.uid = Some(self.who.uid);
+        entry.login.clone_from(&self.who.login);
+        entry.decision_note = person::note(opts.note.as_deref());
         if opts.force {
             entry.note = Some("--force: refusals overridden by a person".into());
         }
@@ -330,7 +423,7 @@ fn remote_owner(host: &str) -> String {
 /// Why `resolve --as dead|retry` would refuse this row without `--force`, if it would: the
 /// watch is pinned to another host, another host owns the row, or evidence of the row's
 /// own says its worker lives. `show` offers a hand-written statement only where this is
-/// `None` (SPEC §13).
+/// `None` (docs/design.md#person).
 pub fn would_refuse(w: &Watch, host: &Host, ev: &Evidence) -> Option<String> {
     if let Some(why) = other_host(w, host) {
         return Some(why);
@@ -392,10 +485,17 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
         }
         _ => {}
     }
-    let mut ids: Vec<&str> = Vec::with_capacity(opts.ids.len());
+    let mut store = store::open(db, opts.dry_run)?;
+    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
+    let schema = store.schema(w)?;
+    store::types::check_values(w, &schema)?;
+    // Ids as the id column holds them, then each row once: on an integer column " 1", 01
+    // and +1 are one row, resolved once.
+    let mut ids: Vec<(&str, SqlValue)> = Vec::with_capacity(opts.ids.len());
     for id in &opts.ids {
-        if !ids.contains(&id.as_str()) {
-            ids.push(id);
+        let v = parse_id(w, &schema, id)?;
+        if !ids.iter().any(|(_, seen)| *seen == v) {
+            ids.push((id, v));
         }
     }
     if ids.len() > CONFIRM_ABOVE && !opts.yes && !opts.dry_run {
@@ -411,15 +511,10 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
             return Ok(exit::ATTENTION);
         }
     }
-    let mut store = store::open(db, opts.dry_run)?;
-    let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
-    let schema = store.schema(w)?;
-    store::types::check_values(w, &schema)?;
     // Every id before anything is written: an id with no row is a usage error.
     let mut values = Vec::with_capacity(ids.len());
     let mut missing = Vec::new();
-    for id in &ids {
-        let v = parse_id(w, &schema, id)?;
+    for (id, v) in ids {
         if store.row_by_id(w, &v)?.is_none() {
             missing.push(printable(id).into_owned());
         }
@@ -452,6 +547,12 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
         Some(run_lock(&cfg)?)
     };
     let host = Host::current().known_as(&cfg.run.host_names);
+    // The lock `check` takes for this watch on this host (docs/design.md#resolve): no
+    // `check` judges these rows while a person decides them.
+    let lock_host = w.owner_column.as_ref().map(|_| host.own_name().to_string());
+    if !opts.dry_run {
+        watch_lock(store.as_mut(), w, lock_host.as_deref())?;
+    }
     let mut ctx = Ctx {
         cfg: &cfg,
         w,
@@ -463,6 +564,7 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
         who: person::actor(),
         opts,
         writer: None,
+        locked: lock_host.into_iter().collect(),
     };
     let mut all_resolved = true;
     let mut made = 0u64;
@@ -486,7 +588,11 @@ pub fn run(opts: &ResolveOptions, out: &mut dyn Write) -> Result<u8> {
             made += 1;
         }
         all_resolved &= matches!(outcome, Outcome::Resolved { .. } | Outcome::Would { .. });
-        let _ = writeln!(out, "{}", printable(&line(w, v, &ctx.who, opts, &outcome)));
+        let _ = writeln!(
+            out,
+            "{}",
+            printable(&line(w, v, &ctx.who.name, opts, &outcome))
+        );
     }
     // Counted even when a later row failed: these decisions were made.
     if made > 0

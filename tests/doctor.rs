@@ -166,7 +166,7 @@ fn a_missing_column_is_named_with_the_columns_there_are() {
     let db = SqliteDb::new(&sb);
     let cfg = sb.config(&db.url(), &sb.watch("heartbeat_column = \"beat_at\""));
     let o = doctor(&cfg);
-    // A column the table lacks is a bad configuration, as for check (SPEC §7).
+    // A column the table lacks is a bad configuration, as for check (docs/design.md#output).
     assert_exit(&o, 2);
     let l = lines(&o);
     let t = line(&l, "watch full-sync: table");

@@ -181,7 +181,10 @@ fn exec_all(db: &mut MysqlDb, sql: &str) {
 
 #[test]
 fn magento_2s_cron_schedule_is_one_watch_judged_by_the_jobs_named_lock() {
-    let mut db = mysql_or_skip!();
+    // A database name short enough for Magento's lock name to fit 64 characters.
+    let Some(mut db) = MysqlDb::new_short() else {
+        return;
+    };
     exec_all(&mut db, MAGENTO2);
     db.exec(
         "INSERT INTO cron_schedule (job_code, status, scheduled_at, executed_at, finished_at) \

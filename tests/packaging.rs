@@ -1,8 +1,8 @@
 //! What the packages ship beside the binary, checked from the source tree (the built
 //! packages are checked by `packaging/test-deb.sh` and `packaging/test-rpm.sh`):
-//! `selfheal.service` runs the cron line's user and command with the hardening SPEC §15
+//! `selfheal.service` runs the cron line's user and command with the hardening docs/design.md#packaging
 //! names, `selfheal.timer` runs when the cron line does, `systemd-analyze verify` finds
-//! nothing in either (nor in the README's `ProtectSystem=strict` drop-in), a real run writes
+//! nothing in either (nor in the operator's guide's `ProtectSystem=strict` drop-in), a real run writes
 //! only where that drop-in lets it, and neither package enables the units.
 //!
 //! `systemd-analyze` comes with Debian's `systemd` package; without it the verification
@@ -184,28 +184,28 @@ fn systemd_analyze(args: &[&str]) -> Option<std::process::Output> {
     }
 }
 
-/// The README's drop-in for `ProtectSystem=strict`: the first ```ini block after the
-/// line that names its path.
-fn readme_drop_in() -> String {
-    let readme = read("README.md");
-    let at = readme
+/// The operator's guide's drop-in for `ProtectSystem=strict`: the first ```ini block after
+/// the line that names its path.
+fn guide_drop_in() -> String {
+    let guide = read("docs/operator.md");
+    let at = guide
         .find("/etc/systemd/system/selfheal.service.d/strict.conf")
-        .expect("the README shows the strict drop-in's path");
-    let rest = &readme[at..];
+        .expect("the operator's guide shows the strict drop-in's path");
+    let rest = &guide[at..];
     let start = rest.find("```ini\n").expect("an ini block after it") + "```ini\n".len();
     let len = rest[start..].find("```").expect("the block ends");
     rest[start..start + len].to_string()
 }
 
 /// `systemd-analyze verify` on both units (ExecStart pointed at the binary under test, which
-/// it wants to exist) and on the service with the README's drop-in: no message at all.
+/// it wants to exist) and on the service with the operator's guide's drop-in: no message at all.
 #[test]
 fn systemd_analyze_verify_finds_nothing_in_the_units_and_the_drop_in() {
-    let drop_in = readme_drop_in();
+    let drop_in = guide_drop_in();
     for k in ["ProtectSystem=strict", "ReadWritePaths="] {
         assert!(
             drop_in.contains(k),
-            "the README's drop-in sets {k}:\n{drop_in}"
+            "the operator's guide's drop-in sets {k}:\n{drop_in}"
         );
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -248,7 +248,7 @@ fn systemd_analyze_verify_finds_nothing_in_the_units_and_the_drop_in() {
     let d = dir.path().join("selfheal.service.d");
     std::fs::create_dir(&d).expect("dir");
     std::fs::write(d.join("strict.conf"), &drop_in).expect("write");
-    verify("with the README's drop-in");
+    verify("with the operator's guide's drop-in");
     // The check above can fail: a misspelt key in the drop-in is reported.
     std::fs::write(
         d.join("strict.conf"),
@@ -305,19 +305,19 @@ fn neither_package_enables_the_units() {
     }
 }
 
-/// The four kinds of directory the README's drop-in makes writable, in its order: the
+/// The four kinds of directory the operator's guide's drop-in makes writable, in its order: the
 /// comment above each `ReadWritePaths=` names what it is for.
 const WRITABLE: [&str; 4] = ["state directory", "metrics_file", "SQLite", "if_free"];
 
-/// The README's `ProtectSystem=strict` drop-in lists every place a run writes. A real
+/// The operator's guide's `ProtectSystem=strict` drop-in lists every place a run writes. A real
 /// `check` (SQLite database, metrics file, an `if_free` lock release, the state directory)
 /// runs with the whole file system read-only but one directory of each kind the drop-in
 /// lists — what `ProtectSystem=strict` with `ReadWritePaths=` does, emulated with bind mounts
 /// in a private mount namespace — and does all its work; left without the metrics directory,
 /// the same run fails (exit 3), so the emulation does bite.
 #[test]
-fn a_run_under_protect_system_strict_writes_only_where_the_readme_drop_in_lets_it() {
-    let drop_in = readme_drop_in();
+fn a_run_under_protect_system_strict_writes_only_where_the_guides_drop_in_lets_it() {
+    let drop_in = guide_drop_in();
     let lines: Vec<&str> = drop_in.lines().collect();
     let mut kinds = Vec::new();
     for (i, l) in lines.iter().enumerate() {

@@ -352,7 +352,11 @@ fn show_lists_what_needs_a_person(mut db: Db) {
     ] {
         let l = text.lines().nth(line).expect("line");
         assert!(l.contains(&format!(": {verdict}")), "{l}");
-        assert!(l.ends_with(&format!("fix: {command}")), "{l}");
+        // With the --config it was given: a command that can be pasted.
+        assert!(
+            l.ends_with(&format!("fix: {command} --config {}", cfg.display())),
+            "{l}"
+        );
     }
     // The reason in words, and since when.
     let l6 = text.lines().nth(1).expect("row 6");
@@ -593,7 +597,13 @@ fn show_one_row_has_its_columns_evidence_verdict_history_across_a_rotation_and_l
     assert_eq!(history[1]["note"], "it is fine");
     assert_eq!(v["last_execution"]["state"], "succeeded");
     assert_eq!(v["last_execution"]["exit_status"], 0);
-    assert_eq!(v["resolve"], "selfheal resolve full-sync 7 --as dead");
+    assert_eq!(
+        v["resolve"],
+        format!(
+            "selfheal resolve full-sync 7 --as dead --config {}",
+            cfg.display()
+        )
+    );
     // The text form has the same parts.
     let o = run(&cfg, &["show", "full-sync", "7"]);
     assert_exit(&o, 0);
@@ -808,6 +818,190 @@ fn resolve_refuses_a_row_that_finished_meanwhile_and_an_unknown_id_is_a_usage_er
     assert!(stderr(&o).contains("has no retry_value"), "{}", stderr(&o));
     let o = run(&cfg, &["resolve", "nope", "3", "--as", "dead"]);
     assert_exit(&o, 2);
+}
+
+/// A self-asserted actor: `$SUDO_USER` is anyone's to set. What it and the note hold is
+/// escaped in the message column, the journal, `resolve`'s line and `show` (text and JSON),
+/// and the journal keeps the real uid and its login beside the claim.
+#[test]
+fn a_claimed_actor_and_its_note_are_escaped_and_the_real_uid_is_kept() {
+    let sb = Sandbox::new();
+    let mut db = Db::sqlite(&sb);
+    db.insert(3, "wait_manual", 3600, "full-sync");
+    db.insert(4, "wait_manual", 3600, "full-sync");
+    let cfg = config(&sb, &db, &full_sync(&sb, ""));
+    let eve = "eve\u{1b}[2J\nselfheal: fake line";
+    let note = "API back\u{202e}txet\n* * * * * root sh";
+    let o = run_as(
+        &cfg,
+        eve,
+        &["resolve", "full-sync", "3", "--as", "dead", "--note", note],
+    );
+    assert_exit(&o, 0);
+    let (eve_escaped, note_escaped) = (
+        "eve\\u{1b}[2J\\nselfheal: fake line",
+        "API back\\u{202e}txet\\n* * * * * root sh",
+    );
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "full-sync id=3: set status to 'error' (was 'wait_manual'): resolved as dead by \
+             {eve_escaped}\n"
+        )
+    );
+    assert_eq!(
+        db.one("SELECT error_msg FROM sync_log WHERE id = 3")
+            .as_deref(),
+        Some(format!("self-heal: resolved as dead by {eve_escaped}: {note_escaped}").as_str())
+    );
+    let e = journal(&sb).pop().expect("journaled");
+    assert_eq!(e["actor"], eve_escaped);
+    assert_eq!(e["decision_note"], note_escaped);
+    assert_eq!(e["actor_claimed"], true);
+    let uid = nix::unistd::getuid();
+    assert_eq!(e["uid"], uid.as_raw());
+    let login = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name);
+    assert_eq!(e["login"].as_str(), login.as_deref(), "{e}");
+    let raw = std::fs::read_to_string(sb.state_dir().join("journal.jsonl")).expect("journal");
+    assert!(
+        !raw.contains('\u{202e}') && !raw.contains('\u{1b}') && !raw.contains("\\u001b"),
+        "{raw}"
+    );
+    // show: the row's history, as text and as JSON.
+    for format in ["text", "json"] {
+        let o = run(&cfg, &["show", "full-sync", "3", "--format", format]);
+        let out = stdout(&o);
+        assert!(
+            !out.contains('\u{202e}') && !out.contains('\u{1b}') && !out.contains("\\u001b"),
+            "{out}"
+        );
+        assert!(!out.contains("\nselfheal: fake line"), "{out}");
+        assert!(out.contains("fake line"), "{out}");
+    }
+    // Without the claim: the login name of the real uid, not marked claimed.
+    let o = selfheal()
+        .args(["resolve", "full-sync", "4", "--as", "dead", "--config"])
+        .arg(&cfg)
+        .env_remove("SUDO_USER")
+        .output()
+        .expect("run selfheal");
+    assert_exit(&o, 0);
+    let e = journal(&sb).pop().expect("journaled");
+    assert_eq!(e["actor"].as_str(), login.as_deref(), "{e}");
+    assert_eq!(e["uid"], uid.as_raw());
+    assert!(e.get("actor_claimed").is_none(), "{e}");
+}
+
+/// Ids compared as text: `" 1"`, `01` and `+1` are row 1 of an integer id column, resolved
+/// once (not once, then refused twice); a word there is a usage error naming it and the
+/// column, before anything is written.
+fn ids_are_parsed_as_the_id_column_holds_them(mut db: Db) {
+    let sb = Sandbox::new();
+    db.insert(1, "wait_manual", 3600, "full-sync");
+    db.insert(2, "wait_manual", 3600, "full-sync");
+    let cfg = config(&sb, &db, &full_sync(&sb, ""));
+    let before = db.dump();
+    let o = run(&cfg, &["resolve", "full-sync", "2", "1x", "--as", "dead"]);
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(
+        err.contains("'1x' is not a row id of watch full-sync") && err.contains("id column id"),
+        "{err}"
+    );
+    assert_eq!(db.dump(), before, "nothing written");
+    let o = run_as(
+        &cfg,
+        "alice",
+        &["resolve", "full-sync", " 1", "01", "+1", "--as", "dead"],
+    );
+    assert_exit(&o, 0);
+    assert_eq!(
+        stdout(&o),
+        "full-sync id=1: set status to 'error' (was 'wait_manual'): resolved as dead by alice\n",
+        "{}",
+        db.name()
+    );
+    assert_eq!(db.status(1), "error");
+    assert_eq!(db.status(2), "wait_manual");
+    assert_eq!(journal(&sb).len(), 1);
+}
+
+#[test]
+fn ids_are_parsed_as_the_id_column_holds_them_sqlite() {
+    let sb = Sandbox::new();
+    ids_are_parsed_as_the_id_column_holds_them(Db::sqlite(&sb));
+}
+
+#[test]
+fn ids_are_parsed_as_the_id_column_holds_them_mariadb() {
+    let Some(db) = Db::mysql() else { return };
+    ids_are_parsed_as_the_id_column_holds_them(db);
+}
+
+/// `resolve` and another host's `check` interleaved: `resolve` took only the run lock
+/// (this host's). It takes the watch's advisory lock `check` takes too: it waits briefly
+/// for a check to let go, acts once it does, and else says who holds it (exit 75),
+/// writing nothing.
+#[test]
+fn resolve_takes_the_watch_lock_check_takes_mariadb() {
+    let Some(mut db) = Db::mysql() else { return };
+    let Db::My(my) = &db else { unreachable!() };
+    let host = nix::unistd::gethostname()
+        .expect("hostname")
+        .to_string_lossy()
+        .to_lowercase();
+    // The watch has an owner column: each host's check locks the watch for its own rows.
+    let name = format!("selfheal/{}/full-sync@{host}", my.name);
+    let mut check = my.conn();
+    let got: Vec<i64> = check
+        .exec("SELECT GET_LOCK(?, 0)", (&name,))
+        .expect("GET_LOCK");
+    assert_eq!(got, [1]);
+    let id: Vec<u64> = check.query("SELECT CONNECTION_ID()").expect("id");
+    let sb = Sandbox::new();
+    db.insert(3, "wait_manual", 3600, "full-sync");
+    let cfg = config(&sb, &db, &full_sync(&sb, ""));
+    let before = db.dump();
+    let t0 = std::time::Instant::now();
+    let o = run_as(
+        &cfg,
+        "alice",
+        &["resolve", "full-sync", "3", "--as", "dead"],
+    );
+    assert_exit(&o, 75);
+    assert!(t0.elapsed() >= Duration::from_secs(4), "it waited");
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "watch full-sync: its advisory lock {name} is held by connection {}",
+            id[0]
+        )),
+        "{err}"
+    );
+    assert!(err.contains("selfheal: fix: "), "{err}");
+    assert_eq!(db.dump(), before, "nothing written");
+    // Let go while resolve waits: it acts then.
+    let mut waiting = selfheal();
+    waiting
+        .args(["resolve", "full-sync", "3", "--as", "dead", "--config"])
+        .arg(&cfg)
+        .env("SUDO_USER", "alice");
+    let child = waiting
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("resolve");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(db.status(3), "wait_manual", "not while the check holds it");
+    let _: Vec<i64> = check
+        .exec("SELECT RELEASE_LOCK(?)", (&name,))
+        .expect("RELEASE_LOCK");
+    let o = child.wait_with_output().expect("wait");
+    assert_exit(&o, 0);
+    assert_eq!(db.status(3), "error");
 }
 
 #[test]
@@ -1263,6 +1457,68 @@ fn retry_at_follows_the_backoff(mut db: Db, col: &str) {
                 && l.ends_with(&format!("WHERE status = 'pending' AND {cond}"))),
         "{out}"
     );
+}
+
+/// A huge `retry_backoff_max` failed every reclaim's write ("datetime field overflow"):
+/// the wait is capped to what the column can hold — the year 9999 for a date-time, 2038
+/// for a TIMESTAMP — the rows go back to the queue, and the run says so once.
+fn a_backoff_beyond_the_column_is_capped(mut db: Db, col: &str, year: &str) {
+    let sb = Sandbox::new();
+    for id in 1..=3 {
+        db.insert(id, "running", 20 * 60, "full-sync");
+        sb.heartbeat(id, Duration::from_secs(10 * 60));
+        std::fs::write(sb.lock_path(id), "").expect("lock file");
+    }
+    let cfg = config(
+        &sb,
+        &db,
+        &with_retry(
+            &sb,
+            col,
+            "retry_backoff = \"10000000d\"\nretry_backoff_max = \"10000000d\"\n",
+        ),
+    );
+    let o = run(&cfg, &["check"]);
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    assert_exit(&o, 0);
+    assert_eq!(
+        said.matches(&format!(
+            "selfheal: warning: watch full-sync: retry_backoff_max 10000000d0h reaches beyond \
+             what retry_at_column {col} can hold from now"
+        ))
+        .count(),
+        1,
+        "said once: {said}"
+    );
+    for id in 1..=3 {
+        assert_eq!(db.status(id), "pending", "{} {col}: {said}", db.name());
+        let at = db
+            .one(&format!("SELECT {col} FROM sync_log WHERE id = {id}"))
+            .unwrap_or_default();
+        assert!(
+            at.starts_with(year),
+            "{} {col}: row {id} waits until {at}",
+            db.name()
+        );
+    }
+}
+
+#[test]
+fn a_backoff_beyond_the_column_is_capped_sqlite() {
+    let sb = Sandbox::new();
+    a_backoff_beyond_the_column_is_capped(Db::sqlite(&sb), "retry_at", "9999-");
+}
+
+#[test]
+fn a_backoff_beyond_the_column_is_capped_mariadb_datetime() {
+    let Some(db) = Db::mysql() else { return };
+    a_backoff_beyond_the_column_is_capped(db, "retry_at", "9999-");
+}
+
+#[test]
+fn a_backoff_beyond_the_column_is_capped_mariadb_timestamp() {
+    let Some(db) = Db::mysql() else { return };
+    a_backoff_beyond_the_column_is_capped(db, "retry_at_ts", "2038-");
 }
 
 #[test]

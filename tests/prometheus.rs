@@ -106,7 +106,7 @@ fn the_rules_load_in_promtool() {
         out.contains(&format!("SUCCESS: {n} rules found")),
         "{n} alerts in the file; promtool says:\n{out}"
     );
-    // The six conditions of SPEC §15, by name.
+    // The six conditions of docs/design.md#packaging, by name.
     for a in [
         "SelfhealNotSucceeding",
         "SelfhealNeverSucceeded",

@@ -340,7 +340,7 @@ fn the_lock_file_is_never_deleted_or_replaced() {
 
 // ---------------------------------------------------------------------------------------
 // Files that are not a lock's own, and locks that are not a run's, as root over a directory
-// another user owns (SPEC §12)
+// another user owns (docs/design.md#run-wrapper)
 
 // ---------------------------------------------------------------------------------------
 // The wrapper killed: the lock outlives it, check never calls the row dead

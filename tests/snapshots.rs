@@ -111,10 +111,38 @@ impl Redact {
     }
 
     fn apply(&self, text: &str) -> String {
-        self.0
+        let text = self
+            .0
             .iter()
-            .fold(text.to_string(), |t, (from, to)| t.replace(from, to))
+            .fold(text.to_string(), |t, (from, to)| t.replace(from, to));
+        boot_redacted(&text)
     }
+}
+
+/// How long after a row pid 1 started depends on when this machine booted: `started
+/// 2532d10h43m5s after the row` reads `started [BOOT] after the row`.
+fn boot_redacted(text: &str) -> String {
+    const TAIL: &str = " after the row";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(TAIL) {
+        let head = &rest[..i];
+        match head.rfind("started ") {
+            Some(j)
+                if head[j + 8..]
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || "dhms".contains(c)) =>
+            {
+                out.push_str(&head[..j + 8]);
+                out.push_str("[BOOT]");
+            }
+            _ => out.push_str(head),
+        }
+        out.push_str(TAIL);
+        rest = &rest[i + TAIL.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The binary with its clock frozen (`None`: no faketime, test skipped outside CI).
@@ -1688,7 +1716,7 @@ fn mariadb_common_mistakes() {
 }
 
 // ---------------------------------------------------------------------------------------
-// A person's side: show, resolve, un-parking (SPEC §13)
+// A person's side: show, resolve, un-parking (docs/design.md#show)
 
 /// Runs `selfheal ARGS --config CFG` under the frozen clock with `SUDO_USER` set.
 fn run_as(cfg: &Path, sudo_user: &str, args: &[&str]) -> Option<Output> {

@@ -606,3 +606,65 @@ fn every_file_under_tests_is_a_module_of_the_test_binary() {
     );
     assert!(reached.len() > 40, "the module tree is read: {reached:?}");
 }
+
+/// The functions of a file's code ([`code`]: tests and comments left out), each with its
+/// length in lines, from its `fn` line to the brace that closes its body.
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        let t = t.strip_prefix("pub ").unwrap_or(t);
+        let t = t.strip_prefix("pub(super) ").unwrap_or(t);
+        let t = t.strip_prefix("pub(crate) ").unwrap_or(t);
+        let Some(rest) = t.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let (mut depth, mut opened) = (0i64, false);
+        for (i, l) in lines[start..].iter().enumerate() {
+            // Braces in string and char literals are rare enough in this code to ignore.
+            for c in l.chars() {
+                match c {
+                    '{' => (depth, opened) = (depth + 1, true),
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth <= 0 {
+                out.push((name.clone(), i + 1));
+                break;
+            }
+            if !opened && l.trim_end().ends_with(';') {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// `check::run` reads as its list of steps, and so does each step: the un-park step, once
+/// a 168-line function, is split into functions of its steps (candidates, the parks that
+/// were `hung`, the look just before the write, the write), none longer than a screen.
+#[test]
+fn the_unpark_step_reads_as_its_steps() {
+    let file = src().join("check/unpark.rs");
+    let text = code(&std::fs::read_to_string(&file).expect("read"));
+    let lengths = function_lengths(&text);
+    assert!(
+        lengths.iter().any(|(n, _)| n == "step"),
+        "the step is found: {lengths:?}"
+    );
+    let long: Vec<String> = lengths
+        .iter()
+        .filter(|(_, n)| *n > 60)
+        .map(|(f, n)| format!("{f}: {n} lines"))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "functions of src/check/unpark.rs longer than 60 lines: {long:?}"
+    );
+}

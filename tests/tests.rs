@@ -12,7 +12,7 @@
 //!   [`errors`]: the other commands and what every command says;
 //! - [`security`]: what another local user can plant, and what a value can print;
 //! - [`snapshots`]: the human-facing output, pinned in `tests/snapshots/`;
-//! - [`docs`], [`packaging`], [`upgrade`], [`structure`]: the man page and README, the
+//! - [`docs`], [`packaging`], [`upgrade`], [`structure`]: the man page, the README and docs/, the
 //!   packages' units, state files an earlier release wrote, the layers of `src/`;
 //! - [`regression`]: each test there is named for, and says in one line, what once broke.
 //!

@@ -38,7 +38,7 @@
  * The lock file: created (mode 0644, less the umask) if missing. A file that is empty or
  * already holds a holder line is opened read-write and gets the line; any other file — the
  * script itself (`'lock' => __FILE__`), a data file — is opened read-only and locked as it
- * is: its bytes and its mode are left alone, and it gets no line (SPEC §12, as `selfheal
+ * is: its bytes and its mode are left alone, and it gets no line (docs/design.md#run-wrapper, as `selfheal
  * run --lock`). A lock file this user cannot write is locked read-only too. The lock is
  * released when the process ends, however it ends — also by a crash or `kill -9` — and by
  * release(). Do not wrap a job in `selfheal run --lock F` and lock the same F here: the two
@@ -401,7 +401,7 @@ class Job
     /**
      * The directory $dir, reached from / one component at a time: a symbolic link is
      * followed only when it is root's (or this user's) and sits in a directory nobody else
-     * can write (SPEC §6); '..' goes back up the directories walked. Returns the path with
+     * can write (docs/design.md#writes); '..' goes back up the directories walked. Returns the path with
      * no link left in it.
      */
     private static function walk($dir, array $p)
@@ -601,7 +601,7 @@ class Job
         return !$p['strict'] || ($st['uid'] === $p['me'] && $st['nlink'] === 1);
     }
 
-    /** The file is empty, or holds a holder line already (SPEC §12). */
+    /** The file is empty, or holds a holder line already (docs/design.md#run-wrapper). */
     private static function takesALine($fh, array $st)
     {
         if ($st['size'] === 0) {

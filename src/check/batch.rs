@@ -245,7 +245,12 @@ impl Pass<'_, '_> {
         let w = self.ctx.w;
         let end = self.intents.len().min(self.k + WRITE_GROUP);
         let group: Vec<usize> = self.intents[self.k..end].iter().map(|(i, _)| *i).collect();
-        let snapshot = Snapshot::read(w);
+        let of_group: Vec<RunningRow> = if w.db_lock.is_empty() {
+            Vec::new()
+        } else {
+            group.iter().map(|&i| self.rows[i].0.clone()).collect()
+        };
+        let snapshot = crate::evidence::with_named(w, self.store, &of_group);
         let mut to_write = Vec::with_capacity(group.len());
         for &i in &group {
             let seen = self.lock_seen.get_mut(i).and_then(Option::take);
@@ -400,7 +405,8 @@ fn cas_row(
     held: &mut Option<Result<Held, Release>>,
     store: &mut dyn Store,
 ) -> Result<bool> {
-    if !ready(ctx, row, report, seen, held, &Snapshot::read(ctx.w)) {
+    let snapshot = crate::evidence::with_named(ctx.w, store, std::slice::from_ref(row));
+    if !ready(ctx, row, report, seen, held, &snapshot) {
         return Ok(true);
     }
     let target = report.plan.target.clone().unwrap_or_default();
@@ -483,8 +489,12 @@ fn change_of<'r>(
         bump_attempts: retry,
         // A row parked for a person may still have a running worker: not ended.
         set_ended: report.plan.action != Action::MarkManual,
-        // Back to the queue: not before the backoff for the attempts this reclaim makes.
-        retry_at: retry.then(|| w.retry_delay(row.attempts.map(|a| a.saturating_add(1)))),
+        // Back to the queue: not before the backoff for the attempts this reclaim makes,
+        // within what the column can hold.
+        retry_at: retry.then(|| {
+            let attempts = row.attempts.map(|a| a.saturating_add(1));
+            super::backoff::delay(w, ctx.schema, ctx.clocks.db.now_epoch, attempts)
+        }),
         match_heartbeat: true,
     }
 }

@@ -1,4 +1,4 @@
-//! The confirmation counts of SPEC §5: how many consecutive real runs judged a row the same
+//! The confirmation counts of docs/design.md#confirmation: how many consecutive real runs judged a row the same
 //! inferred verdict (`dead` on heartbeat silence alone, or `hung`). Such a verdict acts only
 //! once the count reaches the watch's `confirm` ([`crate::decide::confirm`]), so a stall
 //! shorter than a cron period (a GC pause, a stopped process, a slow NFS server) never parks
@@ -59,7 +59,7 @@ pub struct Counts {
     pub sightings: Vec<Sighting>,
 }
 
-/// When selfheal first saw a row whose times lie in the future (SPEC §5, "Proof means
+/// When selfheal first saw a row whose times lie in the future (docs/design.md#proof-means-proof, "Proof means
 /// proof"): what stands in for the row's age in "older than `stale_after`".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sighting {
@@ -634,7 +634,7 @@ mod tests {
         }
     }
 
-    /// SPEC §5: a run less than `stale_after / 2` (here 150 s) after the run it follows
+    /// docs/design.md#verdicts: a run less than `stale_after / 2` (here 150 s) after the run it follows
     /// in the count neither counts nor resets — cron plus an operator's hand run a second
     /// later confirm nothing — and a count stored in the future starts over.
     #[test]

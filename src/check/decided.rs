@@ -1,4 +1,4 @@
-//! A person's `selfheal resolve --as running` holds (SPEC §13): a row a person put back to
+//! A person's `selfheal resolve --as running` holds (docs/design.md#resolve): a row a person put back to
 //! running is not parked again for the reason they overruled — the same verdict and basis
 //! — until the evidence changes: its heartbeat goes stale again (it was fresh when they
 //! decided and is stale now, or it beat after the decision and is stale now), or another
@@ -57,7 +57,7 @@ pub fn load(
                 .ok()
                 .map(|t| t.timestamp())
                 .map(|at| Decided {
-                    actor: actor.clone(),
+                    actor: crate::escape::printable(actor).into_owned(),
                     at,
                     verdict: e.verdict,
                     basis: e.basis.clone(),

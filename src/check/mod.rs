@@ -33,7 +33,9 @@
 //! anyway also looks at the modes of the files holding the database password
 //! ([`crate::store::credentials::exposed_secrets`]) and warns of those every user can read.
 
+mod backoff;
 mod batch;
+pub mod collation;
 pub mod confirmations;
 mod decided;
 pub mod recovery;
@@ -451,6 +453,8 @@ fn prepare<'a>(
         store::types::check_values(w, &schema)?;
         schemas.insert(&w.name, schema);
     }
+    // Watches the server takes for one judge a row twice: refused before any is judged.
+    collation::refuse(cfg, store)?;
     let tally = Some(load_tally(cfg, db, opts, out));
     let run = Run {
         cfg,
@@ -601,7 +605,7 @@ fn check_watch(
     }
     let t0 = Instant::now();
     // Each host judges only the rows it owns: the lock is then this host's alone.
-    let lock_host = w.owner_column.as_ref().map(|_| run.host.own_name());
+    let lock_host = w.has_owner().then(|| run.host.own_name());
     if !run.opts.dry_run && !store.try_watch_lock(w, lock_host)? {
         info.skipped = Some(match lock_host {
             Some(_) => "another selfheal run on this host is checking it".into(),
@@ -627,6 +631,9 @@ fn check_watch(
         return Ok(());
     };
     max_age_check(store, w, &schema, &run.clocks, out);
+    if let Some(warn) = backoff::warning(w, &schema, run.clocks.db.now_epoch) {
+        out.warn_once("retry_backoff_capped", Some(&w.name), warn);
+    }
     // The run's own, apart from `run`, which the passes write through.
     let (clocks, host) = (run.clocks, run.host.clone());
     let ctx = SweepCtx {
@@ -731,11 +738,16 @@ impl SecondPass<'_> {
         while rows.peek().is_some() {
             // A few rows at a time, each judged at the clock of its own moment.
             let few: Vec<sweep::SecondPassRow> = rows.by_ref().take(64).collect();
+            // The server's named locks, asked again for these rows (a fact about now).
+            let named = (!self.w.db_lock.is_empty()).then(|| {
+                let of_few: Vec<_> = few.iter().map(sweep::SecondPassRow::row).cloned().collect();
+                crate::evidence::with_named(self.w, store, &of_few)
+            });
             let scene = crate::evidence::Scene {
                 clocks: self.ctx.clocks,
                 host: self.ctx.host,
                 host_now: SystemTime::now(),
-                snapshot: &snapshot,
+                snapshot: named.as_ref().unwrap_or(&snapshot),
                 local_rows: self.local_rows,
             };
             let (j, s) = sweep::judge_group(

@@ -1,4 +1,4 @@
-//! Cron mail once per problem (SPEC §7): the cron text of `check` shows a row that needs a
+//! Cron mail once per problem (docs/design.md#output): the cron text of `check` shows a row that needs a
 //! person, or a run-level warning (`max_age` too low, clock skew, breaker, shared heartbeat
 //! file), when it first appears or changes (its verdict or basis, never its figures), then
 //! at most once per `[run] remind_every` (default 24 h): a hung row no longer sends 144

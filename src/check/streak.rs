@@ -1,5 +1,5 @@
 //! What a real run remembers for the next about trouble that lasts across runs and would
-//! otherwise be silent, or said on every run (SPEC §7): since when, and for how many runs
+//! otherwise be silent, or said on every run (docs/design.md#output): since when, and for how many runs
 //! in a row, each watch has been skipped because its advisory lock was held elsewhere (a
 //! silent "busy" for ever is a watchdog that watches nothing: someone can squat the
 //! predictable `GET_LOCK` name); and since when `--log` could not reach its target, and

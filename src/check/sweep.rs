@@ -18,9 +18,7 @@ use crate::clock::{Clocks, epoch};
 use crate::config::{ReleaseLock, Watch};
 use crate::decide::{self, ActionPolicy, Confirmation, Decision, Evidence, Hold, Plan, Verdict};
 use crate::error::Result;
-use crate::evidence::{
-    Scene, Snapshot, gather, is_remote, owner_host, read_again, row_message, thresholds,
-};
+use crate::evidence::{Scene, gather, is_remote, owner_host, read_again, row_message, thresholds};
 use crate::host::Host;
 use crate::journal::RowId;
 use crate::message::cut;
@@ -110,9 +108,9 @@ pub(super) struct Judged {
     pub plan: Plan,
 }
 
-/// At most this many running rows are read at once (keyset pages on the id), and held in
-/// memory: a backlog of a million rows costs what a few thousand do.
-pub(super) const PAGE: usize = 5_000;
+// At most PAGE running rows are read at once (keyset pages on the id), and held in
+// memory: a backlog of a million rows costs what a few thousand do.
+pub(super) use crate::store::{PAGE, pages};
 
 /// A watch with at most this many running rows is judged once: the first pass keeps its
 /// rows, judged (some 12 MiB at most), and the second neither reads nor probes them again.
@@ -156,6 +154,9 @@ pub(super) struct Census {
     /// there are.
     untrusted: Option<Untrusted>,
     untrusted_more: usize,
+    /// The first row whose named lock name cannot be made (why), and how many more.
+    unusable_name: Option<(String, String)>,
+    unusable_more: usize,
     /// Every row, judged, when there are at most [`KEEP`].
     kept: Option<Vec<KeptRow>>,
 }
@@ -175,37 +176,6 @@ pub(super) struct Holds {
     pub holds: Vec<Hold>,
     /// The watch's own holds that tripped this run, held or (with `--force`) overridden.
     pub tripped: Vec<Hold>,
-}
-
-/// Reads the watch's running rows a page at a time (keyset on the id), each page read to
-/// its end before `each` gets it, so that `each` may write between pages; stops when
-/// `each` says so.
-pub(super) fn pages(
-    w: &Watch,
-    store: &mut dyn Store,
-    mut each: impl FnMut(&mut dyn Store, Vec<RunningRow>) -> Result<bool>,
-) -> Result<()> {
-    let mut after: Option<crate::store::SqlValue> = None;
-    loop {
-        let mut page = Vec::with_capacity(PAGE.min(1_024));
-        store.each_running_row_in(
-            w,
-            crate::store::sql::Page {
-                after: after.as_ref(),
-                limit: Some(PAGE),
-                index: None,
-            },
-            &mut |row| {
-                page.push(row);
-                Ok(())
-            },
-        )?;
-        let full = page.len() == PAGE;
-        after = page.last().map(|r| r.id.clone());
-        if page.is_empty() || !each(store, page)? || !full {
-            return Ok(());
-        }
-    }
 }
 
 /// The first pass: judges every running row of `w` (as the second will, the tally only
@@ -237,10 +207,10 @@ pub(super) fn census(
         kept: Some(Vec::new()),
         ..Census::default()
     };
-    pages(w, store, |_, page| {
+    pages(w, store, |store, page| {
         let host_now = SystemTime::now();
         let now = epoch(host_now);
-        let snapshot = Snapshot::read(w);
+        let snapshot = crate::evidence::with_named(w, store, &page);
         let scene = Scene {
             clocks: ctx.clocks,
             host: ctx.host,
@@ -294,6 +264,13 @@ impl Census {
         self.past_stale += usize::from(e.total_age.as_ref().is_ok_and(|a| *a >= t.stale_after));
         self.heartbeat_only_writes += usize::from(Hold::NoHeartbeat.applies_to(d) && p.writes());
         self.overtime_writes += usize::from(d.verdict == Verdict::Overtime && p.writes());
+        if let decide::NamedLock::Unusable(why) = &e.named {
+            if self.unusable_name.is_some() {
+                self.unusable_more += 1;
+            } else {
+                self.unusable_name = Some((row.id.to_string(), why.clone()));
+            }
+        }
         if let decide::Lock::Untrusted(who) = &e.lock {
             if self.untrusted.is_some() {
                 self.untrusted_more += 1;
@@ -379,7 +356,7 @@ fn tallied(
     }
 }
 
-/// What holds the watch as a whole (SPEC §5, §6), from the first pass's counts, each said
+/// What holds the watch as a whole (docs/design.md#whole-watch-holds), from the first pass's counts, each said
 /// with its warning (of its kind: the cron text shows each once per `remind_every`): the
 /// shared heartbeat file, a lock others could swap, the breaker (more than half of the
 /// rows, and at least 3, would die on heartbeat alone), no heartbeat at all (not one row
@@ -420,6 +397,22 @@ pub(super) fn holds(
                 w.name,
                 if c.untrusted_more > 0 {
                     format!(" (and {} more)", c.untrusted_more)
+                } else {
+                    String::new()
+                },
+            ),
+        );
+    }
+    if let Some((id, why)) = &c.unusable_name {
+        warn(
+            "unusable_db_lock",
+            format!(
+                "watch {}: row {id}{} has no usable named lock ({why}): its db_lock is \
+                 neutral evidence for it; fix: a shorter template (an {{md5:…}} of the long \
+                 part), as the job builds its lock name",
+                w.name,
+                if c.unusable_more > 0 {
+                    format!(" (and {} more)", c.unusable_more)
                 } else {
                     String::new()
                 },
@@ -600,6 +593,16 @@ pub(super) enum SecondPassRow {
     Read(RunningRow),
 }
 
+impl SecondPassRow {
+    /// The row as read.
+    pub fn row(&self) -> &RunningRow {
+        match self {
+            SecondPassRow::Kept(k) => &k.row,
+            SecondPassRow::Read(r) => r,
+        }
+    }
+}
+
 impl Census {
     /// The rows the first pass kept (a watch of at most [`KEEP`] rows), for the second.
     pub fn take_kept(&mut self) -> Option<Vec<SecondPassRow>> {
@@ -626,7 +629,7 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
     let t = thresholds(w);
     let reason = row_message(&j.decision, &j.evidence, t);
     let release_planned = plans_release(w, &j.decision, &j.plan);
-    // What a person runs for a row that needs one (SPEC §13).
+    // What a person runs for a row that needs one (docs/design.md#person).
     let resolve = j.plan.attention.then(|| {
         crate::person::resolve_command(
             w,

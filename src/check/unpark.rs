@@ -1,4 +1,4 @@
-//! The un-park step of `check` (SPEC §13): a row parked in `manual_value` as `hung` whose
+//! The un-park step of `check` (docs/design.md#unpark): a row parked in `manual_value` as `hung` whose
 //! own heartbeat is fresh again after the park, while its worker provably lives and it is
 //! within `max_age`, goes back to `running_value` — the stall that parked it is over
 //! ([`lives_and_beats`]). Rows parked for `overtime` or for spent retries never are: a
@@ -104,7 +104,10 @@ fn parks(
     Ok(last)
 }
 
-/// The un-park step for one watch: see the module documentation.
+/// The un-park step for one watch (see the module documentation), as its steps: the
+/// parked rows whose own evidence says their worker lives and beats, the ones of those the
+/// journal says selfheal parked as `hung`, each looked at again just before its write, then
+/// written (not in a dry run) and reported.
 pub(super) fn step(
     run: &mut Run<'_>,
     w: &Watch,
@@ -113,159 +116,31 @@ pub(super) fn step(
     out: &mut Out<'_>,
     counts: &mut WatchRun,
 ) -> Result<()> {
-    let Some(manual) = w.manual_value.clone() else {
-        return Ok(());
-    };
-    let Some(db) = run.cfg.database.as_ref() else {
+    let Some(manual) = w.manual_value.as_deref() else {
         return Ok(());
     };
     if run.hold.is_some() {
         return Ok(());
     }
-    let t = thresholds(w);
-    let snapshot = Snapshot::read(w);
-    let mut candidates: Vec<(RunningRow, Evidence)> = Vec::new();
-    store.each_row(w, Select::Status(&manual, LOOKED_AT), &mut |r| {
-        let ev = gather(
-            w,
-            &r.row,
-            &Scene::of_one_row(&run.clocks, &run.host, &snapshot),
-        );
-        if lives_and_beats(w, &ev, &decide::decide(&ev, t)).is_some() {
-            candidates.push((r.row, ev));
-        }
-        Ok(())
-    })?;
+    let candidates = candidates(run, w, manual, store)?;
     if candidates.is_empty() {
         return Ok(());
     }
-    let key = |row: &RunningRow| (RowId::from(&row.id).key(), row.started.raw.to_string());
-    let wanted: HashSet<(String, String)> = candidates.iter().map(|(row, _)| key(row)).collect();
-    let parks = match parks(
-        &run.cfg.run.state_dir,
-        &DatabaseId::of(db),
-        w,
-        &manual,
-        &wanted,
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            out.warn(format!(
-                "watch {}: cannot read the journal to tell which parked rows were parked as \
-                 hung ({}); none is un-parked this run",
-                w.name,
-                e.full_message()
-            ));
-            return Ok(());
-        }
+    let Some(parks) = hung_parks(run, w, manual, &candidates, out) else {
+        return Ok(());
     };
     for (row, judged) in candidates {
-        let Some(Some(park)) = parks
-            .get(&key(&row))
-            .filter(|p| p.as_ref().is_some_and(|p| p.hung))
-        else {
+        let Some(park) = parks.get(&key(&row)) else {
             continue;
         };
-        // Just before the write: what can have changed, read again.
-        let snapshot = Snapshot::read(w);
-        let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
-        let ev = read_again(w, &row, &scene, &judged);
-        let d = decide::decide(&ev, t);
-        let Some(words) = lives_and_beats(w, &ev, &d) else {
+        // Just before the write: what can have changed, read again (the server's named
+        // locks of the row too, where the watch names db_lock).
+        let snapshot = crate::evidence::with_named(w, store, std::slice::from_ref(&row));
+        let Some(mut u) = due(run, w, schema, &row, &judged, park, &snapshot) else {
             continue;
-        };
-        let now = epoch(SystemTime::now());
-        let since_park = park.at.map(|at| now.saturating_sub(at));
-        let (Some(beat), Some(since)) = (beat_age(&ev), since_park) else {
-            continue;
-        };
-        // The last beat came after the park: the stall that parked it is over.
-        if i64::try_from(beat).unwrap_or(i64::MAX) >= since {
-            continue;
-        }
-        let parked_ago = u64::try_from(since).unwrap_or(0);
-        let reason = crate::message::cut(
-            &message::recovered(
-                &words,
-                ev.total_age.as_ref().ok().copied(),
-                Beat::Ago(beat),
-                &[format!("parked {} ago", message::duration(parked_ago))],
-            ),
-            schema.message_max,
-        );
-        let mut u = Unparked {
-            watch: w.name.clone(),
-            id: row.id.clone(),
-            from: manual.clone(),
-            to: w.running_value.clone(),
-            action: Action::Unpark,
-            applied: false,
-            parked_at: park.time.clone(),
-            evidence: ev.clone(),
-            decision: d.clone(),
-            thresholds: t,
-            reason: reason.clone(),
-            note: None,
         };
         if !run.opts.dry_run {
-            let writer = match &mut run.writer {
-                Some(jw) => jw,
-                None => run
-                    .writer
-                    .insert(Writer::open(&run.cfg.run.state_dir, run.origin.clone())?),
-            };
-            let change = Change {
-                row: &row,
-                from_status: &manual,
-                new_status: &w.running_value,
-                message: w.message_column.as_ref().map(|_| reason.clone()),
-                bump_attempts: false,
-                // Running again: no end time, no retry.
-                set_ended: false,
-                retry_at: None,
-                match_heartbeat: false,
-            };
-            let mut entry = apply::entry(
-                w,
-                &run.host,
-                &run.origin,
-                &row,
-                &ev,
-                &d,
-                &manual,
-                &w.running_value,
-            );
-            entry.action = Action::Unpark;
-            entry.reason = reason;
-            entry.note = Some(format!(
-                "parked as hung at {}; its own heartbeat beat {} ago, after the park",
-                park.time,
-                message::duration(beat)
-            ));
-            let ctx = apply::Ctx {
-                w,
-                schema,
-                run: &run.id,
-            };
-            match apply::apply(&ctx, store, writer, &change, entry)?.0 {
-                CasOutcome::Applied => u.applied = true,
-                CasOutcome::LostRace => {
-                    u.action = Action::LostRace;
-                    u.note = Some(
-                        "the row moved on between the read and the write; left as it is".into(),
-                    );
-                }
-                CasOutcome::Failed(why) => {
-                    u.action = Action::None;
-                    u.note = Some(format!("write failed: {why}"));
-                }
-                CasOutcome::Busy => {
-                    u.action = Action::None;
-                    u.note = Some(
-                        "the row is locked by another transaction; the next run tries again".into(),
-                    );
-                }
-            }
+            write(run, w, schema, store, &row, &mut u)?;
         }
         if u.applied || run.opts.dry_run {
             counts.unparked += 1;
@@ -273,6 +148,198 @@ pub(super) fn step(
         out.rep.unparked(&u);
     }
     Ok(())
+}
+
+/// A row's key in the journal: its id and its start value.
+fn key(row: &RunningRow) -> (String, String) {
+    (RowId::from(&row.id).key(), row.started.raw.to_string())
+}
+
+/// The parked rows (at most [`LOOKED_AT`]) whose own evidence says their worker lives and
+/// beats ([`lives_and_beats`]), with that evidence.
+fn candidates(
+    run: &Run<'_>,
+    w: &Watch,
+    manual: &str,
+    store: &mut dyn Store,
+) -> Result<Vec<(RunningRow, Evidence)>> {
+    let t = thresholds(w);
+    let mut parked: Vec<RunningRow> = Vec::new();
+    store.each_row(w, Select::Status(manual, LOOKED_AT), &mut |r| {
+        parked.push(r.row);
+        Ok(())
+    })?;
+    // The server's named locks of these rows, where the watch names db_lock.
+    let snapshot = crate::evidence::with_named(w, store, &parked);
+    let mut candidates = Vec::new();
+    for row in parked {
+        // Each row's own now: a page of rows takes time.
+        let scene = Scene::of_one_row(&run.clocks, &run.host, &snapshot);
+        let ev = gather(w, &row, &scene);
+        if lives_and_beats(w, &ev, &decide::decide(&ev, t)).is_some() {
+            candidates.push((row, ev));
+        }
+    }
+    Ok(candidates)
+}
+
+/// The parks selfheal made as `hung` of `candidates`, by [`key`], as the journal has them
+/// (the row's last change); `None`, said, when the journal cannot be read: nothing is
+/// un-parked then.
+fn hung_parks(
+    run: &Run<'_>,
+    w: &Watch,
+    manual: &str,
+    candidates: &[(RunningRow, Evidence)],
+    out: &mut Out<'_>,
+) -> Option<HashMap<(String, String), Park>> {
+    let db = run.cfg.database.as_ref()?;
+    let wanted: HashSet<(String, String)> = candidates.iter().map(|(row, _)| key(row)).collect();
+    match parks(
+        &run.cfg.run.state_dir,
+        &DatabaseId::of(db),
+        w,
+        manual,
+        &wanted,
+    ) {
+        Ok(p) => Some(
+            p.into_iter()
+                .filter_map(|(k, park)| park.filter(|p| p.hung).map(|p| (k, p)))
+                .collect(),
+        ),
+        Err(e) => {
+            out.warn(format!(
+                "watch {}: cannot read the journal to tell which parked rows were parked as \
+                 hung ({}); none is un-parked this run",
+                w.name,
+                e.full_message()
+            ));
+            None
+        }
+    }
+}
+
+/// The un-park of `row`, parked as `park`, if it is still due just before the write: its
+/// evidence read again still says its worker lives and beats, and its last beat came
+/// after the park (the stall that parked it is over). Not yet applied.
+fn due(
+    run: &Run<'_>,
+    w: &Watch,
+    schema: &Schema,
+    row: &RunningRow,
+    judged: &Evidence,
+    park: &Park,
+    snapshot: &Snapshot,
+) -> Option<Unparked> {
+    let t = thresholds(w);
+    let scene = Scene::of_one_row(&run.clocks, &run.host, snapshot);
+    let ev = read_again(w, row, &scene, judged);
+    let d = decide::decide(&ev, t);
+    let words = lives_and_beats(w, &ev, &d)?;
+    let since = epoch(SystemTime::now()).saturating_sub(park.at?);
+    let beat = beat_age(&ev)?;
+    if i64::try_from(beat).unwrap_or(i64::MAX) >= since {
+        return None;
+    }
+    let parked_ago = u64::try_from(since).unwrap_or(0);
+    let reason = crate::message::cut(
+        &message::recovered(
+            &words,
+            ev.total_age.as_ref().ok().copied(),
+            Beat::Ago(beat),
+            &[format!("parked {} ago", message::duration(parked_ago))],
+        ),
+        schema.message_max,
+    );
+    Some(Unparked {
+        watch: w.name.clone(),
+        id: row.id.clone(),
+        from: w.manual_value.clone().unwrap_or_default(),
+        to: w.running_value.clone(),
+        action: Action::Unpark,
+        applied: false,
+        parked_at: park.time.clone(),
+        evidence: ev,
+        decision: d,
+        thresholds: t,
+        reason,
+        note: None,
+    })
+}
+
+/// Puts `row` back to `running_value`: one compare-and-set from `manual_value` and the
+/// observed start and owner (not the heartbeat column, which the worker moves), journaled
+/// through [`crate::apply`]; what became of it goes into `u`.
+fn write(
+    run: &mut Run<'_>,
+    w: &Watch,
+    schema: &Schema,
+    store: &mut dyn Store,
+    row: &RunningRow,
+    u: &mut Unparked,
+) -> Result<()> {
+    let writer = match &mut run.writer {
+        Some(jw) => jw,
+        None => run
+            .writer
+            .insert(Writer::open(&run.cfg.run.state_dir, run.origin.clone())?),
+    };
+    let change = Change {
+        row,
+        from_status: &u.from,
+        new_status: &w.running_value,
+        message: w.message_column.as_ref().map(|_| u.reason.clone()),
+        bump_attempts: false,
+        // Running again: no end time, no retry.
+        set_ended: false,
+        retry_at: None,
+        match_heartbeat: false,
+    };
+    let mut entry = apply::entry(
+        w,
+        &run.host,
+        &run.origin,
+        row,
+        &u.evidence,
+        &u.decision,
+        &u.from,
+        &w.running_value,
+    );
+    entry.action = Action::Unpark;
+    entry.reason.clone_from(&u.reason);
+    entry.note = Some(format!(
+        "parked as hung at {}; its own heartbeat beat {} ago, after the park",
+        u.parked_at,
+        message::duration(beat_age(&u.evidence).unwrap_or(0))
+    ));
+    let ctx = apply::Ctx {
+        w,
+        schema,
+        run: &run.id,
+    };
+    let outcome = apply::apply(&ctx, store, writer, &change, entry)?.0;
+    settled(u, outcome);
+    Ok(())
+}
+
+/// What became of an un-park's compare-and-set, in its report.
+fn settled(u: &mut Unparked, outcome: CasOutcome) {
+    match outcome {
+        CasOutcome::Applied => u.applied = true,
+        CasOutcome::LostRace => {
+            u.action = Action::LostRace;
+            u.note = Some("the row moved on between the read and the write; left as it is".into());
+        }
+        CasOutcome::Failed(why) => {
+            u.action = Action::None;
+            u.note = Some(format!("write failed: {why}"));
+        }
+        CasOutcome::Busy => {
+            u.action = Action::None;
+            u.note =
+                Some("the row is locked by another transaction; the next run tries again".into());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -308,6 +375,8 @@ mod tests {
             owner: owner.map(str::to_string),
             owner_raw: owner.map_or(SqlValue::Null, |o| SqlValue::Text(o.into())),
             attempts: None,
+            lock_values: Vec::new(),
+            owner_split_raw: None,
         }
     }
 

@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use super::lockname::LockTemplate;
 use super::values::{Ident, PathTemplate, parse_duration};
 
 /// What a key's value must be. The kind also fixes how the value is written (its
@@ -45,6 +46,9 @@ pub enum Kind {
     Duration,
     /// An absolute path that may contain `{id}`.
     Path,
+    /// A named database lock's name template (`{column}`, `{id}`, `{database}`,
+    /// `{md5:TEXT}`).
+    LockName,
     /// One of these words.
     Word(&'static [&'static str]),
     /// A whole number from `min` to `max` (a TOML integer).
@@ -267,6 +271,33 @@ pub const WATCH_KEYS: &[Key] = &[
         help: "Column holding HOST:PID or PID of the worker",
     },
     Key {
+        name: "owner_host_column",
+        kind: Column,
+        need: Optional,
+        flag: flag("owner-host-column", "COLUMN"),
+        help: "Column holding the worker's host, beside owner_pid_column (instead of \
+               owner_column)",
+    },
+    Key {
+        name: "owner_pid_column",
+        kind: Column,
+        need: Optional,
+        flag: flag("owner-pid-column", "COLUMN"),
+        help: "Column holding the worker's pid, beside owner_host_column",
+    },
+    Key {
+        name: "db_lock",
+        kind: Kind::List {
+            item: &Kind::LockName,
+            empty: "expected at least one lock name, e.g. \"{database}|CRON_{md5:index_{job_code}}\"; \
+                    leave the key out when the job takes no named lock",
+        },
+        need: Optional,
+        flag: flag("db-lock", "TEMPLATE"),
+        help: "Name of the MySQL/MariaDB lock (GET_LOCK) the job holds for its whole run, with \
+               {column}, {id}, {database} and {md5:TEXT} (repeatable: any of them)",
+    },
+    Key {
         name: "manual_value",
         kind: Status,
         need: Optional,
@@ -409,6 +440,7 @@ impl Kind {
             | Kind::Status
             | Kind::Duration
             | Kind::Path
+            | Kind::LockName
             | Kind::Word(_) => Shape::Text,
         }
     }
@@ -487,6 +519,7 @@ impl Kind {
             }
             Kind::Duration => parse_duration(s).map(Value::Duration),
             Kind::Path => PathTemplate::parse(s).map(Value::Path),
+            Kind::LockName => LockTemplate::parse(s).map(Value::LockName),
             Kind::Word(words) => match words.iter().find(|w| **w == s) {
                 Some(w) => Ok(Value::Word(w)),
                 // Two choices read as `"a" or "b",`, more as a list; both as released.
@@ -743,7 +776,9 @@ impl<'de> DeserializeSeed<'de> for ShapeSeed {
         match self.0 {
             Shape::Text => String::deserialize(d).map(Raw::Text),
             Shape::Int => i64::deserialize(d).map(Raw::Int),
-            Shape::List(item) => d.deserialize_seq(ListVisitor(item.shape())),
+            // A lock name may be given alone or as a list of them.
+            Shape::List(Kind::LockName) => d.deserialize_any(ListVisitor(Shape::Text, true)),
+            Shape::List(item) => d.deserialize_seq(ListVisitor(item.shape(), false)),
             Shape::Map(value) => d.deserialize_map(MapVisitor(value.shape())),
         }
     }
@@ -790,13 +825,22 @@ impl Visitor<'_> for DurationSeed {
     }
 }
 
-struct ListVisitor(Shape);
+/// A list of values of this shape; `true`: one value alone is a list of one.
+struct ListVisitor(Shape, bool);
 
 impl<'de> Visitor<'de> for ListVisitor {
     type Value = Raw;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a sequence")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Raw, E> {
+        if self.1 {
+            Ok(Raw::List(vec![Raw::Text(v.to_string())]))
+        } else {
+            Err(E::invalid_type(de::Unexpected::Str(v), &self))
+        }
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Raw, A::Error> {
@@ -837,6 +881,7 @@ pub enum Value {
     Ident(Ident),
     Duration(Duration),
     Path(PathTemplate),
+    LockName(LockTemplate),
     Word(&'static str),
     Int(i64),
     List(Vec<Value>),
@@ -920,6 +965,15 @@ impl FromValue for PathTemplate {
     fn from_value(v: &Value) -> Option<Self> {
         match v {
             Value::Path(p) => Some(p.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl FromValue for LockTemplate {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::LockName(t) => Some(t.clone()),
             _ => None,
         }
     }

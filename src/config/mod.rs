@@ -13,6 +13,7 @@
 
 mod dburl;
 pub mod keys;
+mod lockname;
 mod overlap;
 mod values;
 mod watch;
@@ -21,6 +22,7 @@ pub use dburl::{
     DbIdentity, DbUrl, Place, redact_url, unusable_mysql_url, unusable_postgres_url, with_host,
 };
 pub use keys::{Raw, RawWatch};
+pub use lockname::{LockTemplate, MAX_LOCK_NAME, md5_hex};
 pub(crate) use overlap::told_apart_by;
 pub use values::{Ident, PathTemplate, fmt_duration, parse_duration};
 pub use watch::{Overtime, ReleaseLock, Retry, Watch};
@@ -518,6 +520,29 @@ fn build(
                         format!("expected an absolute path, got {}", p.display()),
                     ));
                 }
+            }
+            // Named locks are a MySQL/MariaDB server's (docs/design.md#named-lock): a
+            // file database has none to hold.
+            if let (DbUrl::Sqlite(_), Some(w)) =
+                (&parsed, out.iter().find(|w| !w.db_lock.is_empty()))
+            {
+                return Err(Error::config(
+                    origin,
+                    format!("watch '{}': db_lock", w.name),
+                    "a named lock (GET_LOCK) lives in a MySQL/MariaDB server; SQLite has none: \
+                     leave db_lock out, or watch the job's heartbeat or lock_file",
+                ));
+            }
+            // PostgreSQL's advisory locks as named locks (SPEC §16) are not read yet.
+            if let (DbUrl::Postgres(_), Some(w)) =
+                (&parsed, out.iter().find(|w| !w.db_lock.is_empty()))
+            {
+                return Err(Error::config(
+                    origin,
+                    format!("watch '{}': db_lock", w.name),
+                    "selfheal does not read PostgreSQL's advisory locks as a job's named lock \
+                     yet: leave db_lock out, or watch the job's heartbeat, lock_file or owner",
+                ));
             }
             Some(Database {
                 url: parsed,

@@ -1,4 +1,4 @@
-//! The rule between watches (SPEC §4): two watches whose rows can overlap — the same table,
+//! The rule between watches (docs/design.md#configuration): two watches whose rows can overlap — the same table,
 //! and no column on which their filters (`match`, and the status column's running value)
 //! want different values — are a configuration error. Such a row would be judged twice by
 //! two different rules (two `stale_after`, two `max_age`), and whichever acts first wins.

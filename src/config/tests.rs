@@ -509,6 +509,15 @@ fn samples() -> Vec<(&'static str, Raw)> {
         ("message_column", t("error_msg")),
         ("lock_file", t("/var/www/app/runtime/sync-{id}.lock")),
         ("owner_column", t("worker")),
+        ("owner_host_column", t("host")),
+        ("owner_pid_column", t("pid")),
+        (
+            "db_lock",
+            Raw::List(vec![
+                t("{database}|CRON_{md5:default_{job_code}}"),
+                t("{database}|CRON_{md5:index_{job_code}}"),
+            ]),
+        ),
         ("manual_value", t("wait_manual")),
         ("retry_value", t("pending")),
         ("attempts_column", t("attempts")),
@@ -533,11 +542,13 @@ fn every_key_reads_the_same_from_the_file_and_from_flags() {
     let names: Vec<&str> = samples.iter().map(|(k, _)| *k).collect();
     assert_eq!(names, keys::WATCH_KEY_NAMES, "one sample per key, in order");
 
-    let db = "[database]\nurl = \"sqlite:///var/lib/app/app.db\"\n\n[[watch]]\n";
+    // The owner in two columns stands instead of owner_column: read on its own below.
+    let split = |k: &str| k == "owner_host_column" || k == "owner_pid_column";
+    let db = "[database]\nurl = \"mysql://app@localhost/appdb\"\n\n[[watch]]\n";
     let lines = |keep: &dyn Fn(&keys::Key) -> bool| -> String {
         samples
             .iter()
-            .filter(|(k, _)| keys::watch_key(k).is_some_and(keep))
+            .filter(|(k, _)| !split(k) && keys::watch_key(k).is_some_and(keep))
             .fold(String::new(), |mut s, (k, v)| {
                 let _ = writeln!(s, "{k} = {v}");
                 s
@@ -550,7 +561,7 @@ fn every_key_reads_the_same_from_the_file_and_from_flags() {
     let file_only = lines(&|k| k.flag.is_none() || k.name == "name");
     let mut o = Overrides::default();
     for (k, v) in &samples {
-        if keys::watch_key(k).is_some_and(|k| k.flag.is_some()) {
+        if !split(k) && keys::watch_key(k).is_some_and(|k| k.flag.is_some()) {
             o.watch.set(k, v.clone()).expect("a watch key");
         }
     }
@@ -573,6 +584,23 @@ fn every_key_reads_the_same_from_the_file_and_from_flags() {
     assert_eq!(w.running_value, "busy");
     assert_eq!(w.dead_value, "failed");
     assert_eq!(w.owner_column.as_ref().map(Ident::name), Some("worker"));
+    assert_eq!(
+        w.db_lock
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "{database}|CRON_{md5:default_{job_code}}",
+            "{database}|CRON_{md5:index_{job_code}}"
+        ]
+    );
+    assert_eq!(
+        w.lock_columns()
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>(),
+        ["job_code"]
+    );
     assert_eq!(w.retry.as_ref().map(|r| r.max_attempts), Some(3));
     assert_eq!(w.overtime, Overtime::Manual);
     assert_eq!(w.release_lock, ReleaseLock::IfFree);
@@ -1022,4 +1050,73 @@ fn a_duration_written_as_a_number_gets_the_fix_a_text_without_unit_gets() {
         msg.contains("expected a duration with its unit, as text"),
         "{msg}"
     );
+}
+
+const CRON: &str = "[database]\nurl = \"mysql://app@localhost/magento\"\n\n[[watch]]\nname = \"cron\"\n\
+                    table = \"cron_schedule\"\nid_column = \"schedule_id\"\n\
+                    started_column = \"executed_at\"\nstale_after = \"5m\"\nmax_age = \"1d\"\n";
+
+#[test]
+fn a_named_lock_alone_is_a_source_of_liveness() {
+    let c = parse(&format!(
+        "{CRON}db_lock = \"{{database}}|CRON_{{md5:index_{{job_code}}}}\"\n"
+    ))
+    .expect("valid");
+    assert_eq!(c.watches[0].db_lock.len(), 1);
+    assert!(c.watches[0].heartbeat_file.is_none());
+    // So is a lock file the job holds for its whole run.
+    let c = parse(&format!("{CRON}lock_file = \"/var/lock/cron.lock\"\n")).expect("valid");
+    assert!(c.watches[0].lock_file.is_some());
+    // Without either, nothing says whether a worker lives.
+    let (_, key, msg) = config_err(parse(CRON));
+    assert!(
+        key.contains("heartbeat_file") && msg.contains("db_lock"),
+        "{key}: {msg}"
+    );
+}
+
+#[test]
+fn bad_named_lock_templates_are_configuration_errors() {
+    let long = "x".repeat(40);
+    for (value, says) in [
+        (format!("\"{long}{{md5:{{job_code}}}}\""), "72 characters"),
+        ("\"job_{job-code}\"".to_string(), "placeholder"),
+        ("[]".to_string(), "at least one lock name"),
+        ("\"job_{md5:x\"".to_string(), "not closed"),
+    ] {
+        let (_, key, msg) = config_err(parse(&format!("{CRON}db_lock = {value}\n")));
+        assert_eq!(key, "watch 'cron': db_lock", "{value}: {msg}");
+        assert!(msg.contains(says), "{value}: {msg}");
+    }
+}
+
+#[test]
+fn a_named_lock_on_sqlite_is_refused_naming_the_watch() {
+    let toml = CRON.replace("mysql://app@localhost/magento", "sqlite:///var/lib/app.db");
+    let (_, key, msg) = config_err(parse(&format!("{toml}db_lock = \"job_{{job_code}}\"\n")));
+    assert_eq!(key, "watch 'cron': db_lock", "{msg}");
+    assert!(msg.contains("SQLite"), "{msg}");
+}
+
+#[test]
+fn the_owner_in_two_columns_needs_both_and_not_owner_column() {
+    let base = format!("{CRON}db_lock = \"job_{{job_code}}\"\n");
+    let c = parse(&format!(
+        "{base}owner_host_column = \"host\"\nowner_pid_column = \"pid\"\n"
+    ))
+    .expect("valid");
+    let (h, p) = c.watches[0].owner_split.clone().expect("both");
+    assert_eq!((h.name(), p.name()), ("host", "pid"));
+    assert!(c.watches[0].has_owner());
+    for (extra, key) in [
+        ("owner_host_column = \"host\"\n", "owner_host_column"),
+        ("owner_pid_column = \"pid\"\n", "owner_pid_column"),
+        (
+            "owner_host_column = \"host\"\nowner_pid_column = \"pid\"\nowner_column = \"w\"\n",
+            "owner_host_column",
+        ),
+    ] {
+        let (_, k, msg) = config_err(parse(&format!("{base}{extra}")));
+        assert_eq!(k, format!("watch 'cron': {key}"), "{extra}: {msg}");
+    }
 }

@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::keys::{self, FromValue, Key, Problem, RawWatch, Value};
+use super::lockname::LockTemplate;
 use super::values::{Ident, PathTemplate, fmt_duration};
 use crate::error::{Error, Origin, Result};
 
@@ -90,10 +91,17 @@ pub struct Watch {
     pub lock_file: Option<PathTemplate>,
     /// `HOST:PID` or `PID` of the worker that claimed the row.
     pub owner_column: Option<Ident>,
+    /// The worker's host and pid in two columns (both or neither; not beside
+    /// `owner_column`): read as `HOST:PID` (`docs/design.md#evidence-kinds`).
+    pub owner_split: Option<(Ident, Ident)>,
+    /// The names of the MySQL/MariaDB user-level lock the job holds for its whole run:
+    /// held if any is held, free only if all are (`docs/design.md#named-lock`). Empty:
+    /// none.
+    pub db_lock: Vec<LockTemplate>,
     pub manual_value: Option<String>,
     pub retry: Option<Retry>,
     /// Set to "not before" when a row goes back to the queue (`retry_value`): the
-    /// database's now plus [`Watch::retry_delay`] (SPEC §14). Needs `retry_value`.
+    /// database's now plus [`Watch::retry_delay`] (docs/design.md#lease). Needs `retry_value`.
     pub retry_at_column: Option<Ident>,
     /// The wait before the first retry, doubled per attempt; default 1 minute.
     pub retry_backoff: Duration,
@@ -110,13 +118,30 @@ pub struct Watch {
     /// the running, dead, manual and retry values.
     pub success_values: Option<Vec<String>>,
     /// Consecutive real runs an inferred verdict (dead on heartbeat silence alone, hung)
-    /// must hold for the same row before it acts; 1 acts at once (SPEC §5).
+    /// must hold for the same row before it acts; 1 acts at once (docs/design.md#whole-watch-holds).
     pub confirm: u32,
 }
 
 impl Watch {
+    /// The watch reads the worker's `HOST:PID`: from `owner_column`, or from
+    /// `owner_host_column` and `owner_pid_column`.
+    pub fn has_owner(&self) -> bool {
+        self.owner_column.is_some() || self.owner_split.is_some()
+    }
+
+    /// The columns the `db_lock` templates read, each once, in order of first use.
+    pub fn lock_columns(&self) -> Vec<&Ident> {
+        let mut out: Vec<&Ident> = Vec::new();
+        for c in self.db_lock.iter().flat_map(LockTemplate::columns) {
+            if !out.iter().any(|o| o.same_column(c)) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
     /// How long a row a reclaim sends to `retry_value` waits before it is picked again
-    /// (SPEC §14): `retry_backoff × 2^(attempts − 1)`, at most `retry_backoff_max`, where
+    /// (docs/design.md#lease): `retry_backoff × 2^(attempts − 1)`, at most `retry_backoff_max`, where
     /// `attempts` is the count after this reclaim raised it; the base alone without one.
     /// Whole seconds. Pure.
     pub fn retry_delay(&self, attempts: Option<i64>) -> u64 {
@@ -252,6 +277,8 @@ pub(super) fn validate(
         message_column: v.get("message_column")?,
         lock_file: v.get("lock_file")?,
         owner_column: v.get("owner_column")?,
+        owner_split: owner_split(&v)?,
+        db_lock: v.get("db_lock")?.unwrap_or_default(),
         manual_value: v.get("manual_value")?,
         retry: retry_budget(&v)?,
         retry_at_column: v.get("retry_at_column")?,
@@ -357,13 +384,45 @@ fn retry_budget(v: &Typed) -> Result<Option<Retry>> {
     }
 }
 
+/// `owner_host_column` and `owner_pid_column`: both, or neither.
+fn owner_split(v: &Typed<'_>) -> Result<Option<(Ident, Ident)>> {
+    match (
+        v.get::<Ident>("owner_host_column")?,
+        v.get::<Ident>("owner_pid_column")?,
+    ) {
+        (Some(h), Some(p)) => Ok(Some((h, p))),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(v.at.err(
+            "owner_host_column",
+            "needs owner_pid_column too: the worker's host and pid are read together",
+        )),
+        (None, Some(_)) => Err(v.at.err(
+            "owner_pid_column",
+            "needs owner_host_column too: the worker's host and pid are read together (a \
+             column of bare pids is owner_column)",
+        )),
+    }
+}
+
 /// The rules between keys, on the typed watch.
 fn cross_key_rules(w: &Watch, at: &Place) -> Result<()> {
-    if w.heartbeat_file.is_none() && w.heartbeat_column.is_none() {
+    if w.heartbeat_file.is_none()
+        && w.heartbeat_column.is_none()
+        && w.db_lock.is_empty()
+        && w.lock_file.is_none()
+    {
         return Err(at.err(
             "heartbeat_file",
-            "no heartbeat source: set heartbeat_file (a file the job touches) or \
-             heartbeat_column (a column it updates); age alone is not liveness",
+            "no heartbeat source: set heartbeat_file (a file the job touches), \
+             heartbeat_column (a column it updates), lock_file (a file it locks for its \
+             whole run) or db_lock (a named lock it holds); age alone is not liveness",
+        ));
+    }
+    if w.owner_split.is_some() && w.owner_column.is_some() {
+        return Err(at.err(
+            "owner_host_column",
+            "give either owner_column (HOST:PID) or owner_host_column with owner_pid_column, \
+             not both",
         ));
     }
     let mut seen: Vec<&Ident> = Vec::new();

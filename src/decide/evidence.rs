@@ -2,10 +2,11 @@
 //! source ([`Heartbeat`], [`Lock`], [`Owner`], the row's times), gathered by the sources of
 //! [`crate::probe`]; built by hand (tests, the widest row message) through
 //! [`Evidence::new`] and its `with_*` steps. [`Evidence::life`] is what of it says the
-//! worker lives, sign by sign, for every rule that asks (SPEC §5, "Life beats inference").
+//! worker lives, sign by sign, for every rule that asks (docs/design.md#life-beats-inference, "Life beats inference").
 //! Pure: no I/O.
 
 use crate::holder_line::HolderLine;
+pub use crate::holder_line::NamedHolder;
 
 use super::{Thresholds, WorkerProof};
 
@@ -13,6 +14,9 @@ use super::{Thresholds, WorkerProof};
 /// clock).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heartbeat {
+    /// The watch names no heartbeat (a `db_lock` or `lock_file` watch): judged by its
+    /// locks, its owner and the age cap (`docs/design.md#named-lock`).
+    NotConfigured,
     /// Seconds since the last beat.
     Age(u64),
     /// No beat at all (no file, or the column is NULL).
@@ -61,10 +65,32 @@ pub enum Lock {
     /// The file exists and nobody was seen holding it, but it lies in a directory that
     /// users other than root, the running user and the file's owner can write, without the
     /// sticky bit: anyone there could have replaced the inode the job holds with a new,
-    /// unlocked file (who can write it, in words). Neutral, never conclusive (SPEC §5).
+    /// unlocked file (who can write it, in words). Neutral, never conclusive (docs/design.md#verdicts).
     Untrusted(String),
     /// The file does not exist (neutral: proves nothing either way).
     Absent,
+    Unreadable(String),
+}
+
+/// The job's named database lock (`db_lock`, `docs/design.md#named-lock`): the
+/// user-level lock its templates name for this row, as the server says now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamedLock {
+    /// The watch names no `db_lock`.
+    NotConfigured,
+    /// A session holds one of the row's names: the worker lives. Only ever the row's own:
+    /// a name several running rows share is evidence for the youngest of them alone.
+    Held { name: String, holder: NamedHolder },
+    /// Nobody holds any of the row's names: conclusive once the row is older than
+    /// `stale_after` (a job takes its lock before it marks its row running).
+    Free,
+    /// A younger running row shares the name: whoever holds it is that row's worker, and
+    /// a free name says nothing of this one. Neutral.
+    Shared,
+    /// A name could not be made (longer than the server's 64 characters, a column it
+    /// reads is NULL): unusable evidence, neutral.
+    Unusable(String),
+    /// The server could not be asked.
     Unreadable(String),
 }
 
@@ -86,7 +112,7 @@ pub enum Owner {
     /// The pid runs, but its process started `after_s` seconds after the row, more than
     /// `stale_after` later: a recycled pid, or a worker whose row's times are wrong (a
     /// clock, a session time zone). Comparing the database's time with the host's process
-    /// start is an inference, never proof (SPEC §5, "Proof means proof").
+    /// start is an inference, never proof (docs/design.md#proof-means-proof, "Proof means proof").
     Reused {
         pid: u32,
         after_s: u64,
@@ -119,7 +145,7 @@ pub struct Evidence {
     pub total_age: Result<u64, String>,
     /// The row's start, or its heartbeat column, lies in the future beyond the clock
     /// tolerance: its times cannot be trusted, and it is judged by the facts about now
-    /// alone (SPEC §5, "Proof means proof").
+    /// alone (docs/design.md#proof-means-proof, "Proof means proof").
     pub ahead: Option<Ahead>,
     pub heartbeat: Heartbeat,
     /// What the heartbeat column alone says (`None`: the watch has none), as read with the
@@ -140,6 +166,8 @@ pub struct Evidence {
     /// the holder for a person; whether it is the row's owner is [`Evidence::lock_own`].
     pub lock_holder: Option<HolderLine>,
     pub owner: Owner,
+    /// The job's named database lock (`db_lock`).
+    pub named: NamedLock,
 }
 
 /// A row whose times lie in the future (a clock, or an application's session time zone
@@ -183,6 +211,7 @@ impl Evidence {
             lock_own: false,
             lock_holder: None,
             owner: Owner::NotConfigured,
+            named: NamedLock::NotConfigured,
         }
     }
 
@@ -228,6 +257,11 @@ impl Evidence {
     }
 
     #[must_use]
+    pub fn with_named(self, named: NamedLock) -> Evidence {
+        Evidence { named, ..self }
+    }
+
+    #[must_use]
     pub fn with_owner(self, owner: Owner) -> Evidence {
         Evidence { owner, ..self }
     }
@@ -269,15 +303,20 @@ impl Evidence {
             }
             _ => None,
         };
+        let named = match &self.named {
+            NamedLock::Held { holder, .. } => Some(holder),
+            _ => None,
+        };
         Life {
             owner,
             own_beat,
             lock,
+            named,
         }
     }
 }
 
-/// What in one row's evidence says its worker lives now (SPEC §5, "Life beats
+/// What in one row's evidence says its worker lives now (docs/design.md#life-beats-inference, "Life beats
 /// inference"), each sign on its own. Three rules weigh them, each its own way, all here:
 /// the verdicts ([`Life::proven`], and `decide`'s own-lock and own-beat steps), a
 /// person's `resolve` ([`Life::for_a_person`]) and the un-park step
@@ -290,6 +329,8 @@ pub struct Life<'e> {
     pub own_beat: Option<u64>,
     /// A process holds the job's lock.
     pub lock: Option<HeldLock<'e>>,
+    /// A session holds the row's named lock (always the row's own).
+    pub named: Option<&'e NamedHolder>,
 }
 
 /// An owner pid that runs on this host.
@@ -322,6 +363,7 @@ pub enum Sign<'e> {
     Owner(Running),
     OwnBeat(u64),
     Lock(HeldLock<'e>),
+    NamedLock(&'e NamedHolder),
 }
 
 impl<'e> Life<'e> {
@@ -335,6 +377,11 @@ impl<'e> Life<'e> {
         self.lock.filter(|l| l.own)
     }
 
+    /// The row's own lock file or its named lock is held.
+    pub fn own_lock_held(&self) -> bool {
+        self.own_lock().is_some() || self.named.is_some()
+    }
+
     /// The held lock's holder is `pid`: the pid the kernel gives, or the one the lock file
     /// names.
     pub fn lock_held_by(&self, pid: u32) -> bool {
@@ -346,10 +393,10 @@ impl<'e> Life<'e> {
     /// anyone: a held lock is never free), or the owner pid is alive. A stale heartbeat is
     /// then `hung`, never `dead`, and an `overtime` is never marked dead.
     pub fn proven(&self) -> bool {
-        self.lock.is_some() || self.owner_alive()
+        self.lock.is_some() || self.named.is_some() || self.owner_alive()
     }
 
-    /// The first sign that refuses a person's `resolve --as dead|retry` (SPEC §13), where
+    /// The first sign that refuses a person's `resolve --as dead|retry` (docs/design.md#resolve), where
     /// erring towards "alive" costs a look and the other way a second writer: the owner
     /// pid runs (also one that started after the row: that it is another process is an
     /// inference), the row's own heartbeat is fresh, or the job's lock is held — unless
@@ -361,16 +408,22 @@ impl<'e> Life<'e> {
         if let Some(a) = self.own_beat {
             return Some(Sign::OwnBeat(a));
         }
+        if let Some(h) = self.named {
+            return Some(Sign::NamedLock(h));
+        }
         self.lock.filter(|l| !l.another_runs).map(Sign::Lock)
     }
 
-    /// What puts a parked row back to running (the un-park step, SPEC §13): its own beat
+    /// What puts a parked row back to running (the un-park step, docs/design.md#unpark): its own beat
     /// fresh, and its worker provably alive — the row's own lock held, or its owner pid
     /// alive.
     pub fn back_to_running(&self) -> Option<Sign<'e>> {
         self.own_beat?;
         if let Some(l) = self.own_lock() {
             return Some(Sign::Lock(l));
+        }
+        if let Some(h) = self.named {
+            return Some(Sign::NamedLock(h));
         }
         self.owner.filter(|_| self.owner_alive()).map(Sign::Owner)
     }
@@ -404,6 +457,7 @@ impl Sign<'_> {
                 };
                 format!("the job's lock is held{by}")
             }
+            Sign::NamedLock(h) => format!("the job's named lock is held by {}", h.describe()),
         }
     }
 }

@@ -354,7 +354,7 @@ fn named_cases() {
                 "the job's lock is free, yet the owner pid is alive (is lock_file right?)".into(),
             ),
         ),
-        // Another host's row (SPEC §5, precedence 2): never judged by this host's files,
+        // Another host's row (docs/design.md#precedence, precedence 2): never judged by this host's files,
         // locks or pids, and reported only when its host may be gone for good.
         (
             "remote, no heartbeat column, within max_age",
@@ -497,7 +497,7 @@ fn named_cases() {
     }
 }
 
-fn all_totals() -> Vec<Option<u64>> {
+pub(super) fn all_totals() -> Vec<Option<u64>> {
     vec![
         None,
         Some(0),
@@ -512,7 +512,7 @@ fn all_totals() -> Vec<Option<u64>> {
         Some(100_000),
     ]
 }
-fn all_heartbeats() -> Vec<Heartbeat> {
+pub(super) fn all_heartbeats() -> Vec<Heartbeat> {
     vec![
         Heartbeat::Unreadable("x".into()),
         Heartbeat::Unusable("nodir".into()),
@@ -528,7 +528,7 @@ fn all_heartbeats() -> Vec<Heartbeat> {
         hb(1_000_000),
     ]
 }
-fn all_locks() -> Vec<Lock> {
+pub(super) fn all_locks() -> Vec<Lock> {
     vec![
         NoLock,
         held(),
@@ -542,7 +542,7 @@ fn all_locks() -> Vec<Lock> {
         Lock::Unreadable("x".into()),
     ]
 }
-fn all_owners() -> Vec<Owner> {
+pub(super) fn all_owners() -> Vec<Owner> {
     vec![
         NoOwner,
         Empty,
@@ -579,6 +579,39 @@ fn all_aheads() -> Vec<Option<Ahead>> {
             seen_s: T.stale_after,
         }),
     ]
+}
+
+/// Every combination of these states, whose or not, with and without times in the
+/// future, to `f`.
+pub(super) fn sweep_states(
+    totals: &[Option<u64>],
+    heartbeats: &[Heartbeat],
+    locks: &[Lock],
+    owners: &[Owner],
+    mut f: impl FnMut(&Evidence),
+) {
+    for total in totals {
+        for h in heartbeats {
+            for l in locks {
+                for o in owners {
+                    for (heartbeat_own, lock_own) in
+                        [(false, false), (true, false), (false, true), (true, true)]
+                    {
+                        for ahead in all_aheads() {
+                            if ahead.is_some() && total.is_some() {
+                                continue;
+                            }
+                            let e = ev(*total, h.clone(), l.clone(), o.clone())
+                                .with_heartbeat_own(heartbeat_own)
+                                .with_lock_own(lock_own)
+                                .with_ahead(ahead);
+                            f(&e);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Every combination of evidence, whose or not, with and without times in the future.
@@ -1168,7 +1201,7 @@ fn a_lock_is_tried_only_as_a_hypothesis_of_a_free_one() {
     }
 }
 
-/// SPEC §5 "Life beats inference": every pairing of a death signal with the row's own
+/// docs/design.md#life-beats-inference "Life beats inference": every pairing of a death signal with the row's own
 /// evidence of life, and with evidence that is not the row's own.
 #[test]
 fn life_beats_inference() {
@@ -1451,7 +1484,7 @@ fn whole_watch_thresholds() {
     assert!(no_heartbeat(500, 0, 1));
 }
 
-/// SPEC §5 "Proof means proof": every pairing of an owner pid that looks reused with the
+/// docs/design.md#proof-means-proof "Proof means proof": every pairing of an owner pid that looks reused with the
 /// row's own lock, its own heartbeat and the breaker, and rows whose times lie ahead.
 #[test]
 fn proof_means_proof() {

@@ -16,10 +16,9 @@ use crate::history;
 use crate::host::Host;
 use crate::store::{self, Introspect, Store};
 
-use super::files::heartbeat_template_finding;
-use super::hosts::{advisory_lock_finding, owners_finding};
+use super::hosts::advisory_lock_finding;
 use super::max_age::history_finding;
-use super::rows::{parked_findings, rows_findings};
+use super::rows::{parked_findings, running_rows_findings};
 use super::schema::{
     columns_finding, index_finding, message_finding, on_update_finding, retry_at_finding,
     values_finding,
@@ -95,44 +94,19 @@ pub(super) fn database_checks(cfg: &Config, host: &Host, rep: &mut Report<'_>) -
 }
 
 /// Two watches the configuration tells apart only by `match` values the server compares as
-/// one under the column's collation (SPEC §4: `utf8mb4_general_ci` takes `straße` for
-/// `strase`): their rows overlap, and a row would be judged by the wrong watch's rules. A
-/// configuration error, as the offline check makes it for what it can fold.
+/// one under the column's collation ([`crate::check::collation`], the question `check`
+/// asks too): a configuration error, as the offline check makes it for what it can fold.
 fn collation_overlaps(cfg: &Config, store: &mut dyn store::Store) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for (i, a) in cfg.watches.iter().enumerate() {
-        for b in &cfg.watches[i + 1..] {
-            let Some(apart) = config::told_apart_by(a, b) else {
-                continue;
-            };
-            let mut same = Vec::new();
-            let mut all_same = !apart.is_empty();
-            for (column, va, vb) in &apart {
-                match store.equal_under_collation(a, column, va, vb) {
-                    Ok(Some(collation)) => same.push(format!(
-                        "{} = {va:?} and {vb:?} are one value under {collation}",
-                        column.name()
-                    )),
-                    // Told apart by the server, or it cannot say: apart.
-                    Ok(None) | Err(_) => all_same = false,
-                }
-            }
-            if all_same {
-                out.push(Finding::fail(
-                    format!("watch {}: match", b.name),
-                    format!(
-                        "its rows can be those of watch '{}' on the server: {}; a row would \
-                         be judged twice, by two different rules",
-                        a.name,
-                        same.join(", ")
-                    ),
-                    "give the two watches match values that differ under the column's \
-                     collation, or merge them",
-                ));
-            }
-        }
-    }
-    out
+    crate::check::collation::overlaps(&cfg.watches, store)
+        .into_iter()
+        .map(|o| {
+            Finding::fail(
+                format!("watch {}: match", o.second),
+                o.message(),
+                crate::check::collation::Overlap::FIX,
+            )
+        })
+        .collect()
 }
 
 /// The fix for a database failure when nothing more fitting is known: a configuration
@@ -236,19 +210,10 @@ fn watch_database_checks(
     if let Some(f) = retry_at_finding(w, &schema, store.dialect()) {
         rep.add(f);
     }
-    match store.running_rows(w) {
-        Ok(rows) => {
-            let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
-            for f in rows_findings(w, &rows, clocks, host, here) {
-                rep.add(f);
-            }
-            if here
-                && let Some(t) = &w.heartbeat_file
-                && let Some(f) = heartbeat_template_finding(w, t, &rows, clocks, host)
-            {
-                rep.add(f);
-            }
-            if let Some(f) = owners_finding(w, &rows, host) {
+    let here = w.host.as_ref().is_none_or(|h| host.is_me(h));
+    match running_rows_findings(w, store, clocks, host, here) {
+        Ok(findings) => {
+            for f in findings {
                 rep.add(f);
             }
         }

@@ -136,7 +136,7 @@ pub(super) fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
                 subject,
                 format!("{} is readable; it last beat {} ago", f.display(), human(a)),
             ),
-            Heartbeat::Missing => Finding::pass(
+            Heartbeat::Missing | Heartbeat::NotConfigured => Finding::pass(
                 subject,
                 format!(
                     "{} does not exist now (no job running?); its directory is readable",
@@ -151,7 +151,7 @@ pub(super) fn heartbeat_finding(w: &Watch, t: &PathTemplate) -> Finding {
 }
 
 /// At most this many running rows are probed for their heartbeat file.
-const TEMPLATE_ROWS: usize = 100;
+pub(super) const TEMPLATE_ROWS: usize = 100;
 /// At most this many names of the template's directory are read for a hint.
 const TEMPLATE_DIR_NAMES: usize = 1000;
 /// At most this many names are given as a hint.
@@ -159,7 +159,7 @@ const TEMPLATE_HINTS: usize = 3;
 
 /// A `heartbeat_file` that names no file the job writes while its directory is there: a
 /// typo (`sync-{id}.hb` for the job's `sync_{id}.hb`) passes the directory check, and looks
-/// to `check` like every job dying at once (held, for a person: SPEC §5). Said when none
+/// to `check` like every job dying at once (held, for a person: docs/design.md#verdicts). Said when none
 /// of this host's running rows past `stale_after` (the first [`TEMPLATE_ROWS`]) has its
 /// file, with names in that directory that look like the template's as a hint.
 pub(super) fn heartbeat_template_finding(
@@ -341,7 +341,7 @@ pub(super) fn lock_dir_finding(w: &Watch, t: &PathTemplate) -> Finding {
     }
 }
 
-/// Who could swap a lock file in `dir` (SPEC §5), taking the directory's owner as the
+/// Who could swap a lock file in `dir` (docs/design.md#verdicts), taking the directory's owner as the
 /// lock files' (a job keeps its locks in a directory of its own); `None` when nobody but
 /// root, this user and that owner can.
 fn swappable_lock_dir(dir: &Path) -> Option<String> {

@@ -16,7 +16,7 @@ use super::Finding;
 /// relies on them but says neither whose rows are whose (`owner_column`) nor which host its
 /// jobs run on (`host`) kills another host's live jobs if its cron line runs there too.
 pub(super) fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
-    if w.owner_column.is_some() || w.host.is_some() {
+    if w.has_owner() || w.host.is_some() {
         return None;
     }
     let relies: Vec<&str> = [
@@ -29,7 +29,7 @@ pub(super) fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
     if relies.is_empty() {
         return None;
     }
-    // Right on one host; advice, which leaves the exit status as it is (SPEC §10).
+    // Right on one host; advice, which leaves the exit status as it is (docs/design.md#hosts).
     Some(Finding::advice(
         format!("watch {}: hosts", w.name),
         format!(
@@ -48,34 +48,71 @@ pub(super) fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
     ))
 }
 
-/// Which hosts own the running rows right now (`owner_column` only), and a warning when
-/// `HOST:PID` owners are mixed with bare pids or empty owners: those are judged as this
-/// host's on every host that runs the watch.
-pub(super) fn owners_finding(
-    w: &Watch,
-    rows: &[store::RunningRow],
-    host: &Host,
-) -> Option<Finding> {
-    use crate::probe::owner::parse_owner;
-    let col = w.owner_column.as_ref()?;
-    let mut hosts: Vec<(String, usize)> = Vec::new();
-    let (mut bare, mut empty, mut invalid) = (0usize, 0usize, 0usize);
-    for r in rows {
+/// How many distinct owner hosts doctor counts one by one; rows of further hosts are
+/// counted together (a table of a hundred thousand container names stays small).
+const HOSTS_COUNTED: usize = 1_000;
+/// How many hosts the finding names; the rest are summed.
+const HOSTS_NAMED: usize = 20;
+
+/// Who owns a watch's running rows, counted a page at a time (`owner_column` only).
+#[derive(Debug, Default)]
+pub(super) struct Owners {
+    hosts: std::collections::HashMap<String, usize>,
+    /// Rows of hosts past [`HOSTS_COUNTED`].
+    uncounted: usize,
+    bare: usize,
+    empty: usize,
+    invalid: usize,
+}
+
+impl Owners {
+    pub(super) fn add(&mut self, r: &store::RunningRow) {
+        use crate::probe::owner::parse_owner;
         match r.owner.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
-            None => empty += 1,
+            None => self.empty += 1,
             Some(v) => match parse_owner(v) {
                 Some((Some(h), _)) => {
                     let h = h.to_ascii_lowercase();
-                    match hosts.iter_mut().find(|(x, _)| *x == h) {
-                        Some((_, n)) => *n += 1,
-                        None => hosts.push((h, 1)),
+                    let room = self.hosts.len() < HOSTS_COUNTED;
+                    match self.hosts.get_mut(&h) {
+                        Some(n) => *n += 1,
+                        None if room => {
+                            self.hosts.insert(h, 1);
+                        }
+                        None => self.uncounted += 1,
                     }
                 }
-                Some((None, _)) => bare += 1,
-                None => invalid += 1,
+                Some((None, _)) => self.bare += 1,
+                None => self.invalid += 1,
             },
         }
     }
+}
+
+/// Which hosts own the running rows right now (`owner_column` only), and a warning when
+/// `HOST:PID` owners are mixed with bare pids or empty owners: those are judged as this
+/// host's on every host that runs the watch.
+pub(super) fn owners_finding(w: &Watch, owners: Owners, host: &Host) -> Option<Finding> {
+    let col = w.owner_column.as_ref()?;
+    let Owners {
+        hosts,
+        uncounted,
+        bare,
+        empty,
+        invalid,
+    } = owners;
+    let mut hosts: Vec<(String, usize)> = hosts.into_iter().collect();
+    // The busiest first, then by name; the rest summed.
+    hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let others = hosts.len().saturating_sub(HOSTS_NAMED);
+    let other_rows: usize = hosts
+        .iter()
+        .skip(HOSTS_NAMED)
+        .map(|(_, n)| n)
+        .sum::<usize>()
+        + uncounted;
+    let some_hosts = !hosts.is_empty();
+    hosts.truncate(HOSTS_NAMED);
     hosts.sort();
     let mut parts: Vec<String> = hosts
         .iter()
@@ -84,6 +121,21 @@ pub(super) fn owners_finding(
             format!("{h}{me} {n}")
         })
         .collect();
+    if other_rows > 0 {
+        parts.push(format!(
+            "{} other host{} {other_rows}",
+            if uncounted > 0 {
+                format!("{others}+")
+            } else {
+                others.to_string()
+            },
+            if others == 1 && uncounted == 0 {
+                ""
+            } else {
+                "s"
+            }
+        ));
+    }
     let unqualified = bare + empty;
     if bare > 0 {
         parts.push(format!("bare PID {bare}"));
@@ -99,7 +151,7 @@ pub(super) fn owners_finding(
         return Some(Finding::pass(subject, "no running rows now"));
     }
     let census = format!("running rows by owner: {}", parts.join(", "));
-    if !hosts.is_empty() && unqualified > 0 {
+    if some_hosts && unqualified > 0 {
         return Some(Finding::warn(
             subject,
             format!(
@@ -148,7 +200,7 @@ pub(super) fn pid_namespace_finding(cfg: &Config, ns: &PidNamespace) -> Option<F
     let PidNamespace::Other(here) = ns else {
         return None;
     };
-    let owners = cfg.watches.iter().any(|w| w.owner_column.is_some());
+    let owners = cfg.watches.iter().any(Watch::has_owner);
     let locks = cfg.watches.iter().any(|w| w.lock_file.is_some());
     if !owners && !locks {
         return None;

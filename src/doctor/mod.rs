@@ -41,7 +41,7 @@ use own_files::{log_finding, metrics_finding, run_lock_finding, state_dir_findin
 pub enum Mark {
     Pass,
     /// Advice: nothing is wrong with this setup as it is, but a way it is often grown
-    /// would make something wrong (SPEC §10). Leaves the exit status as it is.
+    /// would make something wrong (docs/design.md#hosts). Leaves the exit status as it is.
     Advice,
     /// Works, but an operator should look.
     Warn,

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 use crate::clock::{Clocks, age_on_db_clock, human, plausible_age};
 use crate::config::{Config, Watch};
 use crate::decide::{self, Verdict};
+use crate::error::Result;
 use crate::evidence;
 use crate::history;
 use crate::host::Host;
@@ -18,6 +19,8 @@ use crate::store::{self, Store};
 
 use super::Finding;
 use super::database::offset_text;
+use super::files::{TEMPLATE_ROWS, heartbeat_template_finding};
+use super::hosts::{Owners, owners_finding};
 
 /// How many parked rows doctor lists, each with the command that decides it.
 const PARKED_LISTED: u32 = 10;
@@ -139,31 +142,149 @@ fn parked_times(
     at
 }
 
-/// Times in the future on the database clock, and a one-line census of the running rows.
-pub(super) fn rows_findings(
+/// How many running rows doctor lists with their named locks.
+const NAMED_LISTED: usize = 20;
+
+/// Each running row's named lock names (`db_lock`) and who holds them, as the server
+/// says now (`docs/design.md#named-lock`), for the first [`NAMED_LISTED`] of them (`more`:
+/// how many others there are); `None` for a watch without `db_lock`.
+pub(super) fn named_lock_finding(
     w: &Watch,
     rows: &[store::RunningRow],
-    clocks: &Clocks,
-    host: &Host,
-    here: bool,
-) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let mut future: Vec<(String, i64)> = Vec::new();
-    for r in rows {
+    snapshot: &evidence::Snapshot,
+    more: u64,
+) -> Option<Finding> {
+    let t = snapshot.named.as_ref()?;
+    let subject = format!("watch '{}': named locks", w.name);
+    if let Some(why) = &t.error {
+        return Some(Finding::fail(
+            subject,
+            format!("the server could not be asked who holds them: {why}"),
+            "check the database connection",
+        ));
+    }
+    let mut lines = Vec::new();
+    for r in rows.iter().take(NAMED_LISTED) {
+        let names = match crate::probe::named::names_of(w, r, &t.database) {
+            Ok(n) => n,
+            Err(why) => {
+                lines.push(format!("row {}: unusable ({why})", r.id));
+                continue;
+            }
+        };
+        let each: Vec<String> = names
+            .iter()
+            .map(|n| match t.holders.get(n) {
+                Some(Some(h)) => format!("{n} held by {}", h.describe()),
+                Some(None) => format!("{n} free"),
+                None => format!("{n} not asked"),
+            })
+            .collect();
+        lines.push(format!("row {}: {}", r.id, each.join("; ")));
+    }
+    let detail = if lines.is_empty() {
+        "no running rows".to_string()
+    } else if more > 0 {
+        format!("{} | and {more} more rows", lines.join(" | "))
+    } else {
+        lines.join(" | ")
+    };
+    Some(Finding::pass(subject, detail))
+}
+
+/// What the first pass over a watch's running rows counts: never the rows themselves
+/// (docs/design.md#paging).
+#[derive(Default)]
+struct Counted {
+    rows: u64,
+    /// This host's rows (how many share a heartbeat file is judged from it).
+    local: usize,
+    /// Rows with a time in the future, each counted once, and the first of them.
+    future: u64,
+    first_future: Option<(String, i64)>,
+    owners: Owners,
+    /// The first of this host's rows past `stale_after`, for the heartbeat template.
+    template: Vec<store::RunningRow>,
+}
+
+impl Counted {
+    fn add(&mut self, w: &Watch, r: store::RunningRow, clocks: &Clocks, host: &Host) {
+        self.rows += 1;
+        let mut ahead: Option<(String, i64)> = None;
         let mut look = |col: &str, tv: &store::TimeValue| {
             if let Ok(Some(s)) = &tv.stamp
                 && let Ok(age) = age_on_db_clock(*s, &clocks.db)
                 && plausible_age(age, col).is_err()
             {
-                future.push((format!("row {}: {col} = {}", r.id, tv.raw), -age));
+                ahead.get_or_insert((format!("row {}: {col} = {}", r.id, tv.raw), -age));
             }
         };
         look(w.started_column.name(), &r.started);
         if let (Some(c), Some(tv)) = (&w.heartbeat_column, &r.heartbeat) {
             look(c.name(), tv);
         }
+        if let Some(a) = ahead {
+            self.future += 1;
+            self.first_future.get_or_insert(a);
+        }
+        self.owners.add(&r);
+        if evidence::is_remote(w, &r, host) {
+            return;
+        }
+        self.local += 1;
+        let stale_after = i64::try_from(w.stale_after.as_secs()).unwrap_or(i64::MAX);
+        if self.template.len() < TEMPLATE_ROWS
+            && w.heartbeat_file.is_some()
+            && matches!(&r.started.stamp, Ok(Some(s))
+                if age_on_db_clock(*s, &clocks.db).is_ok_and(|a| a > stale_after))
+        {
+            self.template.push(r);
+        }
     }
-    if let Some((first, ahead)) = future.first() {
+}
+
+/// The running rows of a watch, read a page at a time: times in the future on the
+/// database clock, a one-line census of the verdicts (this host's watches only), the
+/// heartbeat file template, and who owns the rows.
+pub(super) fn running_rows_findings(
+    w: &Watch,
+    store: &mut dyn Store,
+    clocks: &Clocks,
+    host: &Host,
+    here: bool,
+) -> Result<Vec<Finding>> {
+    let mut counted = Counted::default();
+    store::pages(w, store, |_, page| {
+        for r in page {
+            counted.add(w, r, clocks, host);
+        }
+        Ok(true)
+    })?;
+    let mut out = rows_findings(w, store, &counted, clocks, host, here)?;
+    if here
+        && let Some(t) = &w.heartbeat_file
+        && let Some(f) = heartbeat_template_finding(w, t, &counted.template, clocks, host)
+    {
+        out.push(f);
+    }
+    if let Some(f) = owners_finding(w, std::mem::take(&mut counted.owners), host) {
+        out.push(f);
+    }
+    Ok(out)
+}
+
+/// Times in the future on the database clock, and (a second pass) the census of verdicts.
+fn rows_findings(
+    w: &Watch,
+    store: &mut dyn Store,
+    counted: &Counted,
+    clocks: &Clocks,
+    host: &Host,
+    here: bool,
+) -> Result<Vec<Finding>> {
+    let mut out = Vec::new();
+    if let Some((first, ahead)) = &counted.first_future {
+        let ahead = *ahead;
         // To the nearest hour, halves away from zero, in integers: no float to cast back.
         let hours = ahead / 3600 + ahead % 3600 / 1800;
         let whole_hours = hours != 0 && (ahead - hours * 3600).abs() <= 120;
@@ -190,59 +311,73 @@ pub(super) fn rows_findings(
                 "{} of {} running rows carry times in the future on the database clock, e.g. \
                  {first} is {} ahead: such rows are judged by the facts about now alone (a \
                  gone pid, a free lock), and otherwise reported as unknown",
-                future.len(),
-                rows.len(),
+                counted.future,
+                counted.rows,
                 human(ahead.unsigned_abs())
             ),
             fix,
         ));
     }
     if !here {
-        return out;
+        return Ok(out);
     }
     let t = evidence::thresholds(w);
     let host_now = SystemTime::now();
-    let snapshot = evidence::Snapshot::read(w);
     let mut counts: Vec<(Verdict, usize)> = Vec::new();
     let mut unknown: Option<String> = None;
     // Rows whose owner pid is provably their worker though it started long after them: the
     // row's times are wrong (the first, and how many).
     let mut mistimed: Option<(String, u64)> = None;
     let mut mistimed_n = 0usize;
-    let scene = evidence::Scene {
-        clocks,
-        host,
-        host_now,
-        snapshot: &snapshot,
-        local_rows: rows
-            .iter()
-            .filter(|r| !evidence::is_remote(w, r, host))
-            .count(),
-    };
-    for r in rows {
-        let ev = evidence::gather(w, r, &scene);
-        let d = decide::decide(&ev, t);
-        if let decide::Basis::TimesWrong { after_s, proof } = d.basis {
-            mistimed_n += 1;
-            mistimed.get_or_insert_with(|| {
-                (
-                    format!(
-                        "row {} (its owner pid is its worker: {})",
-                        r.id,
-                        proof.describe()
-                    ),
-                    after_s,
-                )
-            });
+    let mut named: Option<Finding> = None;
+    store::pages(w, store, |store, page| {
+        // The server's named locks of this page, where the watch names db_lock.
+        let snapshot = evidence::with_named(w, store, &page);
+        if named.is_none() && snapshot.named.is_some() {
+            let more = counted
+                .rows
+                .saturating_sub(page.len().min(NAMED_LISTED) as u64);
+            named = Some(
+                named_lock_finding(w, &page, &snapshot, more).unwrap_or_else(|| {
+                    Finding::pass(format!("watch '{}': named locks", w.name), "none")
+                }),
+            );
         }
-        if d.verdict == Verdict::Unknown && unknown.is_none() {
-            unknown = Some(format!("row {}: {}", r.id, d.basis.describe()));
+        let scene = evidence::Scene {
+            clocks,
+            host,
+            host_now,
+            snapshot: &snapshot,
+            local_rows: counted.local,
+        };
+        for r in &page {
+            let ev = evidence::gather(w, r, &scene);
+            let d = decide::decide(&ev, t);
+            if let decide::Basis::TimesWrong { after_s, proof } = d.basis {
+                mistimed_n += 1;
+                mistimed.get_or_insert_with(|| {
+                    (
+                        format!(
+                            "row {} (its owner pid is its worker: {})",
+                            r.id,
+                            proof.describe()
+                        ),
+                        after_s,
+                    )
+                });
+            }
+            if d.verdict == Verdict::Unknown && unknown.is_none() {
+                unknown = Some(format!("row {}: {}", r.id, d.basis.describe()));
+            }
+            match counts.iter_mut().find(|(v, _)| *v == d.verdict) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((d.verdict, 1)),
+            }
         }
-        match counts.iter_mut().find(|(v, _)| *v == d.verdict) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((d.verdict, 1)),
-        }
-    }
+        Ok(true)
+    })?;
+    out.extend(named);
+    let future = counted.future > 0;
     let census = if counts.is_empty() {
         "none now".to_string()
     } else {
@@ -279,22 +414,31 @@ pub(super) fn rows_findings(
         .any(|(v, _)| matches!(v, Verdict::Hung | Verdict::Overtime | Verdict::Unknown));
     let dead = counts.iter().any(|(v, _)| matches!(v, Verdict::Dead));
     match unknown {
-        Some(u) if future.is_empty() => out.push(Finding::warn(
+        Some(u) if !future => out.push(Finding::warn(
             subject,
             format!("{census}; {u}"),
-            "selfheal check --explain shows each row's evidence",
+            format!(
+                "{} shows each row's evidence",
+                crate::person::selfheal_command("check --explain")
+            ),
         )),
-        _ if for_a_person && future.is_empty() => out.push(Finding::warn(
+        _ if for_a_person && !future => out.push(Finding::warn(
             subject,
             format!("{census}: rows a real run marks or leaves for a person"),
-            "selfheal check --explain shows each row's evidence and what a real run would do",
+            format!(
+                "{} shows each row's evidence and what a real run would do",
+                crate::person::selfheal_command("check --explain")
+            ),
         )),
-        _ if dead && future.is_empty() => out.push(Finding::advice(
+        _ if dead && !future => out.push(Finding::advice(
             subject,
             format!("{census}: rows the next real run marks"),
-            "selfheal check --explain shows each row's evidence; cron's next run marks them",
+            format!(
+                "{} shows each row's evidence; cron's next run marks them",
+                crate::person::selfheal_command("check --explain")
+            ),
         )),
         _ => out.push(Finding::pass(subject, census)),
     }
-    out
+    Ok(out)
 }

@@ -5,7 +5,7 @@
 //! release) read as empty; fields this release does not know are ignored.
 //!
 //! A line is one JSON object with its keys in sorted order (as every release wrote them).
-//! A journal line is compact (SPEC §8: a backlog of a million changes must not write
+//! A journal line is compact (docs/design.md#paging: a backlog of a million changes must not write
 //! gigabytes): figures, not prose — the deciding evidence as a code (`heartbeat_stale`;
 //! [`crate::decide::Basis::code`]), no row message (the row holds it; an intent keeps it, for
 //! recovery to recognise the change), and none of its own fields that have no value.
@@ -221,10 +221,19 @@ pub struct JournalEntry {
     pub found: Option<Found>,
 
     // A person's decision (`selfheal resolve`); absent on selfheal's own changes.
-    /// Who decided: `$SUDO_USER`, else the login name of the real uid.
+    /// Who decided: `$SUDO_USER`, else the login name of the real uid (escaped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
-    /// The note they gave (`--note`).
+    /// `actor` came from `$SUDO_USER`: a claim, which `uid` and `login` stand beside.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub actor_claimed: bool,
+    /// The real uid of the process that decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    /// The login name of that uid, when it has one (escaped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
+    /// The note they gave (`--note`, escaped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision_note: Option<String>,
 }
@@ -384,6 +393,9 @@ impl Default for JournalEntry {
             outcome_basis: None,
             found: None,
             actor: None,
+            actor_claimed: false,
+            uid: None,
+            login: None,
             decision_note: None,
         }
     }

@@ -16,6 +16,7 @@ use std::time::SystemTime;
 use crate::clock::{Clocks, age_on_db_clock, epoch, plausible_age};
 use crate::config::Watch;
 use crate::decide::{Ahead, Basis, Evidence, Heartbeat, Owner, Thresholds, Verdict, WorkerProof};
+use crate::fsafe::Reached;
 use crate::host::Host;
 use crate::message;
 use crate::store::RunningRow;
@@ -45,6 +46,9 @@ impl Source for HeartbeatSource {
             c => c,
         };
         e.heartbeat = column.clone().unwrap_or(Heartbeat::Missing);
+        if at.w.heartbeat_file.is_none() && at.w.heartbeat_column.is_none() {
+            e.heartbeat = Heartbeat::NotConfigured;
+        }
         e.heartbeat_own = true;
         e.heartbeat_column = column;
     }
@@ -68,6 +72,10 @@ impl Source for HeartbeatSource {
                     .is_some_and(|h| beat_since_start_of(h, scene.host, *pid, scene.host_now));
             *proof = touched_since.then_some(WorkerProof::BeatSinceStart);
         }
+        if w.heartbeat_file.is_none() && w.heartbeat_column.is_none() {
+            (e.heartbeat, e.heartbeat_own) = (Heartbeat::NotConfigured, true);
+            return;
+        }
         let (heartbeat, own) = freshest(from_file, e.heartbeat_column.clone(), file_own);
         e.heartbeat = match (heartbeat, &e.total_age) {
             // Older than the row itself, beyond the tolerance between the two clocks: a
@@ -82,6 +90,7 @@ impl Source for HeartbeatSource {
 
     fn render(&self, e: &Evidence, out: &mut Rendered) {
         let (value, human) = match &e.heartbeat {
+            Heartbeat::NotConfigured => (Value::Word("none"), Human::Same),
             Heartbeat::Age(a) => (Value::Secs(*a), Human::Ago(*a)),
             Heartbeat::Missing => (Value::Word("missing"), Human::Same),
             // Missing as far as this row goes: the message and `stats` never read it as a
@@ -99,6 +108,7 @@ impl Source for HeartbeatSource {
         };
         out.record.heartbeat = match &e.heartbeat {
             Heartbeat::Age(_) => "present".into(),
+            Heartbeat::NotConfigured => "none".into(),
             Heartbeat::Missing => "missing".into(),
             Heartbeat::BeforeRow(_) => "before_row".into(),
             Heartbeat::Unusable(why) => format!("unusable: {why}").into(),
@@ -122,8 +132,12 @@ impl Source for HeartbeatSource {
         ]
     }
 
-    fn widest(&self, _w: &Watch, _basis: &Basis, t: Thresholds, e: &mut Evidence) {
-        e.heartbeat = Heartbeat::Age(widest_secs(t));
+    fn widest(&self, w: &Watch, _basis: &Basis, t: Thresholds, e: &mut Evidence) {
+        e.heartbeat = if w.heartbeat_file.is_none() && w.heartbeat_column.is_none() {
+            Heartbeat::NotConfigured
+        } else {
+            Heartbeat::Age(widest_secs(t))
+        };
         e.heartbeat_own = true;
     }
 }
@@ -135,6 +149,7 @@ pub fn figure(h: &Heartbeat) -> message::Beat {
         // An earlier row's beat: this row has none of its own.
         Heartbeat::Missing | Heartbeat::BeforeRow(_) => message::Beat::Missing,
         Heartbeat::Unusable(_) | Heartbeat::Unreadable(_) => message::Beat::Unreadable,
+        Heartbeat::NotConfigured => message::Beat::NotConfigured,
     }
 }
 
@@ -206,22 +221,28 @@ fn beat_since_start_of(h: &Heartbeat, host: &Host, pid: u32, host_now: SystemTim
     beat >= started
 }
 
-/// The heartbeat a file gives at `now` (host clock).
+/// The heartbeat a file gives at `now` (host clock): the mtime of a regular file, reached
+/// without being opened ([`crate::fsafe::reach`]). Anything else there — a FIFO, a device
+/// (whose mtime anyone writing to it moves), a link another user could have planted — is
+/// [`Heartbeat::Unreadable`]: it proves nothing either way (docs/design.md#file-safety).
 pub fn file_heartbeat(path: &Path, now: SystemTime) -> Heartbeat {
-    match std::fs::metadata(path) {
-        Ok(m) => match m.modified() {
-            Ok(mtime) => {
-                let age = match now.duration_since(mtime) {
-                    Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-                    Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
-                };
-                match plausible_age(age, &format!("mtime of {}", path.display())) {
-                    Ok(a) => Heartbeat::Age(a),
-                    Err(why) => Heartbeat::Unreadable(why),
-                }
+    match crate::fsafe::reach(path) {
+        Ok(Reached::File(_, st)) => {
+            let age = match now.duration_since(st.modified) {
+                Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+            };
+            match plausible_age(age, &format!("mtime of {}", path.display())) {
+                Ok(a) => Heartbeat::Age(a),
+                Err(why) => Heartbeat::Unreadable(why),
             }
-            Err(e) => Heartbeat::Unreadable(format!("{}: mtime: {e}", path.display())),
-        },
+        }
+        Ok(Reached::Absent) => missing_or_unusable(path),
+        Ok(Reached::Other(st)) => Heartbeat::Unreadable(format!(
+            "{}: {}, not a regular file",
+            path.display(),
+            st.kind.describe()
+        )),
         Err(e) if e.kind() == ErrorKind::NotFound => missing_or_unusable(path),
         Err(e) if e.kind() == ErrorKind::NotADirectory => Heartbeat::Unusable(format!(
             "{}: a component of its directory is not a directory",
@@ -271,6 +292,7 @@ pub fn combine(a: Heartbeat, b: Heartbeat) -> Heartbeat {
         h => h,
     };
     match (plain(a), plain(b)) {
+        (NotConfigured, h) | (h, NotConfigured) => h,
         (Age(x), Age(y)) => Age(x.min(y)),
         (Unreadable(w), _) | (_, Unreadable(w)) => Unreadable(w),
         (Age(x), Missing | Unusable(_)) | (Missing | Unusable(_), Age(x)) => Age(x),

@@ -34,6 +34,7 @@ use crate::config::{ReleaseLock, Watch};
 use crate::decide::{
     Basis, Decision, Evidence, Lock, Owner, Signal, Thresholds, Verdict, WorkerProof,
 };
+use crate::fsafe::{Kind, Opened, Reached};
 use crate::holder_line::{self, HolderLine};
 use crate::host::Host;
 use crate::store::RunningRow;
@@ -192,8 +193,8 @@ pub fn words(l: &Lock) -> Option<String> {
 /// The evidence with a lock that `/proc/locks` showed free ([`Lock::Unconfirmed`]) tried:
 /// a non-blocking try-lock on the file, released at once ([`try_lock`]). Got it:
 /// [`Lock::Free`]; someone holds it (a holder this pid namespace cannot see, or one over
-/// NFS): [`Lock::Held`]. Only for a row about to be written on the strength of it (SPEC
-/// §5), so a job in normal operation is never disturbed; anything else is returned as it
+/// NFS): [`Lock::Held`]. Only for a row about to be written on the strength of it
+/// (docs/design.md#free-means-free), so a job in normal operation is never disturbed; anything else is returned as it
 /// is.
 pub fn confirm(w: &Watch, row: &RunningRow, host: &Host, e: Evidence) -> Evidence {
     if e.lock != Lock::Unconfirmed {
@@ -247,7 +248,7 @@ fn proves_worker(lock: &Lock, own: bool, owner_pid: u32, path: &Path, host: &Hos
     host.is_descendant(h, owner_pid) || host.has_open(owner_pid, path)
 }
 
-/// Whether a held lock is the row's own (SPEC §5): its file is the row's alone (`{id}` in
+/// Whether a held lock is the row's own (docs/design.md#verdicts): its file is the row's alone (`{id}` in
 /// the template), or its holder is the row's owner — the pid `/proc/locks` gives for it,
 /// or the `HOST:PID` of the holder line in the file (for `selfheal run`, `/proc/locks`
 /// gives the wrapper and the line its command, which is what a job writes as its owner).
@@ -453,32 +454,49 @@ fn read_pass(first: usize) -> Option<String> {
 }
 
 /// The state of the lock on `path`, using `table` when there is one (then a lock with no
-/// holder in it is [`Lock::Unconfirmed`]), else [`try_lock`].
+/// holder in it is [`Lock::Unconfirmed`]), else [`try_lock`]. The file is reached without
+/// being opened ([`crate::fsafe::reach`]): anything but a regular file there (a FIFO, a
+/// device, a link another user could have planted) is never opened, and is
+/// [`Lock::Unreadable`] unless `/proc/locks` shows it held (held is held, whatever holds it).
 pub fn probe_lock(path: &Path, table: Option<&LockTable>) -> Lock {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Lock::Absent,
+    let (st, regular) = match crate::fsafe::reach(path) {
+        Ok(Reached::File(_, st)) => (st, true),
+        Ok(Reached::Other(st)) => (st, false),
+        Ok(Reached::Absent) => return Lock::Absent,
         Err(e) => return Lock::Unreadable(format!("{}: {e}", path.display())),
     };
-    if let Some(t) = table {
-        let dev = meta.dev();
-        return match t.holder(
-            nix::sys::stat::major(dev),
-            nix::sys::stat::minor(dev),
-            meta.ino(),
-        ) {
-            Some(l) => Lock::Held { pid: l.pid },
-            None => Lock::Unconfirmed,
+    let Some(t) = table else {
+        return if regular {
+            try_lock(path)
+        } else {
+            not_regular(path, st.kind)
         };
+    };
+    let dev = st.id.dev;
+    match t.holder(
+        nix::sys::stat::major(dev),
+        nix::sys::stat::minor(dev),
+        st.id.ino,
+    ) {
+        Some(l) => Lock::Held { pid: l.pid },
+        None if regular => Lock::Unconfirmed,
+        None => not_regular(path, st.kind),
     }
-    try_lock(path)
+}
+
+fn not_regular(path: &Path, kind: Kind) -> Lock {
+    Lock::Unreadable(format!(
+        "{}: {}, not a regular file",
+        path.display(),
+        kind.describe()
+    ))
 }
 
 /// Who, other than root, the running user and the file's owner, could have replaced the
 /// lock file at `path` with a new, unlocked one — its directory is writable by them and
 /// not sticky ([`crate::fsafe::swappable_by`]) — in words; `None` when nobody could, or
 /// when the file or its directory cannot be looked at (then the probe itself says so).
-/// A lock nobody holds in such a directory proves nothing (SPEC §5).
+/// A lock nobody holds in such a directory proves nothing (docs/design.md#whole-watch-holds).
 pub fn swappable_by(path: &Path) -> Option<String> {
     let file = std::fs::metadata(path).ok()?;
     let dir = std::fs::metadata(path.parent()?).ok()?;
@@ -490,35 +508,25 @@ pub fn swappable_by(path: &Path) -> Option<String> {
 pub enum NotOpened {
     /// Nothing at that name.
     Absent,
-    /// Something that is not a regular file (a FIFO, a device, a directory).
-    NotRegular,
+    /// Something that is not a regular file (a FIFO, a device, a directory, a link another
+    /// user could have planted): never opened.
+    NotRegular(Kind),
     /// Any other failure of the open or of the `fstat` after it.
     Io(std::io::Error),
 }
 
-/// Opens the evidence file `path` to read it, following links as reading evidence does,
-/// and never blocking: anything but a regular file is refused before the open where `stat`
-/// already shows it, the open itself is `O_NONBLOCK|O_NOCTTY` (a FIFO planted there would
-/// block a plain open until a writer came), and the type is checked again on the open
-/// descriptor. Nothing is created or written.
+/// Opens the evidence file `path` to read it, never blocking and never opening anything
+/// but a regular file: the name is reached `O_PATH|O_NOFOLLOW`, its type checked on that
+/// descriptor, and only a regular file is opened, through the descriptor
+/// ([`crate::fsafe::open_evidence`]; a link is followed unless another user could have
+/// planted it). A FIFO or device planted there, or swapped in after the look, is never
+/// opened (docs/design.md#file-safety). Nothing is created or written.
 pub fn open_regular(path: &Path) -> Result<File, NotOpened> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => return Err(NotOpened::NotRegular),
-        _ => {}
-    }
-    let f = match File::options()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(NotOpened::Absent),
-        Err(e) => return Err(NotOpened::Io(e)),
-    };
-    match f.metadata() {
-        Ok(m) if m.is_file() => Ok(f),
-        Ok(_) => Err(NotOpened::NotRegular),
+    match crate::fsafe::open_evidence(path) {
+        Ok(Opened::File(f)) => Ok(f),
+        Ok(Opened::Absent) => Err(NotOpened::Absent),
+        Ok(Opened::Other(kind)) => Err(NotOpened::NotRegular(kind)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Err(NotOpened::Absent),
         Err(e) => Err(NotOpened::Io(e)),
     }
 }
@@ -547,9 +555,7 @@ pub fn try_lock(path: &Path) -> Lock {
     let f = match open_regular(path) {
         Ok(f) => f,
         Err(NotOpened::Absent) => return Lock::Absent,
-        Err(NotOpened::NotRegular) => {
-            return Lock::Unreadable(format!("{}: not a regular file", path.display()));
-        }
+        Err(NotOpened::NotRegular(kind)) => return not_regular(path, kind),
         Err(NotOpened::Io(e)) => return Lock::Unreadable(format!("{}: {e}", path.display())),
     };
     match f.try_lock() {

@@ -42,7 +42,11 @@
 //!    `words`, `deciding` and `widest`.
 //! 5. Here: `pub mod NAME`, and the source in [`READ`] (after the sources it reads from)
 //!    and in [`SHOWN`]; a table read once for many rows (as `/proc/locks` is) in
-//!    [`Snapshot`].
+//!    [`Snapshot`]. One the database server answers (as the named locks of a page are)
+//!    is asked through the store (`crate::evidence::with_named`) wherever rows are judged:
+//!    the sweep's pages, the second pass, the re-read before a write, the un-park,
+//!    `resolve`, `show` and `doctor`. A source only some watches can have says so in
+//!    [`Source::applies`].
 //! 6. `evidence.rs`: the words of its `Basis` variants (c: `decision_words`).
 //! 7. `tests/check/`: what it proves end to end, with the real binary and real processes
 //!    and files (`liveness.rs`, `evidence.rs`).
@@ -67,6 +71,7 @@ use crate::store::RunningRow;
 
 pub mod heartbeat;
 pub mod lock;
+pub mod named;
 pub mod owner;
 pub mod shown;
 pub mod times;
@@ -104,6 +109,12 @@ pub trait Source: Sync {
         &[]
     }
 
+    /// Whether watch `w` can have this evidence at all (what its [`Source::deciding`]
+    /// decisions count for); every watch, unless a source says otherwise.
+    fn applies(&self, _w: &Watch) -> bool {
+        true
+    }
+
     /// Its evidence at its widest beside a decision on `basis` (every figure large, every
     /// pid seven digits), as watch `w` can have it.
     fn widest(&self, _w: &Watch, _basis: &Basis, _t: Thresholds, _e: &mut Evidence) {}
@@ -113,19 +124,21 @@ pub trait Source: Sync {
 /// them), then the owner (whose row it is, and which pid is its worker), then what is
 /// judged against the owner (a heartbeat file touched since its process started, a lock
 /// it holds).
-pub static READ: [&dyn Source; 4] = [
+pub static READ: [&dyn Source; 5] = [
     &times::TimesSource,
     &owner::OwnerSource,
     &heartbeat::HeartbeatSource,
     &lock::LockSource,
+    &named::NamedLockSource,
 ];
 
 /// Every source, in the order they are shown: `--explain` (`running 47m, heartbeat 47m
 /// ago, lock free, owner none`), the record, the row message's figures.
-pub static SHOWN: [&dyn Source; 4] = [
+pub static SHOWN: [&dyn Source; 5] = [
     &times::TimesSource,
     &heartbeat::HeartbeatSource,
     &lock::LockSource,
+    &named::NamedLockSource,
     &owner::OwnerSource,
 ];
 
@@ -140,17 +153,22 @@ pub fn widest_secs(t: Thresholds) -> u64 {
 
 /// What the host's shared tables say now, read once for many rows (a page of a sweep, a
 /// group of writes, one row of `show` or `resolve`): `/proc/locks`, when the watch names
-/// a lock file (`None` also where it cannot be read: the lock probe then tries the lock).
+/// a lock file (`None` also where it cannot be read: the lock probe then tries the lock);
+/// what the database server says of the page's named locks, when the watch names
+/// `db_lock`.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub locks: Option<LockTable>,
+    pub named: Option<named::NamedTable>,
 }
 
 impl Snapshot {
-    /// Reads what watch `w`'s sources look up.
+    /// Reads what watch `w`'s sources look up on this host. A watch with `db_lock` asks
+    /// the server too (`crate::evidence::with_named`).
     pub fn read(w: &Watch) -> Snapshot {
         Snapshot {
             locks: w.lock_file.as_ref().and_then(|_| LockTable::read()),
+            named: None,
         }
     }
 }

@@ -46,9 +46,9 @@ impl Source for OwnerSource {
     /// The pid on this host: alive, gone, or started after the row.
     fn read_now(&self, at: &Reading<'_>, e: &mut Evidence) {
         let Reading { w, row, scene, .. } = at;
-        e.owner = match &w.owner_column {
-            None => Owner::NotConfigured,
-            Some(_) => {
+        e.owner = match w.has_owner() {
+            false => Owner::NotConfigured,
+            true => {
                 // The row's start on the host timeline: host now minus the row's age, so
                 // a skewed database clock does not make a worker look younger than its
                 // row. An age beyond i64 (never produced) would place the start at the
@@ -137,14 +137,18 @@ impl Source for OwnerSource {
 
     fn widest(&self, w: &Watch, basis: &Basis, t: Thresholds, e: &mut Evidence) {
         let pid = WIDEST_PID;
-        e.owner = match (&w.owner_column, basis) {
+        e.owner = match (w.has_owner().then_some(()), basis) {
             (None, _) => Owner::NotConfigured,
-            (Some(_), Basis::OwnerDead) => Owner::Dead { pid },
-            (Some(_), Basis::StaleButOwnerAlive | Basis::MaxAgeWorkerLives) => Owner::Alive { pid },
+            (Some(()), Basis::OwnerDead) => Owner::Dead { pid },
+            (Some(()), Basis::StaleButOwnerAlive | Basis::MaxAgeWorkerLives) => {
+                Owner::Alive { pid }
+            }
             // A death on silence never stands beside a pid that looks reused (that is a
             // death of its own, or the worker): at its widest, a pid not visible.
-            (Some(_), Basis::HeartbeatStale | Basis::HeartbeatMissing) => Owner::NotVisible { pid },
-            (Some(_), _) => Owner::Reused {
+            (Some(()), Basis::HeartbeatStale | Basis::HeartbeatMissing) => {
+                Owner::NotVisible { pid }
+            }
+            (Some(()), _) => Owner::Reused {
                 pid,
                 after_s: widest_secs(t),
                 proof: None,
@@ -176,7 +180,7 @@ pub fn words(o: &Owner) -> Option<String> {
 /// The other host the row's owner column names, if it names one (cheap: no probe, no
 /// I/O): the row is that host's, and none of this host's files are its evidence.
 fn other_host<'r>(w: &Watch, row: &'r RunningRow, host: &Host) -> Option<&'r str> {
-    w.owner_column.as_ref()?;
+    w.has_owner().then_some(())?;
     match row.owner.as_deref().and_then(parse_owner) {
         Some((Some(h), _)) if !host.is_me(h) => Some(h),
         _ => None,

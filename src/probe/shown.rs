@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::human;
 
-/// The evidence as programs read it: flattened into the JSON row (SPEC §7) and into the
+/// The evidence as programs read it: flattened into the JSON row (docs/design.md#json-row) and into the
 /// journal entry, under these names.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -30,6 +30,14 @@ pub struct Record {
     /// `unreadable`.
     pub owner: Cow<'static, str>,
     pub owner_pid: Option<u32>,
+    /// The named database lock (`db_lock`): `held`, `free`, `shared` (a younger running
+    /// row shares its name: neutral), `unusable`, `unreadable`; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_lock: Option<Cow<'static, str>>,
+    /// Who holds it: `connection`, and where the process list shows them `user`, `host`
+    /// and `time_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_lock_holder: Option<crate::decide::NamedHolder>,
 }
 
 /// The holder a held lock's file names (its `HOST:PID START` line), as the JSON row gives

@@ -1,7 +1,7 @@
 //! The row's times: its age since `started_column`, on the database's clock (never the
 //! host's: every age is a difference of instants on the clock that wrote them), and how
 //! far beyond the clock tolerance its start lies in the future, if it does — then its
-//! times cannot be trusted and it is judged by the facts about now alone (SPEC §5, "Proof
+//! times cannot be trusted and it is judged by the facts about now alone (docs/design.md#proof-means-proof, "Proof
 //! means proof"). A heartbeat column in the future counts too ([`super::heartbeat`]).
 //!
 //! I/O: none; read from the row.

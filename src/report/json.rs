@@ -1,4 +1,4 @@
-//! `--format json`: one object per row, then one summary object (SPEC §7); the summary
+//! `--format json`: one object per row, then one summary object (docs/design.md#json-summary); the summary
 //! object is also the body of `last-run.json`. The evidence fields are those of
 //! [`crate::evidence::Record`], and `lock_holder` ([`crate::evidence::LockHolder`]).
 
@@ -12,7 +12,7 @@ use super::{Reporter, RowReport, Summary, Unparked, WatchInfo};
 use crate::decide::{Action, Hold, Signal, Verdict};
 use crate::evidence;
 
-/// The summary object of SPEC §7 (also the body of `last-run.json`). `warnings` are the
+/// The summary object of docs/design.md#json-summary (also the body of `last-run.json`). `warnings` are the
 /// run's warnings, in order, without repeats.
 pub fn summary_json(s: &Summary, warnings: &[String]) -> serde_json::Value {
     let mut w: Vec<&String> = Vec::with_capacity(warnings.len());
@@ -72,18 +72,23 @@ fn owners_json(o: &super::OwnerCounts) -> Vec<serde_json::Value> {
         .map(|(h, n)| json!({"host": h, "rows": n}))
         .collect();
     if let Some(other) = b.other {
-        v.push(json!({"host": "other", "rows": other.rows, "hosts": other.hosts}));
+        let mut o = json!({"host": "other", "rows": other.rows, "hosts": other.hosts});
+        if other.more_hosts {
+            // More hosts than were counted one by one: `hosts` is a lower bound.
+            o["more_hosts"] = json!(true);
+        }
+        v.push(o);
     }
     v
 }
 
-/// One JSON object per row, then one summary object (SPEC §7).
+/// One JSON object per row, then one summary object (docs/design.md#json-summary).
 pub struct JsonReporter<W: Write> {
     pub out: W,
     pub warnings: Vec<String>,
 }
 
-/// One row of `--format json` (SPEC §7). Its keys are printed in sorted order.
+/// One row of `--format json` (docs/design.md#json-row). Its keys are printed in sorted order.
 #[derive(Serialize)]
 struct RowJson<'a> {
     watch: &'a str,
@@ -149,7 +154,7 @@ pub fn row_json(r: &RowReport) -> serde_json::Value {
         lock_holder: rendered.lock_holder,
         resolve: r.resolve.as_deref(),
     };
-    // Through a `Value`, whose map sorts the keys as SPEC §7's examples show them.
+    // Through a `Value`, whose map sorts the keys as docs/design.md#output's examples show them.
     serde_json::to_value(row).unwrap_or(serde_json::Value::Null)
 }
 

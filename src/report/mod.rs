@@ -1,6 +1,6 @@
 //! What a run found and did, row by row and in total, and the [`Reporter`] that renders
 //! it: [`text`] (the one-line text for cron, the `--explain` walk-through) and [`json`]
-//! (SPEC §7). Rendering writes to the `Write`rs it is given; library code never prints on
+//! (docs/design.md#output). Rendering writes to the `Write`rs it is given; library code never prints on
 //! its own. Totals are counted once, per watch ([`WatchRun::count`]); a run's are their sum
 //! ([`Summary::totals`]).
 
@@ -210,38 +210,50 @@ impl WatchRun {
 }
 
 /// Running rows by the host they belong to: counted in a hash map, so a run costs the same
-/// whatever the number of distinct hosts (containers with unique names, one per row), and
-/// shown for the busiest [`OwnerCounts::SHOWN`] hosts, the rest summed as `other`.
+/// whatever the number of distinct hosts (containers with unique names, one per row), up
+/// to [`OwnerCounts::COUNTED`] hosts (rows of hosts beyond are summed: a million unique
+/// names must not cost a million entries), and shown for the busiest
+/// [`OwnerCounts::SHOWN`] hosts, the rest summed as `other` (docs/design.md#paging).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OwnerCounts(std::collections::HashMap<String, usize>);
+pub struct OwnerCounts {
+    hosts: std::collections::HashMap<String, usize>,
+    /// Rows of hosts first seen after [`OwnerCounts::COUNTED`] others.
+    uncounted: usize,
+}
 
 impl OwnerCounts {
     /// How many hosts the metrics and the summary name one by one.
     pub const SHOWN: usize = 20;
+    /// How many distinct hosts are counted one by one.
+    pub const COUNTED: usize = 10_000;
 
     /// Counts one row of `host` (a copy of the name only for a host not seen before).
     pub fn count(&mut self, host: &str) {
-        match self.0.get_mut(host) {
+        let room = self.hosts.len() < Self::COUNTED;
+        match self.hosts.get_mut(host) {
             Some(n) => *n += 1,
-            None => {
-                self.0.insert(host.to_string(), 1);
+            None if room => {
+                self.hosts.insert(host.to_string(), 1);
             }
+            None => self.uncounted += 1,
         }
     }
 
     /// The busiest [`OwnerCounts::SHOWN`] hosts, most rows first (then by name), and the
     /// rest summed.
     pub fn busiest(&self) -> Busiest<'_> {
-        let mut all: Vec<(&str, usize)> = self.0.iter().map(|(h, n)| (h.as_str(), *n)).collect();
+        let mut all: Vec<(&str, usize)> =
+            self.hosts.iter().map(|(h, n)| (h.as_str(), *n)).collect();
         let by_rows = |a: &(&str, usize), b: &(&str, usize)| b.1.cmp(&a.1).then(a.0.cmp(b.0));
         if all.len() > Self::SHOWN {
             all.select_nth_unstable_by(Self::SHOWN - 1, by_rows);
         }
         let rest: Vec<(&str, usize)> = all.split_off(all.len().min(Self::SHOWN));
         all.sort_unstable_by(by_rows);
-        let other = (!rest.is_empty()).then(|| Other {
+        let other = (!rest.is_empty() || self.uncounted > 0).then(|| Other {
             hosts: rest.len(),
-            rows: rest.iter().map(|(_, n)| n).sum(),
+            rows: rest.iter().map(|(_, n)| n).sum::<usize>() + self.uncounted,
+            more_hosts: self.uncounted > 0,
         });
         Busiest { shown: all, other }
     }
@@ -257,13 +269,19 @@ pub struct Busiest<'a> {
 
 /// The owner hosts not shown by name, summed.
 pub struct Other {
+    /// The hosts counted one by one among them.
     pub hosts: usize,
     pub rows: usize,
+    /// Rows of further hosts are among `rows` ([`OwnerCounts::COUNTED`] were counted).
+    pub more_hosts: bool,
 }
 
 impl<const N: usize> From<[(&str, usize); N]> for OwnerCounts {
     fn from(v: [(&str, usize); N]) -> OwnerCounts {
-        OwnerCounts(v.into_iter().map(|(h, n)| (h.to_string(), n)).collect())
+        OwnerCounts {
+            hosts: v.into_iter().map(|(h, n)| (h.to_string(), n)).collect(),
+            uncounted: 0,
+        }
     }
 }
 
@@ -328,7 +346,7 @@ pub struct Parked {
 }
 
 /// A row parked as `hung` whose own heartbeat is fresh again after the park, while its
-/// worker provably lives and it is within `max_age` (SPEC §13): put back to
+/// worker provably lives and it is within `max_age` (docs/design.md#person): put back to
 /// `running_value` by a real run, or what a dry run would do.
 #[derive(Debug, Clone)]
 pub struct Unparked {
@@ -427,6 +445,30 @@ impl Release {
 mod tests {
     use super::*;
     use crate::decide::Basis;
+
+    #[test]
+    fn owner_hosts_are_counted_up_to_a_bound_and_the_rest_summed() {
+        let mut o = OwnerCounts::default();
+        for _ in 0..3 {
+            o.count("web1");
+        }
+        for i in 0..OwnerCounts::COUNTED + 500 {
+            o.count(&format!("pod-{i}"));
+        }
+        assert_eq!(o.hosts.len(), OwnerCounts::COUNTED, "no more names kept");
+        let b = o.busiest();
+        assert_eq!(b.shown.len(), OwnerCounts::SHOWN);
+        assert_eq!(b.shown[0], ("web1", 3));
+        let other = b.other.expect("the rest");
+        // Every row is counted once: the shown, the others counted by name, the rest.
+        let shown: usize = b.shown.iter().map(|(_, n)| n).sum();
+        assert_eq!(shown + other.rows, 3 + OwnerCounts::COUNTED + 500);
+        assert_eq!(other.hosts, OwnerCounts::COUNTED - OwnerCounts::SHOWN);
+        assert!(other.more_hosts);
+        // Below the bound: exact, no "more".
+        let small: OwnerCounts = [("a", 1), ("b", 2)].into();
+        assert!(small.busiest().other.is_none());
+    }
 
     fn report(action: Action, applied: bool, release: Option<Release>) -> RowReport {
         let writes = matches!(action, Action::MarkDead | Action::LostRace);

@@ -32,7 +32,7 @@ pub struct TextReporter<W: Write, E: Write> {
     pub lines: RowLines,
 }
 
-/// A cron run's text lists at most this many rows (SPEC §7): a backlog of thousands of
+/// A cron run's text lists at most this many rows (docs/design.md#output): a backlog of thousands of
 /// rows is one summary line more, never a mail of thousands of lines.
 pub const MAX_ROW_LINES: usize = 50;
 
@@ -201,7 +201,7 @@ impl<W: Write, E: Write> Reporter for TextReporter<W, E> {
                 r.reason
             )
         } else if self.dry_run && r.plan.hold == Some(Hold::Confirming) {
-            // SPEC §7: a dry run says which rows wait for their next confirmation.
+            // docs/design.md#output: a dry run says which rows wait for their next confirmation.
             let (count, confirm) = r.confirmation.map_or((1, 1), |c| (c.count, c.confirm));
             format!(
                 "{} id={}: waits for its next confirmation ({}: {count} of the {confirm} runs \

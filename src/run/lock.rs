@@ -3,7 +3,7 @@
 //!
 //! I/O: the file is reached through [`crate::fsafe`] (no symbolic link a less trusted user
 //! could have planted, on the way or at the name) and must be a regular file. What is done
-//! with it depends on what it holds (SPEC §12: `--lock` locks any file but writes only
+//! with it depends on what it holds (docs/design.md#run-wrapper: `--lock` locks any file but writes only
 //! into one that is its own):
 //! - missing: created with mode 0644 (less the umask) and opened read-write;
 //! - empty, or holding a holder line already ([`crate::holder_line::takes_a_line`]):

@@ -1,5 +1,5 @@
 //! `selfheal run`: wraps a job so that it leaves the evidence `check` judges by, and so
-//! that a run that did nothing says so (SPEC §12).
+//! that a run that did nothing says so (docs/design.md#run-wrapper).
 //!
 //! ```text
 //! selfheal run [--lock FILE] [--wait DURATION] [--heartbeat FILE] [--every DURATION]
@@ -312,7 +312,7 @@ pub fn main(o: &Options) -> u8 {
         };
         rec.lock_wait_ms = millis(waited);
         // Only a file that takes a holder line is emptied now, and written below; any
-        // other file is locked as it is (SPEC §12).
+        // other file is locked as it is (docs/design.md#run-wrapper).
         match lock::clear_for_line(l) {
             Ok(ours) => line_goes_in = ours,
             Err(e) => say(&format!(

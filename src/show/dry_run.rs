@@ -28,10 +28,8 @@ impl Reporter for Collected {
     }
 
     fn row(&mut self, r: &RowReport) {
-        let wanted = match &self.keep {
-            Keep::NeedingAPerson => r.attention() && !r.applied,
-            Keep::Row(watch, id) => r.watch == *watch && r.id == *id,
-        };
+        let Keep::Row(watch, id) = &self.keep;
+        let wanted = r.watch == *watch && r.id == *id;
         if wanted {
             self.rows.push(r.clone());
         }
@@ -59,8 +57,6 @@ impl Reporter for Collected {
 
 /// The judged rows [`dry_check`] keeps.
 pub(super) enum Keep {
-    /// Those that need a person (the list).
-    NeedingAPerson,
     /// One row (watch, id).
     Row(String, crate::store::SqlValue),
 }

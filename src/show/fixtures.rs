@@ -43,6 +43,8 @@ pub(super) fn row() -> RunningRow {
         owner: Some("web1:4242".into()),
         owner_raw: SqlValue::Text("web1:4242".into()),
         attempts: None,
+        lock_values: Vec::new(),
+        owner_split_raw: None,
     }
 }
 

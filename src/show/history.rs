@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::decide::{Action, Verdict};
+use crate::escape::printable;
 use crate::journal::{self, DatabaseId, JournalEntry, Outcome};
 
 /// One journal entry of a row, as a person reads it.
@@ -41,11 +42,16 @@ impl Event {
             action: e.action,
             from: e.from.clone(),
             to: e.to.clone(),
+            // Escaped again: a line an earlier release wrote may hold them raw.
             by: match &e.actor {
-                Some(a) => a.clone(),
+                Some(a) => printable(a).into_owned(),
                 None => format!("selfheal on {}", e.host),
             },
-            note: e.decision_note.clone().or_else(|| e.note.clone()),
+            note: e
+                .decision_note
+                .as_deref()
+                .or(e.note.as_deref())
+                .map(|n| printable(n).into_owned()),
             reason: Some(e.reason.clone()).filter(|r| !r.is_empty()),
             outcome: e.outcome,
             outcome_detail: e.outcome_words(),

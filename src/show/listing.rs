@@ -12,19 +12,19 @@ use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
+use crate::check::{self, CheckOptions};
 use crate::clock::{Clocks, age_on_db_clock, epoch, human};
 use crate::config::{Config, Watch};
 use crate::decide::{self, Action, Heartbeat, Verdict};
 use crate::error::{Error, Result, exit};
 use crate::escape::printable;
-use crate::evidence::{Scene, Snapshot, gather};
+use crate::evidence::{Scene, gather};
 use crate::host::Host;
 use crate::journal::{JournalEntry, RowId};
 use crate::person;
-use crate::report::{Format, RowReport, Unparked};
+use crate::report::{Format, Parked, Reporter, RowReport, Summary, Unparked, WatchInfo};
 use crate::store::{self, RunningRow, Schema, Select, SqlValue, Store};
 
-use super::dry_run::{Keep, dry_check};
 use super::history::read_journal;
 use super::{by_hand, warn_all};
 
@@ -135,7 +135,6 @@ fn parked_rows(
     store: &mut dyn Store,
     clocks: &Clocks,
     host: &Host,
-    unparking: &[Unparked],
     warnings: &mut Vec<String>,
 ) -> Result<Vec<RowNeedingAPerson>> {
     let mut rows: Vec<(&Watch, Schema, RunningRow, String)> = Vec::new();
@@ -197,7 +196,7 @@ fn parked_rows(
                 .and_then(|a| u64::try_from(a).ok()),
             _ => None,
         };
-        let (verdict, mut reason, since) = match park {
+        let (verdict, reason, since) = match park {
             Some(e) if e.actor.is_none() => (
                 format!("parked as {}", e.verdict.as_str()),
                 e.basis_words(),
@@ -207,7 +206,10 @@ fn parked_rows(
             ),
             Some(e) => (
                 "parked".to_string(),
-                format!("put here by {}", e.actor.as_deref().unwrap_or_default()),
+                format!(
+                    "put here by {}",
+                    printable(e.actor.as_deref().unwrap_or_default())
+                ),
                 chrono::DateTime::parse_from_rfc3339(&e.time)
                     .ok()
                     .map(|t| t.timestamp()),
@@ -221,14 +223,9 @@ fn parked_rows(
                 None,
             ),
         };
-        if unparking.iter().any(|u| u.watch == w.name && u.id == r.id) {
-            reason.push_str(
-                "; its own heartbeat beats again since: the next run puts it back to running",
-            );
-        }
-        // Only where `resolve` itself would act without --force (SPEC §13): the row's
+        // Only where `resolve` itself would act without --force (docs/design.md#resolve): the row's
         // evidence now, as `resolve` reads it.
-        let snapshot = Snapshot::read(w);
+        let snapshot = crate::evidence::with_named(w, store, std::slice::from_ref(&r));
         let ev = gather(w, &r, &Scene::of_one_row(clocks, host, &snapshot));
         let sql = crate::resolve::would_refuse(w, host, &ev)
             .is_none()
@@ -249,8 +246,13 @@ fn parked_rows(
     Ok(out)
 }
 
-/// `show [WATCH]`: every row that needs a person.
-pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Result<u8> {
+/// How many rows `show`'s text lists before it only counts (`--all` lists every one).
+pub const TEXT_SHOWN: u64 = 50;
+
+/// `show [WATCH]`: every row that needs a person, printed as the dry run judges them: a
+/// backlog is streamed, never kept (docs/design.md#paging). The text stops at
+/// [`TEXT_SHOWN`] rows unless `all`, and counts the rest per watch and verdict.
+pub(super) fn listing(cfg: &Config, format: Format, all: bool, out: &mut dyn Write) -> Result<u8> {
     if cfg.watches.is_empty() {
         let _ = match format {
             Format::Text => writeln!(out, "no watch is configured: nothing to show"),
@@ -261,102 +263,260 @@ pub(super) fn listing(cfg: &Config, format: Format, out: &mut dyn Write) -> Resu
     let Some(db) = cfg.database.as_ref() else {
         return Err(Error::Usage("no [database] configured".into()));
     };
-    let collected = dry_check(cfg, Keep::NeedingAPerson)?;
-    let mut warnings = collected.warnings.clone();
     let mut store = store::open(db, true)?;
     let clocks = store::clocks(&mut *store, db, cfg.run.clock_tolerance)?;
-    let now = epoch(SystemTime::now());
     let host = Host::current().known_as(&cfg.run.host_names);
-    let mut needs: Vec<RowNeedingAPerson> = Vec::new();
-    for w in &cfg.watches {
-        let schema = store.schema(w)?;
-        for r in collected
-            .rows
-            .iter()
-            .filter(|r| r.watch == w.name && r.attention() && !r.applied)
-        {
-            let (since, what) = since(r, now);
-            let row = store.row_by_id(w, &r.id)?;
-            needs.push(RowNeedingAPerson {
-                watch: r.watch.clone(),
-                id: r.id.clone(),
-                status: w.running_value.clone(),
-                age_s: r.evidence.total_age.as_ref().ok().copied(),
-                verdict: r.decision.verdict.as_str().to_string(),
-                reason: running_reason(r),
-                since,
-                since_what: what,
-                // Still running now (a park the next run makes is not made yet).
-                resolve: person::resolve_command(
-                    w,
-                    &r.id,
-                    false,
-                    r.decision.verdict == Verdict::Remote,
-                ),
-                // Only where `resolve` itself would act without --force (SPEC §13).
-                sql: row
-                    .filter(|_| crate::resolve::would_refuse(w, &host, &r.evidence).is_none())
-                    .map(|s| by_hand(store.as_ref(), w, &schema, &s.row, &w.running_value)),
-            });
-        }
-    }
-    needs.extend(parked_rows(
+    let mut warnings = Vec::new();
+    // The parked rows are bounded (PARKED_SHOWN a watch) and read first; each watch's are
+    // printed after its running rows, once the dry run has said which it would un-park.
+    let parked = parked_rows(cfg, store.as_mut(), &clocks, &host, &mut warnings)?;
+    let mut lister = Lister {
         cfg,
-        store.as_mut(),
-        &clocks,
-        &host,
-        &collected.unparked,
-        &mut warnings,
-    )?);
-    // In the configuration's order of watches, running rows before parked ones.
-    let order = |n: &RowNeedingAPerson| cfg.watches.iter().position(|w| w.name == n.watch);
-    needs.sort_by_key(|n| (order(n), n.status != n.watch_running(cfg)));
-    match format {
-        Format::Text => {
-            for n in &needs {
-                let _ = writeln!(out, "{}", printable(&n.line(now)));
-            }
-            if needs.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "nothing needs a person ({} watch{})",
-                    cfg.watches.len(),
-                    if cfg.watches.len() == 1 { "" } else { "es" }
-                );
-            }
-            warn_all(&warnings);
-        }
-        Format::Json => {
-            for n in &needs {
-                let _ = writeln!(out, "{}", n.to_json());
-            }
-            let _ = writeln!(
-                out,
-                "{}",
-                json!({
-                    "summary": true,
-                    "rows": needs.len(),
-                    "watches": cfg.watches.len(),
-                    "warnings": warnings,
-                })
-            );
-        }
+        format,
+        limit: if all || format == Format::Json {
+            u64::MAX
+        } else {
+            TEXT_SHOWN
+        },
+        out,
+        store,
+        host,
+        now: epoch(SystemTime::now()),
+        parked,
+        schema: None,
+        current: None,
+        unparked: Vec::new(),
+        listed: 0,
+        rows: 0,
+        untold: Vec::new(),
+        warnings,
+        failed: None,
+    };
+    let opts = CheckOptions {
+        dry_run: true,
+        force: false,
+        remind: false,
+    };
+    let judged = check::run(cfg, &opts, &mut lister);
+    if let Some(e) = lister.failed.take() {
+        return Err(e);
     }
-    Ok(if needs.is_empty() {
+    judged?;
+    lister.watch_done();
+    lister.close();
+    Ok(if lister.rows == 0 {
         exit::OK
     } else {
         exit::ATTENTION
     })
 }
 
-impl RowNeedingAPerson {
-    /// The running value of the row's watch (to sort running rows first).
-    fn watch_running<'c>(&self, cfg: &'c Config) -> &'c str {
-        cfg.watches
-            .iter()
-            .find(|w| w.name == self.watch)
-            .map_or("", |w| w.running_value.as_str())
+/// The dry run's reporter for `show [WATCH]`: each row that needs a person printed (or,
+/// past the text's limit, counted) as it is judged.
+struct Lister<'a> {
+    cfg: &'a Config,
+    format: Format,
+    /// How many rows are printed; the rest are counted in `untold`.
+    limit: u64,
+    out: &'a mut dyn Write,
+    /// The second, read-only connection: each running row's statement by hand (JSON).
+    store: Box<dyn Store>,
+    host: Host,
+    now: i64,
+    /// Every watch's parked rows, printed after that watch's running rows.
+    parked: Vec<RowNeedingAPerson>,
+    /// The watch being judged, and its schema.
+    current: Option<&'a Watch>,
+    schema: Option<Schema>,
+    /// What the dry run would un-park in the current watch.
+    unparked: Vec<Unparked>,
+    listed: u64,
+    rows: u64,
+    /// Rows not printed, per watch and verdict, in the order first met.
+    untold: Vec<(String, String, u64)>,
+    warnings: Vec<String>,
+    /// The first failure to read a row again; the run is failed with it.
+    failed: Option<Error>,
+}
+
+impl Lister<'_> {
+    fn emit(&mut self, n: &RowNeedingAPerson) {
+        self.rows += 1;
+        if self.listed >= self.limit {
+            match self
+                .untold
+                .iter_mut()
+                .find(|(w, v, _)| *w == n.watch && *v == n.verdict)
+            {
+                Some(u) => u.2 += 1,
+                None => self.untold.push((n.watch.clone(), n.verdict.clone(), 1)),
+            }
+            return;
+        }
+        self.listed += 1;
+        let _ = match self.format {
+            Format::Text => writeln!(self.out, "{}", printable(&n.line(self.now))),
+            Format::Json => writeln!(self.out, "{}", n.to_json()),
+        };
     }
+
+    /// The current watch is judged: its parked rows follow its running ones.
+    fn watch_done(&mut self) {
+        let Some(w) = self.current.take() else {
+            return;
+        };
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|p| p.watch == w.name);
+        self.parked = rest;
+        for mut p in mine {
+            if self
+                .unparked
+                .iter()
+                .any(|u| u.watch == w.name && u.id == p.id)
+            {
+                p.reason.push_str(
+                    "; its own heartbeat beats again since: the next run puts it back to running",
+                );
+            }
+            self.emit(&p);
+        }
+        self.unparked.clear();
+        self.schema = None;
+    }
+
+    fn running(&mut self, w: &Watch, r: &RowReport) -> Result<RowNeedingAPerson> {
+        let (since, what) = since(r, self.now);
+        // The statement by hand is JSON's only: the text never reads the row again.
+        let sql = match self.format {
+            Format::Text => None,
+            Format::Json => {
+                if self.schema.is_none() {
+                    self.schema = Some(self.store.schema(w)?);
+                }
+                let row = self.store.row_by_id(w, &r.id)?;
+                match (row, self.schema.as_ref()) {
+                    (Some(s), Some(schema))
+                        if crate::resolve::would_refuse(w, &self.host, &r.evidence).is_none() =>
+                    {
+                        Some(by_hand(
+                            self.store.as_ref(),
+                            w,
+                            schema,
+                            &s.row,
+                            &w.running_value,
+                        ))
+                    }
+                    _ => None,
+                }
+            }
+        };
+        Ok(RowNeedingAPerson {
+            watch: r.watch.clone(),
+            id: r.id.clone(),
+            status: w.running_value.clone(),
+            age_s: r.evidence.total_age.as_ref().ok().copied(),
+            verdict: r.decision.verdict.as_str().to_string(),
+            reason: running_reason(r),
+            since,
+            since_what: what,
+            // Still running now (a park the next run makes is not made yet).
+            resolve: person::resolve_command(
+                w,
+                &r.id,
+                false,
+                r.decision.verdict == Verdict::Remote,
+            ),
+            // Only where `resolve` itself would act without --force (docs/design.md#resolve).
+            sql,
+        })
+    }
+
+    /// After the last watch: what was not printed, the warnings, the JSON summary.
+    fn close(&mut self) {
+        match self.format {
+            Format::Text => {
+                if self.rows == 0 {
+                    let n = self.cfg.watches.len();
+                    let _ = writeln!(
+                        self.out,
+                        "nothing needs a person ({n} watch{})",
+                        if n == 1 { "" } else { "es" }
+                    );
+                }
+                if self.rows > self.listed {
+                    let each: Vec<String> = self
+                        .untold
+                        .iter()
+                        .map(|(w, v, n)| format!("{w}: {n} {v}"))
+                        .collect();
+                    let _ = writeln!(
+                        self.out,
+                        "… and {} more rows that need a person ({}); selfheal show --all lists \
+                         every one",
+                        self.rows - self.listed,
+                        printable(&each.join(", "))
+                    );
+                }
+                warn_all(&self.warnings);
+            }
+            Format::Json => {
+                let _ = writeln!(
+                    self.out,
+                    "{}",
+                    json!({
+                        "summary": true,
+                        "rows": self.rows,
+                        "watches": self.cfg.watches.len(),
+                        "warnings": self.warnings,
+                    })
+                );
+            }
+        }
+    }
+}
+
+impl Reporter for Lister<'_> {
+    fn watch(&mut self, w: &WatchInfo) {
+        self.watch_done();
+        self.current = self.cfg.watches.iter().find(|x| x.name == w.name);
+        if let Some(why) = &w.skipped {
+            self.warnings
+                .push(format!("watch {}: skipped: {why}", w.name));
+        }
+    }
+
+    fn row(&mut self, r: &RowReport) {
+        let Some(w) = self.current.filter(|w| w.name == r.watch) else {
+            return;
+        };
+        if !r.attention() || r.applied || self.failed.is_some() {
+            return;
+        }
+        match self.running(w, r) {
+            Ok(n) => self.emit(&n),
+            Err(e) => self.failed = Some(e),
+        }
+    }
+
+    fn warning(&mut self, msg: &str) {
+        if !self.warnings.iter().any(|w| w == msg) {
+            self.warnings.push(msg.to_string());
+        }
+    }
+
+    fn unparked(&mut self, u: &Unparked) {
+        self.unparked.push(u.clone());
+    }
+
+    fn parked(&mut self, _p: &Parked) {}
+
+    /// The dry run itself prints nothing.
+    fn spoke(&self) -> bool {
+        false
+    }
+
+    fn finish(&mut self, _s: &Summary) {}
 }
 
 #[cfg(test)]

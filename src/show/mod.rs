@@ -34,6 +34,8 @@ pub struct ShowOptions {
     pub watch: Option<String>,
     pub id: Option<String>,
     pub format: Format,
+    /// The text lists every row, not the first [`listing::TEXT_SHOWN`].
+    pub all: bool,
 }
 
 /// `selfheal show`, printing to `out` (warnings on stderr).
@@ -48,7 +50,7 @@ pub fn run(opts: &ShowOptions, out: &mut dyn Write) -> Result<u8> {
     };
     match (&opts.watch, &opts.id) {
         (Some(w), Some(id)) => one_row(&cfg, w, id, opts.format, out),
-        _ => listing(&cfg, opts.format, out),
+        _ => listing(&cfg, opts.format, opts.all, out),
     }
 }
 

@@ -72,7 +72,9 @@ fn execution_record(path: &std::path::Path) -> std::result::Result<Value, String
         Err(NotOpened::Absent) => {
             return Err("not there (the job has not run under selfheal run --report yet)".into());
         }
-        Err(NotOpened::NotRegular) => return Err("not a regular file".into()),
+        Err(NotOpened::NotRegular(kind)) => {
+            return Err(format!("{}, not a regular file", kind.describe()));
+        }
         Err(NotOpened::Io(e)) => return Err(e.to_string()),
     };
     let mut bytes = Vec::new();
@@ -239,7 +241,7 @@ pub(super) fn one_row(
     });
     let resolve = (parked || running)
         .then(|| person::resolve_command(w, &id, parked, decision.verdict == Verdict::Remote));
-    // Only where `resolve` itself would act without --force (SPEC §13).
+    // Only where `resolve` itself would act without --force (docs/design.md#resolve).
     let sql = ((parked || running) && crate::resolve::would_refuse(w, &host, &evidence).is_none())
         .then(|| by_hand(store.as_ref(), w, &schema, &stored.row, &status));
     let rec = RowRecord {
@@ -400,7 +402,7 @@ mod tests {
         );
         assert_eq!(
             execution_record(dir.path()),
-            Err("not a regular file".into())
+            Err("a directory, not a regular file".into())
         );
     }
 

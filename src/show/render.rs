@@ -80,7 +80,15 @@ pub(super) fn record_text(r: &RowRecord, now: i64) -> Vec<String> {
         Some(f) => out.push(format!("    lock        {} (file {f})", item("lock"))),
         None => out.push("    lock        none configured".into()),
     }
-    let owner = match (&w.owner_column, &r.row.owner) {
+    if !w.db_lock.is_empty() {
+        out.push(format!("    named lock  {}", item("db_lock")));
+    }
+    let owner_col = w
+        .owner_column
+        .as_ref()
+        .map(ToString::to_string)
+        .or_else(|| w.owner_split.as_ref().map(|(h, p)| format!("{h}:{p}")));
+    let owner = match (&owner_col, &r.row.owner) {
         (None, _) => "none configured".to_string(),
         (Some(c), None) => format!("{} ({c} is empty)", item("owner")),
         (Some(c), Some(v)) => format!("{} ({c} = {v})", item("owner")),

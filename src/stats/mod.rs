@@ -1,6 +1,6 @@
 //! `selfheal stats`: what the history says — runtimes of the runs that ended well, the rows
 //! selfheal marked that finished anyway (its false positives), and the `stale_after` and
-//! `max_age` that history supports (SPEC §9). The cheap form of the same lesson that
+//! `max_age` that history supports (docs/design.md#error-rate). The cheap form of the same lesson that
 //! `check` and `doctor` draw every time lives in [`crate::history`].
 //!
 //! I/O: reads the configuration, the journal (every generation of `state_dir/journal.jsonl`,

@@ -72,7 +72,8 @@ use chrono::NaiveDateTime;
 
 use crate::clock::{DbClock, Stamp};
 use crate::config::{Database, DbUrl, Ident, Watch};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::holder_line::NamedHolder;
 
 /// A value as read from, and bound back to, the database.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,6 +209,12 @@ pub struct RunningRow {
     pub owner_raw: SqlValue,
     /// The attempts column (NULL reads as 0), when the watch has a retry budget.
     pub attempts: Option<i64>,
+    /// The text of each column the `db_lock` templates read (`Watch::lock_columns`, in
+    /// that order; `None`: NULL).
+    pub lock_values: Vec<Option<String>>,
+    /// The owner's host and pid columns as read (`owner_host_column`,
+    /// `owner_pid_column`), for the compare-and-set.
+    pub owner_split_raw: Option<(SqlValue, SqlValue)>,
 }
 
 /// One finished row (not in the running state, start and end both set), for runtimes.
@@ -348,6 +355,41 @@ impl Select<'_> {
     }
 }
 
+/// How many running rows a page holds: what a command keeps of a backlog at once
+/// (docs/design.md#paging).
+pub const PAGE: usize = 5_000;
+
+/// Reads the watch's running rows a page at a time (keyset on the id), each page read to
+/// its end before `each` gets it, so that `each` may write between pages; stops when
+/// `each` says so.
+pub fn pages(
+    w: &Watch,
+    store: &mut dyn Store,
+    mut each: impl FnMut(&mut dyn Store, Vec<RunningRow>) -> Result<bool>,
+) -> Result<()> {
+    let mut after: Option<SqlValue> = None;
+    loop {
+        let mut page = Vec::with_capacity(PAGE.min(1_024));
+        store.each_running_row_in(
+            w,
+            sql::Page {
+                after: after.as_ref(),
+                limit: Some(PAGE),
+                index: None,
+            },
+            &mut |row| {
+                page.push(row);
+                Ok(())
+            },
+        )?;
+        let full = page.len() == PAGE;
+        after = page.last().map(|r| r.id.clone());
+        if page.is_empty() || !each(store, page)? || !full {
+            return Ok(());
+        }
+    }
+}
+
 /// A row as [`JobTable::each_row`] reads it: the columns a running row is judged by,
 /// and its status.
 #[derive(Debug, Clone, PartialEq)]
@@ -368,6 +410,14 @@ pub enum CasOutcome {
     /// the row, and selfheal does not wait while it holds the group's rows. Nothing was
     /// done; the caller commits the group and tries the row on its own.
     Busy,
+}
+
+/// The refusal of a database that has no named locks (a configuration naming `db_lock`
+/// on it is refused before this is reached).
+fn no_named_locks() -> Error {
+    Error::Usage(crate::error::Usage::Other(
+        "db_lock: this database has no named locks (MySQL/MariaDB's GET_LOCK)".into(),
+    ))
 }
 
 /// The job table: reading running and finished rows, the compare-and-set, a row as it is
@@ -419,14 +469,14 @@ pub trait JobTable {
     /// Every column of the row with this id, as the table holds them, in the table's
     /// order (`SELECT *`); `None`: no such row. For a person (`selfheal show`).
     fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>>;
-    /// Every row in the running state, ordered by id, in memory (for `doctor`).
-    fn running_rows(&mut self, w: &Watch) -> Result<Vec<RunningRow>> {
-        let mut out = Vec::new();
-        self.each_running_row(w, &mut |r| {
-            out.push(r);
-            Ok(())
-        })?;
-        Ok(out)
+    /// The connection's database: what `{database}` fills in a `db_lock` template.
+    fn lock_database(&mut self) -> Result<String> {
+        Err(no_named_locks())
+    }
+    /// Who holds each of these named locks, in order (`None`: nobody), in one round trip
+    /// per page of names (`docs/design.md#named-lock`). Takes no lock.
+    fn named_locks(&mut self, _names: &[String]) -> Result<Vec<Option<NamedHolder>>> {
+        Err(no_named_locks())
     }
     /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)

@@ -100,6 +100,8 @@ pub const DIALECT: Dialect = Dialect {
         }),
         current_database: Some("SELECT current_database()"),
     },
+    // `db_lock` evidence on PostgreSQL (SPEC §16's last bullet) is not built yet.
+    named_locks: None,
 };
 
 /// A string literal as PostgreSQL reads it (`standard_conforming_strings`, the default

@@ -100,6 +100,32 @@ pub struct Dialect {
     pub clock: &'static str,
     /// How the database describes a table.
     pub schema: SchemaSql,
+    /// How it answers who holds a named lock (`db_lock`, `docs/design.md#named-lock`);
+    /// `None` where it has none (a configuration naming `db_lock` is refused first).
+    pub named_locks: Option<NamedLockSql>,
+}
+
+/// The statements a database answers for named locks with: a page of names in, their
+/// holders out (`JobTable::named_locks`).
+#[derive(Debug, Clone, Copy)]
+pub struct NamedLockSql {
+    /// One row: for each bound name, in order, the session holding it (a whole number),
+    /// or NULL when nobody does.
+    pub holders: fn(&Dialect, &[String]) -> Statement,
+    /// One row per listed session the account may see: its id, user, host and seconds in
+    /// its current state.
+    pub sessions: fn(&Dialect, &[u64]) -> Statement,
+}
+
+/// `?, ?, …` for `values`, bound in order: the body of an `IN (…)` or a `SELECT` list.
+pub fn bound_list(d: &Dialect, values: Vec<SqlValue>, each: &str) -> Statement {
+    let mut b = Binds::new(d);
+    let sql = values
+        .into_iter()
+        .map(|v| each.replace("{}", &b.bind(v)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    b.finish(sql)
 }
 
 /// How a database describes a table: the statements a watch's schema is read with
@@ -224,7 +250,11 @@ pub fn rows_sql(d: &Dialect, w: &Watch, sel: super::Select<'_>) -> Statement {
     let mut cols = vec![d.quote(&w.id_column), time_column(d, &w.started_column)];
     cols.extend(w.heartbeat_column.as_ref().map(|c| time_column(d, c)));
     cols.extend(w.owner_column.as_ref().map(|c| d.quote(c)));
+    if let Some((h, p)) = &w.owner_split {
+        cols.extend([d.quote(h), d.quote(p)]);
+    }
     cols.extend(w.retry.as_ref().map(|r| d.quote(&r.attempts_column)));
+    cols.extend(w.lock_columns().into_iter().map(|c| d.quote(c)));
     if rows_have_status(sel) {
         cols.push(d.quote(&w.status_column));
     }
@@ -502,7 +532,7 @@ fn time_expr(d: &Dialect, how: Option<Ended>, ahead: u64, b: &mut Binds<'_>) -> 
 }
 
 /// The condition an application's picker must add so that a row sent back to the queue
-/// waits until its `retry_at_column` is due (SPEC §14), for a person to copy: `None`
+/// waits until its `retry_at_column` is due (docs/design.md#lease), for a person to copy: `None`
 /// without the column. Written in this database's SQL for the column's type.
 pub fn due_condition(d: &Dialect, w: &Watch, schema: &Schema) -> Option<String> {
     let col = d.quote(w.retry_at_column.as_ref()?);
@@ -516,7 +546,7 @@ pub fn due_condition(d: &Dialect, w: &Watch, schema: &Schema) -> Option<String> 
     Some(format!("({col} IS NULL OR {col} <= {now})"))
 }
 
-/// The compare-and-set `UPDATE` of SPEC §6 — the one statement through which selfheal
+/// The compare-and-set `UPDATE` of docs/design.md#cas — the one statement through which selfheal
 /// writes a row: sets the new status, the end time (unless the row is parked for a person
 /// or put back to running), the message, the attempts and the "not before" time the watch
 /// has; matches the row only while it still has the id, the status it was observed in,
@@ -596,6 +626,10 @@ fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> 
             b.bind(c.row.owner_raw.clone())
         ));
     }
+    if let (Some((h, p)), Some((hv, pv))) = (&w.owner_split, &c.row.owner_split_raw) {
+        cond.push(format!("{} {eq} {}", d.quote(h), b.bind(hv.clone())));
+        cond.push(format!("{} {eq} {}", d.quote(p), b.bind(pv.clone())));
+    }
     cond.extend(match_conditions(d, w, b));
     cond
 }
@@ -605,7 +639,7 @@ fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> 
 /// statement sets otherwise): such a column moves to now on any `UPDATE` that does not
 /// assign it, and one that assigns it to itself keeps it. So a write keeps the start and
 /// heartbeat it matched (and the worker's lease fence on the start), and a park leaves
-/// the end time alone (SPEC §6).
+/// the end time alone (docs/design.md#writes).
 fn kept_columns(
     d: &Dialect,
     w: &Watch,
@@ -805,6 +839,8 @@ mod tests {
             owner: None,
             owner_raw: SqlValue::Null,
             attempts: None,
+            lock_values: Vec::new(),
+            owner_split_raw: None,
         }
     }
 
@@ -1237,6 +1273,8 @@ mod tests {
             owner: None,
             owner_raw: SqlValue::Null,
             attempts: None,
+            lock_values: Vec::new(),
+            owner_split_raw: None,
         };
         let release = |r, to| Change {
             row: r,
@@ -1301,6 +1339,36 @@ mod tests {
         assert_eq!(
             literal(MYSQL, &SqlValue::UInt(u64::MAX)),
             "18446744073709551615"
+        );
+    }
+
+    #[test]
+    fn compare_and_set_matches_an_owner_in_two_columns() {
+        // A row another worker claimed in the meantime (Aoe_Scheduler's host and pid) is
+        // not the row that was judged.
+        let w = watch("owner_host_column = \"host\"\nowner_pid_column = \"pid\"");
+        let mut r = row(None);
+        r.owner = Some("web1:4242".into());
+        r.owner_split_raw = Some((text("web1"), text("4242")));
+        let c = Change {
+            row: &r,
+            from_status: "running",
+            new_status: "error",
+            message: None,
+            bump_attempts: false,
+            set_ended: false,
+            retry_at: None,
+            match_heartbeat: true,
+        };
+        let st = cas_sql(MYSQL, &w, &schema(None, true), &c);
+        assert!(
+            st.sql.ends_with("AND `host` <=> ? AND `pid` <=> ?"),
+            "{}",
+            st.sql
+        );
+        assert_eq!(
+            st.params[st.params.len() - 2..],
+            [text("web1"), text("4242")]
         );
     }
 

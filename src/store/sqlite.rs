@@ -45,6 +45,7 @@ pub const DIALECT: Dialect = Dialect {
         indexes: None,
         current_database: None,
     },
+    named_locks: None,
 };
 
 /// A string literal as SQLite reads it: quotes doubled; SQLite has no escapes, so a
@@ -520,7 +521,7 @@ mod tests {
         let database = cfg.database.as_ref().expect("a database");
         let mut store = SqlStore::<Sqlite>::open(database, true).expect("open");
         let e = store
-            .running_rows(&cfg.watches[0])
+            .each_running_row(&cfg.watches[0], &mut |_| Ok(()))
             .expect_err("no such table");
         assert_eq!(e.db_kind(), Some(DbErrorKind::UnknownObject));
         let source = std::error::Error::source(&e)

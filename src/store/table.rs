@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use crate::clock::DbClock;
 use crate::config::{Database, DbIdentity, Ident, Place, Watch};
 use crate::error::{DbErrorKind, Error, Result, SchemaProblem};
+use crate::holder_line::NamedHolder;
 
 use super::driver::{Cell, Driver, Refusal, Row};
 use super::sql::{self, Dialect, Statement};
@@ -193,6 +194,17 @@ pub(super) fn time_cell(r: &mut dyn Row, d: &Dialect, tz: Option<chrono_tz::Tz>)
 /// The instant the server gave a time cell (`UNIX_TIMESTAMP(col)`): whole seconds of an
 /// integer or a decimal (`DATETIME(6)` gives fractions); `None` for NULL (a value the
 /// server cannot place) or anything else.
+/// The owner of a row whose host and pid are two columns (`owner_host_column`,
+/// `owner_pid_column`), as `owner_column` would hold it: `HOST:PID`, a bare `PID` when the
+/// host is empty (this host), nothing when the pid is.
+fn split_owner(host: SqlValue, pid: SqlValue) -> Option<String> {
+    let pid = pid.into_text().filter(|p| !p.trim().is_empty())?;
+    match host.into_text().filter(|h| !h.trim().is_empty()) {
+        Some(h) => Some(format!("{}:{}", h.trim(), pid.trim())),
+        None => Some(pid.trim().to_string()),
+    }
+}
+
 fn server_epoch(v: &SqlValue) -> Option<i64> {
     match v {
         SqlValue::Int(i) => Some(*i),
@@ -273,8 +285,19 @@ impl<D: Driver> JobTable for SqlStore<D> {
                 Some(_) => r.cell().value,
                 None => SqlValue::Null,
             };
-            let owner = owner_raw.clone().into_text();
+            let mut owner = owner_raw.clone().into_text();
+            let mut owner_split_raw = None;
+            if w.owner_split.is_some() {
+                let (host, pid) = (r.cell().value, r.cell().value);
+                owner = split_owner(host.clone(), pid.clone());
+                owner_split_raw = Some((host, pid));
+            }
             let attempts = w.retry.as_ref().map(|_| r.cell().value.into_count());
+            let lock_values = w
+                .lock_columns()
+                .iter()
+                .map(|_| r.cell().value.into_text())
+                .collect();
             let status = if with_status {
                 r.cell().value
             } else {
@@ -289,9 +312,84 @@ impl<D: Driver> JobTable for SqlStore<D> {
                     owner,
                     owner_raw,
                     attempts,
+                    lock_values,
+                    owner_split_raw,
                 },
             })
         })
+    }
+
+    fn lock_database(&mut self) -> Result<String> {
+        const WHAT: &str = "reading the database's name";
+        let Some(sql) = self.dialect().schema.current_database else {
+            return Err(super::no_named_locks());
+        };
+        let st = Statement {
+            sql: sql.to_string(),
+            params: Vec::new(),
+        };
+        let name = self
+            .first_row(&st, WHAT)?
+            .and_then(|r| r.into_iter().next());
+        Ok(name.and_then(SqlValue::into_text).unwrap_or_default())
+    }
+
+    fn named_locks(&mut self, names: &[String]) -> Result<Vec<Option<NamedHolder>>> {
+        /// Names asked in one statement: a page's, well within any server's bound values.
+        const CHUNK: usize = 1000;
+        let d = self.dialect();
+        let Some(sql) = d.named_locks else {
+            return Err(super::no_named_locks());
+        };
+        let mut ids: Vec<Option<u64>> = Vec::with_capacity(names.len());
+        for chunk in names.chunks(CHUNK) {
+            let st = (sql.holders)(d, chunk);
+            let row = self.first_row(&st, "asking who holds the named locks")?;
+            let row = row.unwrap_or_default();
+            ids.extend((0..chunk.len()).map(|i| {
+                row.get(i)
+                    .cloned()
+                    .and_then(|v| u64::try_from(v.into_count()).ok())
+                    .filter(|id| *id > 0)
+            }));
+        }
+        let mut held: Vec<u64> = ids.iter().flatten().copied().collect();
+        held.sort_unstable();
+        held.dedup();
+        let mut seen: HashMap<u64, NamedHolder> = HashMap::new();
+        for chunk in held.chunks(CHUNK) {
+            let st = (sql.sessions)(d, chunk);
+            self.driver
+                .query(&st, "reading the named locks' holders", &mut |r| {
+                    let id = u64::try_from(r.cell().value.into_count()).unwrap_or(0);
+                    let user = r.cell().value.into_text();
+                    let host = r.cell().value.into_text();
+                    let time_s = u64::try_from(r.cell().value.into_count()).ok();
+                    seen.insert(
+                        id,
+                        NamedHolder {
+                            connection: id,
+                            user,
+                            host,
+                            time_s,
+                        },
+                    );
+                    Ok(())
+                })?;
+        }
+        Ok(ids
+            .into_iter()
+            .map(|id| {
+                id.map(|c| {
+                    seen.get(&c).cloned().unwrap_or(NamedHolder {
+                        connection: c,
+                        user: None,
+                        host: None,
+                        time_s: None,
+                    })
+                })
+            })
+            .collect())
     }
 
     fn row_columns(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<Vec<(String, SqlValue)>>> {
@@ -922,6 +1020,8 @@ mod tests {
             owner: None,
             owner_raw: SqlValue::Null,
             attempts: None,
+            lock_values: Vec::new(),
+            owner_split_raw: None,
         };
         let c = Change {
             row: &r,

@@ -454,7 +454,18 @@ pub fn named_columns(w: &Watch) -> Vec<(&'static str, &Ident, Role)> {
         ),
     ];
     v.extend(opt.into_iter().filter_map(|(k, c, r)| c.map(|c| (k, c, r))));
+    if let Some((h, p)) = &w.owner_split {
+        v.extend([
+            ("owner_host_column", h, Role::Any),
+            ("owner_pid_column", p, Role::Any),
+        ]);
+    }
     v.extend(w.matches.iter().map(|(c, _)| ("match", c, Role::Any)));
+    v.extend(
+        w.lock_columns()
+            .into_iter()
+            .map(|c| ("db_lock", c, Role::Any)),
+    );
     v
 }
 

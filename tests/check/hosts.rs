@@ -1,4 +1,4 @@
-//! Several app servers, one job table (SPEC §10), through the real binary run as different
+//! Several app servers, one job table (docs/design.md#hosts), through the real binary run as different
 //! hosts on this machine: each run gets a private UTS namespace (`unshare --uts`, then
 //! `hostname web2`) and a private mount namespace in which its own directory of heartbeat
 //! files, lock files, journal and run lock is bind-mounted at the one path the shared

@@ -4,6 +4,7 @@
 
 mod columns;
 mod configurations;
+mod db_lock;
 pub(crate) mod evidence;
 mod faults;
 mod holder;

@@ -309,7 +309,7 @@ fn explain_and_dry_run_leave_the_table_identical() {
     assert!(!sb.state_dir().exists(), "no journal from a dry run");
 }
 
-/// SPEC §7: a table or column the database does not have is a bad configuration, like a
+/// docs/design.md#output: a table or column the database does not have is a bad configuration, like a
 /// key typo: exit 2, nothing touched, and a fix beside it.
 #[test]
 fn exit_2_for_missing_table_column_and_nothing_is_written() {

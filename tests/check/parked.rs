@@ -97,9 +97,14 @@ fn a_parked_row_is_counted_every_run_listed_by_doctor_and_released_by_its_statem
         line.contains(", from the journal); its run started 40m"),
         "{line}"
     );
+    // Each command repeats the --config the run was given, so that it can be pasted.
+    let c = cfg.display();
     assert_eq!(
         fix_of(&out, "! watch full-sync: parked row id=1:", None),
-        "after looking (selfheal show full-sync 1): selfheal resolve full-sync 1 --as dead|running"
+        format!(
+            "after looking (selfheal show full-sync 1 --config {c}): selfheal resolve full-sync 1 \
+             --as dead|running --config {c}"
+        )
     );
     // The statement for doing it by hand stays available in show's JSON, where `resolve`
     // itself would act: not while the worker holds its lock, once it is gone.
@@ -191,8 +196,9 @@ fn doctors_release_statement_quotes_what_the_database_holds_mariadb() {
     assert_eq!(
         fix_of(&out, &prefix, None),
         format!(
-            "after looking (selfheal show jobs 'a'\\''b\\c?;--'): selfheal resolve jobs \
-             'a'\\''b\\c?;--' --as dead|running"
+            "after looking (selfheal show jobs 'a'\\''b\\c?;--' --config {c}): selfheal resolve \
+             jobs 'a'\\''b\\c?;--' --as dead|running --config {c}",
+            c = cfg.display()
         )
     );
     // The statement for doing it by hand, from show's JSON, runs as shown.

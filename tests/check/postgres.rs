@@ -818,3 +818,21 @@ fn stats_read_finished_rows_with_and_without_a_message_column() {
         assert_eq!(first["runtime_s"]["p50"], 1200, "{first}");
     }
 }
+
+/// `db_lock` (a job's named lock) is not read on PostgreSQL yet: a configuration naming
+/// it is refused before anything is touched, in a sentence.
+#[test]
+fn db_lock_on_postgres_is_refused_as_a_configuration_error() {
+    let sb = Sandbox::new();
+    let cfg = sb.config(
+        "postgres://app@/appdb?host=/nonexistent",
+        &sb.watch("db_lock = \"job/{id}\"\n"),
+    );
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("db_lock: selfheal does not read PostgreSQL's advisory locks"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -19,12 +19,17 @@ const ADDRESS_SPACE_KIB: u64 = 96 * 1024;
 
 /// `selfheal check --config CFG` with at most `kib` KiB of address space (`ulimit -v`).
 fn check_within(cfg: &Path, kib: u64) -> Output {
+    run_within(cfg, kib, &["check"])
+}
+
+/// `selfheal ARGS… --config CFG` with at most `kib` KiB of address space.
+fn run_within(cfg: &Path, kib: u64, args: &[&str]) -> Output {
     Command::new("sh")
         .arg("-c")
-        .arg(format!(
-            "ulimit -v {kib} && exec \"$0\" check --config \"$1\""
-        ))
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
         .arg(bin())
+        .args(args)
+        .arg("--config")
         .arg(cfg)
         .output()
         .expect("run selfheal under ulimit")
@@ -327,8 +332,8 @@ fn rows_that_finish_while_check_pages_through_them_are_never_overwritten_postgre
 }
 
 /// A watch of 12,000 running rows spans three pages but fits what the first pass keeps:
-/// each heartbeat file is probed once, and once more just before its row's write; every
-/// dead row is marked and journaled once.
+/// each heartbeat file is probed once (reached `O_PATH`, never opened), and once more just
+/// before its row's write; every dead row is marked and journaled once.
 #[test]
 fn a_watch_of_a_few_pages_is_probed_once() {
     const ROWS: i64 = 12_000;
@@ -357,7 +362,12 @@ fn a_watch_of_a_few_pages_is_probed_once() {
     );
     let trace = sb.path("stat.trace");
     let o = Command::new("strace")
-        .args(["-f", "-e", "trace=stat,lstat,newfstatat,statx", "-o"])
+        .args([
+            "-f",
+            "-e",
+            "trace=open,openat,stat,lstat,newfstatat,statx",
+            "-o",
+        ])
         .arg(&trace)
         .arg(bin())
         .args(["check", "--config"])
@@ -525,4 +535,118 @@ fn ten_runs_over_a_backlog_that_stays_keep_the_state_files_bounded() {
         )
         .expect("count");
     assert_eq!(running, ROWS, "nothing acted on");
+}
+
+/// 200,000 running rows that need a person (their heartbeat a day in the future: the
+/// documented time-zone mismatch): `show` streams them in the small address space `check`
+/// has, the text lists 50 and counts the rest per watch and verdict, `--all` and JSON list
+/// every one; `doctor` counts them, each once.
+#[test]
+fn show_and_doctor_over_two_hundred_thousand_rows_that_need_a_person_stay_small() {
+    const ROWS: i64 = 200_000;
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+         INSERT INTO sync_log (id, status, start_time, heartbeat_at)
+         SELECT i, 'running', datetime('now', '-20 minutes'), datetime('now', '+1 day')
+         FROM n"
+    ));
+    let cfg = sb.config(&db.url(), &watch());
+
+    let o = run_within(&cfg, ADDRESS_SPACE_KIB, &["show"]);
+    assert_exit(&o, 1);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 51, "{}", lines.last().unwrap_or(&""));
+    assert!(
+        lines[0].starts_with("backlog id=1: 'running'"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        lines[50],
+        "… and 199950 more rows that need a person (backlog: 199950 unknown); selfheal show \
+         --all lists every one"
+    );
+
+    let o = run_within(&cfg, ADDRESS_SPACE_KIB, &["show", "--all"]);
+    assert_exit(&o, 1);
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 200_000);
+    assert!(
+        out.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("backlog id=200000: "))
+    );
+
+    let o = run_within(&cfg, ADDRESS_SPACE_KIB, &["show", "--format", "json"]);
+    assert_exit(&o, 1);
+    let out = stdout(&o);
+    let mut n = 0u64;
+    let mut summary = None;
+    for l in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+        if v["summary"] == true {
+            summary = Some(v);
+        } else {
+            n += 1;
+            assert_eq!(v["verdict"], "unknown", "{v}");
+        }
+    }
+    assert_eq!(n, 200_000);
+    assert_eq!(summary.expect("a summary")["rows"], 200_000);
+
+    let o = run_within(&cfg, ADDRESS_SPACE_KIB, &["doctor"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("200000 of 200000 running rows carry times in the future"),
+        "{out}"
+    );
+    assert!(out.contains("running rows: 200000 unknown"), "{out}");
+}
+
+/// 400,000 running rows, each owned by a host of its own (`pod-<id>:1`, as containers with
+/// unique names write): a real run in 64 MiB of address space — owner hosts are counted one
+/// by one up to a bound and the rest summed (counting every name took more than 72 MiB
+/// here) — and what it writes about them stays small: the metrics name the 20 busiest and
+/// `other`, `last-run.json` a few KiB.
+#[test]
+fn four_hundred_thousand_distinct_owner_hosts_stay_small() {
+    const ROWS: i64 = 400_000;
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+         INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker)
+         SELECT i, 'running', datetime('now', '-60 seconds'), datetime('now', '-10 seconds'),
+                'pod-' || i || '.invalid:1'
+         FROM n"
+    ));
+    let metrics = sb.path("selfheal.prom");
+    let cfg = sb.config_with(
+        &format!("url = \"{}\"", db.url()),
+        &format!("metrics_file = \"{}\"", metrics.display()),
+        &watch(),
+    );
+    let o = run_within(&cfg, 64 * 1024, &["check"]);
+    assert_exit(&o, 0);
+    let text = std::fs::read_to_string(&metrics).expect("metrics");
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("selfheal_owner_rows{"))
+        .collect();
+    assert_eq!(series.len(), 21, "{series:?}");
+    assert!(
+        series
+            .iter()
+            .any(|l| l.contains("owner_host=\"other\"") && l.ends_with(&format!(" {}", ROWS - 20))),
+        "every row counted once: {series:?}"
+    );
+    let last_run = std::fs::read(sb.state_dir().join("last-run.json")).expect("last-run.json");
+    assert!(
+        last_run.len() < 16 * 1024,
+        "last-run.json: {} bytes",
+        last_run.len()
+    );
 }

@@ -264,7 +264,7 @@ fn exit_75_when_another_run_holds_the_run_lock() {
     assert_eq!(db.status(2), "error");
 }
 
-/// SPEC §7: a table or column the database lacks is a bad configuration (exit 2); a
+/// docs/design.md#exit-status: a table or column the database lacks is a bad configuration (exit 2); a
 /// database file that is not there is a file-system failure (exit 3).
 #[test]
 fn exit_2_for_a_missing_table_or_column_3_for_a_missing_file_and_nothing_written() {

@@ -513,6 +513,16 @@ pub struct MysqlDb {
 impl MysqlDb {
     /// `None` (test skipped) only outside CI; in CI a missing server fails the test.
     pub fn new() -> Option<MysqlDb> {
+        Self::new_named(|n, nanos| format!("selfheal_t{}_{n}_{nanos}", std::process::id()))
+    }
+
+    /// [`MysqlDb::new`] with a name of at most 20 characters, for names built from it that
+    /// must fit somewhere (a MySQL lock name holds 64).
+    pub fn new_short() -> Option<MysqlDb> {
+        Self::new_named(|n, nanos| format!("sh{}_{n}_{}", std::process::id(), nanos % 10_000))
+    }
+
+    fn new_named(name_of: impl Fn(usize, u32) -> String) -> Option<MysqlDb> {
         let server = server_url();
         let mut admin = match mysql::Conn::new(
             mysql::Opts::from_url(&server).expect("SELFHEAL_TEST_MYSQL_URL is not a MySQL URL"),
@@ -530,11 +540,7 @@ impl MysqlDb {
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let name = format!(
-            "selfheal_t{}_{}_{nanos}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
+        let name = name_of(COUNTER.fetch_add(1, Ordering::SeqCst), nanos);
         admin
             .query_drop(format!("CREATE DATABASE `{name}`"))
             .expect("create database");
@@ -1793,4 +1799,71 @@ pub fn a_cron_period_passes(sb: &Sandbox, secs: i64) {
 /// tests use.
 pub fn next_cron_run(sb: &Sandbox) {
     a_cron_period_passes(sb, 600);
+}
+
+/// The user documentation whose examples and links `docs` checks: the README, CONTRIBUTING
+/// and every Markdown file of `docs/`, as paths relative to the repository.
+pub fn doc_files() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec!["README.md".to_string(), "CONTRIBUTING.md".to_string()];
+    let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files
+}
+
+/// A fenced code block of a Markdown file: its language (the word after the fence, `""`
+/// for none), the line of its first code line (1-based) and its text.
+#[derive(Debug, Clone)]
+pub struct CodeBlock {
+    pub lang: String,
+    pub line: usize,
+    pub code: String,
+}
+
+/// Every fenced (```) code block of `text`, in order.
+pub fn code_blocks(text: &str) -> Vec<CodeBlock> {
+    let mut out = Vec::new();
+    let mut open: Option<CodeBlock> = None;
+    for (i, l) in text.lines().enumerate() {
+        match (&mut open, l.strip_prefix("```")) {
+            (None, Some(lang)) => {
+                open = Some(CodeBlock {
+                    lang: lang.trim().to_string(),
+                    line: i + 2,
+                    code: String::new(),
+                });
+            }
+            (Some(_), Some("")) => out.extend(open.take()),
+            (Some(b), _) => {
+                b.code.push_str(l);
+                b.code.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    assert!(open.is_none(), "a code block is not closed: {open:?}");
+    out
+}
+
+/// The one code block of `lang` in the repository file `file` whose first line starts with
+/// `first` (a `-- SQLite` comment, a `<?php // worker.php` line).
+pub fn doc_block(file: &str, lang: &str, first: &str) -> String {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    let found: Vec<CodeBlock> = code_blocks(&text)
+        .into_iter()
+        .filter(|b| b.lang == lang && b.code.starts_with(first))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "{file}: one ```{lang} block starting with {first:?}"
+    );
+    found[0].code.clone()
 }

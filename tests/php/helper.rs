@@ -456,7 +456,7 @@ fn the_helper_loads_through_a_classmap_autoloader_in_either_order() {
 }
 
 // ---------------------------------------------------------------------------------------
-// As root, over a directory another user owns (SPEC §6, §12)
+// As root, over a directory another user owns (docs/design.md#file-safety, docs/design.md#run-wrapper)
 
 /// A sandbox others can enter, with `www`: a directory www-data (uid 33) owns. `None`
 /// when not root or without php (skipped; CI fails).

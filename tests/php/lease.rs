@@ -15,7 +15,8 @@
 //!   the lease wrote as alive; beats within one second are not a lost lease on MySQL;
 //! - errors are exceptions with a sentence (a killed connection with `ERRMODE_SILENT`, a
 //!   bad specification, a claim inside a transaction), never a silent false;
-//! - the README's worker runs as printed; the PHP files are PHP 7.0 (`php -l` and a scan
+//! - the job author's guide's worker runs as printed on the guide's own table (MariaDB and
+//!   SQLite), which `selfheal init` recognises and the recipes' watch judges; the PHP files are PHP 7.0 (`php -l` and a scan
 //!   for newer syntax with PHP-Parser, which is checked to find each construct).
 //!
 //! Skipped outside CI when php, its PDO driver, PHP-Parser or a MariaDB server is missing;
@@ -714,20 +715,15 @@ fn misuse_is_an_exception_with_a_sentence_and_touches_nothing() {
 // ---------------------------------------------------------------------------------------
 // Documentation and PHP 7.0
 
-/// The README's Lease worker (also the man page's), as printed (the require path and the
-/// connection pointed at the test's), over six rows: one whose API is down goes back to the queue for 5 minutes,
-/// one taken away while it works is left alone, the rest are done.
+/// The job author's guide's Lease worker (also the man page's), as printed (the require
+/// path and the connection pointed at the test's), on the guide's own `CREATE TABLE` for
+/// MariaDB and for SQLite, over six rows: one whose API is down goes back to the queue for 5
+/// minutes, one taken away while it works is left alone, the rest are done. Then
+/// `selfheal init` recognises the table as a Lease queue, and the recipes' watch for it
+/// loads and judges it.
 #[test]
-fn the_readme_worker_runs_as_printed() {
-    let Some(mut env) = Env::mysql("DATETIME") else {
-        return;
-    };
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let start = readme
-        .find("<?php // worker.php")
-        .expect("the README shows the Lease worker");
-    let code = &readme[start..];
-    let code = &code[..code.find("```").expect("end of the code block")];
+fn the_job_authors_worker_runs_as_printed_on_its_own_table() {
+    let code = doc_block("docs/job-author.md", "php", "<?php // worker.php");
     let lines = code.lines().count();
     assert!((15..=30).contains(&lines), "about 20 lines: {lines}");
     // The man page shows the same worker (its first line aside).
@@ -739,6 +735,39 @@ fn the_readme_worker_runs_as_printed() {
     for l in code.lines().skip(1) {
         assert!(man.contains(l), "the man page's example has {l:?}");
     }
+    let recipe = doc_block(
+        "docs/recipes.md",
+        "toml",
+        "[[watch]]\nname = \"sync\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\nheartbeat_column",
+    );
+    let mut ran = 0;
+    for env in [Env::documented(true), Env::documented(false)] {
+        let Some(mut env) = env else { continue };
+        worker_runs_as_printed(&mut env, &code);
+        let o = selfheal()
+            .args(["init", "--url", &env.url(), "--table", "sync_log"])
+            .output()
+            .expect("init");
+        assert_exit(&o, 0);
+        assert!(
+            stdout(&o).contains("as Selfheal\\Lease writes them"),
+            "{}: init recognises the queue: {}",
+            env.name(),
+            stdout(&o)
+        );
+        let watch = recipe.strip_prefix("[[watch]]\n").expect("a watch");
+        let cfg = env.sb.config(&env.url(), watch);
+        let o = check(&cfg, &["--explain"]);
+        assert_exit(&o, 0);
+        ran += 1;
+    }
+    assert!(
+        ran == 2 || std::env::var_os("CI").is_none(),
+        "both databases in CI"
+    );
+}
+
+fn worker_runs_as_printed(env: &mut Env, code: &str) {
     let (dsn, user, _) = env.dsn();
     let mut replaced = 0;
     let code: String = code
@@ -784,7 +813,7 @@ fn the_readme_worker_runs_as_printed() {
         .env("DB_PASSWORD", env.dsn().2)
         .output()
         .expect("php");
-    assert!(o.status.success(), "{o:?}");
+    assert!(o.status.success(), "{}: {o:?}", env.name());
     let err = stderr(&o);
     assert!(
         err.contains("row 4 of sync_log is no longer this worker's"),

@@ -148,6 +148,36 @@ impl Env {
         })
     }
 
+    /// The queue table of the job author's guide, made by its own `CREATE TABLE` for the
+    /// database (`-- MySQL/MariaDB` or `-- SQLite` block of `docs/job-author.md`). `None`
+    /// (skipped) as [`Env::mysql`] and [`Env::sqlite`].
+    pub fn documented(mysql: bool) -> Option<Env> {
+        const DOC: &str = "docs/job-author.md";
+        if mysql {
+            let mut db = MysqlDb::new()?;
+            if !have_php("pdo_mysql") {
+                return None;
+            }
+            db.exec(&doc_block(DOC, "sql", "-- MySQL/MariaDB"));
+            Some(Env {
+                sb: Sandbox::new(),
+                db: Backend::Mysql(db),
+                time: "DATETIME",
+            })
+        } else {
+            if !have_php("pdo_sqlite") {
+                return None;
+            }
+            let sb = Sandbox::new();
+            let db = SqliteDb::with_schema(&sb, &doc_block(DOC, "sql", "-- SQLite"));
+            Some(Env {
+                sb,
+                db: Backend::Sqlite(db),
+                time: "TEXT",
+            })
+        }
+    }
+
     pub fn name(&self) -> String {
         match self.db {
             Backend::Mysql(_) => format!("MariaDB, {}", self.time),

@@ -7,4 +7,5 @@ mod lease;
 mod lease_harness;
 mod lease_loop;
 mod lease_times;
+mod magento;
 mod worker;

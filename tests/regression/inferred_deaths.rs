@@ -390,8 +390,8 @@ fn a_legacy_lock_recreated_after_the_judgement_is_kept() {
 /// Two watches whose `match` values differ only in case or accents are one value to
 /// MariaDB's default `utf8mb4_general_ci`: a row would be judged by the wrong watch's rules
 /// (the issue: a live row judged by the other watch's 15-minute max_age). The configuration
-/// refuses them; `doctor` asks the server itself, under the column's collation, for what no
-/// offline rule foresees (`straße` is `strase` there).
+/// refuses them; `check` and `doctor` ask the server itself, under the column's collation,
+/// for what no offline rule foresees (`straße` is `strase` there).
 #[test]
 fn match_values_one_to_the_database_are_an_overlap() {
     let mut db = mysql_or_skip!();
@@ -417,10 +417,15 @@ fn match_values_one_to_the_database_are_an_overlap() {
             stderr(&o)
         );
     }
-    // Apart to the configuration, one value to the server.
+    // Apart to the configuration, one value to the server: check asks it too.
     let cfg = sb.config(&db.url, &two("straße", "strase"));
     let o = check(&cfg, &["--dry-run"]);
-    assert_exit(&o, 0);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("job = 'straße' and 'strase' are one value under"),
+        "{}",
+        stderr(&o)
+    );
     let d = selfheal()
         .arg("doctor")
         .arg("--config")

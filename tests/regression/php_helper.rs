@@ -125,7 +125,7 @@ fn a_root_php_job_never_creates_or_writes_through_a_directory_swapped_on_its_pat
 
 /// The PHP helper replaced a locked script's or data file's content with its holder line.
 ///
-/// SPEC §12 for the helper: a lock file that is neither empty nor holds a holder line (the
+/// docs/design.md#run-wrapper for the helper: a lock file that is neither empty nor holds a holder line (the
 /// script itself, a data file — also another user's) is locked as it is: a second job is
 /// refused, naming the PHP process from /proc/locks, and the file's bytes and mode stay
 /// (before: the content was replaced by the holder line).

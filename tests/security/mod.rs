@@ -2,5 +2,6 @@
 //! writes ([`links`]), and values from a row or a host that must print as themselves,
 //! secrets that must not ([`output`]).
 
+pub(crate) mod devices;
 pub(crate) mod links;
 pub(crate) mod output;

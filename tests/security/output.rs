@@ -155,7 +155,7 @@ fn doctor_and_stats_print_values_from_the_database_escaped() {
         .output()
         .expect("doctor");
     let out = stdout(&o);
-    every_line_starts_with(&out, &["✓ ", "! ", "✗ "]);
+    every_line_starts_with(&out, &["✓ ", "! ", "✗ ", "i "]);
     assert!(
         out.contains("running rows by owner: web9\\nforged 1"),
         "{out}"
@@ -397,4 +397,64 @@ fn check_warns_of_a_password_every_user_can_read_once_and_only_in_a_run_that_pri
     assert_exit(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
     assert_eq!(stderr(&o), "");
+}
+
+/// Watches one to the server: `"ss"` and `"ß"` under `utf8mb4_unicode_ci`, and `"sync"`
+/// and `"sy\u{200b}nc"` (a zero-width space the collation ignores), were accepted by
+/// `check`, and one row was `dead` in one watch and `alive` in the other. `check` asks the
+/// server once per run and refuses them (exit 2) before judging a row, naming both values
+/// escaped; values the server tells apart pass.
+#[test]
+fn watches_one_to_the_columns_collation_are_refused_by_check() {
+    let Some(mut db) = MysqlDb::new() else { return };
+    db.create_sync_log("DATETIME");
+    db.exec(
+        "ALTER TABLE sync_log ADD COLUMN job VARCHAR(32) CHARACTER SET utf8mb4 \
+         COLLATE utf8mb4_unicode_ci NOT NULL DEFAULT 'sync'",
+    );
+    // A row the first watch would mark dead at once: nothing may be written.
+    db.insert(1, "running", 3000);
+    let sb = Sandbox::new();
+    let two = |a: &str, b: &str| {
+        format!(
+            "{}match = {{ job = \"{a}\" }}\n\n[[watch]]\nname = \"other\"\ntable = \"sync_log\"\n\
+             started_column = \"start_time\"\nheartbeat_file = \"{}\"\nstale_after = \"1m\"\n\
+             max_age = \"15m\"\nmatch = {{ job = \"{b}\" }}\n",
+            sb.watch(""),
+            sb.heartbeat_template()
+        )
+    };
+    let before = db.dump();
+    for (a, b, said) in [
+        (
+            "ss",
+            "ß",
+            "job = 'ss' and 'ß' are one value under utf8mb4_unicode_ci",
+        ),
+        (
+            "sync",
+            "sy\\u200bnc",
+            "job = 'sync' and 'sy\\u{200b}nc' are one value under utf8mb4_unicode_ci",
+        ),
+    ] {
+        let cfg = sb.config(&db.url, &two(a, b));
+        for args in [&["--dry-run"][..], &[][..]] {
+            let o = check(&cfg, args);
+            assert_exit(&o, 2);
+            let err = stderr(&o);
+            assert!(
+                err.contains(
+                    "watch 'other': match: its rows can be those of watch 'full-sync' \
+                              on the server"
+                ) && err.contains(said),
+                "{a} {b}: {err}"
+            );
+            assert!(!err.contains('\u{200b}'), "escaped: {err}");
+            assert_eq!(stdout(&o), "", "no row judged");
+        }
+        assert_eq!(db.dump(), before, "nothing written");
+    }
+    let cfg = sb.config(&db.url, &two("sync", "async"));
+    let o = check(&cfg, &["--dry-run"]);
+    assert_exit(&o, 0);
 }

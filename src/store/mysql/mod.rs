@@ -16,6 +16,7 @@
 
 mod coordination;
 mod errors;
+mod named;
 mod schema;
 mod values;
 mod writes;
@@ -31,7 +32,7 @@ use self::values::{Cells, values};
 use super::SqlValue;
 use super::credentials::{self, Credentials, Inputs};
 use super::driver::{Driver, Refusal, Row};
-use super::sql::{Dialect, Placeholder, SchemaSql, Statement};
+use super::sql::{Dialect, NamedLockSql, Placeholder, SchemaSql, Statement};
 use super::types;
 use crate::config::{Database, DbUrl, Watch};
 use crate::error::{DbCause, Error, Result};
@@ -60,6 +61,10 @@ pub const DIALECT: Dialect = Dialect {
         indexes: Some(schema::indexes),
         current_database: Some("SELECT DATABASE()"),
     },
+    named_locks: Some(NamedLockSql {
+        holders: named::holders,
+        sessions: named::sessions,
+    }),
 };
 
 /// How long a statement waits on a row lock, outside groups of writes.
