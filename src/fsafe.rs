@@ -108,7 +108,7 @@ mod reach;
 mod walk;
 
 pub use error::{Error, Who};
-pub use reach::{Opened, Reached, open_evidence, reach, reopen};
+pub use reach::{Opened, Reached, look, open_evidence, reach, reopen};
 
 /// At most this many symbolic links are followed in one walk (the kernel's own limit).
 pub const MAX_LINKS: usize = 40;

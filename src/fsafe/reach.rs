@@ -72,6 +72,38 @@ pub fn reach(path: &Path) -> io::Result<Reached> {
     })
 }
 
+/// What is at `path`, looked at and never opened: its status when it is a regular file
+/// (`Ok(Some)`), `Ok(None)` when nothing is there, `Err(status)` for anything else. The same
+/// rule as [`reach`] for a link (followed unless another user could have planted it), in
+/// one `statx` for the usual regular file: for evidence that is a file's status alone (a
+/// heartbeat's mtime), no descriptor is needed.
+pub fn look(path: &Path) -> io::Result<Result<Option<Stat>, Stat>> {
+    let at = |flags| match rustix::fs::statat(rustix::fs::CWD, path, flags) {
+        Ok(st) => Ok(Some(Stat::from(st))),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(io::Error::from(e)),
+    };
+    let Some(st) = at(rustix::fs::AtFlags::SYMLINK_NOFOLLOW)? else {
+        return Ok(Ok(None));
+    };
+    let st = if st.kind == Kind::Symlink {
+        if planted_by_another(path, st.uid) {
+            return Ok(Err(st));
+        }
+        match at(rustix::fs::AtFlags::empty())? {
+            Some(st) => st,
+            None => return Ok(Ok(None)),
+        }
+    } else {
+        st
+    };
+    Ok(if st.kind == Kind::File {
+        Ok(Some(st))
+    } else {
+        Err(st)
+    })
+}
+
 /// True when a user other than root, the running user and `link_uid` can write the
 /// directory of `path` (or it cannot be looked at): a link there is not followed.
 fn planted_by_another(path: &Path, link_uid: u32) -> bool {

@@ -16,7 +16,6 @@ use std::time::SystemTime;
 use crate::clock::{Clocks, age_on_db_clock, epoch, plausible_age};
 use crate::config::Watch;
 use crate::decide::{Ahead, Basis, Evidence, Heartbeat, Owner, Thresholds, Verdict, WorkerProof};
-use crate::fsafe::Reached;
 use crate::host::Host;
 use crate::message;
 use crate::store::RunningRow;
@@ -221,13 +220,13 @@ fn beat_since_start_of(h: &Heartbeat, host: &Host, pid: u32, host_now: SystemTim
     beat >= started
 }
 
-/// The heartbeat a file gives at `now` (host clock): the mtime of a regular file, reached
-/// without being opened ([`crate::fsafe::reach`]). Anything else there — a FIFO, a device
+/// The heartbeat a file gives at `now` (host clock): the mtime of a regular file, looked
+/// at without being opened ([`crate::fsafe::look`]). Anything else there — a FIFO, a device
 /// (whose mtime anyone writing to it moves), a link another user could have planted — is
 /// [`Heartbeat::Unreadable`]: it proves nothing either way (docs/design.md#file-safety).
 pub fn file_heartbeat(path: &Path, now: SystemTime) -> Heartbeat {
-    match crate::fsafe::reach(path) {
-        Ok(Reached::File(_, st)) => {
+    match crate::fsafe::look(path) {
+        Ok(Ok(Some(st))) => {
             let age = match now.duration_since(st.modified) {
                 Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
                 Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
@@ -237,8 +236,8 @@ pub fn file_heartbeat(path: &Path, now: SystemTime) -> Heartbeat {
                 Err(why) => Heartbeat::Unreadable(why),
             }
         }
-        Ok(Reached::Absent) => missing_or_unusable(path),
-        Ok(Reached::Other(st)) => Heartbeat::Unreadable(format!(
+        Ok(Ok(None)) => missing_or_unusable(path),
+        Ok(Err(st)) => Heartbeat::Unreadable(format!(
             "{}: {}, not a regular file",
             path.display(),
             st.kind.describe()

@@ -332,7 +332,7 @@ fn rows_that_finish_while_check_pages_through_them_are_never_overwritten_postgre
 }
 
 /// A watch of 12,000 running rows spans three pages but fits what the first pass keeps:
-/// each heartbeat file is probed once (reached `O_PATH`, never opened), and once more just
+/// each heartbeat file is probed once (one `statx`, never opened), and once more just
 /// before its row's write; every dead row is marked and journaled once.
 #[test]
 fn a_watch_of_a_few_pages_is_probed_once() {
@@ -376,12 +376,15 @@ fn a_watch_of_a_few_pages_is_probed_once() {
         .output()
         .expect("strace");
     assert_exit(&o, 0);
-    let probes = std::fs::read_to_string(&trace)
-        .expect("trace")
-        .lines()
-        .filter(|l| l.contains("/hb-"))
-        .count();
+    let trace = std::fs::read_to_string(&trace).expect("trace");
+    let probes = trace.lines().filter(|l| l.contains("/hb-")).count();
     assert_eq!(probes, 12_000 + 120, "one probe a row, one more a write");
+    assert!(
+        !trace
+            .lines()
+            .any(|l| l.contains("/hb-") && l.contains("open")),
+        "a heartbeat file is looked at, never opened"
+    );
     let once: BTreeMap<i64, usize> = (100..=ROWS).step_by(100).map(|i| (i, 1)).collect();
     assert_eq!(journaled(&sb), once);
 }
