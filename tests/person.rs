@@ -1,4 +1,4 @@
-//! A person's side (SPEC §13, §14's selfheal part), through the real binary on real SQLite
+//! A person's side (docs/design.md#person, docs/design.md#retry), through the real binary on real SQLite
 //! files, a real MariaDB and a real PostgreSQL: `selfheal show` lists what needs a person and nothing else and
 //! shows one row's whole record (with its journal across a rotation); `selfheal resolve`
 //! decides with one journaled compare-and-set (the actor from `SUDO_USER`, the metrics
@@ -558,7 +558,7 @@ fn show_one_row_has_its_columns_evidence_verdict_history_across_a_rotation_and_l
     assert!(ev["heartbeat_age_s"].as_u64().is_some_and(|a| a >= 30));
     assert_eq!(v["verdict"], "hung");
     // A person's decision sticks: the next real run does not park it again for the same
-    // reason while its heartbeat has not beaten since (SPEC §13).
+    // reason while its heartbeat has not beaten since (docs/design.md#person).
     assert_eq!(v["held"], "person", "{v}");
     assert!(
         v["next_run"]

@@ -668,3 +668,70 @@ fn the_unpark_step_reads_as_its_steps() {
         "functions of src/check/unpark.rs longer than 60 lines: {long:?}"
     );
 }
+
+/// The code, its tests and its scripts cite the repository's own contract: every
+/// `docs/design.md#anchor` they name is an anchor of that file, and nothing cites a "SPEC"
+/// section the repository does not hold.
+#[test]
+fn the_code_cites_anchors_design_md_has() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let design = std::fs::read_to_string(root.join("docs/design.md")).expect("design.md");
+    let anchors: std::collections::HashSet<&str> = design
+        .split("<a id=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "scripts", "php", "packaging"] {
+        walk(&root.join(dir), &mut files);
+    }
+    let (mut cited, mut missing, mut spec) = (0usize, Vec::new(), Vec::new());
+    for f in &files {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue; // not text
+        };
+        // Snapshots are output; this test names the patterns it looks for.
+        if f.components().any(|c| c.as_os_str() == "snapshots") || f.ends_with("structure.rs") {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            let at = format!("{}:{}", f.strip_prefix(root).unwrap_or(f).display(), n + 1);
+            if line.contains("SPEC §") || line.contains("SPEC section") {
+                spec.push(at.clone());
+            }
+            for part in line.split("design.md#").skip(1) {
+                let a: String = part
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                cited += 1;
+                if !anchors.contains(a.as_str()) {
+                    missing.push(format!("{at}: #{a}"));
+                }
+            }
+        }
+    }
+    assert!(
+        cited > 100,
+        "only {cited} citations found: the scan is broken"
+    );
+    assert!(missing.is_empty(), "anchors design.md lacks: {missing:#?}");
+    assert!(
+        spec.is_empty(),
+        "citations of a SPEC the repository does not hold: {spec:#?}"
+    );
+}
+
+fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}

@@ -1,7 +1,7 @@
 <?php
 /*
  * Selfheal\Lease: the job's side of the lease loop selfheal watches (selfheal(1), section
- * LEASE; SPEC section 14). A worker claims a row with one compare-and-set, renews its lease
+ * LEASE; docs/design.md#lease). A worker claims a row with one compare-and-set, renews its lease
  * while it works, and finishes it — every write fenced, so a worker whose row was taken away
  * (reclaimed by selfheal while it looked dead, resolved by a person, changed by another
  * tool, claimed again by a successor) finds out at its next beat and never writes its late

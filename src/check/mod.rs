@@ -14,7 +14,7 @@
 //! of those steps). Per watch, `sweep.rs` judges the running rows (nothing written),
 //! `batch.rs` writes the condemned ones (intents, compare-and-set, release, journal), and
 //! [`unpark`] puts back to running the parked rows whose own heartbeat beats again after a
-//! park as `hung` (SPEC §13). Across runs: [`confirmations`] counts inferred verdicts,
+//! park as `hung` (docs/design.md#person). Across runs: [`confirmations`] counts inferred verdicts,
 //! `decided.rs` reads a person's `--as running`, [`remind`] keeps what the cron text told,
 //! [`streak`] trouble that lasts, and [`recovery`] settles a stopped run's intents;
 //! [`release`] removes a legacy lock file. A new per-row verdict or hold belongs in
@@ -80,7 +80,7 @@ pub struct CheckOptions {
     pub remind: bool,
 }
 
-/// The exit status for a finished run (SPEC §7): 1 while any row needs a person — also
+/// The exit status for a finished run (docs/design.md#exit-status): 1 while any row needs a person — also
 /// rows parked in `manual_value` earlier (the cron text tells of them only per
 /// `remind_every`, but a systemd unit shows failed and monitoring sees it every run).
 pub fn exit_code(s: &Summary) -> u8 {
@@ -831,7 +831,7 @@ impl SecondPass<'_> {
 
 /// A watch skipped because its advisory lock is held elsewhere: one more run of its busy
 /// streak (the count the `selfheal_watch_busy` gauge shows), and once the streak is
-/// longer than 2 × `stale_after` (SPEC §7), a warning that names the lock's holder — a
+/// longer than 2 × `stale_after` (docs/design.md#output), a warning that names the lock's holder — a
 /// selfheal run holds it for seconds, so one that holds it for longer is most likely not
 /// selfheal: the lock's name is predictable, and any database account can take it first.
 /// The cron text says it once, then per `remind_every`.

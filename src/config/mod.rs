@@ -1,4 +1,4 @@
-//! Configuration: the TOML file of SPEC §4, overlaid with command-line flags, turned into a
+//! Configuration: the TOML file of docs/design.md#configuration, overlaid with command-line flags, turned into a
 //! typed and validated [`Config`] before any database or file is touched.
 //!
 //! Reads exactly one file (the configuration itself); everything else is pure. Every error
@@ -533,7 +533,7 @@ fn build(
                      leave db_lock out, or watch the job's heartbeat or lock_file",
                 ));
             }
-            // PostgreSQL's advisory locks as named locks (SPEC §16) are not read yet.
+            // PostgreSQL's advisory locks as named locks (docs/design.md#evidence-kinds) are not read yet.
             if let (DbUrl::Postgres(_), Some(w)) =
                 (&parsed, out.iter().find(|w| !w.db_lock.is_empty()))
             {

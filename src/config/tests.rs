@@ -1,4 +1,4 @@
-//! Configuration table tests: every rule of SPEC §4 and every error names the file, the
+//! Configuration table tests: every rule of docs/design.md#configuration and every error names the file, the
 //! key and what is expected.
 
 use super::*;

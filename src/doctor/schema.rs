@@ -13,7 +13,7 @@ use crate::store::{self, ScanPlan, Schema, Store};
 
 use super::{Finding, Mark};
 
-/// `retry_at_column` (SPEC §14): the column exists (else the schema check failed) and what
+/// `retry_at_column` (docs/design.md#lease): the column exists (else the schema check failed) and what
 /// it holds; and the condition the application's picker must add, in this database's SQL,
 /// or rows sent back to the queue are picked again at once.
 pub(super) fn retry_at_finding(w: &Watch, schema: &Schema, d: &store::Dialect) -> Option<Finding> {

@@ -35,7 +35,7 @@
 //!    are made from) — and an arm wherever a URL is written back (`init`'s `url_text`);
 //! 3. its dispatch: an arm where a URL's scheme picks its driver (`driver_for`);
 //! 4. its driver crate: a dependency in `Cargo.toml` (rustls, never OpenSSL; glibc 2.17:
-//!    SPEC §11).
+//!    docs/design.md#packaging).
 //!
 //! What a person is shown in SQL (`doctor`'s `ALTER`/`CREATE INDEX`/`ANALYZE`, the holder
 //! of a busy watch's lock) is MySQL's by default; a database whose SQL differs says its
@@ -45,7 +45,7 @@
 //!
 //! Guarantee shared by every database: [`JobTable::compare_and_set`] changes at most one
 //! row, and only if it still has the status (the running status for `check`), the start,
-//! owner and heartbeat-column values selfheal observed (SPEC §6; an un-park leaves the
+//! owner and heartbeat-column values selfheal observed (docs/design.md#writes; an un-park leaves the
 //! heartbeat column out, since it is made because the row beats again), and never moves a
 //! start, heartbeat, end or retry time the watch names that the table declares `ON UPDATE
 //! CURRENT_TIMESTAMP` (read by [`Introspect::schema`]) unless it sets it. Values are always
@@ -322,11 +322,11 @@ pub struct Change<'a> {
     /// Raise the attempts column by one (a reclaim to the retry queue).
     pub bump_attempts: bool,
     /// Set `ended_column`: the row is marked dead or retried. Never for a row parked in
-    /// `manual_value` (SPEC §6): its worker may still be running, and `stats` would count
+    /// `manual_value` (docs/design.md#writes): its worker may still be running, and `stats` would count
     /// it as finished.
     pub set_ended: bool,
     /// Set `retry_at_column` (where the watch has one) to the database's now plus this
-    /// many seconds: the backoff of a reclaim, 0 for a person's retry (SPEC §14).
+    /// many seconds: the backoff of a reclaim, 0 for a person's retry (docs/design.md#lease).
     pub retry_at: Option<u64>,
     /// Also match the heartbeat column's observed value (every change but an un-park,
     /// which is made because the row beats again: its heartbeat moves on by design).
@@ -478,7 +478,7 @@ pub trait JobTable {
     fn named_locks(&mut self, _names: &[String]) -> Result<Vec<Option<NamedHolder>>> {
         Err(no_named_locks())
     }
-    /// One compare-and-set (SPEC §6). Connection-level failures are `Err`.
+    /// One compare-and-set (docs/design.md#cas). Connection-level failures are `Err`.
     fn compare_and_set(&mut self, w: &Watch, schema: &Schema, c: &Change<'_>)
     -> Result<CasOutcome>;
     /// Several compare-and-sets at the start of a group of writes
@@ -565,7 +565,7 @@ pub trait Introspect {
     /// Whether the server takes `a` and `b` for one value of `column` of the watch's table,
     /// under the column's own collation: `Some(collation)` when it does, `None` when it does
     /// not or the database has no such thing to ask (SQLite's collations are the ones
-    /// [`crate::config`] folds already). For `doctor`'s check of `match` values (SPEC §4):
+    /// [`crate::config`] folds already). For `doctor`'s check of `match` values (docs/design.md#configuration):
     /// `utf8mb4_general_ci` takes `straße` for `strase`, which no offline rule foresees.
     fn equal_under_collation(
         &mut self,

@@ -1,4 +1,4 @@
-//! PostgreSQL driver (SPEC §18): the third database, in this one file — its URL and where
+//! PostgreSQL driver (docs/design.md#commands): the third database, in this one file — its URL and where
 //! its password comes from, its SQL ([`DIALECT`]), the [`Driver`], its values in and out,
 //! how its failures read, what it says about a table and itself ([`Introspect`], and the
 //! [`SURVEY`] of `selfheal init`), and how runs coordinate through it ([`Coordination`]).
@@ -100,7 +100,7 @@ pub const DIALECT: Dialect = Dialect {
         }),
         current_database: Some("SELECT current_database()"),
     },
-    // `db_lock` evidence on PostgreSQL (SPEC §16's last bullet) is not built yet.
+    // `db_lock` evidence on PostgreSQL (docs/design.md#evidence-kinds's last bullet) is not built yet.
     named_locks: None,
 };
 

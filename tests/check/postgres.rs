@@ -1,4 +1,4 @@
-//! `selfheal check` end to end against a real PostgreSQL server (SPEC §18): each test
+//! `selfheal check` end to end against a real PostgreSQL server (docs/design.md#commands): each test
 //! creates its own database and drops it. Skipped outside CI when no server answers; fails
 //! in CI. The same cases as on MariaDB (`check::mysql`), with PostgreSQL's column types,
 //! its row locks, its advisory locks and real processes that hold them.

@@ -1,5 +1,5 @@
 //! Backlogs: hundreds of thousands of running rows judged in bounded memory and output
-//! (SPEC §5 last bullet, §7, §8), and rows that finish while a run pages through them.
+//! (docs/design.md#paging, docs/design.md#output), and rows that finish while a run pages through them.
 //! Not timed: speed and memory figures are `scripts/bench --only scale`'s.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1776,7 +1776,7 @@ pub fn on_own_host(dirs: &[&str], setup: &str, args: &[&std::ffi::OsStr]) -> Opt
 
 /// Makes the last real run's confirmation counts a cron period old (their `seen` time moved
 /// back `secs`): a run now counts toward `confirm` as the next cron run would. A run less
-/// than `stale_after / 2` after the one it follows neither counts nor resets (SPEC §5), so
+/// than `stale_after / 2` after the one it follows neither counts nor resets (docs/design.md#verdicts), so
 /// a test that runs `check` twice in a row to confirm an inferred verdict lets the time of
 /// a cron period pass in between this way. Does nothing without the state file.
 pub fn a_cron_period_passes(sb: &Sandbox, secs: i64) {

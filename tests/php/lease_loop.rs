@@ -1,4 +1,4 @@
-//! The lease loop end to end (SPEC §13–§14): PHP workers holding rows with
+//! The lease loop end to end (docs/design.md#lease, docs/design.md#person): PHP workers holding rows with
 //! `Selfheal\Lease` (php-cli, `tests/php/lease_driver.php`) and the real `selfheal` binary
 //! (`check`, `resolve`, `doctor`) on one job table, on MariaDB and in a SQLite file:
 //! - a person takes a row from a live lease holder: `resolve --as retry` is refused while
