@@ -521,27 +521,17 @@ fn build(
                     ));
                 }
             }
-            // Named locks are a MySQL/MariaDB server's (docs/design.md#named-lock): a
-            // file database has none to hold.
+            // Named locks are a database server's (docs/design.md#named-lock): MySQL's
+            // GET_LOCK, PostgreSQL's advisory locks; a file database has none to hold.
             if let (DbUrl::Sqlite(_), Some(w)) =
                 (&parsed, out.iter().find(|w| !w.db_lock.is_empty()))
             {
                 return Err(Error::config(
                     origin,
                     format!("watch '{}': db_lock", w.name),
-                    "a named lock (GET_LOCK) lives in a MySQL/MariaDB server; SQLite has none: \
-                     leave db_lock out, or watch the job's heartbeat or lock_file",
-                ));
-            }
-            // PostgreSQL's advisory locks as named locks (docs/design.md#evidence-kinds) are not read yet.
-            if let (DbUrl::Postgres(_), Some(w)) =
-                (&parsed, out.iter().find(|w| !w.db_lock.is_empty()))
-            {
-                return Err(Error::config(
-                    origin,
-                    format!("watch '{}': db_lock", w.name),
-                    "selfheal does not read PostgreSQL's advisory locks as a job's named lock \
-                     yet: leave db_lock out, or watch the job's heartbeat, lock_file or owner",
+                    "a named lock (GET_LOCK, pg_advisory_lock) lives in a MySQL/MariaDB or \
+                     PostgreSQL server; SQLite has none: leave db_lock out, or watch the job's \
+                     heartbeat or lock_file",
                 ));
             }
             Some(Database {

@@ -100,9 +100,68 @@ pub const DIALECT: Dialect = Dialect {
         }),
         current_database: Some("SELECT current_database()"),
     },
-    // `db_lock` evidence on PostgreSQL (docs/design.md#evidence-kinds's last bullet) is not built yet.
-    named_locks: None,
+    // `db_lock` on PostgreSQL: advisory locks (docs/design.md#named-lock).
+    named_locks: Some(sql::NamedLockSql {
+        holders: named_holders,
+        sessions: named_sessions,
+    }),
 };
+
+/// The advisory lock key of a `db_lock` name, as SQL over the parameter `$n`: a name that
+/// is a whole number is the `bigint` key itself (`pg_advisory_lock(42)`), any other text is
+/// keyed as `hashtextextended(text, 0)`, the usual way an application locks a name.
+fn named_key(name: &str, n: usize) -> (String, SqlValue) {
+    match name.trim().parse::<i64>() {
+        Ok(k) if name.trim() == name => (format!("${n}::bigint"), SqlValue::Int(k)),
+        _ => (
+            format!("hashtextextended(${n}::text, 0)"),
+            SqlValue::Text(name.to_string()),
+        ),
+    }
+}
+
+/// `SELECT (the pid holding the first name's key), …`: one row, a cell per name, NULL where
+/// nobody holds it. A `bigint` key is held as two halves in `pg_locks`: `classid` the high
+/// 32 bits, `objid` the low, `objsubid` 1; only this database's locks count.
+fn named_holders(_d: &Dialect, names: &[String]) -> Statement {
+    let mut params = Vec::with_capacity(names.len());
+    let cells: Vec<String> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let (key, value) = named_key(name, i + 1);
+            params.push(value);
+            format!(
+                "(SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted \
+                 AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE \
+                 datname = current_database()) AND l.classid::bigint = ({key} >> 32) & \
+                 4294967295 AND l.objid::bigint = {key} & 4294967295 LIMIT 1)"
+            )
+        })
+        .collect();
+    Statement {
+        sql: format!("SELECT {}", cells.join(", ")),
+        params,
+    }
+}
+
+/// The sessions holding named locks, as `pg_stat_activity` shows them to this account (all
+/// of them with `pg_read_all_stats`): pid, user, where from (address or `local`, with the
+/// application name), and seconds in its state.
+fn named_sessions(_d: &Dialect, ids: &[u64]) -> Statement {
+    let list: Vec<String> = (1..=ids.len()).map(|n| format!("${n}::int")).collect();
+    Statement {
+        sql: format!(
+            "SELECT pid, usename, COALESCE(host(client_addr), 'local') || \
+             CASE WHEN COALESCE(application_name, '') <> '' \
+             THEN ' ' || application_name ELSE '' END, \
+             EXTRACT(EPOCH FROM now() - state_change)::bigint \
+             FROM pg_stat_activity WHERE pid IN ({})",
+            list.join(", ")
+        ),
+        params: ids.iter().map(|i| SqlValue::UInt(*i)).collect(),
+    }
+}
 
 /// A string literal as PostgreSQL reads it (`standard_conforming_strings`, the default
 /// since 9.1): quotes doubled; with a control character, an `E'…'` literal with escapes

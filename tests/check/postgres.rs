@@ -819,20 +819,98 @@ fn stats_read_finished_rows_with_and_without_a_message_column() {
     }
 }
 
-/// `db_lock` (a job's named lock) is not read on PostgreSQL yet: a configuration naming
-/// it is refused before anything is touched, in a sentence.
+/// `db_lock` on PostgreSQL: a job's advisory lock, held by a real `psql` session, keyed
+/// as applications key a name (`hashtextextended(name, 0)`) or, for a name that is a whole
+/// number, by that number itself. Held, the row lives however old it is (no heartbeat, no
+/// owner: the lock alone); its holder's pid is shown. Killed with SIGKILL, the server frees
+/// the lock and the next run reclaims the row at once (a free lock is a fact about now).
 #[test]
-fn db_lock_on_postgres_is_refused_as_a_configuration_error() {
+fn a_jobs_advisory_lock_is_its_named_lock_held_alive_and_free_once_killed() {
+    if !have_tool("psql", &["--version"], "psql") {
+        return;
+    }
+    let mut db = pg_or_skip!();
+    db.create_sync_log("TIMESTAMPTZ");
+    let mut by_name = psql_holding(&db, "job/7");
+    let mut by_number = {
+        let before = advisory_locks(&mut db);
+        let p = Proc::spawn(
+            std::process::Command::new("psql")
+                .args(["-X", "-q", "-h", "/var/run/postgresql", "-d", &db.name])
+                .args(["-c", "SELECT pg_advisory_lock(42)"])
+                .args(["-c", "\\! sleep 600"]),
+        );
+        wait_until("psql takes lock 42", Duration::from_secs(10), || {
+            advisory_locks(&mut db) > before
+        });
+        p
+    };
+    db.exec(
+        "INSERT INTO sync_log (id, status, start_time) VALUES
+           (7, 'running', now() - INTERVAL '1 hour'),
+           (42, 'running', now() - INTERVAL '1 hour'),
+           (9, 'running', now() - INTERVAL '1 hour')",
+    );
     let sb = Sandbox::new();
     let cfg = sb.config(
-        "postgres://app@/appdb?host=/nonexistent",
-        &sb.watch("db_lock = \"job/{id}\"\n"),
+        &db.url,
+        "name = \"jobs\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+         db_lock = [\"job/{id}\", \"{id}\"]\n\
+         stale_after = \"5m\"\nmax_age = \"4h\"\n\
+         ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n",
     );
+    let (o, rows, _) = {
+        let o = check(&cfg, &["--dry-run", "--format", "json"]);
+        let (rows, summary) = json_lines(&o);
+        (o, rows, summary)
+    };
+    for (id, pid) in [(7, by_name.pid()), (42, by_number.pid())] {
+        let r = row(&rows, id);
+        assert_eq!(
+            (r["verdict"].as_str(), r["db_lock"].as_str()),
+            (Some("alive"), Some("held")),
+            "row {id}: {r}"
+        );
+        // The holder is the psql session's backend, not psql itself: a server pid.
+        assert!(
+            r["db_lock_holder"]["connection"]
+                .as_u64()
+                .is_some_and(|c| c > 0 && c != u64::from(pid)),
+            "{r}"
+        );
+    }
+    // Row 9's names nobody holds, and it is an hour old: conclusive.
+    let r = row(&rows, 9);
+    assert_eq!(
+        (r["verdict"].as_str(), r["db_lock"].as_str()),
+        (Some("dead"), Some("free")),
+        "{r}"
+    );
+    let _ = o;
+    let before = db.row(7);
     let o = check(&cfg, &[]);
-    assert_exit(&o, 2);
-    assert!(
-        stderr(&o).contains("db_lock: selfheal does not read PostgreSQL's advisory locks"),
-        "{}",
-        stderr(&o)
+    assert_exit(&o, 0);
+    assert_eq!(db.row(9).0, "error");
+    assert_eq!(db.row(7), before, "a held lock's row is never written");
+    assert_eq!(db.row(42).0, "running");
+
+    kill_group(&mut by_name);
+    kill_group(&mut by_number);
+    wait_until(
+        "the server releases the killed sessions' locks",
+        Duration::from_secs(10),
+        || advisory_locks(&mut db) == 0,
     );
+    let o = check(&cfg, &["--format", "json"]);
+    assert_exit(&o, 0);
+    for id in [7, 42] {
+        let (status, ended, msg) = db.row(id);
+        assert_eq!(
+            (status.as_str(), ended),
+            ("error", true),
+            "row {id}: {}",
+            stdout(&o)
+        );
+        assert!(msg.starts_with("self-heal: dead: "), "{msg}");
+    }
 }
