@@ -196,66 +196,13 @@ impl fmt::Display for LockTemplate {
 /// The lowercase hex MD5 of `data` (RFC 1321), as PHP's `md5()` gives it. Not for
 /// security: it only rebuilds the names applications lock.
 pub fn md5_hex(data: &[u8]) -> String {
-    const S: [u32; 64] = [
-        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5,
-        9, 14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10,
-        15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-    ];
-    let k: Vec<u32> = (0..64u32)
-        .map(|i| {
-            // floor(|sin(i + 1)| * 2^32), as the RFC defines the table.
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let v = (f64::from(i + 1).sin().abs() * 4_294_967_296.0) as u32;
-            v
-        })
-        .collect();
-    let mut msg = data.to_vec();
-    let bits = (data.len() as u64).wrapping_mul(8);
-    msg.push(0x80);
-    while msg.len() % 64 != 56 {
-        msg.push(0);
-    }
-    msg.extend_from_slice(&bits.to_le_bytes());
-    let (mut a0, mut b0, mut c0, mut d0) = (
-        0x6745_2301u32,
-        0xefcd_ab89u32,
-        0x98ba_dcfeu32,
-        0x1032_5476u32,
-    );
-    for chunk in msg.chunks_exact(64) {
-        let m: Vec<u32> = chunk
-            .chunks_exact(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect();
-        let (mut a, mut b, mut c, mut d) = (a0, b0, c0, d0);
-        for i in 0..64 {
-            let (f, g) = match i / 16 {
-                0 => ((b & c) | (!b & d), i),
-                1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
-                2 => (b ^ c ^ d, (3 * i + 5) % 16),
-                _ => (c ^ (b | !d), (7 * i) % 16),
-            };
-            let f = f
-                .wrapping_add(a)
-                .wrapping_add(k.get(i).copied().unwrap_or(0))
-                .wrapping_add(m.get(g).copied().unwrap_or(0));
-            a = d;
-            d = c;
-            c = b;
-            b = b.wrapping_add(f.rotate_left(S.get(i).copied().unwrap_or(0)));
-        }
-        a0 = a0.wrapping_add(a);
-        b0 = b0.wrapping_add(b);
-        c0 = c0.wrapping_add(c);
-        d0 = d0.wrapping_add(d);
-    }
-    [a0, b0, c0, d0].iter().flat_map(|w| w.to_le_bytes()).fold(
-        String::with_capacity(32),
-        |mut s, b| {
+    use md5::Digest;
+    md5::Md5::digest(data)
+        .iter()
+        .fold(String::with_capacity(32), |mut s, b| {
             let _ = write!(s, "{b:02x}");
             s
-        },
-    )
+        })
 }
 
 #[cfg(test)]
