@@ -120,9 +120,20 @@ fn named_key(name: &str, n: usize) -> (String, SqlValue) {
     }
 }
 
+/// The condition on `pg_locks l` that it is a granted advisory lock of this database on
+/// the `bigint` key `key` (SQL): such a key is held as two halves, `classid` the high 32
+/// bits, `objid` the low, `objsubid` 1. The watch's own lock and a job's `db_lock` alike.
+fn advisory_lock_on(key: &str) -> String {
+    format!(
+        "l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
+         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+         AND l.classid::bigint = ({key} >> 32) & 4294967295 \
+         AND l.objid::bigint = ({key}) & 4294967295"
+    )
+}
+
 /// `SELECT (the pid holding the first name's key), …`: one row, a cell per name, NULL where
-/// nobody holds it. A `bigint` key is held as two halves in `pg_locks`: `classid` the high
-/// 32 bits, `objid` the low, `objsubid` 1; only this database's locks count.
+/// nobody holds it ([`advisory_lock_on`]).
 fn named_holders(_d: &Dialect, names: &[String]) -> Statement {
     let mut params = Vec::with_capacity(names.len());
     let cells: Vec<String> = names
@@ -132,10 +143,8 @@ fn named_holders(_d: &Dialect, names: &[String]) -> Statement {
             let (key, value) = named_key(name, i + 1);
             params.push(value);
             format!(
-                "(SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted \
-                 AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE \
-                 datname = current_database()) AND l.classid::bigint = ({key} >> 32) & \
-                 4294967295 AND l.objid::bigint = {key} & 4294967295 LIMIT 1)"
+                "(SELECT l.pid FROM pg_locks l WHERE {} LIMIT 1)",
+                advisory_lock_on(&key)
             )
         })
         .collect();
@@ -1972,18 +1981,14 @@ impl Coordination for SqlStore<Postgres> {
         const WHAT: &str = "asking who holds the advisory lock";
         let pg = &mut self.driver;
         let lock = pg.watch_lock_name(w, host, WHAT)?;
-        // A bigint key is held as two halves: classid the high 32 bits, objid the low.
         let found = pg.first(
             &format!(
                 "SELECT l.pid, s.usename, COALESCE(host(s.client_addr), \
                  CASE WHEN s.pid IS NOT NULL THEN 'local' END) \
                  FROM (SELECT {KEY} AS k) AS key, pg_locks l \
                  LEFT JOIN pg_stat_activity s ON s.pid = l.pid \
-                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
-                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-                 AND l.classid::bigint = (key.k >> 32) & 4294967295 \
-                 AND l.objid::bigint = key.k & 4294967295 \
-                 LIMIT 1"
+                 WHERE {} LIMIT 1",
+                advisory_lock_on("key.k")
             ),
             &[SqlValue::Text(lock.clone())],
             WHAT,
