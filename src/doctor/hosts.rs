@@ -8,6 +8,7 @@
 use crate::config::{Config, Watch};
 use crate::host::Host;
 use crate::probe::owner::{INITIAL_PID_NS, PidNamespace};
+use crate::report::OwnerCounts;
 use crate::store::{self, Introspect};
 
 use super::Finding;
@@ -51,18 +52,27 @@ pub(super) fn host_local_finding(w: &Watch, host: &Host) -> Option<Finding> {
 /// How many distinct owner hosts doctor counts one by one; rows of further hosts are
 /// counted together (a table of a hundred thousand container names stays small).
 const HOSTS_COUNTED: usize = 1_000;
-/// How many hosts the finding names; the rest are summed.
-const HOSTS_NAMED: usize = 20;
 
-/// Who owns a watch's running rows, counted a page at a time (`owner_column` only).
-#[derive(Debug, Default)]
+/// Who owns a watch's running rows, counted a page at a time (`owner_column` only): the
+/// hosts as a run counts them ([`OwnerCounts`], here up to [`HOSTS_COUNTED`] names), and
+/// the owners that name no host.
+#[derive(Debug)]
 pub(super) struct Owners {
-    hosts: std::collections::HashMap<String, usize>,
-    /// Rows of hosts past [`HOSTS_COUNTED`].
-    uncounted: usize,
+    hosts: OwnerCounts,
     bare: usize,
     empty: usize,
     invalid: usize,
+}
+
+impl Default for Owners {
+    fn default() -> Owners {
+        Owners {
+            hosts: OwnerCounts::counting(HOSTS_COUNTED),
+            bare: 0,
+            empty: 0,
+            invalid: 0,
+        }
+    }
 }
 
 impl Owners {
@@ -71,17 +81,7 @@ impl Owners {
         match r.owner.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
             None => self.empty += 1,
             Some(v) => match parse_owner(v) {
-                Some((Some(h), _)) => {
-                    let h = h.to_ascii_lowercase();
-                    let room = self.hosts.len() < HOSTS_COUNTED;
-                    match self.hosts.get_mut(&h) {
-                        Some(n) => *n += 1,
-                        None if room => {
-                            self.hosts.insert(h, 1);
-                        }
-                        None => self.uncounted += 1,
-                    }
-                }
+                Some((Some(h), _)) => self.hosts.count(&h.to_ascii_lowercase()),
                 Some((None, _)) => self.bare += 1,
                 None => self.invalid += 1,
             },
@@ -96,44 +96,33 @@ pub(super) fn owners_finding(w: &Watch, owners: Owners, host: &Host) -> Option<F
     let col = w.owner_column.as_ref()?;
     let Owners {
         hosts,
-        uncounted,
         bare,
         empty,
         invalid,
     } = owners;
-    let mut hosts: Vec<(String, usize)> = hosts.into_iter().collect();
-    // The busiest first, then by name; the rest summed.
-    hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let others = hosts.len().saturating_sub(HOSTS_NAMED);
-    let other_rows: usize = hosts
-        .iter()
-        .skip(HOSTS_NAMED)
-        .map(|(_, n)| n)
-        .sum::<usize>()
-        + uncounted;
-    let some_hosts = !hosts.is_empty();
-    hosts.truncate(HOSTS_NAMED);
-    hosts.sort();
-    let mut parts: Vec<String> = hosts
+    // The busiest by name; the rest summed.
+    let busiest = hosts.busiest();
+    let mut shown = busiest.shown;
+    let some_hosts = !shown.is_empty();
+    shown.sort_unstable();
+    let mut parts: Vec<String> = shown
         .iter()
         .map(|(h, n)| {
             let me = if host.is_me(h) { " (this host)" } else { "" };
             format!("{h}{me} {n}")
         })
         .collect();
-    if other_rows > 0 {
+    if let Some(o) = busiest.other {
         parts.push(format!(
-            "{} other host{} {other_rows}",
-            if uncounted > 0 {
-                format!("{others}+")
-            } else {
-                others.to_string()
-            },
-            if others == 1 && uncounted == 0 {
+            "{}{} other host{} {}",
+            o.hosts,
+            if o.more_hosts { "+" } else { "" },
+            if o.hosts == 1 && !o.more_hosts {
                 ""
             } else {
                 "s"
-            }
+            },
+            o.rows
         ));
     }
     let unqualified = bare + empty;

@@ -211,25 +211,42 @@ impl WatchRun {
 
 /// Running rows by the host they belong to: counted in a hash map, so a run costs the same
 /// whatever the number of distinct hosts (containers with unique names, one per row), up
-/// to [`OwnerCounts::COUNTED`] hosts (rows of hosts beyond are summed: a million unique
+/// to [`OwnerCounts::COUNTED`] hosts in a run (rows of hosts beyond are summed: a million unique
 /// names must not cost a million entries), and shown for the busiest
 /// [`OwnerCounts::SHOWN`] hosts, the rest summed as `other` (docs/design.md#paging).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerCounts {
     hosts: std::collections::HashMap<String, usize>,
-    /// Rows of hosts first seen after [`OwnerCounts::COUNTED`] others.
+    /// Rows of hosts first seen after `cap` others.
     uncounted: usize,
+    /// How many distinct hosts are counted one by one.
+    cap: usize,
+}
+
+impl Default for OwnerCounts {
+    fn default() -> OwnerCounts {
+        OwnerCounts::counting(OwnerCounts::COUNTED)
+    }
 }
 
 impl OwnerCounts {
     /// How many hosts the metrics and the summary name one by one.
     pub const SHOWN: usize = 20;
-    /// How many distinct hosts are counted one by one.
+    /// How many distinct hosts a run counts one by one.
     pub const COUNTED: usize = 10_000;
+
+    /// Counts that keep at most `cap` host names; rows of further hosts are summed.
+    pub fn counting(cap: usize) -> OwnerCounts {
+        OwnerCounts {
+            hosts: std::collections::HashMap::new(),
+            uncounted: 0,
+            cap,
+        }
+    }
 
     /// Counts one row of `host` (a copy of the name only for a host not seen before).
     pub fn count(&mut self, host: &str) {
-        let room = self.hosts.len() < Self::COUNTED;
+        let room = self.hosts.len() < self.cap;
         match self.hosts.get_mut(host) {
             Some(n) => *n += 1,
             None if room => {
@@ -280,7 +297,7 @@ impl<const N: usize> From<[(&str, usize); N]> for OwnerCounts {
     fn from(v: [(&str, usize); N]) -> OwnerCounts {
         OwnerCounts {
             hosts: v.into_iter().map(|(h, n)| (h.to_string(), n)).collect(),
-            uncounted: 0,
+            ..OwnerCounts::default()
         }
     }
 }
