@@ -831,11 +831,14 @@ impl PgDb {
 
     /// Whether a statement of `selfheal` (its `application_name`) waits on a lock in this
     /// database: once it does, and the test holds the row, it cannot pass it before the
-    /// test commits. False after 8 s.
+    /// test commits. Only a wait of more than 50 ms counts: a write group's try (its
+    /// `lock_timeout` is 1 ms) gives up at once and the run then waits row by row, so
+    /// catching the try would let a test act before the wait it means. False after 8 s.
     pub fn wait_for_lock_wait(&mut self) -> bool {
         let sql = format!(
             "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '{}' \
-             AND application_name = 'selfheal' AND wait_event_type = 'Lock'",
+             AND application_name = 'selfheal' AND wait_event_type = 'Lock' \
+             AND now() - query_start > INTERVAL '50 milliseconds'",
             self.name
         );
         let deadline = std::time::Instant::now() + Duration::from_secs(8);
