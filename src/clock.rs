@@ -19,7 +19,9 @@
 
 use std::time::SystemTime;
 
-use chrono::{LocalResult, NaiveDateTime, TimeDelta, TimeZone};
+use chrono::NaiveDateTime;
+
+use crate::zone::{Local, Zone};
 
 /// A stored time, as an instant or as what it takes to place one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +32,7 @@ pub enum Stamp {
     Epoch(i64),
     /// A naive wall-clock time the application wrote in the configured zone; placed by
     /// [`instant`].
-    Local(NaiveDateTime, chrono_tz::Tz),
+    Local(NaiveDateTime, Zone),
 }
 
 /// The database clock, read once per run.
@@ -47,7 +49,7 @@ pub struct DbClock {
 pub struct Clocks {
     pub db: DbClock,
     /// The zone naive DATETIME values were written in (`[database] timezone`).
-    pub tz: Option<chrono_tz::Tz>,
+    pub tz: Option<Zone>,
     /// How far two clocks (or two values written on different clocks) may disagree before
     /// it means something (`[run] clock_tolerance`), in seconds.
     pub tolerance_s: u64,
@@ -102,29 +104,18 @@ pub const FUTURE_TOLERANCE_S: i64 = 60;
 /// (then the earlier: a value cannot have been written in the future); in the gap of the
 /// spring change, the time shifted forward by the gap (the offset before the change, as a
 /// clock that was not yet moved forward wrote it).
-pub fn local_instant(n: NaiveDateTime, tz: chrono_tz::Tz, now: i64) -> Result<i64, String> {
-    match tz.from_local_datetime(&n) {
-        LocalResult::Single(t) => Ok(t.timestamp()),
-        LocalResult::Ambiguous(earlier, later) => {
-            if later.timestamp() <= now.saturating_add(FUTURE_TOLERANCE_S) {
-                Ok(later.timestamp())
+pub fn local_instant(n: NaiveDateTime, tz: Zone, now: i64) -> Result<i64, String> {
+    match tz.local(n) {
+        Some(Local::One(t)) => Ok(t),
+        Some(Local::Repeated { earlier, later }) => {
+            if later <= now.saturating_add(FUTURE_TOLERANCE_S) {
+                Ok(later)
             } else {
-                Ok(earlier.timestamp())
+                Ok(earlier)
             }
         }
-        LocalResult::None => {
-            // No change is closer to another than a few hours: six hours before the gap,
-            // the offset in force is the one from before it.
-            let before = n - TimeDelta::hours(6);
-            match tz.from_local_datetime(&before).latest() {
-                Some(b) => {
-                    use chrono::Offset;
-                    let offset = i64::from(b.offset().fix().local_minus_utc());
-                    Ok(n.and_utc().timestamp() - offset)
-                }
-                None => Err(format!("{n} does not exist in time zone {tz}")),
-            }
-        }
+        Some(Local::Skipped { before }) => Ok(before),
+        None => Err(format!("{n} is outside the years time zone {tz} covers")),
     }
 }
 
@@ -151,10 +142,10 @@ pub fn age_on_db_clock(stamp: Stamp, clock: &DbClock) -> Result<i64, String> {
 fn candidates(stamp: Stamp, now: i64) -> Result<Vec<i64>, String> {
     let first = instant(stamp, now)?;
     Ok(match stamp {
-        Stamp::Local(n, tz) => match tz.from_local_datetime(&n) {
-            LocalResult::Ambiguous(a, b) => {
-                let other = if a.timestamp() == first { b } else { a };
-                vec![first, other.timestamp()]
+        Stamp::Local(n, tz) => match tz.local(n) {
+            Some(Local::Repeated { earlier, later }) => {
+                let other = if earlier == first { later } else { earlier };
+                vec![first, other]
             }
             _ => vec![first],
         },
@@ -330,8 +321,8 @@ mod tests {
             .expect("valid")
     }
 
-    fn berlin() -> chrono_tz::Tz {
-        "Europe/Berlin".parse().expect("tz")
+    fn berlin() -> Zone {
+        Zone::named("Europe/Berlin").expect("tz")
     }
 
     fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> NaiveDateTime {
@@ -356,13 +347,13 @@ mod tests {
             Ok(600)
         );
         // Naive values written in Asia/Shanghai: 09:30 there is 01:30 UTC.
-        let tz: chrono_tz::Tz = "Asia/Shanghai".parse().expect("tz");
+        let tz = Zone::named("Asia/Shanghai").expect("tz");
         assert_eq!(
             age_on_db_clock(Stamp::Local(dt(9, 30, 0), tz), &clock),
             Ok(1800)
         );
         assert_eq!(
-            age_on_db_clock(Stamp::Local(dt(1, 0, 0), chrono_tz::UTC), &clock),
+            age_on_db_clock(Stamp::Local(dt(1, 0, 0), Zone::utc()), &clock),
             Ok(3600)
         );
         assert_eq!(

@@ -98,5 +98,6 @@ pub mod show;
 pub mod state;
 pub mod stats;
 pub mod store;
+pub mod zone;
 
 pub use error::{Error, Result};

@@ -110,7 +110,7 @@ pub struct Database {
     /// A file holding the password (first line).
     pub password_file: Option<PathBuf>,
     /// How naive DATETIME values were written. `None`: the database's own clock.
-    pub timezone: Option<chrono_tz::Tz>,
+    pub timezone: Option<crate::zone::Zone>,
 }
 
 impl Database {
@@ -479,7 +479,7 @@ fn build(
     let tz = overrides.timezone.clone().or(rawdb.timezone);
     let timezone = match tz {
         None => None,
-        Some(s) => Some(s.parse::<chrono_tz::Tz>().map_err(|_| {
+        Some(s) => Some(crate::zone::Zone::named(&s).ok_or_else(|| {
             Error::config(
                 tz_origin,
                 key_name(tz_origin, "database.timezone", "--timezone"),

@@ -119,7 +119,7 @@ release_lock = "if_free"
     assert_eq!(w.release_lock, ReleaseLock::IfFree);
     assert_eq!(
         c.database.as_ref().and_then(|d| d.timezone),
-        Some(chrono_tz::Asia::Shanghai)
+        crate::zone::Zone::named("Asia/Shanghai")
     );
     assert_eq!(c.run.clock_tolerance, Duration::from_secs(120));
 }

@@ -41,7 +41,7 @@ pub trait Driver: Sized {
     /// its dialect does not place such values itself ([`Dialect::epoch_of`]): PostgreSQL's
     /// session `TimeZone`, in which `now()` is written into a `timestamp`. `[database]
     /// timezone` overrides it.
-    fn naive_zone(&self) -> Option<chrono_tz::Tz> {
+    fn naive_zone(&self) -> Option<crate::zone::Zone> {
         None
     }
 

@@ -257,7 +257,7 @@ pub enum Ended {
     /// Integer unix seconds.
     Epoch,
     /// Naive local time in the configured zone (the way the application writes it).
-    Zone(chrono_tz::Tz),
+    Zone(crate::zone::Zone),
 }
 
 /// What selfheal learned about a watch's table.
@@ -752,10 +752,8 @@ pub(crate) fn marked_pattern() -> String {
 }
 
 /// Offset in seconds of `tz` from UTC right now, for writing naive local end times.
-pub(crate) fn zone_offset_now(tz: chrono_tz::Tz) -> i64 {
-    use chrono::Offset;
-    let now = chrono::Utc::now().with_timezone(&tz);
-    i64::from(now.offset().fix().local_minus_utc())
+pub(crate) fn zone_offset_now(tz: crate::zone::Zone) -> i64 {
+    tz.offset_now()
 }
 
 #[cfg(test)]

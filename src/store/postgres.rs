@@ -59,6 +59,7 @@ use super::types::{Column, ColumnType};
 use super::{AdvisoryLockHolder, Coordination, Introspect, ScanPlan, Schema, Session, SqlValue};
 use crate::config::{Database, DbUrl, Ident, Watch, unusable_postgres_url, with_host};
 use crate::error::{DbCause, DbErrorKind, Error, Result};
+use crate::zone::Zone;
 
 /// PostgreSQL's SQL: `"` quotes, `$n` placeholders, `IS NOT DISTINCT FROM` for null-safe
 /// equality, the session's local time to the second as "now" (what a `timestamp`, a
@@ -696,7 +697,7 @@ pub struct Postgres {
     label: String,
     creds: PgCreds,
     /// The session's `TimeZone` as a zone, where it names one chrono knows.
-    zone: Option<chrono_tz::Tz>,
+    zone: Option<crate::zone::Zone>,
     /// Inside a group of writes ([`Driver::begin_writes`]).
     in_group: bool,
     /// The group has written a row: a failed statement must undo only itself, to the
@@ -961,12 +962,12 @@ fn stream(
 /// The zone the session's `TimeZone` names (`Europe/Berlin`, `Etc/UTC`), else the fixed
 /// zone of its offset now where it is whole hours (`Etc/GMT-3` is UTC+3), else none
 /// (naive times then read as UTC; `doctor` says to set `[database] timezone`).
-fn zone_of(name: &str, offset_s: i32) -> Option<chrono_tz::Tz> {
-    if let Ok(tz) = name.parse::<chrono_tz::Tz>() {
+fn zone_of(name: &str, offset_s: i32) -> Option<Zone> {
+    if let Some(tz) = Zone::named(name) {
         return Some(tz);
     }
     if name.eq_ignore_ascii_case("UTC") || name.eq_ignore_ascii_case("GMT") {
-        return Some(chrono_tz::UTC);
+        return Some(Zone::utc());
     }
     if offset_s % 3600 != 0 {
         return None;
@@ -977,7 +978,7 @@ fn zone_of(name: &str, offset_s: i32) -> Option<chrono_tz::Tz> {
     } else {
         format!("Etc/GMT{hours:+}")
     };
-    fixed.parse().ok()
+    Zone::named(&fixed)
 }
 
 impl Driver for Postgres {
@@ -1011,7 +1012,7 @@ impl Driver for Postgres {
         format!("{what} on {}", self.label)
     }
 
-    fn naive_zone(&self) -> Option<chrono_tz::Tz> {
+    fn naive_zone(&self) -> Option<Zone> {
         self.zone
     }
 
@@ -2269,12 +2270,9 @@ mod tests {
         assert_eq!(pg_literal("it's"), "'it''s'");
         assert_eq!(pg_literal("a\\b"), "'a\\b'");
         assert_eq!(pg_literal("a\nb'"), "E'a\\nb'''");
-        assert_eq!(
-            zone_of("Europe/Berlin", 3600),
-            Some(chrono_tz::Europe::Berlin)
-        );
-        assert_eq!(zone_of("UTC", 0), Some(chrono_tz::UTC));
-        assert_eq!(zone_of("<+03>-03", 10_800), Some(chrono_tz::Etc::GMTMinus3));
+        assert_eq!(zone_of("Europe/Berlin", 3600), Zone::named("Europe/Berlin"));
+        assert_eq!(zone_of("UTC", 0), Some(Zone::utc()));
+        assert_eq!(zone_of("<+03>-03", 10_800), Zone::named("Etc/GMT-3"));
         assert_eq!(zone_of("<+0530>-0530", 19_800), None);
         let plan = plan_of(
             &[

@@ -1498,7 +1498,7 @@ mod tests {
             "{}",
             st.sql
         );
-        sc.retry_at = Some(Ended::Zone(chrono_tz::UTC));
+        sc.retry_at = Some(Ended::Zone(crate::zone::Zone::utc()));
         let st = cas_sql(MYSQL, &w, &sc, &c);
         assert!(
             st.sql
@@ -1619,7 +1619,7 @@ mod tests {
              \"start_time\" IS ?4"
         );
         // UTC: an offset of 0 whatever the date.
-        let zone = schema(Some(Ended::Zone(chrono_tz::UTC)), false);
+        let zone = schema(Some(Ended::Zone(crate::zone::Zone::utc())), false);
         assert_eq!(
             cas_sql(MYSQL, &w, &zone, &c),
             Statement {

@@ -30,7 +30,7 @@ pub struct SqlStore<D> {
     pub(super) driver: D,
     /// The zone naive times are written in (`[database] timezone`, else the driver's
     /// [`Driver::naive_zone`]).
-    pub(super) tz: Option<chrono_tz::Tz>,
+    pub(super) tz: Option<crate::zone::Zone>,
     /// Which database this is (a SQLite file's path, for messages).
     pub(super) identity: DbIdentity,
     /// By table: an index whose first column is the status column, found by
@@ -182,7 +182,7 @@ impl<D: Driver> SqlStore<D> {
 /// A time cell, understood: the value, its column type where the driver sends it, and,
 /// where the dialect selects it in the next cell ([`Dialect::epoch_of`]), the instant the
 /// server itself gives it (a naive time is placed on the server's clock by it).
-pub(super) fn time_cell(r: &mut dyn Row, d: &Dialect, tz: Option<chrono_tz::Tz>) -> TimeValue {
+pub(super) fn time_cell(r: &mut dyn Row, d: &Dialect, tz: Option<crate::zone::Zone>) -> TimeValue {
     let Cell { value, ty } = r.cell();
     let clock = match d.epoch_of {
         Some(_) => NaiveClock::Server(server_epoch(&r.cell().value)),
@@ -712,7 +712,7 @@ mod tests {
         .remove(0)
     }
 
-    fn store(driver: Fake, tz: Option<chrono_tz::Tz>) -> SqlStore<Fake> {
+    fn store(driver: Fake, tz: Option<crate::zone::Zone>) -> SqlStore<Fake> {
         SqlStore {
             driver,
             tz,
@@ -804,7 +804,7 @@ mod tests {
             cell(SqlValue::Null),
             cell(SqlValue::Null),
         ]]);
-        let tz = chrono_tz::Asia::Shanghai;
+        let tz = crate::zone::Zone::named("Asia/Shanghai").expect("a zone");
         let mut s = store(f, Some(tz));
         let got = rows(&mut s, &w, Select::Running(sql::Page::default()));
         let row = &got[0].row;

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use crate::clock::{Stamp, TextTime, parse_text_stamp, whole_seconds};
 use crate::config::{Ident, Watch};
 use crate::error::{Error, Result, SchemaProblem};
+use crate::zone::Zone;
 
 use super::{Dialect, Ended, Schema, SqlValue, TimeValue};
 
@@ -473,7 +474,7 @@ pub fn named_columns(w: &Watch) -> Vec<(&'static str, &Ident, Role)> {
 /// the configured zone's wall-clock time into a DATETIME (and, where types are only
 /// declarations, into anything else), as the application writes it; else the database's
 /// own current time (a TIMESTAMP converts it itself).
-pub fn ended_for(ty: &ColumnType, tz: Option<chrono_tz::Tz>, enforces_types: bool) -> Ended {
+pub fn ended_for(ty: &ColumnType, tz: Option<Zone>, enforces_types: bool) -> Ended {
     match (ty, tz) {
         (ColumnType::Integer | ColumnType::Decimal | ColumnType::Float, _) => Ended::Epoch,
         (ColumnType::DateTime, Some(tz)) => Ended::Zone(tz),
@@ -500,10 +501,10 @@ pub enum NaiveClock {
 pub fn time_value(
     raw: SqlValue,
     ty: Option<&ColumnType>,
-    tz: Option<chrono_tz::Tz>,
+    tz: Option<Zone>,
     clock: NaiveClock,
 ) -> TimeValue {
-    let naive = |n: chrono::NaiveDateTime, zone: Option<chrono_tz::Tz>| match (zone, clock) {
+    let naive = |n: chrono::NaiveDateTime, zone: Option<Zone>| match (zone, clock) {
         (Some(tz), _) => Ok(Some(Stamp::Local(n, tz))),
         (None, NaiveClock::Utc) => Ok(Some(Stamp::Epoch(n.and_utc().timestamp()))),
         (None, NaiveClock::Server(Some(e))) => Ok(Some(Stamp::Epoch(e))),
@@ -558,7 +559,7 @@ fn decimal_seconds(s: &str) -> Result<Stamp, String> {
 pub fn schema(
     w: &Watch,
     d: &Dialect,
-    tz: Option<chrono_tz::Tz>,
+    tz: Option<Zone>,
     columns: HashMap<String, Column>,
     id_is_primary: bool,
 ) -> Result<Schema> {
@@ -830,8 +831,8 @@ mod tests {
 
     #[test]
     fn end_times_follow_the_column() {
-        let tz = Some(chrono_tz::Asia::Shanghai);
-        let zone = Ended::Zone(chrono_tz::Asia::Shanghai);
+        let tz = Zone::named("Asia/Shanghai");
+        let zone = Ended::Zone(Zone::named("Asia/Shanghai").expect("a zone"));
         // MySQL: a DATETIME in the zone; a TIMESTAMP converts NOW() itself.
         assert_eq!(ended_for(&ColumnType::Integer, tz, true), Ended::Epoch);
         assert_eq!(ended_for(&ColumnType::DateTime, tz, true), zone);
@@ -852,7 +853,8 @@ mod tests {
             .expect("date");
         let utc = NaiveClock::Utc;
         let server = NaiveClock::Server(Some(1_764_406_800));
-        let tz = Some(chrono_tz::Europe::Berlin);
+        let berlin = Zone::named("Europe/Berlin").expect("a zone");
+        let tz = Some(berlin);
         assert_eq!(time_value(SqlValue::Null, None, tz, utc).stamp, Ok(None));
         assert_eq!(
             time_value(SqlValue::Int(5), None, None, utc).stamp,
@@ -880,7 +882,7 @@ mod tests {
                 server
             )
             .stamp,
-            Ok(Some(Stamp::Local(d, chrono_tz::Europe::Berlin)))
+            Ok(Some(Stamp::Local(d, berlin)))
         );
         assert_eq!(
             time_value(
@@ -927,7 +929,7 @@ mod tests {
         );
         assert_eq!(
             time_value(SqlValue::Text("2026-11-29 10:00:00".into()), None, tz, utc).stamp,
-            Ok(Some(Stamp::Local(d, chrono_tz::Europe::Berlin)))
+            Ok(Some(Stamp::Local(d, berlin)))
         );
         assert!(
             time_value(SqlValue::UInt(u64::MAX), None, None, utc)

@@ -417,15 +417,8 @@ fn the_lease_on_sqlite_writes_in_the_zone_selfheal_reads() {
             None => 0,
             Some("-05:00") => -5 * 3600,
             Some(name) => {
-                use chrono::Offset;
-                let tz: chrono_tz::Tz = name.parse().expect("zone");
-                i64::from(
-                    chrono::Utc::now()
-                        .with_timezone(&tz)
-                        .offset()
-                        .fix()
-                        .local_minus_utc(),
-                )
+                let tz = jiff::tz::TimeZone::get(name).expect("zone");
+                i64::from(tz.to_offset(jiff::Timestamp::now()).seconds())
             }
         };
         let offset = offset(lease_tz);

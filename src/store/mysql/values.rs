@@ -149,7 +149,7 @@ mod tests {
         raw: SqlValue,
         wire: ColumnType,
         epoch: &SqlValue,
-        tz: Option<chrono_tz::Tz>,
+        tz: Option<crate::zone::Zone>,
     ) -> TimeValue {
         let mut row = fake::Cells::new(vec![
             Cell {
@@ -194,7 +194,7 @@ mod tests {
             d.clone(),
             ColumnType::MYSQL_TYPE_TIMESTAMP,
             &SqlValue::Text("1764406800.000345".into()),
-            Some(chrono_tz::Asia::Shanghai),
+            crate::zone::Zone::named("Asia/Shanghai"),
         );
         assert_eq!(t.stamp, Ok(Some(crate::clock::Stamp::Epoch(1_764_406_800))));
     }
