@@ -175,21 +175,36 @@ pub fn save_typed_unsynced<T: Serialize>(
     let mut text = serde_json::to_vec(value)
         .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
     text.push(b'\n');
+    replace_unsynced(state_dir, f, &text)
+}
+
+/// Replaces a state file with `contents` (mode 0640) through a temporary file renamed into
+/// place, not flushed to disk: a reader sees the old file or the new one, and after a crash
+/// perhaps the old one.
+fn replace_unsynced(state_dir: &Path, f: &StateFile, contents: &[u8]) -> Result<PathBuf> {
+    let path = state_dir.join(f.name);
     let dir = dir(state_dir)?;
     let name = OsStr::new(f.name);
     let mut tmp = dir
         .create_temp(name, FILE_MODE)
         .map_err(|e| Error::fsafe(e, f.creating))?;
     tmp.file_mut()
-        .write_all(&text)
+        .write_all(contents)
         .map_err(|e| Error::io(&path, f.writing, e))?;
     tmp.persist(name).map_err(|e| Error::fsafe(e, f.writing))?;
     Ok(path)
 }
 
-/// Replaces `state_dir/last-run.json` with `report` (pretty JSON, mode 0640).
+/// Replaces `state_dir/last-run.json` with `report` (pretty JSON, mode 0640). A reader
+/// sees the old file or the new one; it is not flushed to disk: it is for monitoring,
+/// selfheal never reads it back, and every run writes it again (the changes themselves
+/// are flushed in the journal).
 pub fn write_last_run(state_dir: &Path, report: &serde_json::Value) -> Result<PathBuf> {
-    write_typed(state_dir, &LAST_RUN, report)
+    let path = state_dir.join(LAST_RUN.name);
+    let mut text = serde_json::to_vec_pretty(report)
+        .map_err(|e| Error::io(&path, LAST_RUN.writing, std::io::Error::other(e)))?;
+    text.push(b'\n');
+    replace_unsynced(state_dir, &LAST_RUN, &text)
 }
 
 #[cfg(test)]

@@ -601,20 +601,32 @@ pub fn cas_sql(d: &Dialect, w: &Watch, schema: &Schema, c: &Change<'_>) -> State
 /// start (heartbeat column, but for an un-park, and owner) value observed, and the watch's
 /// `match`.
 fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> Vec<String> {
-    let eq = d.null_safe_eq;
     let mut cond = vec![
         format!("{} = {}", d.quote(&w.id_column), b.bind(c.row.id.clone())),
-        format!(
-            "{} = {}",
-            d.quote(&w.status_column),
-            b.bind(SqlValue::Text(c.from_status.to_string()))
-        ),
-        format!(
-            "{} {eq} {}",
-            d.quote(&w.started_column),
-            b.bind(c.row.started.raw.clone())
-        ),
+        from_status_condition(d, w, c.from_status, b),
     ];
+    cond.extend(row_conditions(d, w, c, b));
+    cond.extend(match_conditions(d, w, b));
+    cond
+}
+
+fn from_status_condition(d: &Dialect, w: &Watch, from: &str, b: &mut Binds<'_>) -> String {
+    format!(
+        "{} = {}",
+        d.quote(&w.status_column),
+        b.bind(SqlValue::Text(from.to_string()))
+    )
+}
+
+/// The conditions of a compare-and-set that are the row's own: the start, heartbeat and
+/// owner it was judged with, each matched NULL-safely.
+fn row_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> Vec<String> {
+    let eq = d.null_safe_eq;
+    let mut cond = vec![format!(
+        "{} {eq} {}",
+        d.quote(&w.started_column),
+        b.bind(c.row.started.raw.clone())
+    )];
     if let (Some(col), Some(hb), true) = (&w.heartbeat_column, &c.row.heartbeat, c.match_heartbeat)
     {
         cond.push(format!("{} {eq} {}", d.quote(col), b.bind(hb.raw.clone())));
@@ -630,7 +642,6 @@ fn cas_conditions(d: &Dialect, w: &Watch, c: &Change<'_>, b: &mut Binds<'_>) -> 
         cond.push(format!("{} {eq} {}", d.quote(h), b.bind(hv.clone())));
         cond.push(format!("{} {eq} {}", d.quote(p), b.bind(pv.clone())));
     }
-    cond.extend(match_conditions(d, w, b));
     cond
 }
 
@@ -694,7 +705,22 @@ pub fn cas_group_update_sql(
     type Value<'v> = dyn Fn(&Change<'_>, &mut Binds<'_>) -> Option<String> + 'v;
     let mut b = Binds::new(d);
     let id = d.quote(&w.id_column);
+    // A value every row of the group gets is bound once, without a CASE: the statement
+    // the server prepares (and describes back, a packet per value) stays small.
     let case = |b: &mut Binds<'_>, value: &Value<'_>, col: &str| {
+        let alone = |c: &Change<'_>| {
+            let mut own = Binds::new(d);
+            value(c, &mut own).map(|text| (text, own.params))
+        };
+        if let [first, rest @ ..] = changes {
+            let one = alone(first);
+            if one.is_some()
+                && rest.iter().all(|c| alone(c) == one)
+                && let Some(v) = value(first, b)
+            {
+                return v;
+            }
+        }
         let mut arms = String::new();
         for c in changes {
             let i = b.bind(c.row.id.clone());
@@ -720,7 +746,11 @@ pub fn cas_group_update_sql(
     )];
     if let Some(col) = &w.ended_column {
         let ended: Vec<&Change<'_>> = changes.iter().filter(|c| c.set_ended).collect();
-        if !ended.is_empty() {
+        if ended.len() == changes.len() {
+            let col = d.quote(col);
+            let now = ended_expr(d, schema, &mut b);
+            set.push(format!("{col} = {now}"));
+        } else if !ended.is_empty() {
             let col = d.quote(col);
             let now = ended_expr(d, schema, &mut b);
             let ids: Vec<String> = ended.iter().map(|c| b.bind(c.row.id.clone())).collect();
@@ -753,7 +783,10 @@ pub fn cas_group_update_sql(
     }
     if let Some(r) = &w.retry {
         let bumped: Vec<&Change<'_>> = changes.iter().filter(|c| c.bump_attempts).collect();
-        if !bumped.is_empty() {
+        if bumped.len() == changes.len() {
+            let a = d.quote(&r.attempts_column);
+            set.push(format!("{a} = COALESCE({a}, 0) + 1"));
+        } else if !bumped.is_empty() {
             let a = d.quote(&r.attempts_column);
             let ids: Vec<String> = bumped.iter().map(|c| b.bind(c.row.id.clone())).collect();
             set.push(format!(
@@ -773,12 +806,35 @@ pub fn cas_group_update_sql(
     ];
     set.extend(kept_columns(d, w, schema, &assigned));
     let ids: Vec<String> = changes.iter().map(|c| b.bind(c.row.id.clone())).collect();
+    // The status every row is written from, and the watch's `match`, once; then each row's
+    // own conditions (by the caller, every row is written from the same status: a group
+    // whose rows differ gets it per row).
+    let mut shared = Vec::new();
+    let one_status = changes
+        .first()
+        .filter(|first| changes.iter().all(|c| c.from_status == first.from_status));
+    if let Some(first) = one_status {
+        shared.push(from_status_condition(d, w, first.from_status, &mut b));
+    }
+    shared.extend(match_conditions(d, w, &mut b));
     let each: Vec<String> = changes
         .iter()
-        .map(|c| format!("({})", cas_conditions(d, w, c, &mut b).join(" AND ")))
+        .map(|c| {
+            let mut cond = vec![format!("{id} = {}", b.bind(c.row.id.clone()))];
+            if one_status.is_none() {
+                cond.push(from_status_condition(d, w, c.from_status, &mut b));
+            }
+            cond.extend(row_conditions(d, w, c, &mut b));
+            format!("({})", cond.join(" AND "))
+        })
         .collect();
+    let shared: String = shared.iter().fold(String::new(), |mut all, c| {
+        all.push_str(" AND ");
+        all.push_str(c);
+        all
+    });
     let sql = format!(
-        "UPDATE {}{} SET {} WHERE {id} IN ({}) AND ({})",
+        "UPDATE {}{} SET {} WHERE {id} IN ({}){shared} AND ({})",
         d.quote(&w.table),
         primary_hint(d, schema),
         set.join(", "),
@@ -1211,7 +1267,7 @@ mod tests {
             match_heartbeat: true,
             from_status: "running",
         };
-        let changes = [dead, parked];
+        let changes = [dead.clone(), parked];
         let s = schema(Some(Ended::DbNow), true);
         // Each row written as its own compare-and-set would write it: the end time and the
         // message only where that row's own write sets them (a parked row keeps both);
@@ -1222,10 +1278,9 @@ mod tests {
                 sql: "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = CASE `id` \
                       WHEN ? THEN ? WHEN ? THEN ? ELSE `status` END, `end_time` = CASE WHEN `id` \
                       IN (?) THEN NOW() ELSE `end_time` END, `error_msg` = CASE `id` WHEN ? THEN \
-                      ? ELSE `error_msg` END WHERE `id` IN (?, ?) AND ((`id` = ? AND `status` = ? \
-                      AND `start_time` <=> ?) OR (`id` = ? AND `status` = ? AND `start_time` <=> \
-                      ?))"
-                .into(),
+                      ? ELSE `error_msg` END WHERE `id` IN (?, ?) AND `status` = ? AND ((`id` = ? \
+                      AND `start_time` <=> ?) OR (`id` = ? AND `start_time` <=> ?))"
+                    .into(),
                 params: vec![
                     SqlValue::Int(7),
                     text("error"),
@@ -1236,14 +1291,52 @@ mod tests {
                     text("self-heal: dead"),
                     SqlValue::Int(7),
                     SqlValue::Int(8),
-                    SqlValue::Int(7),
                     text("running"),
+                    SqlValue::Int(7),
                     text("2026-11-29 10:00:00"),
                     SqlValue::Int(8),
-                    text("running"),
                     text("2026-11-29 11:00:00"),
                 ],
             }
+        );
+        // What every row of the group gets is bound once, without a CASE; what differs
+        // (here the message) stays per row.
+        let other = Change {
+            message: Some("self-heal: dead, too".into()),
+            row: &b,
+            ..dead.clone()
+        };
+        let same = Change {
+            row: &b,
+            ..dead.clone()
+        };
+        assert_eq!(
+            cas_group_update_sql(MYSQL, &w, &s, &[dead.clone(), other]).sql,
+            "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = ?, `end_time` = \
+             NOW(), `error_msg` = CASE `id` WHEN ? THEN ? WHEN ? THEN ? ELSE `error_msg` END \
+             WHERE `id` IN (?, ?) AND `status` = ? AND ((`id` = ? AND `start_time` <=> ?) OR \
+             (`id` = ? AND `start_time` <=> ?))"
+        );
+        let both = cas_group_update_sql(MYSQL, &w, &s, &[dead, same]);
+        assert_eq!(
+            both.sql,
+            "UPDATE `app`.`sync_log` FORCE INDEX (PRIMARY) SET `status` = ?, `end_time` = \
+             NOW(), `error_msg` = ? WHERE `id` IN (?, ?) AND `status` = ? AND ((`id` = ? AND \
+             `start_time` <=> ?) OR (`id` = ? AND `start_time` <=> ?))"
+        );
+        assert_eq!(
+            both.params,
+            vec![
+                text("error"),
+                text("self-heal: dead"),
+                SqlValue::Int(7),
+                SqlValue::Int(8),
+                text("running"),
+                SqlValue::Int(7),
+                text("2026-11-29 10:00:00"),
+                SqlValue::Int(8),
+                text("2026-11-29 11:00:00"),
+            ]
         );
     }
 

@@ -1103,7 +1103,11 @@ mod tests {
             Some(None)
         );
         assert_eq!(s.driver.undone, 1);
-        assert!(s.driver.statements[1].sql.contains("CASE `id` WHEN ?"));
+        assert!(
+            s.driver.statements[1]
+                .sql
+                .contains("WHERE `id` IN (?, ?) AND")
+        );
     }
 
     #[test]

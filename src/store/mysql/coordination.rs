@@ -17,12 +17,14 @@ use crate::store::table::SqlStore;
 use crate::store::{AdvisoryLockHolder, Coordination, Session, SqlValue};
 
 impl Mysql {
-    /// When the server started, in unix seconds on its own clock.
+    /// When the server started, in unix seconds on its own clock (one round trip).
     fn server_started(&mut self) -> std::result::Result<i64, mysql::Error> {
-        let now = self.first("SELECT UNIX_TIMESTAMP()", None)?;
-        let up = self.first("SHOW GLOBAL STATUS LIKE 'Uptime'", None)?;
-        let now = now.and_then(|c| c.into_iter().next());
-        let up = up.and_then(|c| c.into_iter().nth(1));
+        let mut firsts = self
+            .statements("SELECT UNIX_TIMESTAMP(); SHOW GLOBAL STATUS LIKE 'Uptime'")
+            .map_err(|(_, e)| e)?
+            .into_iter();
+        let now = firsts.next().flatten().and_then(|c| c.into_iter().next());
+        let up = firsts.next().flatten().and_then(|c| c.into_iter().nth(1));
         Ok(now.map_or(0, SqlValue::into_count) - up.map_or(0, SqlValue::into_count))
     }
 

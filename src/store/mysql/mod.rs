@@ -196,6 +196,29 @@ impl Mysql {
         };
         Ok(row.map(|r| Cells::new(r).values()))
     }
+
+    /// Runs `sql`, statements separated by `;` and no values bound, in one round trip:
+    /// the first row of each statement's result, or the failure and the statement's place
+    /// (from 0). The server stops at a statement that fails.
+    fn statements(
+        &mut self,
+        sql: &str,
+    ) -> std::result::Result<Vec<Option<Vec<SqlValue>>>, (usize, mysql::Error)> {
+        let mut result = self.conn.query_iter(sql).map_err(|e| (0, e))?;
+        let mut firsts = Vec::new();
+        while let Some(set) = result.iter() {
+            let at = firsts.len();
+            let mut first = None;
+            for row in set {
+                let row = row.map_err(|e| (at, e))?;
+                if first.is_none() {
+                    first = Some(Cells::new(row).values());
+                }
+            }
+            firsts.push(first);
+        }
+        Ok(firsts)
+    }
 }
 
 impl Driver for Mysql {

@@ -92,10 +92,8 @@ impl Mysql {
     /// (0 s: MariaDB ≥ 10.3; MySQL's least is 1 s, so there a locked row is given up after
     /// a second) instead of waiting.
     pub(super) fn begin_group(&mut self) -> Result<bool> {
-        self.conn
-            .query_drop("SET SESSION innodb_lock_wait_timeout = 0")
-            .and_then(|()| self.conn.query_drop("START TRANSACTION"))
-            .map_err(|e| self.err("beginning the writes", e))?;
+        self.statements("SET SESSION innodb_lock_wait_timeout = 0; START TRANSACTION")
+            .map_err(|(_, e)| self.err("beginning the writes", e))?;
         self.in_group = true;
         Ok(true)
     }
@@ -111,14 +109,16 @@ impl Mysql {
     /// Commits the group; a write waits for row locks as usual again.
     pub(super) fn commit_group(&mut self) -> Result<()> {
         self.in_group = false;
-        self.conn
-            .query_drop("COMMIT")
-            .map_err(|e| self.err("committing the writes", e))?;
-        // Committed. Should this fail, the connection is gone and the next statement
-        // says so.
-        let _ = self.conn.query_drop(format!(
-            "SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
-        ));
-        Ok(())
+        // In one round trip; the server runs the second statement only once the first
+        // succeeded.
+        match self.statements(&format!(
+            "COMMIT; SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"
+        )) {
+            Ok(_) => Ok(()),
+            Err((0, e)) => Err(self.err("committing the writes", e)),
+            // Committed. Should the rest fail, the connection is gone and the next
+            // statement says so.
+            Err(_) => Ok(()),
+        }
     }
 }
