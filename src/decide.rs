@@ -819,10 +819,9 @@ impl Hold {
                  more often a clock or time-zone fault (--force overrides)"
             }
             Hold::NoNamedLock => {
-                "held back: no job of this watch holds its db_lock name, and no run has seen \
+                "held back: no job of this watch holds its db_lock name, nor has a run seen \
                  one held under this template (does db_lock match the names the application \
-                 takes?); a free named lock acts once a real run sees a row's name held \
-                 (--force overrides)"
+                 takes?); a free named lock acts once a run sees one held (--force overrides)"
             }
             Hold::Person => {
                 "a person's decision holds the row: it was put back to running (selfheal \

@@ -520,17 +520,22 @@ pub(super) fn holds(
             "no_named_lock",
             format!(
                 "watch {}: no job of this watch holds its db_lock name: not one of its {n} \
-                 running rows holds {}, and no run has seen one held under this template; \
-                 does the template match the names the application takes? One that names no \
-                 lock the application takes looks exactly like every job dying at once: the \
-                 {deaths} deaths on a free named lock alone {} (selfheal doctor lists each \
-                 row's names and who holds them; decide each row with selfheal resolve)",
+                 running rows holds {}, and no run has seen one held under this template, so \
+                 the {deaths} deaths on a free named lock alone {} (a template that names no \
+                 lock the application takes looks exactly like every job dying at once); \
+                 does the template match the names the application takes? selfheal doctor \
+                 lists each row's names and who holds them{}",
                 w.name,
                 templates.join(" or "),
                 if force {
                     "are acted on anyway (--force)"
                 } else {
-                    "are held until a real run sees a row's name held (--force overrides)"
+                    "are held until a real run sees a row's name held"
+                },
+                if force {
+                    ""
+                } else {
+                    " (--force overrides; selfheal resolve decides a row)"
                 },
             ),
         );

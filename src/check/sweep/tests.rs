@@ -57,7 +57,7 @@ fn decided(w: &Watch, c: &Census, proven: bool, force: bool) -> (Holds, Vec<(Str
     };
     let mut said = Vec::new();
     let h = holds(w, c, proven, &ctx, &mut |kind, m| {
-        said.push((kind.to_string(), m))
+        said.push((kind.to_string(), m));
     });
     (h, said)
 }
@@ -76,9 +76,9 @@ fn a_template_no_row_holds_holds_its_free_deaths_and_says_what_to_check() {
         "not one of its 5 running rows holds \"{database}|CRON_{md5:index_{job_code}}\"",
         "does the template match the names the application takes?",
         "the 4 deaths on a free named lock alone are held until a real run sees a row's \
-         name held (--force overrides)",
-        "selfheal doctor",
-        "selfheal resolve",
+         name held",
+        "selfheal doctor lists each row's names and who holds them",
+        "(--force overrides; selfheal resolve decides a row)",
     ] {
         assert!(words.contains(part), "{part:?} in {words}");
     }
@@ -91,6 +91,7 @@ fn a_template_no_row_holds_holds_its_free_deaths_and_says_what_to_check() {
         said[0].1.contains("are acted on anyway (--force)"),
         "{said:?}"
     );
+    assert!(!said[0].1.contains("--force overrides"), "{said:?}");
 
     // A list of templates is named whole.
     let w = watch(
