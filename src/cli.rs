@@ -160,7 +160,8 @@ pub struct CheckArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 
-    /// Act even when the breaker trips or the clocks disagree (for an operator who has looked)
+    /// Act even when a whole-watch hold trips (breaker, no heartbeat, no named lock, mass
+    /// overtime) or the clocks disagree (for an operator who has looked)
     #[arg(long)]
     pub force: bool,
 

@@ -59,9 +59,10 @@
 //! lives is never marked dead), [`confirm`] holds an inferred verdict (dead on heartbeat
 //! silence or a pid that looks reused, hung) until the same row got it in `confirm` consecutive runs, a
 //! contradiction is held ([`Hold::Contradicted`]), and [`hold`] applies what holds the
-//! watch as a whole (the clocks disagree, the breaker, no heartbeat at all, a mass
-//! overtime) to the rows each of them is about ([`Hold::applies_to`]). The counting itself
-//! is the caller's (a state file); here it is an input.
+//! watch as a whole (the clocks disagree, the breaker, no heartbeat at all, no named lock
+//! held under a template never seen held, a mass overtime) to the rows each of them is
+//! about ([`Hold::applies_to`]). The counting itself is the caller's (a state file); here
+//! it is an input.
 
 use serde::{Deserialize, Serialize};
 
@@ -402,7 +403,9 @@ impl Decision {
     }
 
     /// Death proven by a fact about now (the owner pid does not exist, the job's lock is
-    /// free), not inferred. The breaker and the clock check never hold these back.
+    /// free), not inferred. The breaker and the clock check never hold these back; only a
+    /// free named lock's waits, while its template has never been seen held
+    /// ([`Hold::NoNamedLock`]).
     pub fn conclusive(&self) -> bool {
         matches!(
             self.basis,
@@ -740,6 +743,11 @@ pub enum Hold {
     /// More than half of the watch's rows (and at least 3) are past `max_age` at once: a
     /// wrong clock or time zone makes every row look ancient. Holds the overtime actions.
     MassOvertime,
+    /// Not one running row of the watch holds its `db_lock` name, no real run has seen one
+    /// held under this very template, and several rows would die on a free named lock
+    /// alone: a template that names no lock the application takes looks exactly like
+    /// every job dying at once ([`no_named_lock`]). Holds those deaths.
+    NoNamedLock,
     /// A person put the row back to running (`selfheal resolve --as running`) for this very
     /// verdict and basis, and the evidence has not changed since: not parked again, not
     /// reported as needing a person.
@@ -755,18 +763,22 @@ impl Hold {
             Hold::Contradicted => "contradicted",
             Hold::NoHeartbeat => "no_heartbeat",
             Hold::MassOvertime => "mass_overtime",
+            Hold::NoNamedLock => "no_named_lock",
             Hold::Person => "person",
         }
     }
 
     /// True when this hold, on a watch as a whole, holds back the action a row was
     /// judged for: the breaker and the clocks anything not conclusive; no heartbeat at all
-    /// the verdicts drawn from the heartbeat alone; a mass overtime the overtimes.
+    /// the verdicts drawn from the heartbeat alone; a mass overtime the overtimes; no named
+    /// lock held the deaths on a free named lock — the one conclusive basis a whole-watch
+    /// hold is about, since a wrong template makes it true of every row at once.
     pub fn applies_to(self, d: &Decision) -> bool {
         match self {
             Hold::Breaker | Hold::ClockSkew => !d.conclusive(),
             Hold::NoHeartbeat => d.inferred(),
             Hold::MassOvertime => d.verdict == Verdict::Overtime,
+            Hold::NoNamedLock => d.basis == Basis::NamedLockFree,
             Hold::Confirming | Hold::Contradicted | Hold::Person => false,
         }
     }
@@ -805,6 +817,11 @@ impl Hold {
             Hold::MassOvertime => {
                 "held back: most rows of this watch are past max_age at once, which is far \
                  more often a clock or time-zone fault (--force overrides)"
+            }
+            Hold::NoNamedLock => {
+                "held back: no job of this watch holds its db_lock name, nor has a run seen \
+                 one held under this template (does db_lock match the names the application \
+                 takes?); a free named lock acts once a run sees one held (--force overrides)"
             }
             Hold::Person => {
                 "a person's decision holds the row: it was put back to running (selfheal \
@@ -998,6 +1015,22 @@ pub fn mass_overtime(overtime_writes: usize, running_rows: usize) -> bool {
 /// heartbeat, and at least one is past `stale_after` (whatever the row count).
 pub fn no_heartbeat(rows: usize, rows_beating: usize, rows_past_stale_after: usize) -> bool {
     rows > 0 && rows_beating == 0 && rows_past_stale_after > 0
+}
+
+/// Deaths on a free named lock the no-named-lock hold lets through however its template
+/// stands: fewer than this is one job that died, today's behaviour.
+pub const NAMED_LOCK_FREE_DEATHS: usize = 2;
+
+/// The no-named-lock hold of docs/design.md#no-named-lock: a free `db_lock` name is a fact
+/// about now only if the name is the one the job takes, and a template that names no lock
+/// the application takes makes every name free. So deaths on a free named lock alone
+/// (`named_free_deaths`: that a run would write) are held when there are at least
+/// [`NAMED_LOCK_FREE_DEATHS`] of them, not one running row of the watch holds its name now
+/// (`rows_held`), and the template is not `proven` (no real run saw one of its names held
+/// lately). Not "more than half": rows too young to judge, or alive by their heartbeat,
+/// would otherwise let a wrong template kill the rest.
+pub fn no_named_lock(named_free_deaths: usize, rows_held: usize, proven: bool) -> bool {
+    !proven && rows_held == 0 && named_free_deaths >= NAMED_LOCK_FREE_DEATHS
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ const VERDICTS: [Verdict; 7] = [
     Verdict::Remote,
 ];
 /// Holds of one row, then those of a watch as a whole (docs/design.md#holds).
-const ROW_HOLDS: [Hold; 7] = [
+const ROW_HOLDS: [Hold; 8] = [
     Hold::Confirming,
     Hold::Contradicted,
     Hold::Person,
@@ -65,8 +65,14 @@ const ROW_HOLDS: [Hold; 7] = [
     Hold::ClockSkew,
     Hold::NoHeartbeat,
     Hold::MassOvertime,
+    Hold::NoNamedLock,
 ];
-const WATCH_HOLDS: [Hold; 3] = [Hold::Breaker, Hold::NoHeartbeat, Hold::MassOvertime];
+const WATCH_HOLDS: [Hold; 4] = [
+    Hold::Breaker,
+    Hold::NoHeartbeat,
+    Hold::MassOvertime,
+    Hold::NoNamedLock,
+];
 const ACTIONS: [Action; 4] = [
     Action::MarkDead,
     Action::MarkRetry,
@@ -110,13 +116,13 @@ const FAMILIES: [(&str, &str, &str); 20] = [
         "gauge",
         "Rows whose action was held in the last run, by hold (confirming, contradicted: \
          waiting on their own; person: put back to running by a person; breaker, clock_skew, \
-         no_heartbeat, mass_overtime: for a person).",
+         no_heartbeat, mass_overtime, no_named_lock: for a person).",
     ),
     (
         "selfheal_watch_held",
         "gauge",
-        "1 when a whole-watch hold (breaker, no_heartbeat, mass_overtime) tripped in the last \
-         run, else 0.",
+        "1 when a whole-watch hold (breaker, no_heartbeat, mass_overtime, no_named_lock) \
+         tripped in the last run, else 0.",
     ),
     (
         "selfheal_changes_total",

@@ -21,6 +21,13 @@
 //! entry of a watch this run did not check (not selected, another host's, busy) and of
 //! another database, less those not seen for twice their watch's `max_age`.
 //!
+//! The same file keeps which watches' named locks (`db_lock`) proved themselves
+//! ([`Tally::prove`], [`Tally::proven`]): a real run that saw one running row's name held,
+//! under the very templates the watch names now, is remembered (by database, watch and
+//! template text) until no run has seen one held for twice the watch's `max_age`. A
+//! template proven so may find every job of its watch dead at once (a deploy killed the
+//! workers); one never seen held may not (docs/design.md#no-named-lock).
+//!
 //! Dry runs and `--explain` count the same way to show what a real run would do now, but
 //! never write ([`crate::check`] decides). Pure, except [`load`] and [`save`], which read
 //! and replace the state file (through [`crate::state`] and [`crate::fsafe`]: no link
@@ -50,13 +57,46 @@ pub const FILE: StateFile = StateFile {
 };
 
 /// The state file: every row with an inferred verdict, as the last real run left them,
-/// and selfheal's own first sighting of every row whose times lie in the future.
+/// selfheal's own first sighting of every row whose times lie in the future, and the
+/// watches whose named lock templates were seen held.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     pub entries: Vec<Entry>,
     /// Files written before sightings were kept have none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sightings: Vec<Sighting>,
+    /// Files written before named locks were proven have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proven: Vec<Proof>,
+}
+
+/// A watch one of whose running rows' `db_lock` names a real run saw held, under these
+/// very templates: they name locks the application takes (docs/design.md#no-named-lock).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proof {
+    /// Which database ([`database_key`]).
+    pub database: String,
+    pub watch: String,
+    /// The watch's `db_lock` templates as written: an edited template proves itself again.
+    pub db_lock: Vec<String>,
+    /// When a real run last saw a name held (unix seconds, host clock).
+    pub seen: i64,
+    /// The watch's `max_age` then: a proof not renewed for twice that lapses.
+    pub max_age_s: u64,
+}
+
+impl Proof {
+    /// Renewed within twice its `max_age` of `now`, and not "later" than now (a run under
+    /// a wrong clock proves nothing).
+    fn lasts(&self, now: i64) -> bool {
+        (0..=i64::try_from(self.max_age_s.saturating_mul(2)).unwrap_or(i64::MAX))
+            .contains(&now.saturating_sub(self.seen))
+    }
+}
+
+/// A watch's `db_lock` templates as written (what a [`Proof`] is keyed by).
+fn templates(w: &Watch) -> Vec<String> {
+    w.db_lock.iter().map(ToString::to_string).collect()
 }
 
 /// When selfheal first saw a row whose times lie in the future (docs/design.md#proof-means-proof, "Proof means
@@ -134,6 +174,11 @@ pub struct Tally {
     sightings_now: HashMap<Key, Sighting>,
     /// Room for sightings in the file, by watch: at most [`CAP`] each, across runs.
     sightings_room: Room<Key>,
+    /// The last real run's proofs of this database, by watch (one each), and this run's.
+    proofs_before: HashMap<String, Proof>,
+    proofs_now: HashMap<String, Proof>,
+    /// Proofs of other databases: kept as they are.
+    other_proofs: Vec<Proof>,
 }
 
 /// At most this many rows of a watch are counted, and as many sightings kept, across runs
@@ -141,7 +186,7 @@ pub struct Tally {
 /// is one): the state file, and the memory that holds it, stay bounded whatever the
 /// backlog and however many runs see it (docs/design.md#paging). A row beyond it waits,
 /// held as confirming, for a run with room; a file holding more (an older release's) is
-/// cut to it when read.
+/// cut to it when read. So are the named lock proofs, one per database and watch, in all.
 pub const CAP: usize = 10_000;
 
 /// What judging a row does to its entry.
@@ -182,6 +227,18 @@ impl Tally {
                 others.push(e);
             }
         }
+        let mut proofs_before = HashMap::new();
+        let mut other_proofs = Vec::new();
+        // One per database and watch (the first of any others: a file grown by hand), and
+        // no more than a run writes.
+        let proofs = within_cap(counts.proven, 1, |p| by_watch(&p.database, &p.watch));
+        for p in proofs.into_iter().take(CAP) {
+            if p.database == database {
+                proofs_before.insert(p.watch.clone(), p);
+            } else {
+                other_proofs.push(p);
+            }
+        }
         let room = Room::new(CAP, before.keys().map(|k| (k.0.as_str(), k.clone())));
         let sightings_room = Room::new(
             CAP,
@@ -200,7 +257,34 @@ impl Tally {
             sightings_now: HashMap::new(),
             sightings_room,
             other_sightings,
+            proofs_before,
+            proofs_now: HashMap::new(),
+            other_proofs,
         }
+    }
+
+    /// Records that this run saw a running row of `w` hold its `db_lock` name (`now`: unix
+    /// seconds, host clock): its templates, as written now, are proven.
+    pub fn prove(&mut self, w: &Watch, now: i64) {
+        self.proofs_now.insert(
+            w.name.clone(),
+            Proof {
+                database: self.database.clone(),
+                watch: w.name.clone(),
+                db_lock: templates(w),
+                seen: now,
+                max_age_s: w.max_age.as_secs(),
+            },
+        );
+    }
+
+    /// True when a real run (or this one) saw a running row of `w` hold its `db_lock` name
+    /// under the templates `w` names now, within twice `max_age` of `now`.
+    pub fn proven(&self, w: &Watch, now: i64) -> bool {
+        self.proofs_now
+            .get(&w.name)
+            .or_else(|| self.proofs_before.get(&w.name))
+            .is_some_and(|p| p.db_lock == templates(w) && p.lasts(now))
     }
 
     /// Records that a real run sees a row whose times lie in the future, running
@@ -472,12 +556,17 @@ impl Tally {
 
     /// True when there is anything to write: a file to keep up to date, or a first entry.
     pub fn worth_writing(&self) -> bool {
-        self.existed || !self.now.is_empty() || !self.sightings_now.is_empty()
+        self.existed
+            || !self.now.is_empty()
+            || !self.sightings_now.is_empty()
+            || !self.proofs_now.is_empty()
     }
 
     /// What to write back (`now`: unix seconds, host clock): this run's entries, the old
     /// entries of watches it did not check and of other databases, less those not seen
-    /// for twice their `max_age`; in a stable order.
+    /// for twice their `max_age`; the proofs this run renewed, and the others until they
+    /// lapse (twice `max_age`: a watch not seen holding a name for that long proves itself
+    /// again); in a stable order.
     pub fn into_counts(self, now: i64) -> Counts {
         // An entry seen "later" than now was written under a wrong clock: not fresh (it
         // would be kept for ever); its row, if still there, counts again from 1.
@@ -521,7 +610,22 @@ impl Tally {
                 &b.started,
             ))
         });
-        Counts { entries, sightings }
+        let mut by_watch = self.proofs_before;
+        by_watch.extend(self.proofs_now);
+        let mut proofs: Vec<Proof> = by_watch
+            .into_values()
+            .chain(self.other_proofs)
+            .filter(|p| p.lasts(now))
+            .collect();
+        // The latest renewed first, and no more than the file keeps.
+        proofs.sort_by_key(|p| std::cmp::Reverse(p.seen));
+        proofs.truncate(CAP);
+        proofs.sort_by(|a, b| (&a.database, &a.watch).cmp(&(&b.database, &b.watch)));
+        Counts {
+            entries,
+            sightings,
+            proven: proofs,
+        }
     }
 }
 
@@ -913,5 +1017,116 @@ mod tests {
         std::fs::remove_file(dir.path().join(FILE.name)).expect("rm");
         std::fs::create_dir(dir.path().join(FILE.name)).expect("a directory in the way");
         assert!(matches!(load(dir.path()), Err(Unread::Failed(_))));
+    }
+
+    /// A watch naming `db_lock` (one template, or a list), `max_age` 1 h.
+    fn named_watch(name: &str, db_lock: &str) -> Watch {
+        let text = format!(
+            "[database]\nurl = \"mysql://localhost/shop\"\n\n[[watch]]\nname = \"{name}\"\n\
+             table = \"cron_schedule\"\nstarted_column = \"executed_at\"\n\
+             db_lock = {db_lock}\nstale_after = \"2m\"\nmax_age = \"1h\"\n"
+        );
+        from_str(&text, Path::new("/x.toml"), &Overrides::default(), &[])
+            .expect("valid")
+            .watches
+            .remove(0)
+    }
+
+    const SHOP: &str = "mysql://localhost/shop";
+
+    /// docs/design.md#no-named-lock: a name seen held proves the watch's templates, as
+    /// written, across runs — until no run has seen one held for twice `max_age` (here
+    /// 2 h); an edited template proves itself again; a proof from the future is none.
+    #[test]
+    fn a_named_lock_seen_held_proves_its_template_until_it_lapses() {
+        let w = named_watch("magento-cron", "\"{database}|CRON_{md5:index_{job_code}}\"");
+        let t = Tally::new(SHOP.into(), None);
+        assert!(!t.proven(&w, 1_000), "never seen held");
+        assert!(!t.worth_writing());
+
+        // Run 1 sees a name held: proven now, and kept.
+        let mut t = Tally::new(SHOP.into(), None);
+        t.prove(&w, 1_000);
+        assert!(t.proven(&w, 1_000));
+        assert!(t.worth_writing());
+        let run1 = t.into_counts(1_000);
+        assert_eq!(run1.proven.len(), 1);
+        assert_eq!(
+            run1.proven[0].db_lock,
+            ["{database}|CRON_{md5:index_{job_code}}"]
+        );
+
+        // Later runs that see none held: proven while the last sighting is at most 2 h old.
+        for now in [1_600, 4_000, 1_000 + 7_200] {
+            let t = Tally::new(SHOP.into(), Some(run1.clone()));
+            assert!(t.proven(&w, now), "at {now}");
+            assert_eq!(t.into_counts(now).proven.len(), 1, "kept at {now}");
+        }
+        let t = Tally::new(SHOP.into(), Some(run1.clone()));
+        assert!(!t.proven(&w, 1_000 + 7_201), "lapsed");
+        assert!(t.into_counts(1_000 + 7_201).proven.is_empty(), "dropped");
+
+        // A run that sees one held again renews it.
+        let mut t = Tally::new(SHOP.into(), Some(run1.clone()));
+        t.prove(&w, 5_000);
+        let run2 = t.into_counts(5_000);
+        assert_eq!(run2.proven.len(), 1);
+        assert_eq!(run2.proven[0].seen, 5_000);
+        assert!(Tally::new(SHOP.into(), Some(run2.clone())).proven(&w, 5_000 + 7_200));
+
+        // An edited template is not proven by the old one's sighting; once seen held, it
+        // takes the watch's place.
+        let edited = named_watch(
+            "magento-cron",
+            "[\"{database}|CRON_{md5:index_{job_code}}\", \"{database}|CRON_{md5:default_{job_code}}\"]",
+        );
+        let mut t = Tally::new(SHOP.into(), Some(run2.clone()));
+        assert!(!t.proven(&edited, 5_600));
+        assert!(t.proven(&w, 5_600), "the old template, were it back");
+        t.prove(&edited, 5_600);
+        assert!(t.proven(&edited, 5_600));
+        let run3 = t.into_counts(5_600);
+        assert_eq!(run3.proven.len(), 1, "one per database and watch");
+        assert_eq!(run3.proven[0].db_lock.len(), 2);
+
+        // Another watch, another database: each its own.
+        let other = named_watch("other", "\"job_{id}\"");
+        assert!(!Tally::new(SHOP.into(), Some(run3.clone())).proven(&other, 5_600));
+        let t = Tally::new("mysql://db2/shop".into(), Some(run3.clone()));
+        assert!(!t.proven(&edited, 5_600), "another database's proof");
+        assert_eq!(t.into_counts(5_600).proven, run3.proven, "kept as it is");
+
+        // Seen "later" than now (a run under a wrong clock): no proof, and dropped.
+        let t = Tally::new(SHOP.into(), Some(run3.clone()));
+        assert!(!t.proven(&edited, 5_000));
+        assert!(t.into_counts(5_000).proven.is_empty());
+    }
+
+    /// The proofs round trip through the file; a file without them (an earlier release's)
+    /// reads as none; one holding several for one watch (grown by hand) keeps the first.
+    #[test]
+    fn proofs_round_trip_and_an_older_file_has_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = named_watch("magento-cron", "\"{database}|CRON_{md5:index_{job_code}}\"");
+        let mut t = Tally::new(SHOP.into(), None);
+        t.prove(&w, 100);
+        let counts = t.into_counts(100);
+        save(dir.path(), &counts).expect("save");
+        let read = load(dir.path()).expect("load").expect("a file");
+        assert_eq!(read, counts);
+        assert!(Tally::new(SHOP.into(), Some(read)).proven(&w, 200));
+
+        std::fs::write(dir.path().join(FILE.name), "{\"entries\": []}").expect("older");
+        let read = load(dir.path()).expect("load").expect("a file");
+        assert!(read.proven.is_empty());
+        assert!(!Tally::new(SHOP.into(), Some(read)).proven(&w, 200));
+
+        let mut twice = counts.clone();
+        let mut stale = twice.proven[0].clone();
+        stale.db_lock = vec!["wrong_{id}".into()];
+        twice.proven.insert(0, stale);
+        let t = Tally::new(SHOP.into(), Some(twice));
+        assert!(!t.proven(&w, 200), "the first of the two is kept");
+        assert_eq!(t.into_counts(200).proven.len(), 1);
     }
 }

@@ -648,7 +648,9 @@ fn check_watch(
     // The first pass: every running row judged, only counts kept; then what holds the
     // watch as a whole, decided before any row is written.
     let mut census = sweep::census(w, store, &ctx, run.tally.as_ref())?;
-    let holds = sweep::holds(w, &census, &ctx, &mut |kind, m| {
+    let now = crate::clock::epoch(SystemTime::now());
+    let named_proven = sweep::named_lock_proven(w, &census, run.tally.as_mut(), now);
+    let holds = sweep::holds(w, &census, named_proven, &ctx, &mut |kind, m| {
         out.warn_once(kind, Some(&w.name), m);
     });
     if holds.tripped.contains(&Hold::Breaker) {

@@ -1,6 +1,7 @@
 //! One watch's running rows in, judged rows out, in two passes: the first judges every row
 //! and keeps only what the watch as a whole comes to ([`census`], then [`holds`]: the
-//! breaker, the no-heartbeat and mass-overtime holds, their warnings), the second judges
+//! breaker, the no-heartbeat, no-named-lock and mass-overtime holds, their warnings;
+//! [`named_lock_proven`] remembers a `db_lock` seen held), the second judges
 //! each row again and plans it under those holds ([`judge_group`]). A row is judged by
 //! [`judge`]; its contradiction is timed and its inferred verdict counted across runs
 //! ([`crate::check::confirmations`]). Nothing is written here.
@@ -150,6 +151,10 @@ pub(super) struct Census {
     heartbeat_only_writes: usize,
     /// Overtimes a run would write (the mass-overtime hold).
     overtime_writes: usize,
+    /// Rows whose `db_lock` name is held now, and the deaths on a free named lock alone a
+    /// run would write (the no-named-lock hold).
+    named_held: usize,
+    named_free_writes: usize,
     /// The first row whose free lock lies where others could swap it, and how many more
     /// there are.
     untrusted: Option<Untrusted>,
@@ -264,6 +269,8 @@ impl Census {
         self.past_stale += usize::from(e.total_age.as_ref().is_ok_and(|a| *a >= t.stale_after));
         self.heartbeat_only_writes += usize::from(Hold::NoHeartbeat.applies_to(d) && p.writes());
         self.overtime_writes += usize::from(d.verdict == Verdict::Overtime && p.writes());
+        self.named_held += usize::from(matches!(e.named, decide::NamedLock::Held { .. }));
+        self.named_free_writes += usize::from(Hold::NoNamedLock.applies_to(d) && p.writes());
         if let decide::NamedLock::Unusable(why) = &e.named {
             if self.unusable_name.is_some() {
                 self.unusable_more += 1;
@@ -356,15 +363,41 @@ fn tallied(
     }
 }
 
+/// Whether the watch's `db_lock` templates name locks the application takes
+/// (docs/design.md#no-named-lock): a running row's name is held in this pass — then the
+/// tally remembers it for later runs (`now`: unix seconds, host clock; only a real run's
+/// tally is kept) — or a real run saw one held under these very templates lately. A watch
+/// without `db_lock`, or with no tally (the counts could not be read), is not proven.
+pub(super) fn named_lock_proven(
+    w: &Watch,
+    c: &Census,
+    tally: Option<&mut Tally>,
+    now: i64,
+) -> bool {
+    if w.db_lock.is_empty() {
+        return false;
+    }
+    let Some(tally) = tally else {
+        return c.named_held > 0;
+    };
+    if c.named_held > 0 {
+        tally.prove(w, now);
+    }
+    tally.proven(w, now)
+}
+
 /// What holds the watch as a whole (docs/design.md#whole-watch-holds), from the first pass's counts, each said
 /// with its warning (of its kind: the cron text shows each once per `remind_every`): the
 /// shared heartbeat file, a lock others could swap, the breaker (more than half of the
 /// rows, and at least 3, would die on heartbeat alone), no heartbeat at all (not one row
-/// beats while one is past `stale_after`), a mass overtime (more than half, and at least
-/// 3, would be written as overtime); and the run's hold. With `force`, said and not held.
+/// beats while one is past `stale_after`), no named lock held (not one row holds its
+/// `db_lock` name, the template is not `named_proven`, and several rows would die on a
+/// free one alone), a mass overtime (more than half, and at least 3, would be written as
+/// overtime); and the run's hold. With `force`, said and not held.
 pub(super) fn holds(
     w: &Watch,
     c: &Census,
+    named_proven: bool,
     ctx: &SweepCtx<'_>,
     warn: &mut dyn FnMut(&'static str, String),
 ) -> Holds {
@@ -475,6 +508,38 @@ pub(super) fn holds(
             ),
         );
         tripped.push(Hold::NoHeartbeat);
+    }
+    let deaths = c.named_free_writes;
+    if decide::no_named_lock(deaths, c.named_held, named_proven) {
+        let templates: Vec<String> = w
+            .db_lock
+            .iter()
+            .map(|t| format!("{:?}", t.to_string()))
+            .collect();
+        warn(
+            "no_named_lock",
+            format!(
+                "watch {}: no job of this watch holds its db_lock name: not one of its {n} \
+                 running rows holds {}, and no run has seen one held under this template, so \
+                 the {deaths} deaths on a free named lock alone {} (a template that names no \
+                 lock the application takes looks exactly like every job dying at once); \
+                 does the template match the names the application takes? selfheal doctor \
+                 lists each row's names and who holds them{}",
+                w.name,
+                templates.join(" or "),
+                if force {
+                    "are acted on anyway (--force)"
+                } else {
+                    "are held until a real run sees a row's name held"
+                },
+                if force {
+                    ""
+                } else {
+                    " (--force overrides; selfheal resolve decides a row)"
+                },
+            ),
+        );
+        tripped.push(Hold::NoNamedLock);
     }
     let overtime = c.overtime_writes;
     if decide::mass_overtime(overtime, n) {
@@ -662,3 +727,6 @@ pub(super) fn row_report(w: &Watch, schema: &Schema, host: &Host, j: Judged) -> 
         already_told: false,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1430,19 +1430,31 @@ fn each_whole_watch_hold_holds_what_it_is_about() {
     let owner_dead = d(Verdict::Dead, Basis::OwnerDead);
     let overtime = d(Verdict::Overtime, Basis::MaxAge);
     let contradicted = d(Verdict::Dead, Basis::Contradicted(Signal::OwnerDead));
+    let named_free = d(Verdict::Dead, Basis::NamedLockFree);
     let p = ActionPolicy {
         manual_value: Some("m"),
         ..POLICY
     };
     for (hold_, applies) in [
-        (Hold::Breaker, [true, true, false, true, true]),
-        (Hold::ClockSkew, [true, true, false, true, true]),
-        (Hold::NoHeartbeat, [true, true, false, false, false]),
-        (Hold::MassOvertime, [false, false, false, true, false]),
+        (Hold::Breaker, [true, true, false, true, true, false]),
+        (Hold::ClockSkew, [true, true, false, true, true, false]),
+        (Hold::NoHeartbeat, [true, true, false, false, false, false]),
+        (
+            Hold::MassOvertime,
+            [false, false, false, true, false, false],
+        ),
+        (Hold::NoNamedLock, [false, false, false, false, false, true]),
     ] {
-        for (dd, applies) in [&hb_dead, &hung, &owner_dead, &overtime, &contradicted]
-            .into_iter()
-            .zip(applies)
+        for (dd, applies) in [
+            &hb_dead,
+            &hung,
+            &owner_dead,
+            &overtime,
+            &contradicted,
+            &named_free,
+        ]
+        .into_iter()
+        .zip(applies)
         {
             assert_eq!(hold_.applies_to(dd), applies, "{hold_:?} {dd:?}");
             let planned = plan(dd, None, &p);
@@ -1458,14 +1470,17 @@ fn each_whole_watch_hold_holds_what_it_is_about() {
     }
     assert!(!Hold::Confirming.needs_a_person());
     assert!(!Hold::Contradicted.needs_a_person());
-    // A conclusive death is never held back by a whole-watch hold.
+    // A conclusive death is never held back by a whole-watch hold, but for a free named
+    // lock's by the no-named-lock hold (a template never seen held).
     for h in [
         Hold::Breaker,
         Hold::ClockSkew,
         Hold::NoHeartbeat,
         Hold::MassOvertime,
+        Hold::NoNamedLock,
     ] {
         assert!(!h.applies_to(&owner_dead), "{h:?}");
+        assert_eq!(h.applies_to(&named_free), h == Hold::NoNamedLock, "{h:?}");
     }
 }
 

@@ -2,7 +2,12 @@
 //! `GET_LOCK`, the real binary judges. Held is life, free is conclusive once the row is
 //! older than `stale_after`, a name several running rows share counts for the youngest
 //! only, a list is held if any name is, a name beyond 64 characters is neutral, and the
-//! configuration errors are exit 2 naming the watch and the key.
+//! configuration errors are exit 2 naming the watch and the key. A template no running
+//! job's lock matches holds the watch's deaths on a free name for a person, until a real
+//! run has seen one of its names held (`docs/design.md#no-named-lock`).
+
+use std::process::Command;
+use std::time::Duration;
 
 use mysql::prelude::Queryable;
 
@@ -249,4 +254,314 @@ fn named_lock_configuration_errors_exit_2_naming_the_watch_and_the_key() {
         "{}",
         stderr(&o)
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// No named lock held: a template that matches no lock the jobs take
+
+/// A worker of its own: the `mariadb` client, in a process group of its own, takes `name`
+/// with `GET_LOCK` and then sits idle in its session (a shell command of the client's runs
+/// meanwhile), as a PHP job between two statements does. Returns once the server says the
+/// name is held. SIGKILLed, its socket closes and the server frees the lock at once.
+fn worker_holding(db: &mut MysqlDb, name: &str) -> Proc {
+    let opts = mysql::Opts::from_url(&db.url).expect("url");
+    let mut cmd = Command::new("mariadb");
+    cmd.arg("--no-defaults")
+        .args(["-N", "-u", opts.get_user().unwrap_or("root")]);
+    match opts.get_socket() {
+        Some(sock) => cmd.arg(format!("--socket={sock}")),
+        None => cmd.args([
+            "-h",
+            &opts.get_ip_or_hostname(),
+            "-P",
+            &opts.get_tcp_port().to_string(),
+        ]),
+    };
+    cmd.env("MYSQL_PWD", opts.get_pass().unwrap_or(""))
+        .args(["-D", &db.name])
+        .args([
+            "-e",
+            &format!("SELECT GET_LOCK('{name}', 0);\n\\! sleep 600"),
+        ]);
+    let p = Proc::spawn(&mut cmd);
+    wait_until("the worker takes its lock", Duration::from_secs(10), || {
+        is_used(db, name)
+    });
+    p
+}
+
+fn is_used(db: &mut MysqlDb, name: &str) -> bool {
+    db.query::<Option<u64>>(&format!("SELECT IS_USED_LOCK('{name}')"))
+        .pop()
+        .flatten()
+        .is_some()
+}
+
+/// SIGKILL to the worker's whole group (the client and its shell), as a deploy kills a
+/// worker; returns once the server has freed `name`.
+fn kill_worker(db: &mut MysqlDb, mut p: Proc, name: &str) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(p.pid()).expect("a pid"));
+    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+    p.reap();
+    wait_until(
+        "the server frees the killed worker's lock",
+        Duration::from_secs(10),
+        || !is_used(db, name),
+    );
+}
+
+/// The Magento shape: no heartbeat, one job code per row in `worker`, each job's lock
+/// `<dbname>|CRON_<md5(GROUP_jobcode)>`; `group` is the cron group the template names.
+fn magento_like(db: &MysqlDb, sb: &Sandbox, group: &str, run_extra: &str) -> std::path::PathBuf {
+    sb.config_with(
+        &format!("url = \"{}\"", db.url),
+        run_extra,
+        &format!(
+            "name = \"jobs\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+             stale_after = \"1m\"\nmax_age = \"4h\"\nmessage_column = \"error_msg\"\n\
+             ended_column = \"end_time\"\ndb_lock = \"{{database}}|CRON_{{md5:{group}_{{worker}}}}\"\n"
+        ),
+    )
+}
+
+/// The name a job of `job` code in the `index` group holds.
+fn job_lock(db: &MysqlDb, job: &str) -> String {
+    format!(
+        "{}|CRON_{}",
+        db.name,
+        selfheal::config::md5_hex(format!("index_{job}").as_bytes())
+    )
+}
+
+/// Rows `ids`, running for 10 minutes, job code `job_ID` each.
+fn running_jobs(db: &mut MysqlDb, ids: &[i64]) {
+    for &id in ids {
+        db.insert(id, "running", 600);
+        set_job(db, id, &format!("job_{id}"));
+    }
+}
+
+fn confirmations(sb: &Sandbox) -> serde_json::Value {
+    std::fs::read_to_string(sb.state_dir().join("confirmations.json"))
+        .map_or(serde_json::Value::Null, |t| {
+            serde_json::from_str(&t).expect("confirmations.json is JSON")
+        })
+}
+
+/// A template naming the wrong cron group: four live jobs hold their real names, and every
+/// name the template makes is free. Nothing is marked; every row is held for a person
+/// (JSON, --explain, the metrics), and the cron text says once what to check. --force
+/// would act; the right template finds them alive and proves itself.
+#[test]
+fn a_template_no_live_job_holds_marks_nothing_and_says_what_to_check() {
+    let Some(mut db) = MysqlDb::new_short() else {
+        return;
+    };
+    if !have_tool("mariadb", &["--version"], "the mariadb client") {
+        return;
+    }
+    db.create_sync_log("DATETIME");
+    let sb = Sandbox::new();
+    let metrics = sb.path("selfheal.prom");
+    let metrics_line = format!("metrics_file = \"{}\"", metrics.display());
+    let wrong = magento_like(&db, &sb, "default", &metrics_line);
+    let ids = [1, 2, 3, 4];
+    running_jobs(&mut db, &ids);
+    let names: Vec<String> = ids
+        .iter()
+        .map(|id| job_lock(&db, &format!("job_{id}")))
+        .collect();
+    let workers: Vec<Proc> = names.iter().map(|n| worker_holding(&mut db, n)).collect();
+    let before = db.dump();
+
+    // --explain: each row, what holds it, and the warning.
+    let o = check(&wrong, &["--explain"]);
+    assert_exit(&o, 1);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(
+        err.contains("watch jobs: no job of this watch holds its db_lock name")
+            && err.contains("does the template match the names the application takes?"),
+        "{err}"
+    );
+    assert_eq!(
+        out.matches(
+            "a real run would leave it and report it (held back: no job of this watch holds \
+             its db_lock name"
+        )
+        .count(),
+        4,
+        "{out}"
+    );
+
+    // The real run, as cron runs it: nothing marked, the hold said once.
+    let o = check(&wrong, &[]);
+    assert_exit(&o, 1);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        text.contains("not one of its 4 running rows holds")
+            && text.contains("the 4 deaths on a free named lock alone are held"),
+        "{text}"
+    );
+    assert_eq!(db.dump(), before, "no live job is marked");
+    let o = check(&wrong, &[]);
+    assert_exit(&o, 1);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        !text.contains("no job of this watch holds"),
+        "said once: {text}"
+    );
+    let metrics_text = std::fs::read_to_string(&metrics).expect("metrics");
+    for line in [
+        "selfheal_held_rows{watch=\"jobs\",hold=\"no_named_lock\"} 4",
+        "selfheal_watch_held{watch=\"jobs\",hold=\"no_named_lock\"} 1",
+    ] {
+        assert!(
+            metrics_text.lines().any(|l| l == line),
+            "{line} in\n{metrics_text}"
+        );
+    }
+
+    // JSON: each row dead on a free named lock, held, for a person.
+    let (o, rows, summary) = json_check(&wrong, &[]);
+    assert_exit(&o, 1);
+    for id in ids {
+        let r = row(&rows, id);
+        assert_eq!(
+            (
+                r["verdict"].as_str(),
+                r["db_lock"].as_str(),
+                r["held"].as_str(),
+                r["action"].as_str(),
+                r["attention"].as_bool()
+            ),
+            (
+                Some("dead"),
+                Some("free"),
+                Some("no_named_lock"),
+                Some("none"),
+                Some(true)
+            ),
+            "{r}"
+        );
+        assert!(r["resolve"].as_str().is_some(), "{r}");
+    }
+    assert!(
+        summary["warnings"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|w| w
+                .as_str()
+                .is_some_and(|w| w.contains("no job of this watch holds its db_lock name")))),
+        "{summary}"
+    );
+    assert_eq!(db.dump(), before);
+    assert!(
+        confirmations(&sb)["proven"].is_null(),
+        "{}",
+        confirmations(&sb)
+    );
+
+    // --force says it and acts (shown by a dry run: these jobs live).
+    let (_, rows, _) = json_check(&wrong, &["--dry-run", "--force"]);
+    for id in ids {
+        assert_eq!(row(&rows, id)["action"], "mark_dead", "{}", row(&rows, id));
+        assert_eq!(row(&rows, id)["held"], serde_json::Value::Null);
+    }
+
+    // The right template: every job alive, and the template proven.
+    let right = magento_like(&db, &sb, "index", &metrics_line);
+    let (o, rows, _) = json_check(&right, &[]);
+    assert_exit(&o, 0);
+    for id in ids {
+        assert_eq!(row(&rows, id)["verdict"], "alive", "{}", row(&rows, id));
+    }
+    assert_eq!(db.dump(), before);
+    let proven = &confirmations(&sb)["proven"];
+    assert_eq!(proven[0]["watch"], "jobs", "{proven}");
+    assert_eq!(
+        proven[0]["db_lock"],
+        serde_json::json!(["{database}|CRON_{md5:index_{worker}}"]),
+        "{proven}"
+    );
+    drop(workers);
+}
+
+/// The right template: three live jobs hold their names and two died. The two are marked
+/// at once, as before, and the run proves the template. Then a deploy kills every worker:
+/// the next run marks all three — where no run ever saw a name held (another state
+/// directory), the same rows are held.
+#[test]
+fn free_names_beside_held_ones_are_marked_and_once_proven_a_killed_fleet_is_too() {
+    let Some(mut db) = MysqlDb::new_short() else {
+        return;
+    };
+    if !have_tool("mariadb", &["--version"], "the mariadb client") {
+        return;
+    }
+    db.create_sync_log("DATETIME");
+    let sb = Sandbox::new();
+    let cfg = magento_like(&db, &sb, "index", "");
+    running_jobs(&mut db, &[1, 2, 3, 4, 5]);
+    let live: Vec<(String, Proc)> = [1, 3, 5]
+        .iter()
+        .map(|id| {
+            let name = job_lock(&db, &format!("job_{id}"));
+            let p = worker_holding(&mut db, &name);
+            (name, p)
+        })
+        .collect();
+
+    let (o, rows, _) = json_check(&cfg, &[]);
+    assert_exit(&o, 0);
+    for id in [2, 4] {
+        let r = row(&rows, id);
+        assert_eq!(
+            (
+                r["verdict"].as_str(),
+                r["action"].as_str(),
+                r["applied"].as_bool()
+            ),
+            (Some("dead"), Some("mark_dead"), Some(true)),
+            "{r}"
+        );
+        assert_eq!(r["held"], serde_json::Value::Null, "{r}");
+        assert_eq!(db.row(id).0, "error");
+    }
+    for id in [1, 3, 5] {
+        assert_eq!(row(&rows, id)["verdict"], "alive", "{}", row(&rows, id));
+        assert_eq!(db.row(id).0, "running");
+    }
+    assert_eq!(confirmations(&sb)["proven"][0]["watch"], "jobs");
+
+    // A deploy kills every worker.
+    for (name, p) in live {
+        kill_worker(&mut db, p, &name);
+    }
+    // Never proven there: held.
+    let elsewhere = Sandbox::new();
+    let unproven = magento_like(&db, &elsewhere, "index", "");
+    let (o, rows, _) = json_check(&unproven, &["--dry-run"]);
+    assert_exit(&o, 1);
+    for id in [1, 3, 5] {
+        assert_eq!(
+            row(&rows, id)["held"],
+            "no_named_lock",
+            "{}",
+            row(&rows, id)
+        );
+    }
+    // Proven here: all three marked.
+    let (o, rows, _) = json_check(&cfg, &[]);
+    assert_exit(&o, 0);
+    for id in [1, 3, 5] {
+        let r = row(&rows, id);
+        assert_eq!(
+            (r["action"].as_str(), r["applied"].as_bool()),
+            (Some("mark_dead"), Some(true)),
+            "{r}"
+        );
+        let (status, ended, msg) = db.row(id);
+        assert_eq!((status.as_str(), ended), ("error", true));
+        assert!(msg.starts_with("self-heal: dead: named lock free"), "{msg}");
+    }
+    assert_eq!(sb.journal().len(), 5);
 }

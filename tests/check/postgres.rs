@@ -914,3 +914,84 @@ fn a_jobs_advisory_lock_is_its_named_lock_held_alive_and_free_once_killed() {
         assert!(msg.starts_with("self-heal: dead: "), "{msg}");
     }
 }
+
+/// A `db_lock` template no running job's advisory lock matches (`jobs/{id}` for the jobs'
+/// `job/{id}`): the two live jobs' rows are held for a person (`no_named_lock`), never
+/// marked; the right template finds them alive and proves itself, so once both are killed
+/// the next run marks them (docs/design.md#no-named-lock).
+#[test]
+fn a_template_no_advisory_lock_matches_is_held_until_a_name_is_seen_held() {
+    if !have_tool("psql", &["--version"], "psql") {
+        return;
+    }
+    let mut db = pg_or_skip!();
+    db.create_sync_log("TIMESTAMPTZ");
+    let mut holders = vec![psql_holding(&db, "job/7"), psql_holding(&db, "job/8")];
+    db.exec(
+        "INSERT INTO sync_log (id, status, start_time) VALUES
+           (7, 'running', now() - INTERVAL '1 hour'),
+           (8, 'running', now() - INTERVAL '1 hour')",
+    );
+    let sb = Sandbox::new();
+    let url = db.url.clone();
+    let config = |template: &str| {
+        sb.config(
+            &url,
+            &format!(
+                "name = \"jobs\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+                 db_lock = \"{template}\"\nstale_after = \"5m\"\nmax_age = \"4h\"\n\
+                 ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n"
+            ),
+        )
+    };
+    let wrong = config("jobs/{id}");
+    let before = db.dump();
+    let (o, rows, summary) = json_check(&wrong, &[]);
+    assert_exit(&o, 1);
+    for id in [7, 8] {
+        let r = row(&rows, id);
+        assert_eq!(
+            (
+                r["db_lock"].as_str(),
+                r["held"].as_str(),
+                r["action"].as_str()
+            ),
+            (Some("free"), Some("no_named_lock"), Some("none")),
+            "{r}"
+        );
+    }
+    let warned = summary["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .any(|w| {
+            w.contains(
+                "no job of this watch holds its db_lock name: not one of its 2 running rows \
+                 holds \"jobs/{id}\"",
+            )
+        });
+    assert!(warned, "{summary}");
+    assert_eq!(db.dump(), before, "no live job is marked");
+
+    let right = config("job/{id}");
+    let (o, rows, _) = json_check(&right, &[]);
+    assert_exit(&o, 0);
+    for id in [7, 8] {
+        assert_eq!(row(&rows, id)["verdict"], "alive", "{}", row(&rows, id));
+    }
+    for p in &mut holders {
+        kill_group(p);
+    }
+    wait_until(
+        "the server releases the killed sessions' locks",
+        Duration::from_secs(10),
+        || advisory_locks(&mut db) == 0,
+    );
+    let (o, rows, _) = json_check(&right, &[]);
+    assert_exit(&o, 0);
+    for id in [7, 8] {
+        assert_eq!(row(&rows, id)["applied"], true, "{}", row(&rows, id));
+        assert_eq!(db.row(id).0, "error");
+    }
+}
