@@ -111,7 +111,7 @@ impl Batch<'_> {
         let header = ctx
             .origin
             .header(ctx.run.as_str(), store.session(), now_rfc3339());
-        jw.pending.begin(
+        jw.pending.begin_flushing(
             &header,
             &mut intents.iter().map(|(i, change)| {
                 let (row, report) = &rows[*i];
@@ -177,6 +177,13 @@ impl Pass<'_, '_> {
                 return;
             }
         };
+        // Outside a group each compare-and-set commits on its own: the intents must be
+        // on disk first. In a group they must be by the commit (see `commit`); the flush
+        // runs while the database writes.
+        if !grouped && let Err(e) = self.jw.pending.flushed() {
+            self.end = BatchEnd::stopped(self.intents[self.k].0, e);
+            return;
+        }
         let first = self.k;
         let busy = self.cas_rows(grouped);
         if grouped && !self.commit(first) {
@@ -343,7 +350,16 @@ impl Pass<'_, '_> {
     /// journals its changes. False when the commit failed: nothing of the group is
     /// applied, and its intents stay for the next run to check.
     fn commit(&mut self, first: usize) -> bool {
-        if let Err(e) = self.store.commit_writes() {
+        // Nothing of the group becomes durable before its intents are: if they cannot be
+        // flushed, the group is undone.
+        let committed = match self.jw.pending.flushed() {
+            Ok(()) => self.store.commit_writes(),
+            Err(e) => {
+                let _ = self.store.abandon_writes();
+                Err(e)
+            }
+        };
+        if let Err(e) = committed {
             for (i, _) in &self.intents[first..self.k] {
                 let report = &mut self.rows[*i].1;
                 if report.applied {

@@ -213,6 +213,10 @@ pub struct Pending {
     state_dir: PathBuf,
     /// Where this run's group starts and ends in the file, once appended.
     mine: Option<(u64, u64)>,
+    /// The flush of a group appended by [`Pending::begin_flushing`], under way.
+    flushing: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    /// Why that flush failed, once it did.
+    flush_failed: Option<String>,
 }
 
 impl Pending {
@@ -224,6 +228,8 @@ impl Pending {
             path,
             state_dir: state_dir.to_path_buf(),
             mine: None,
+            flushing: None,
+            flush_failed: None,
         })
     }
 
@@ -324,11 +330,62 @@ impl Pending {
         header: &IntentsHeader,
         intents: &mut dyn Iterator<Item = JournalEntry>,
     ) -> Result<()> {
+        self.begin_flushing(header, intents)?;
+        self.flushed()
+    }
+
+    /// Appends a group as [`Pending::begin`] does, but returns once it is written: its
+    /// flush to disk goes on beside the caller, who must see [`Pending::flushed`] succeed
+    /// before any change the group announces can become durable (before a commit, or a
+    /// statement that commits on its own). The flush then costs nothing while the database
+    /// does the writes.
+    pub fn begin_flushing(
+        &mut self,
+        header: &IntentsHeader,
+        intents: &mut dyn Iterator<Item = JournalEntry>,
+    ) -> Result<()> {
+        self.flushed()?;
         self.lock()?;
         let result = self.append_group(header, intents);
         self.unlock();
         self.mine = Some(result?);
+        let spawned = self.file.try_clone().and_then(|file| {
+            std::thread::Builder::new()
+                .name("intents-flush".into())
+                .spawn(move || file.sync_data())
+        });
+        match spawned {
+            Ok(handle) => self.flushing = Some(handle),
+            // No thread to spare: flushed here and now.
+            Err(_) => self
+                .file
+                .sync_data()
+                .map_err(|e| Error::io(&self.path, FILE.writing, e))?,
+        }
         Ok(())
+    }
+
+    /// Waits for the flush [`Pending::begin_flushing`] started: `Ok` once the group is on
+    /// disk (at once when no flush is under way). A failed flush fails every later call
+    /// too: nothing the group announces may be made durable.
+    pub fn flushed(&mut self) -> Result<()> {
+        let Some(handle) = self.flushing.take() else {
+            return match self.flush_failed.as_ref() {
+                None => Ok(()),
+                Some(e) => Err(Error::io(
+                    &self.path,
+                    FILE.writing,
+                    std::io::Error::other(e.clone()),
+                )),
+            };
+        };
+        let result = handle
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the flush stopped")));
+        result.map_err(|e| {
+            self.flush_failed = Some(e.to_string());
+            Error::io(&self.path, FILE.writing, e)
+        })
     }
 
     fn append_group(
@@ -360,7 +417,6 @@ impl Pending {
         }
         out.flush().map_err(&io)?;
         drop(out);
-        self.file.sync_data().map_err(&io)?;
         let end = self.file.stream_position().map_err(&io)?;
         Ok((start, end))
     }
@@ -369,6 +425,8 @@ impl Pending {
     /// appended after it meanwhile, the group stays; the next run finds its changes in the
     /// journal and drops it.
     pub fn clear(&mut self) -> Result<()> {
+        // A flush still under way ends first (its outcome no longer matters here).
+        let _ = self.flushed();
         let Some((start, end)) = self.mine.take() else {
             return Ok(());
         };

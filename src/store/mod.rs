@@ -525,6 +525,11 @@ pub trait JobTable {
     fn commit_writes(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Undoes the group [`JobTable::begin_writes`] opened and closes it: nothing of it is
+    /// applied; afterwards each compare-and-set commits on its own again.
+    fn abandon_writes(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// The row with this id as it is now (`None`: no such row).
     fn current_row(&mut self, w: &Watch, id: &SqlValue) -> Result<Option<CurrentRow>>;
     /// How many rows have the status `manual` (the parked rows): one indexed count.

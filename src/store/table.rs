@@ -515,6 +515,13 @@ impl<D: Driver> JobTable for SqlStore<D> {
         self.driver.commit_writes()
     }
 
+    fn abandon_writes(&mut self) -> Result<()> {
+        // Rolled back, then the empty transaction the driver goes on in is closed.
+        self.wrote_in_group = false;
+        self.driver.undo_writes()?;
+        self.driver.commit_writes()
+    }
+
     fn count_parked(&mut self, w: &Watch, manual: &str) -> Result<u64> {
         let st = sql::parked_count_sql(self.dialect(), w, manual);
         let what = format!("counting parked rows of {}", w.table);

@@ -437,15 +437,125 @@ fn a_password_in_the_db_flag_is_refused_before_anything_happens() {
     );
 }
 
+/// Three dead rows (their owner pid gone on this host), one write group, and the config
+/// that writes them; the tests below delay or fail the flush of the intents.
+fn three_dead_rows(db: &mut MysqlDb) -> (Sandbox, std::path::PathBuf) {
+    db.create_sync_log("DATETIME");
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    for id in 1..=3 {
+        db.exec(&format!(
+            "INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker) VALUES \
+             ({id}, 'running', NOW() - INTERVAL 50 MINUTE, NOW() - INTERVAL 47 MINUTE, '{gone}')"
+        ));
+    }
+    let sb = Sandbox::new();
+    let cfg = sb.config(
+        &db.url,
+        "name = \"lease\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+         heartbeat_column = \"heartbeat_at\"\nowner_column = \"worker\"\n\
+         ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n\
+         stale_after = \"5m\"\nmax_age = \"4h\"\n",
+    );
+    (sb, cfg)
+}
+
+/// The intents are flushed while the database writes the group, but nothing of the group
+/// is committed before they are on disk: with their flush held up for two seconds, another
+/// session sees every row still running after the intents are written, and all three
+/// marked once the run ends.
+#[test]
+fn a_write_group_commits_only_once_its_intents_are_on_disk() {
+    let mut db = mysql_or_skip!();
+    if !have_tool(
+        "strace",
+        &["-V"],
+        "delaying the flush of selfheal's intents",
+    ) {
+        return;
+    }
+    let (sb, cfg) = three_dead_rows(&mut db);
+    let child = std::process::Command::new("strace")
+        .args([
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=fdatasync:delay_enter=2000000:when=1",
+        ])
+        .arg(bin())
+        .args(["check", "--format", "json", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("strace");
+    let pending = sb.state_dir().join("pending.jsonl");
+    wait_until("selfheal writes its intents", secs(20), || {
+        std::fs::metadata(&pending).is_ok_and(|m| m.len() > 0)
+    });
+    // The group's UPDATE may have run by now; it is not committed.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    for id in 1..=3 {
+        assert_eq!(
+            db.row(id).0,
+            "running",
+            "row {id} changed before its intent was flushed"
+        );
+    }
+    let o = child.wait_with_output().expect("wait");
+    assert_exit(&o, 0);
+    for id in 1..=3 {
+        assert_eq!(db.row(id).0, "error");
+    }
+    let journaled = sb.journal().iter().filter(|e| e["applied"] == true).count();
+    assert_eq!(journaled, 3);
+}
+
+/// When the intents cannot be flushed, the group written meanwhile is undone: no row
+/// changes, no change is journaled, the run fails and says so.
+#[test]
+fn a_write_group_whose_intents_cannot_be_flushed_is_undone() {
+    let mut db = mysql_or_skip!();
+    if !have_tool("strace", &["-V"], "failing the flush of selfheal's intents") {
+        return;
+    }
+    let (sb, cfg) = three_dead_rows(&mut db);
+    let o = std::process::Command::new("strace")
+        .args([
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=fdatasync:error=EIO:when=1",
+        ])
+        .arg(bin())
+        .args(["check", "--format", "json", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("strace");
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("pending"), "{}", stderr(&o));
+    for id in 1..=3 {
+        assert_eq!(db.row(id).0, "running");
+    }
+    assert!(sb.journal().iter().all(|e| e["applied"] != true));
+    // The next run writes them.
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    for id in 1..=3 {
+        assert_eq!(db.row(id).0, "error");
+    }
+}
+
 /// Rows 1, 2 and 3 dead (their owner pid gone on this host, their heartbeats stale): one
-/// write group. While selfheal writes its intents (its first fdatasync, delayed by
-/// strace), row 2's worker finishes it. The group's single UPDATE then changes two rows of
+/// write group. Once selfheal has written its intents (as it unlocks pending.jsonl, its
+/// third flock after the run lock and the pending lock, delayed by strace), row 2's worker
+/// finishes it. The group's single UPDATE then changes two rows of
 /// three: it is undone, and each row is written on its own — rows 1 and 3 marked, row 2
 /// left as its worker wrote it, a lost race.
 #[test]
 fn a_row_finished_while_its_write_group_is_prepared_is_not_overwritten_and_the_rest_are_marked() {
     let mut db = mysql_or_skip!();
-    if !have_tool("strace", &["-V"], "delaying selfheal's first fdatasync") {
+    if !have_tool("strace", &["-V"], "delaying selfheal after its intents") {
         return;
     }
     db.create_sync_log("DATETIME");
@@ -470,7 +580,7 @@ fn a_row_finished_while_its_write_group_is_prepared_is_not_overwritten_and_the_r
             "-o",
             "/dev/null",
             "-e",
-            "inject=fdatasync:delay_enter=1500000:when=1",
+            "inject=flock:delay_exit=1500000:when=3",
         ])
         .arg(bin())
         .args(["check", "--format", "json", "--config"])
