@@ -38,6 +38,7 @@ mod batch;
 pub mod collation;
 pub mod confirmations;
 mod decided;
+pub mod recent;
 pub mod recovery;
 pub mod release;
 pub mod remind;
