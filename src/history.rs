@@ -1,7 +1,8 @@
 //! What the latest finished runs of a watch say, cheaply: the longest run that ended well
 //! among the latest rows, and the rule of docs/design.md#error-rate on it — a `max_age` below 1.5× a real
-//! run kills legitimate runs (the seed incident). `check` warns on it every run, `doctor`
-//! shows it, `stats` applies the same rule to the whole history.
+//! run kills legitimate runs (the seed incident). `check` warns on it every run (from a read
+//! it keeps for up to 15 minutes: [`crate::check::recent`]), `doctor` shows it, `stats`
+//! applies the same rule to the whole history.
 //!
 //! I/O: reads the latest [`RECENT_ROWS`] rows of a watch through the store (by primary
 //! key, so the cost does not grow with the table). The rule itself is pure.
@@ -83,12 +84,26 @@ pub fn recent_runs(
     schema: &Schema,
     clocks: &Clocks,
 ) -> Result<Recent> {
+    if let Some(why) = recent_unread(w, schema) {
+        return Ok(why);
+    }
+    read_recent_runs(store, w, clocks).map(Recent::Runs)
+}
+
+/// Why the latest rows of the watch cannot be read cheaply, if they cannot (no I/O).
+pub fn recent_unread(w: &Watch, schema: &Schema) -> Option<Recent> {
     if w.ended_column.is_none() {
-        return Ok(Recent::NoEndedColumn);
+        Some(Recent::NoEndedColumn)
+    } else if !schema.id_is_primary {
+        Some(Recent::IdNotPrimary)
+    } else {
+        None
     }
-    if !schema.id_is_primary {
-        return Ok(Recent::IdNotPrimary);
-    }
+}
+
+/// The read of [`recent_runs`] proper, for a watch [`recent_unread`] lets through: one
+/// query for the latest [`RECENT_ROWS`] rows.
+pub fn read_recent_runs(store: &mut dyn Store, w: &Watch, clocks: &Clocks) -> Result<RecentRuns> {
     let mut longest: Option<(u64, Value)> = None;
     let mut runs = 0u64;
     store.finished_rows(w, History::Latest(RECENT_ROWS), &mut |r: FinishedRow| {
@@ -103,7 +118,7 @@ pub fn recent_runs(
         }
         Ok(())
     })?;
-    Ok(Recent::Runs(RecentRuns { runs, longest }))
+    Ok(RecentRuns { runs, longest })
 }
 
 impl RecentRuns {
@@ -124,20 +139,6 @@ impl RecentRuns {
             _ => None,
         }
     }
-}
-
-/// Warns when `max_age` is below 1.5× the longest recent run that ended well (see
-/// [`recent_runs`]). `None` when the cap is fine, or when it cannot be judged cheaply.
-pub fn recent_max_age_check(
-    store: &mut dyn Store,
-    w: &Watch,
-    schema: &Schema,
-    clocks: &Clocks,
-) -> Result<Option<MaxAgeWarning>> {
-    Ok(match recent_runs(store, w, schema, clocks)? {
-        Recent::Runs(r) => r.max_age_warning(w),
-        Recent::NoEndedColumn | Recent::IdNotPrimary => None,
-    })
 }
 
 /// No job runs this long: a runtime beyond it is bad history, not a run (docs/design.md#error-rate).

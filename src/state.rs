@@ -178,6 +178,20 @@ pub fn save_typed_unsynced<T: Serialize>(
     replace_unsynced(state_dir, f, &text)
 }
 
+/// Replaces a typed state file with `value` as pretty JSON, as [`save_typed`] does but not
+/// flushed to disk (see [`save_typed_unsynced`]).
+pub fn save_typed_pretty_unsynced<T: Serialize>(
+    state_dir: &Path,
+    f: &StateFile,
+    value: &T,
+) -> Result<PathBuf> {
+    let path = state_dir.join(f.name);
+    let mut text = serde_json::to_vec_pretty(value)
+        .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
+    text.push(b'\n');
+    replace_unsynced(state_dir, f, &text)
+}
+
 /// Replaces a state file with `contents` (mode 0640) through a temporary file renamed into
 /// place, not flushed to disk: a reader sees the old file or the new one, and after a crash
 /// perhaps the old one.

@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::process::Output;
 
+use serde_json::json;
+
 use crate::common::*;
 
 fn stats(cfg: &Path, args: &[&str]) -> Output {
@@ -400,6 +402,26 @@ fn seed_incident_a_30_minute_max_age_over_2_hour_runs_is_called_out_mariadb() {
     assert_eq!(stderr(&o), "");
     let (watches, _) = stats_json(&cfg, 0);
     assert_eq!(watches[0]["max_age_too_low"], false);
+
+    // A 3-hour run ends: the runs read less than 15 minutes ago are what the next run
+    // measures; once that read is 15 minutes old, the rows are read again.
+    db.exec(
+        "INSERT INTO sync_log (id, status, start_time, end_time) VALUES \
+         (300, 'done', NOW() - INTERVAL 4 HOUR, NOW() - INTERVAL 1 HOUR)",
+    );
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!(stderr(&o), "", "the kept read");
+    sb.age_recent_reads(15 * 60);
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert!(
+        stderr(&o).contains(
+            "max_age 4h is below 1.5× the longest recent run that ended well (3h0m, id=300)"
+        ),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -441,7 +463,9 @@ fn the_max_age_warning_looks_only_at_the_latest_rows_sqlite() {
     assert_eq!(watches[0]["runtime_s"]["max"], 3 * 3600);
     assert_eq!(watches[0]["max_age_too_low"], true);
 
-    // One more long run among the latest rows: now check sees it.
+    // One more long run among the latest rows: once the last read is 15 minutes old, check
+    // reads them again and sees it.
+    sb.age_recent_reads(15 * 60);
     db.conn()
         .execute(
             "INSERT INTO sync_log (id, status, start_time, end_time) VALUES \
@@ -458,6 +482,206 @@ fn the_max_age_warning_looks_only_at_the_latest_rows_sqlite() {
         "{}",
         stderr(&o)
     );
+}
+
+/// A run of `minutes` that ended well a day ago, in the SQLite table.
+fn finished_run(db: &SqliteDb, id: i64, minutes: i64) {
+    db.conn()
+        .execute(
+            "INSERT INTO sync_log (id, status, start_time, end_time) VALUES \
+             (?1, 'done', datetime('now', '-1 days'), datetime('now', '-1 days', ?2))",
+            rusqlite::params![id, format!("+{minutes} minutes")],
+        )
+        .expect("insert");
+}
+
+/// The `max_age_too_low` objects of a `check --format json` (`args` added).
+fn max_age_too_low(cfg: &Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--format", "json"];
+    all.extend_from_slice(args);
+    let o = check(cfg, &all);
+    assert_exit(&o, 0);
+    let (_, summary) = json_lines(&o);
+    summary["max_age_too_low"].clone()
+}
+
+/// The `longest_run_id` of the one `max_age_too_low` object.
+fn longest_run_id(warnings: &serde_json::Value) -> i64 {
+    let a = warnings.as_array().expect("array");
+    assert_eq!(a.len(), 1, "{warnings}");
+    a[0]["longest_run_id"].as_i64().expect("an id")
+}
+
+/// `run-state.json`, parsed.
+fn run_state(sb: &Sandbox) -> serde_json::Value {
+    let text = std::fs::read_to_string(sb.state_dir().join("run-state.json")).expect("read");
+    serde_json::from_str(&text).expect("JSON")
+}
+
+/// The rows the `max_age` check reads are read at most once per 15 minutes: a real run keeps
+/// what it found in `run-state.json`, and the runs within that window (dry runs too) warn
+/// from it — the longest run as it was read — whatever the rows became since; the first run
+/// after the window reads them again, and keeps that.
+#[test]
+fn the_max_age_check_reads_the_latest_rows_once_per_15_minutes_sqlite() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for (id, minutes) in [(1, 20), (2, 130), (3, 25)] {
+        finished_run(&db, id, minutes);
+    }
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch("").replace("max_age = \"4h\"", "max_age = \"1h\""),
+    );
+    let before = std::time::SystemTime::now();
+    let w = max_age_too_low(&cfg, &[]);
+    assert_eq!(
+        (longest_run_id(&w), &w[0]["longest_run_s"]),
+        (2, &json!(7_800))
+    );
+    let state = run_state(&sb);
+    let kept = &state["recent"][0];
+    assert_eq!(
+        (&kept["watch"], &kept["runs"], &kept["longest"]),
+        (
+            &json!("full-sync"),
+            &json!(3),
+            &json!({"secs": 7_800, "id": 2})
+        ),
+        "{state}"
+    );
+    let read_at = kept["read_at"].as_i64().expect("read_at");
+    let t0 = before
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("epoch")
+        .as_secs();
+    assert!(
+        (i64::try_from(t0).expect("t0") - 1..=i64::try_from(t0).expect("t0") + 60)
+            .contains(&read_at),
+        "{read_at} {t0}"
+    );
+    let file = std::fs::read(sb.state_dir().join("run-state.json")).expect("read");
+
+    // The 2h10m run turns out to have taken 10 minutes, and a 3-hour run ends.
+    db.conn()
+        .execute(
+            "UPDATE sync_log SET end_time = datetime(start_time, '+10 minutes') WHERE id = 2",
+            [],
+        )
+        .expect("update");
+    finished_run(&db, 4, 180);
+    // Within the window: the kept read, by real and dry runs alike; nothing written.
+    let w = max_age_too_low(&cfg, &[]);
+    assert_eq!((longest_run_id(&w), &w[0]["runs_seen"]), (2, &json!(3)));
+    assert_eq!(longest_run_id(&max_age_too_low(&cfg, &["--dry-run"])), 2);
+    let o = check(&cfg, &["--explain"]);
+    assert_exit(&o, 0);
+    assert!(stderr(&o).contains("(2h10m, id=2)"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(sb.state_dir().join("run-state.json")).expect("read"),
+        file,
+        "a run that used the kept read leaves the file as it was"
+    );
+
+    // 15 minutes after the read: read again, and kept.
+    sb.age_recent_reads(15 * 60);
+    let w = max_age_too_low(&cfg, &[]);
+    assert_eq!(
+        (
+            longest_run_id(&w),
+            &w[0]["longest_run_s"],
+            &w[0]["runs_seen"]
+        ),
+        (4, &json!(10_800), &json!(4))
+    );
+    let state = run_state(&sb);
+    assert_eq!(state["recent"].as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(
+        state["recent"][0]["longest"],
+        json!({"secs": 10_800, "id": 4})
+    );
+    assert!(state["recent"][0]["read_at"].as_i64() >= Some(read_at));
+
+    // A read kept "later" than now (a run under a wrong clock) is read again too.
+    sb.age_recent_reads(-3_600);
+    finished_run(&db, 5, 200);
+    assert_eq!(longest_run_id(&max_age_too_low(&cfg, &[])), 5);
+}
+
+/// The warning is made every run from the kept runs and the `max_age` of this run: raising
+/// `max_age` silences it at once, even while the read is fresh (and though a longer run
+/// ended since, which only the next read will see).
+#[test]
+fn raising_max_age_silences_the_warning_at_once_with_a_fresh_read_sqlite() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    for (id, minutes) in [(1, 20), (2, 130)] {
+        finished_run(&db, id, minutes);
+    }
+    let low = || {
+        sb.config(
+            &db.url(),
+            &sb.watch("").replace("max_age = \"4h\"", "max_age = \"1h\""),
+        )
+    };
+    let raised = || sb.config(&db.url(), &sb.watch(""));
+    let o = check(&low(), &[]);
+    assert_exit(&o, 0);
+    assert!(
+        stderr(&o).contains("max_age 1h is below 1.5× the longest recent run that ended well"),
+        "{}",
+        stderr(&o)
+    );
+    // 4h lets the 2h10m run live (3h15m), not a 3-hour one (4h30m).
+    finished_run(&db, 3, 180);
+    let cfg = raised();
+    let o = check(&cfg, &[]);
+    assert_exit(&o, 0);
+    assert_eq!((stdout(&o).as_str(), stderr(&o).as_str()), ("", ""));
+    assert_eq!(max_age_too_low(&cfg, &[]), json!([]));
+    assert_eq!(max_age_too_low(&cfg, &["--dry-run"]), json!([]));
+    // Lowered again: said again, from the same kept read.
+    assert_eq!(longest_run_id(&max_age_too_low(&low(), &[])), 2);
+    // Once read again, the 3-hour run is what 4h is measured against.
+    sb.age_recent_reads(15 * 60);
+    assert_eq!(longest_run_id(&max_age_too_low(&raised(), &[])), 3);
+}
+
+/// Dry runs and `--explain` read the rows themselves when no fresh read is kept, and write
+/// no `run-state.json` (docs/design.md: dry runs write nothing), nor change one a real run
+/// left.
+#[test]
+fn a_dry_run_keeps_no_read_of_recent_runs_sqlite() {
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    finished_run(&db, 1, 130);
+    let cfg = sb.config(
+        &db.url(),
+        &sb.watch("").replace("max_age = \"4h\"", "max_age = \"1h\""),
+    );
+    for args in [&["--dry-run"][..], &["--explain"]] {
+        let o = check(&cfg, args);
+        assert_exit(&o, 0);
+        assert!(stderr(&o).contains("(2h10m, id=1)"), "{}", stderr(&o));
+        assert!(!sb.state_dir().exists(), "{args:?}");
+    }
+    std::fs::create_dir(sb.state_dir()).expect("dir");
+    assert_eq!(longest_run_id(&max_age_too_low(&cfg, &["--dry-run"])), 1);
+    assert!(!sb.state_dir().join("run-state.json").exists());
+
+    // A stale read a real run kept: a dry run reads the rows again and leaves the file be.
+    assert_eq!(longest_run_id(&max_age_too_low(&cfg, &[])), 1);
+    sb.age_recent_reads(15 * 60);
+    let file = std::fs::read(sb.state_dir().join("run-state.json")).expect("read");
+    finished_run(&db, 2, 150);
+    for args in [&["--dry-run"][..], &["--explain"]] {
+        assert_eq!(longest_run_id(&max_age_too_low(&cfg, args)), 2, "{args:?}");
+        assert_eq!(
+            std::fs::read(sb.state_dir().join("run-state.json")).expect("read"),
+            file,
+            "{args:?}"
+        );
+    }
 }
 
 #[test]

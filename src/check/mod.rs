@@ -16,20 +16,21 @@
 //! [`unpark`] puts back to running the parked rows whose own heartbeat beats again after a
 //! park as `hung` (docs/design.md#person). Across runs: [`confirmations`] counts inferred verdicts,
 //! `decided.rs` reads a person's `--as running`, [`remind`] keeps what the cron text told,
-//! [`streak`] trouble that lasts, and [`recovery`] settles a stopped run's intents;
-//! [`release`] removes a legacy lock file. A new per-row verdict or hold belongs in
-//! `decide` and `sweep.rs`; anything new that is written goes through `batch.rs` and the
-//! journal.
+//! [`streak`] trouble that lasts and [`recent`] the recent runs read, and [`recovery`]
+//! settles a stopped run's intents; [`release`] removes a legacy lock file. A new per-row
+//! verdict or hold belongs in `decide` and `sweep.rs`; anything new that is written goes
+//! through `batch.rs` and the journal.
 //!
 //! I/O here: the run lock, the database connection (clock, schemas, the advisory lock —
 //! per watch and host when rows are owned, so hosts judge their own rows side by side —,
-//! recent runtimes, the count of rows parked in `manual_value`), the confirmation counts
-//! (`state_dir/confirmations.json`: read by every run that has a watch with `confirm`
-//! above 1, replaced only by a real one), `state_dir/last-run.json` and the metrics file,
-//! each only in a real run, `state_dir/reminders.json` in a real run of the cron text
-//! ([`crate::check::remind`]), and `state_dir/run-state.json` in every real run ([`streak`]; and,
-//! for a watch busy for longer than 2 × `stale_after`, who holds its advisory lock); the
-//! rest through `sweep.rs` and `batch.rs`. A run that prints
+//! recent runtimes at most once per 15 minutes a watch ([`recent`]), the count of rows
+//! parked in `manual_value`), the confirmation counts (`state_dir/confirmations.json`:
+//! read by every run that has a watch with `confirm` above 1, replaced only by a real one),
+//! `state_dir/last-run.json` and the metrics file, each only in a real run,
+//! `state_dir/reminders.json` in a real run of the cron text ([`crate::check::remind`]),
+//! and `state_dir/run-state.json` read by every run, replaced only by a real one
+//! ([`streak`]; and, for a watch busy for longer than 2 × `stale_after`, who holds its
+//! advisory lock); the rest through `sweep.rs` and `batch.rs`. A run that prints
 //! anyway also looks at the modes of the files holding the database password
 //! ([`crate::store::credentials::exposed_secrets`]) and warns of those every user can read.
 
@@ -38,6 +39,7 @@ mod batch;
 pub mod collation;
 pub mod confirmations;
 mod decided;
+pub mod recent;
 pub mod recovery;
 pub mod release;
 pub mod remind;
@@ -95,12 +97,16 @@ pub fn exit_code(s: &Summary) -> u8 {
 
 /// Where a run's findings go: the summary (JSON, `last-run.json`, metrics) and the
 /// reporter, which the reminders spare what the cron text already showed; and what the
-/// next real run is to know ([`Streaks`]: busy watches, a log that cannot be reached).
+/// next real run is to know ([`Streaks`]: busy watches, a log that cannot be reached, the
+/// recent runs read for the `max_age` check).
 struct Out<'a> {
     rep: &'a mut dyn Reporter,
     summary: &'a mut Summary,
     reminder: Option<Reminder>,
+    /// A real run's, saved at its end.
     streaks: Option<Streaks>,
+    /// A dry run's view of what real runs left (the recent runs it may use), never saved.
+    earlier: Option<Streaks>,
 }
 
 impl Out<'_> {
@@ -158,6 +164,7 @@ pub fn run(cfg: &Config, opts: &CheckOptions, rep: &mut dyn Reporter) -> Result<
         summary: &mut summary,
         reminder: None,
         streaks: None,
+        earlier: None,
     };
     recall_earlier_runs(cfg, db, *opts, &began, &mut out);
     let result = run_watches(cfg, db, *opts, &mut out);
@@ -184,7 +191,8 @@ fn configured_database(cfg: &Config) -> Result<&Database> {
 }
 
 /// A dry run (`--dry-run`, `--explain`): every watch judged, nothing written, no lock
-/// taken, nothing remembered.
+/// taken, nothing remembered. It may use the recent runs a real run read (`run-state.json`)
+/// while they are fresh, as a real run would.
 fn dry_run(
     cfg: &Config,
     db: &Database,
@@ -192,11 +200,17 @@ fn dry_run(
     rep: &mut dyn Reporter,
     mut summary: Summary,
 ) -> Result<Summary> {
+    let now = crate::clock::epoch(SystemTime::now());
     let mut out = Out {
         rep,
         summary: &mut summary,
         reminder: None,
         streaks: None,
+        earlier: Some(Streaks::read_only(
+            &cfg.run.state_dir,
+            database_label(db),
+            now,
+        )),
     };
     let result = run_watches(cfg, db, opts, &mut out);
     tell_log_failure(cfg, &mut out);
@@ -246,8 +260,8 @@ impl Began {
 
 /// What earlier real runs left for this one: what the cron text already told
 /// (`reminders.json`, cron text only) and the trouble that lasts across runs
-/// (`run-state.json`: busy watches, a `--log` that cannot be reached). A file that cannot
-/// be read is said, and read as empty.
+/// (`run-state.json`: busy watches, a `--log` that cannot be reached; and the recent runs
+/// read for the `max_age` check). A file that cannot be read is said, and read as empty.
 fn recall_earlier_runs(
     cfg: &Config,
     db: &Database,
@@ -935,7 +949,11 @@ fn count_parked(
 }
 
 /// The configuration of the seed incident: a cap below the runs it must let live. Bounded
-/// to the latest rows by primary key, so it costs the same on any table.
+/// to the latest rows by primary key, so it costs the same on any table; and those are read
+/// at most once per [`recent::FRESH_FOR_S`]: a real run keeps what it read in
+/// `run-state.json`, and a later run (a dry run too) uses it while it is fresh and read
+/// under the same [`recent::Key`]. The warning itself is made every run from those runs and
+/// this run's `max_age`.
 fn max_age_check(
     store: &mut dyn Store,
     w: &Watch,
@@ -943,17 +961,37 @@ fn max_age_check(
     clocks: &Clocks,
     out: &mut Out<'_>,
 ) {
-    match crate::history::recent_max_age_check(store, w, schema, clocks) {
-        Ok(Some(warn)) => {
-            out.warn_once("max_age_too_low", Some(&w.name), warn.message());
-            out.summary.max_age_too_low.push(warn);
-        }
-        Ok(None) => {}
-        Err(e) => out.warn(format!(
-            "watch {}: cannot read recent runtimes for the max_age check: {}",
-            w.name,
-            e.full_message()
-        )),
+    if crate::history::recent_unread(w, schema).is_some() {
+        return;
+    }
+    let key = recent::Key::of(w, schema, clocks.tz.map(crate::zone::Zone::name));
+    let kept = out
+        .streaks
+        .as_ref()
+        .or(out.earlier.as_ref())
+        .and_then(|s| s.recent_runs(&w.name, &key));
+    let runs = match kept {
+        Some(runs) => runs,
+        None => match crate::history::read_recent_runs(store, w, clocks) {
+            Ok(runs) => {
+                if let Some(s) = out.streaks.as_mut() {
+                    s.read_recent_runs(&w.name, key, &runs);
+                }
+                runs
+            }
+            Err(e) => {
+                out.warn(format!(
+                    "watch {}: cannot read recent runtimes for the max_age check: {}",
+                    w.name,
+                    e.full_message()
+                ));
+                return;
+            }
+        },
+    };
+    if let Some(warn) = runs.max_age_warning(w) {
+        out.warn_once("max_age_too_low", Some(&w.name), warn.message());
+        out.summary.max_age_too_low.push(warn);
     }
 }
 

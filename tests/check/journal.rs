@@ -586,7 +586,16 @@ fn every_real_run_leaves_a_last_run_report() {
         .collect();
     let mut names = names;
     names.sort();
-    assert_eq!(names, ["journal.jsonl", "last-run.json", "pending.jsonl"]);
+    // run-state.json: the recent runs the max_age check read.
+    assert_eq!(
+        names,
+        [
+            "journal.jsonl",
+            "last-run.json",
+            "pending.jsonl",
+            "run-state.json"
+        ]
+    );
     assert_eq!(
         std::fs::metadata(sb.state_dir().join("pending.jsonl"))
             .map(|m| m.len())

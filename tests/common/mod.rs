@@ -308,6 +308,21 @@ impl Sandbox {
         serde_json::from_str(&text).expect("last-run.json is JSON")
     }
 
+    /// Moves every read of recent runs that `run-state.json` keeps for the `max_age` check
+    /// `secs` into the past, as if it had been read that long ago.
+    pub fn age_recent_reads(&self, secs: i64) {
+        let p = self.state_dir().join("run-state.json");
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let mut state: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let reads = state["recent"].as_array_mut().expect("recent runs kept");
+        assert!(!reads.is_empty(), "{text}");
+        for r in reads {
+            let at = r["read_at"].as_i64().expect("read_at");
+            r["read_at"] = serde_json::json!(at - secs);
+        }
+        std::fs::write(&p, state.to_string()).expect("write run-state.json");
+    }
+
     pub fn journal(&self) -> Vec<serde_json::Value> {
         match std::fs::read_to_string(self.state_dir().join("journal.jsonl")) {
             Ok(t) => t
