@@ -208,7 +208,13 @@ impl Pass<'_, '_> {
     /// inside a group).
     fn cas_rows(&mut self, grouped: bool) -> bool {
         let first = self.k;
+        // Only the group's first statement runs while its intents are being flushed: a
+        // statement the database refused may have ended the transaction (a trigger's
+        // RAISE(ROLLBACK) on SQLite, a lock wait under innodb_rollback_on_timeout), and
+        // the next one would then commit on its own.
+        let mut stated = false;
         if grouped && self.store.groups_compare_and_sets() {
+            stated = true;
             match self.cas_group() {
                 Ok(true) => return false,
                 Ok(false) => {}
@@ -221,6 +227,14 @@ impl Pass<'_, '_> {
         }
         while self.k < self.intents.len() && (!grouped || self.k - first < WRITE_GROUP) {
             let i = self.intents[self.k].0;
+            if grouped
+                && stated
+                && let Err(e) = self.jw.pending.flushed()
+            {
+                self.end = BatchEnd::stopped(i, e);
+                return false;
+            }
+            stated = true;
             match self.cas(i) {
                 Err(e) => {
                     self.end = BatchEnd::stopped(i, e);

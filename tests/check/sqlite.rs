@@ -498,3 +498,79 @@ fn permission_denied_on_the_heartbeat_is_unknown_never_dead() {
         "{r}"
     );
 }
+
+/// A group's compare-and-sets after its first wait for the intents' flush: a statement the
+/// database refuses may end the transaction (here a trigger's `RAISE(ROLLBACK)` on row 2),
+/// and the next row's would then commit on its own. With the flush held up for two
+/// seconds, another connection sees every row still running; row 3, committed on its own
+/// after the flush, is journaled by the next run.
+#[test]
+fn a_write_after_a_refused_one_in_a_group_waits_for_the_intents_flush() {
+    if !have_tool(
+        "strace",
+        &["-V"],
+        "delaying the flush of selfheal's intents",
+    ) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let db = SqliteDb::new(&sb);
+    let gone = format!("{}:{}", hostname(), exited_pid());
+    for id in 1..=3 {
+        db.exec(&format!(
+            "INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker) VALUES \
+             ({id}, 'running', datetime('now', '-50 minutes'), datetime('now', '-47 minutes'), \
+             '{gone}')"
+        ));
+    }
+    db.exec(
+        "CREATE TRIGGER guard BEFORE UPDATE ON sync_log WHEN OLD.id = 2 \
+         BEGIN SELECT RAISE(ROLLBACK, 'row 2 is guarded'); END;",
+    );
+    let cfg = sb.config(
+        &db.url(),
+        "name = \"lease\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
+         heartbeat_column = \"heartbeat_at\"\nowner_column = \"worker\"\n\
+         ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n\
+         stale_after = \"5m\"\nmax_age = \"4h\"\n",
+    );
+    let child = std::process::Command::new("strace")
+        .args([
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=fdatasync:delay_enter=2000000:when=1",
+        ])
+        .arg(bin())
+        .args(["check", "--format", "json", "--config"])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("strace");
+    let pending = sb.state_dir().join("pending.jsonl");
+    wait_until("selfheal writes its intents", secs(20), || {
+        std::fs::metadata(&pending).is_ok_and(|m| m.len() > 0)
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    for id in 1..=3 {
+        assert_eq!(
+            db.status(id),
+            "running",
+            "row {id} committed before its intent was flushed"
+        );
+    }
+    let o = child.wait_with_output().expect("wait");
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(db.status(2), "running");
+    // Whatever was committed is in the journal once the next run settled the intents.
+    let _ = check(&cfg, &[]);
+    let journal = sb.journal();
+    for id in 1..=3 {
+        let changed = db.status(id) == "error";
+        let journaled = journal
+            .iter()
+            .any(|e| e["id"] == id && e["applied"] == true);
+        assert_eq!(changed, journaled, "row {id}: {journal:?}");
+    }
+}
