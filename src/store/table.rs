@@ -512,6 +512,17 @@ impl<D: Driver> JobTable for SqlStore<D> {
     }
 
     fn commit_writes(&mut self) -> Result<()> {
+        // A group the driver closed itself (the server rolled it back: a deadlock, a
+        // statement that could not be undone alone) applied nothing. A COMMIT now would
+        // succeed with nothing to commit, and the rows written in the group before would
+        // be taken as applied and journaled.
+        if !self.driver.in_writes() {
+            return Err(Error::database_kind(
+                self.driver.context("committing the writes"),
+                DbErrorKind::Other,
+                "the server rolled the write group back: nothing of it was applied",
+            ));
+        }
         self.driver.commit_writes()
     }
 
@@ -1114,6 +1125,24 @@ mod tests {
             s.driver.statements[1]
                 .sql
                 .contains("WHERE `id` IN (?, ?) AND")
+        );
+    }
+
+    #[test]
+    fn a_group_the_driver_closed_itself_does_not_commit_as_if_applied() {
+        let mut s = store(Fake::new(&mysql::DIALECT), None);
+        assert!(s.begin_writes().expect("begin"));
+        assert!(s.commit_writes().is_ok());
+        // The server rolled the group back (a deadlock): the driver left the group.
+        assert!(s.begin_writes().expect("begin"));
+        s.driver.in_group = false;
+        let e = s
+            .commit_writes()
+            .expect_err("nothing of the group was applied");
+        assert!(
+            e.full_message().contains("rolled the write group back"),
+            "{}",
+            e.full_message()
         );
     }
 
