@@ -131,11 +131,25 @@ const MAX_TYPED: u64 = 16 << 20;
 
 /// Replaces a typed state file with `value` as pretty JSON, through [`replace`].
 pub fn save_typed<T: Serialize>(state_dir: &Path, f: &StateFile, value: &T) -> Result<PathBuf> {
-    let path = state_dir.join(f.name);
-    let mut text = serde_json::to_vec_pretty(value)
-        .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
+    replace(state_dir, f, &json_text(state_dir, f, value, true)?)
+}
+
+/// `value` as the text of the state file `f`: JSON (pretty or on one line) and a newline.
+fn json_text<T: Serialize>(
+    state_dir: &Path,
+    f: &StateFile,
+    value: &T,
+    pretty: bool,
+) -> Result<Vec<u8>> {
+    let written = if pretty {
+        serde_json::to_vec_pretty(value)
+    } else {
+        serde_json::to_vec(value)
+    };
+    let mut text = written
+        .map_err(|e| Error::io(state_dir.join(f.name), f.writing, std::io::Error::other(e)))?;
     text.push(b'\n');
-    replace(state_dir, f, &text)
+    Ok(text)
 }
 
 /// Reads a typed state file written by [`save_typed`], through [`crate::fsafe`] (a link at
@@ -171,11 +185,7 @@ pub fn save_typed_unsynced<T: Serialize>(
     f: &StateFile,
     value: &T,
 ) -> Result<PathBuf> {
-    let path = state_dir.join(f.name);
-    let mut text = serde_json::to_vec(value)
-        .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
-    text.push(b'\n');
-    replace_unsynced(state_dir, f, &text)
+    replace_unsynced(state_dir, f, &json_text(state_dir, f, value, false)?)
 }
 
 /// Replaces a typed state file with `value` as pretty JSON, as [`save_typed`] does but not
@@ -185,11 +195,7 @@ pub fn save_typed_pretty_unsynced<T: Serialize>(
     f: &StateFile,
     value: &T,
 ) -> Result<PathBuf> {
-    let path = state_dir.join(f.name);
-    let mut text = serde_json::to_vec_pretty(value)
-        .map_err(|e| Error::io(&path, f.writing, std::io::Error::other(e)))?;
-    text.push(b'\n');
-    replace_unsynced(state_dir, f, &text)
+    replace_unsynced(state_dir, f, &json_text(state_dir, f, value, true)?)
 }
 
 /// Replaces a state file with `contents` (mode 0640) through a temporary file renamed into
@@ -214,11 +220,7 @@ fn replace_unsynced(state_dir: &Path, f: &StateFile, contents: &[u8]) -> Result<
 /// selfheal never reads it back, and every run writes it again (the changes themselves
 /// are flushed in the journal).
 pub fn write_last_run(state_dir: &Path, report: &serde_json::Value) -> Result<PathBuf> {
-    let path = state_dir.join(LAST_RUN.name);
-    let mut text = serde_json::to_vec_pretty(report)
-        .map_err(|e| Error::io(&path, LAST_RUN.writing, std::io::Error::other(e)))?;
-    text.push(b'\n');
-    replace_unsynced(state_dir, &LAST_RUN, &text)
+    save_typed_pretty_unsynced(state_dir, &LAST_RUN, report)
 }
 
 #[cfg(test)]

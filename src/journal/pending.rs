@@ -330,8 +330,8 @@ impl Pending {
         header: &IntentsHeader,
         intents: &mut dyn Iterator<Item = JournalEntry>,
     ) -> Result<()> {
-        self.begin_flushing(header, intents)?;
-        self.flushed()
+        self.append(header, intents)?;
+        self.sync_now()
     }
 
     /// Appends a group as [`Pending::begin`] does, but returns once it is written: its
@@ -344,11 +344,7 @@ impl Pending {
         header: &IntentsHeader,
         intents: &mut dyn Iterator<Item = JournalEntry>,
     ) -> Result<()> {
-        self.flushed()?;
-        self.lock()?;
-        let result = self.append_group(header, intents);
-        self.unlock();
-        self.mine = Some(result?);
+        self.append(header, intents)?;
         let spawned = self.file.try_clone().and_then(|file| {
             std::thread::Builder::new()
                 .name("intents-flush".into())
@@ -357,12 +353,29 @@ impl Pending {
         match spawned {
             Ok(handle) => self.flushing = Some(handle),
             // No thread to spare: flushed here and now.
-            Err(_) => self
-                .file
-                .sync_data()
-                .map_err(|e| Error::io(&self.path, FILE.writing, e))?,
+            Err(_) => self.sync_now()?,
         }
         Ok(())
+    }
+
+    /// Appends a group under the file's lock, once an earlier group's flush is done.
+    fn append(
+        &mut self,
+        header: &IntentsHeader,
+        intents: &mut dyn Iterator<Item = JournalEntry>,
+    ) -> Result<()> {
+        self.flushed()?;
+        self.lock()?;
+        let result = self.append_group(header, intents);
+        self.unlock();
+        self.mine = Some(result?);
+        Ok(())
+    }
+
+    fn sync_now(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(&self.path, FILE.writing, e))
     }
 
     /// Waits for the flush [`Pending::begin_flushing`] started: `Ok` once the group is on
