@@ -474,24 +474,10 @@ fn a_write_group_commits_only_once_its_intents_are_on_disk() {
         return;
     }
     let (sb, cfg) = three_dead_rows(&mut db);
-    let child = std::process::Command::new("strace")
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=fdatasync:delay_enter=2000000:when=1",
-        ])
-        .arg(bin())
-        .args(["check", "--format", "json", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
+    let child = check_under_strace("inject=fdatasync:delay_enter=2000000:when=1", &cfg)
         .spawn()
         .expect("strace");
-    let pending = sb.state_dir().join("pending.jsonl");
-    wait_until("selfheal writes its intents", secs(20), || {
-        std::fs::metadata(&pending).is_ok_and(|m| m.len() > 0)
-    });
+    wait_for_intents(&sb);
     // The group's UPDATE may have run by now; it is not committed.
     std::thread::sleep(std::time::Duration::from_millis(700));
     for id in 1..=3 {
@@ -519,17 +505,7 @@ fn a_write_group_whose_intents_cannot_be_flushed_is_undone() {
         return;
     }
     let (sb, cfg) = three_dead_rows(&mut db);
-    let o = std::process::Command::new("strace")
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=fdatasync:error=EIO:when=1",
-        ])
-        .arg(bin())
-        .args(["check", "--format", "json", "--config"])
-        .arg(&cfg)
+    let o = check_under_strace("inject=fdatasync:error=EIO:when=1", &cfg)
         .output()
         .expect("strace");
     assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -549,43 +525,17 @@ fn a_write_group_whose_intents_cannot_be_flushed_is_undone() {
 /// Rows 1, 2 and 3 dead (their owner pid gone on this host, their heartbeats stale): one
 /// write group. Once selfheal has written its intents (as it unlocks pending.jsonl, its
 /// third flock after the run lock and the pending lock, delayed by strace), row 2's worker
-/// finishes it. The group's single UPDATE then changes two rows of
-/// three: it is undone, and each row is written on its own — rows 1 and 3 marked, row 2
-/// left as its worker wrote it, a lost race.
+/// finishes it. The group's single UPDATE then changes two rows of three: it is undone,
+/// and each row is written on its own — rows 1 and 3 marked, row 2 left as its worker
+/// wrote it, a lost race.
 #[test]
 fn a_row_finished_while_its_write_group_is_prepared_is_not_overwritten_and_the_rest_are_marked() {
     let mut db = mysql_or_skip!();
     if !have_tool("strace", &["-V"], "delaying selfheal after its intents") {
         return;
     }
-    db.create_sync_log("DATETIME");
-    let gone = format!("{}:{}", hostname(), exited_pid());
-    for id in 1..=3 {
-        db.exec(&format!(
-            "INSERT INTO sync_log (id, status, start_time, heartbeat_at, worker) VALUES \
-             ({id}, 'running', NOW() - INTERVAL 50 MINUTE, NOW() - INTERVAL 47 MINUTE, '{gone}')"
-        ));
-    }
-    let sb = Sandbox::new();
-    let cfg = sb.config(
-        &db.url,
-        "name = \"lease\"\ntable = \"sync_log\"\nstarted_column = \"start_time\"\n\
-         heartbeat_column = \"heartbeat_at\"\nowner_column = \"worker\"\n\
-         ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n\
-         stale_after = \"5m\"\nmax_age = \"4h\"\n",
-    );
-    let child = std::process::Command::new("strace")
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=flock:delay_exit=1500000:when=3",
-        ])
-        .arg(bin())
-        .args(["check", "--format", "json", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
+    let (sb, cfg) = three_dead_rows(&mut db);
+    let child = check_under_strace("inject=flock:delay_exit=1500000:when=3", &cfg)
         .spawn()
         .expect("strace");
     let pending = sb.state_dir().join("pending.jsonl");

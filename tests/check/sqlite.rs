@@ -534,24 +534,10 @@ fn a_write_after_a_refused_one_in_a_group_waits_for_the_intents_flush() {
          ended_column = \"end_time\"\nmessage_column = \"error_msg\"\n\
          stale_after = \"5m\"\nmax_age = \"4h\"\n",
     );
-    let child = std::process::Command::new("strace")
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=fdatasync:delay_enter=2000000:when=1",
-        ])
-        .arg(bin())
-        .args(["check", "--format", "json", "--config"])
-        .arg(&cfg)
-        .stdout(std::process::Stdio::piped())
+    let child = check_under_strace("inject=fdatasync:delay_enter=2000000:when=1", &cfg)
         .spawn()
         .expect("strace");
-    let pending = sb.state_dir().join("pending.jsonl");
-    wait_until("selfheal writes its intents", secs(20), || {
-        std::fs::metadata(&pending).is_ok_and(|m| m.len() > 0)
-    });
+    wait_for_intents(&sb);
     std::thread::sleep(Duration::from_millis(700));
     for id in 1..=3 {
         assert_eq!(

@@ -1422,6 +1422,26 @@ pub fn wait_at_most(
     }
 }
 
+/// `selfheal check --format json --config CFG` under `strace -f -e INJECT` (a syscall
+/// delayed or failed), its stdout piped.
+pub fn check_under_strace(inject: &str, cfg: &Path) -> Command {
+    let mut c = Command::new("strace");
+    c.args(["-f", "-o", "/dev/null", "-e", inject])
+        .arg(bin())
+        .args(["check", "--format", "json", "--config"])
+        .arg(cfg)
+        .stdout(std::process::Stdio::piped());
+    c
+}
+
+/// Waits until the run has written its intents to the sandbox's `pending.jsonl`.
+pub fn wait_for_intents(sb: &Sandbox) {
+    let pending = sb.state_dir().join("pending.jsonl");
+    wait_until("selfheal writes its intents", secs(20), || {
+        std::fs::metadata(&pending).is_ok_and(|m| m.len() > 0)
+    });
+}
+
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + timeout;
     while !f() {
